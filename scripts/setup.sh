@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything tracecorr needs on Debian 12 (run as root), then builds it.
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcap-dev
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libprotobuf-dev protobuf-compiler libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  pybind11-dev python3-dev python3-pytest python3-jsonschema python3-pip python3-setuptools
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+ninja -C build

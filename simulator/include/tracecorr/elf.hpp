@@ -1,0 +1,55 @@
+// Static analysis of the agent's native library with libelf.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracecorr/error.hpp"
+
+namespace tracecorr::elf {
+
+enum class Machine { X86_64, AArch64, Other };
+const char* to_string(Machine m);
+
+struct Symbol {
+  std::string name;
+  std::uint64_t value = 0;  // for STT_TLS: offset in the TLS block
+  std::uint64_t size = 0;
+  unsigned type = 0;        // STT_*
+  unsigned binding = 0;     // STB_*
+  unsigned visibility = 0;  // STV_*
+  unsigned section = 0;     // SHN_* or index; SHN_UNDEF means imported, not defined
+  bool defined() const { return section != 0; }
+};
+std::string describe_type(unsigned stt);  // "OBJECT", "TLS", ...
+
+enum class TlsDialect { None, Descriptor, Traditional };
+const char* to_string(TlsDialect d);
+
+struct TlsAccess {
+  TlsDialect dialect = TlsDialect::None;
+  // For the descriptor dialect: link-time address of the `struct tlsdesc`
+  // ({resolver, argument}); add the load bias to find it in a process.
+  std::optional<std::uint64_t> descriptor_vaddr;
+  std::vector<std::string> relocations;  // relocation type names found for the symbol
+};
+
+struct LibraryAnalysis {
+  std::string path;
+  Machine machine = Machine::Other;
+  std::uint64_t first_load_vaddr = 0;  // p_vaddr of the first PT_LOAD (usually 0 for a .so)
+  std::optional<Symbol> process_storage;
+  std::optional<Symbol> tls;
+  TlsAccess tls_access;
+};
+
+// Symbol names default to the registry's. Every problem in the file itself
+// (not ELF, truncated, no dynamic symbols) is an Error naming the file.
+// `fd` is read only; the caller keeps ownership.
+Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_path,
+                                          const std::string& storage_symbol, const std::string& tls_symbol);
+Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_path);
+
+}  // namespace tracecorr::elf

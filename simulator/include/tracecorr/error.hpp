@@ -1,0 +1,61 @@
+// Errors and results shared by every tracecorr reader and decoder.
+//
+// Everything tracecorr reads is hostile input. A failure therefore carries
+// three things a user can act on: what was wrong, where (an address, an offset,
+// a file, a field), and, when the fault is the target's, the requirement it breaks.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace tracecorr {
+
+struct Error {
+  std::string what;         // "string length 4294967295 exceeds the 65536-byte bound"
+  std::string where;        // "process storage at 0x7f00...+2 (service_name)"
+  std::string requirement;  // "PROC-03", or empty when the fault is not the target's
+
+  std::string message() const {
+    std::string m = where.empty() ? what : where + ": " + what;
+    if (!requirement.empty()) m += " [" + requirement + "]";
+    return m;
+  }
+  // Adds outer context: "while reading pid 42" + ": " + inner where.
+  Error within(const std::string& outer) const {
+    Error e = *this;
+    e.where = where.empty() ? outer : outer + ": " + where;
+    return e;
+  }
+};
+
+// A value or an Error. Kept minimal: C++20 has no std::expected.
+template <typename T>
+class [[nodiscard]] Expected {
+ public:
+  Expected(T value) : v_(std::move(value)) {}
+  Expected(Error error) : v_(std::move(error)) {}
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  const Error& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+struct Ok {};
+using Status = Expected<Ok>;
+
+inline Error make_error(std::string what, std::string where = {}, std::string requirement = {}) {
+  return Error{std::move(what), std::move(where), std::move(requirement)};
+}
+
+}  // namespace tracecorr
