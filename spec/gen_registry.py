@@ -66,6 +66,7 @@ def constants(reg: dict) -> list:
         ("PROCESS_STORAGE_MINOR", max(lay["process_storage"]["minor_versions"])),
         ("MESSAGE_HEADER_SIZE", lay["message_header"]["size"]),
         ("DEFAULT_DELAY_MS", reg["config"]["default_delay_ms"]),
+        ("DEFAULT_BUFFER_SIZE", reg["config"]["buffer_size"]["example_default"]),
         ("STACK_TRACE_ID_SIZE", reg["attribute"]["stack_trace_id_size"]),
     ]
     c += field_constants("TLS", lay["tls_record"]["fields"])

@@ -13,6 +13,7 @@
 
 #include "tracecorr/elf.hpp"
 #include "tracecorr/error.hpp"
+#include "tracecorr/fd.hpp"
 #include "tracecorr/maps.hpp"
 
 namespace tracecorr {
@@ -23,36 +24,51 @@ struct DiscoveryOptions {
   std::string tls_symbol;       // defaults to the registry's
   // Also analyse libraries whose name does not match but that define either
   // symbol, so a misnamed library is diagnosed (ELF-01) instead of missed.
+  // Only files whose name looks like a shared object (".so", ".so.N") are
+  // opened, and each file is analysed once per LibraryCache.
   bool look_past_names = true;
   static DiscoveryOptions defaults();
 };
 
 struct AgentLibrary {
   pid_t pid = 0;
-  std::string path;             // as mapped in the target
+  std::string path;             // as mapped in the target (without " (deleted)")
+  bool deleted = false;         // the file was replaced or removed after mapping
   bool name_matches = false;    // ELF-01
   std::string name_suffix;      // the regex group, e.g. "x64"
   std::uint64_t load_bias = 0;  // runtime address = link-time address + load_bias
+  std::uint64_t base_mapping_start = 0;  // the mapping with file offset 0
   elf::LibraryAnalysis elf;
+  std::string analysis_error;  // the name matches but the file could not be analysed
   // Runtime addresses, when the symbol/relocation exists.
   std::optional<std::uint64_t> storage_pointer_addr;  // &elastic_..._process_storage_v1
   std::optional<std::uint64_t> tls_descriptor_addr;   // &struct tlsdesc
 };
 
-// Caches ELF analyses by (device, inode, mtime) so a scan of every process on
-// a host analyses each library file once.
+// Caches ELF analyses by (device, inode, mtime, size) so a scan of every
+// process on a host analyses each library file once.
 class LibraryCache {
  public:
   Expected<elf::LibraryAnalysis> analyze(pid_t pid, const Mapping& m, const DiscoveryOptions& o);
   std::size_t size() const { return cache_.size(); }
+  std::size_t analyses() const { return analyses_; }  // files actually parsed
 
  private:
   std::map<std::string, Expected<elf::LibraryAnalysis>> cache_;
+  std::size_t analyses_ = 0;
 };
+
+// Opens the file behind a mapping for reading: /proc/PID/map_files/<start>-<end>
+// (works for deleted files and inside containers), else the path inside the
+// target's root.
+Expected<UniqueFd> open_mapped_file(pid_t pid, const Mapping& m);
 
 // The agent library in one process, or nullopt when there is none. Errors are
 // reserved for a process that cannot be examined (gone, no permission).
 Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache);
+
+// Does `path` match the library name regex? Fills the suffix group.
+bool library_name_matches(const std::string& path, const std::string& regex, std::string* suffix = nullptr);
 
 std::vector<pid_t> list_processes();
 

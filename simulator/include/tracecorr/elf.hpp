@@ -28,12 +28,25 @@ std::string describe_type(unsigned stt);  // "OBJECT", "TLS", ...
 enum class TlsDialect { None, Descriptor, Traditional };
 const char* to_string(TlsDialect d);
 
+// The relocation names of each dialect for a machine, from the registry
+// (library.tls_dialects); nullptr for machines the protocol does not cover.
+struct DialectRelocations {
+  std::string descriptor;                // "R_X86_64_TLSDESC"
+  std::vector<std::string> traditional;  // "R_X86_64_DTPMOD64", ...
+};
+const DialectRelocations* registry_dialect_relocations(Machine m);
+// The relocation type's name (elf.h spelling) for the TLS relocations we know, or "type N".
+std::string relocation_name(Machine m, std::uint32_t type);
+
 struct TlsAccess {
   TlsDialect dialect = TlsDialect::None;
   // For the descriptor dialect: link-time address of the `struct tlsdesc`
   // ({resolver, argument}); add the load bias to find it in a process.
   std::optional<std::uint64_t> descriptor_vaddr;
   std::vector<std::string> relocations;  // relocation type names found for the symbol
+  // Both dialects present (a TLSDESC relocation and a traditional one): the
+  // descriptor is still readable, but ELF-04 asks for no traditional pair.
+  bool mixed = false;
 };
 
 struct LibraryAnalysis {
@@ -43,6 +56,7 @@ struct LibraryAnalysis {
   std::optional<Symbol> process_storage;
   std::optional<Symbol> tls;
   TlsAccess tls_access;
+  std::size_t dynamic_symbol_count = 0;
 };
 
 // Symbol names default to the registry's. Every problem in the file itself

@@ -5,6 +5,7 @@
 // Sending never blocks: a full queue is reported, not waited on.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -16,24 +17,39 @@
 
 namespace tracecorr {
 
-// An O_PATH descriptor for `path` as seen by `pid`.
-Expected<UniqueFd> open_in_target_root(pid_t pid, const std::string& path, int extra_flags = 0);
+// A descriptor for `path` as seen by `pid`: resolved inside /proc/PID/root
+// (RESOLVE_IN_ROOT: absolute paths and ".." stay inside; RESOLVE_NO_MAGICLINKS:
+// no /proc/*/fd jumps). `open_flags` defaults to O_PATH; pass O_RDONLY to read
+// the file. O_CLOEXEC is always added.
+Expected<UniqueFd> open_in_target_root(pid_t pid, const std::string& path, int open_flags = O_PATH);
 
 struct SocketFacts {
   bool is_socket = false;
-  std::uint64_t inode = 0;
+  std::uint64_t inode = 0;          // of the socket file
+  std::uint64_t socket_inode = 0;   // of the socket object (/proc/PID/net/unix, "socket:[N]")
   uid_t owner = 0;
+  gid_t group = 0;
   unsigned mode = 0;                 // permission bits
+  uid_t target_uid = 0;              // the target's effective uid, to judge ownership (SOCK-04)
   bool bound_by_target = false;      // the target holds an fd on this socket inode
-  bool datagram = false;             // from /proc/PID/net/unix
+  bool listed_in_net_unix = false;   // the inode appears in /proc/PID/net/unix
+  bool datagram = false;             // from /proc/PID/net/unix (type 0002)
+  unsigned socket_type = 0;          // the type column of /proc/PID/net/unix
   bool target_nonblocking = false;   // O_NONBLOCK in the target's fdinfo
+  int target_fd = -1;                // the target's descriptor for it, when bound_by_target
 };
+// Errors: the path does not resolve in the target's root (SOCK-02), or the
+// process is gone. A path naming something that is not a socket is not an
+// error: is_socket says so.
 Expected<SocketFacts> examine_socket(pid_t pid, const std::string& path);
 
 enum class SendOutcome { Sent, WouldBlock, Refused };
+const char* to_string(SendOutcome o);
 
 class AgentSocket {
  public:
+  // Connects to the socket file `path` names inside the target's root; refuses
+  // anything that is not a socket.
   static Expected<AgentSocket> connect(pid_t pid, const std::string& path);
   SendOutcome send(std::span<const std::uint8_t> datagram);  // MSG_DONTWAIT
   int last_errno() const { return last_errno_; }

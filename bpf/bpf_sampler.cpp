@@ -1,0 +1,89 @@
+#include "bpf_sampler.hpp"
+
+#include <cstring>
+
+#include "sampler_loader.hpp"
+
+namespace tracecorr::bpf {
+namespace {
+
+SampleError to_sample_error(std::uint32_t status) {
+  switch (status) {
+    case TC_SAMPLE_OK: return SampleError::Ok;
+    case TC_SAMPLE_THREAD_POINTER_FAILED: return SampleError::ThreadPointerFailed;
+    case TC_SAMPLE_RECORD_POINTER_READ_FAILED: return SampleError::RecordPointerReadFailed;
+    case TC_SAMPLE_RECORD_POINTER_NULL: return SampleError::RecordPointerNull;
+    default: return SampleError::RecordReadFailed;
+  }
+}
+
+static_assert(sizeof(tc_sample::record) == spec::kTlsRecordSize);
+static_assert(TC_MAX_STACK_DEPTH == kMaxStackFrames);
+
+class BpfSampler final : public Sampler {
+ public:
+  explicit BpfSampler(std::unique_ptr<SamplerLoader> l) : loader_(std::move(l)) {}
+  std::string name() const override { return "bpf"; }
+  Status track(pid_t pid, std::int64_t tls_offset) override { return loader_->track(pid, tls_offset); }
+  Status untrack(pid_t pid) override { return loader_->untrack(pid); }
+
+  Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
+    SamplerLoader::Callback convert = [&callback](const tc_sample& r) {
+      Sample s;
+      s.pid = static_cast<pid_t>(r.pid);
+      s.tid = static_cast<pid_t>(r.tid);
+      s.cpu = static_cast<int>(r.cpu);
+      s.time_ns = r.ktime_ns;
+      s.thread_pointer = r.thread_pointer;
+      s.record_pointer = r.record_pointer;
+      s.error = to_sample_error(r.status);
+      if (s.error == SampleError::Ok) {
+        wire::TlsRecordBytes b;
+        std::memcpy(b.data(), r.record, b.size());
+        s.record = b;
+      }
+      if (r.stack_bytes < 0) {
+        s.stack_errno = -r.stack_bytes;
+      } else {
+        // Bound by the record's array whatever the kernel claims.
+        std::size_t n = static_cast<std::size_t>(r.stack_bytes) / sizeof(std::uint64_t);
+        if (n > TC_MAX_STACK_DEPTH) n = TC_MAX_STACK_DEPTH;
+        s.frames.assign(r.stack, r.stack + n);
+      }
+      callback(s);
+    };
+    return loader_->poll(timeout, convert);
+  }
+
+  SamplerCounters counters() const override {
+    auto c = loader_->counters();
+    SamplerCounters out;
+    out.samples = c[TC_CTR_SAMPLES];
+    out.emitted = c[TC_CTR_EMITTED];
+    out.thread_pointer_failed = c[TC_CTR_THREAD_POINTER_FAILED];
+    out.record_pointer_read_failed = c[TC_CTR_RECORD_POINTER_READ_FAILED];
+    out.record_pointer_null = c[TC_CTR_RECORD_POINTER_NULL];
+    out.record_read_failed = c[TC_CTR_RECORD_READ_FAILED];
+    out.valid_zero = c[TC_CTR_VALID_ZERO];
+    out.trace_absent = c[TC_CTR_TRACE_ABSENT];
+    out.stack_failed = c[TC_CTR_STACK_FAILED];
+    out.lost = c[TC_CTR_RINGBUF_FULL] + loader_->malformed();
+    return out;
+  }
+
+ private:
+  std::unique_ptr<SamplerLoader> loader_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Sampler>> make_bpf_sampler(const BpfSamplerOptions& options) {
+  SamplerLoaderOptions lo;
+  lo.ringbuf_bytes = options.ringbuf_bytes;
+  auto loader = SamplerLoader::open(lo);
+  if (!loader) return loader.error();
+  if (auto st = (*loader)->attach(options.frequency_hz); !st) return st.error();
+  return std::unique_ptr<Sampler>(new BpfSampler(std::move(*loader)));
+}
+
+}  // namespace tracecorr::bpf

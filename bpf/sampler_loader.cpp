@@ -1,0 +1,268 @@
+#include "sampler_loader.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "empty.skel.h"
+#include "sampler.skel.h"
+
+namespace tracecorr::bpf {
+namespace {
+
+std::mutex log_mutex;
+std::deque<std::string> log_lines;
+
+int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char buf[1024];
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  std::lock_guard<std::mutex> lock(log_mutex);
+  log_lines.emplace_back(buf, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buf) - 1) : 0);
+  while (log_lines.size() > 8) log_lines.pop_front();
+  return 0;
+}
+
+void install_print() {
+  static std::once_flag once;
+  std::call_once(once, [] { libbpf_set_print(libbpf_print); });
+}
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+Error load_error(const char* step, int err) {
+  std::string what = std::string(step) + " failed: " + errno_text(err);
+  std::string reason = bpf_unavailable_reason();
+  if (!reason.empty()) what += " (" + reason + ")";
+  std::string tail = libbpf_log_tail();
+  if (!tail.empty()) what += "; libbpf: " + tail;
+  return make_error(what, "BPF sampler");
+}
+
+}  // namespace
+
+void LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
+
+std::string libbpf_log_tail() {
+  std::lock_guard<std::mutex> lock(log_mutex);
+  std::string out;
+  for (const auto& l : log_lines) {
+    std::string line = l;
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    if (!out.empty()) out += " | ";
+    out += line;
+  }
+  return out;
+}
+
+Expected<std::vector<int>> online_cpus() {
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string text;
+  if (!in || !std::getline(in, text)) return make_error("cannot read the online CPU list", "/sys/devices/system/cpu/online");
+  std::vector<int> cpus;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    int a = -1, b = -1;
+    if (std::sscanf(part.c_str(), "%d-%d", &a, &b) == 2 && a >= 0 && b >= a && b < 65536) {
+      for (int c = a; c <= b; ++c) cpus.push_back(c);
+    } else if (std::sscanf(part.c_str(), "%d", &a) == 1 && a >= 0 && a < 65536) {
+      cpus.push_back(a);
+    } else {
+      return make_error("malformed CPU range '" + part + "'", "/sys/devices/system/cpu/online");
+    }
+  }
+  if (cpus.empty()) return make_error("no online CPU", "/sys/devices/system/cpu/online");
+  return cpus;
+}
+
+Expected<std::vector<LinkPtr>> attach_cpu_clock(bpf_program* prog, unsigned hz) {
+  if (hz == 0) return make_error("sampling frequency must be > 0 Hz", "perf_event_open");
+  auto cpus = online_cpus();
+  if (!cpus) return cpus.error();
+  std::vector<LinkPtr> links;
+  for (int cpu : *cpus) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.freq = 1;
+    attr.sample_freq = hz;
+    int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      int err = errno;
+      if (err == ENODEV) continue;  // went offline meanwhile
+      return make_error(std::string("perf_event_open(cpu-clock, ") + std::to_string(hz) + " Hz) failed: " +
+                            errno_text(err) + (err == EACCES || err == EPERM ? " (needs CAP_PERFMON or root)" : "") +
+                            (err == EINVAL ? " (frequency above kernel.perf_event_max_sample_rate?)" : ""),
+                        "CPU " + std::to_string(cpu));
+    }
+    UniqueFd owner(fd);
+    bpf_link* link = bpf_program__attach_perf_event(prog, fd);
+    if (!link) {
+      int err = errno;
+      return make_error("attaching the program to the perf event failed: " + errno_text(err),
+                        "CPU " + std::to_string(cpu));
+    }
+    owner.release();  // the link owns the perf event fd now
+    links.emplace_back(link);
+  }
+  if (links.empty()) return make_error("no CPU accepted a perf event", "perf_event_open");
+  return links;
+}
+
+Expected<ProgramStats> program_stats(int prog_fd) {
+  bpf_prog_info info{};
+  __u32 len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0)
+    return make_error("bpf_obj_get_info_by_fd failed: " + errno_text(errno), "program fd " + std::to_string(prog_fd));
+  ProgramStats s;
+  s.run_time_ns = info.run_time_ns;
+  s.run_cnt = info.run_cnt;
+  s.recursion_misses = info.recursion_misses;
+  return s;
+}
+
+std::string bpf_unavailable_reason() {
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    return "the kernel has no BTF at /sys/kernel/btf/vmlinux, which CO-RE needs";
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return {};
+  auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
+  const int kCapSysAdmin = 21, kCapPerfmon = 38, kCapBpf = 39;
+  if (has(kCapSysAdmin) || (has(kCapBpf) && has(kCapPerfmon))) return {};
+  return "not privileged: needs root or CAP_BPF and CAP_PERFMON";
+}
+
+// ---- SamplerLoader ---------------------------------------------------------
+
+Expected<std::unique_ptr<SamplerLoader>> SamplerLoader::open(const SamplerLoaderOptions& options) {
+  install_print();
+  std::unique_ptr<SamplerLoader> l(new SamplerLoader());
+  l->skel_ = tc_sampler_bpf__open();
+  if (!l->skel_) return load_error("opening the sampler BPF object", errno);
+  std::size_t rb = options.ringbuf_bytes;
+  if (rb < 4096 || (rb & (rb - 1)) != 0)
+    return make_error("ring buffer size " + std::to_string(rb) + " is not a power of two >= 4096", "BPF sampler");
+  if (int err = bpf_map__set_max_entries(l->skel_->maps.samples, static_cast<__u32>(rb)); err != 0)
+    return load_error("sizing the ring buffer", err);
+  if (int err = tc_sampler_bpf__load(l->skel_); err != 0) return load_error("loading the sampler BPF program", err);
+  l->ringbuf_ = ring_buffer__new(bpf_map__fd(l->skel_->maps.samples), &SamplerLoader::on_record, l.get(), nullptr);
+  if (!l->ringbuf_) return load_error("opening the ring buffer", errno);
+  return l;
+}
+
+SamplerLoader::~SamplerLoader() {
+  links_.clear();  // stop sampling first
+  if (ringbuf_) ring_buffer__free(ringbuf_);
+  if (skel_) tc_sampler_bpf__destroy(skel_);
+}
+
+Status SamplerLoader::track(pid_t pid, std::int64_t tls_offset, std::uint32_t flags) {
+  if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "BPF sampler");
+  __u32 key = static_cast<__u32>(pid);
+  tc_process value{};
+  value.tls_offset = tls_offset;
+  value.flags = flags;
+  if (bpf_map__update_elem(skel_->maps.tracked, &key, sizeof(key), &value, sizeof(value), BPF_ANY) != 0)
+    return make_error("updating the tracked-process map failed: " + errno_text(errno) +
+                          (errno == E2BIG ? " (more than " + std::to_string(TC_MAX_TRACKED_PROCESSES) + " processes)" : ""),
+                      "BPF sampler, pid " + std::to_string(pid));
+  return Ok{};
+}
+
+Status SamplerLoader::untrack(pid_t pid) {
+  __u32 key = static_cast<__u32>(pid);
+  if (bpf_map__delete_elem(skel_->maps.tracked, &key, sizeof(key), 0) != 0 && errno != ENOENT)
+    return make_error("deleting from the tracked-process map failed: " + errno_text(errno),
+                      "BPF sampler, pid " + std::to_string(pid));
+  return Ok{};
+}
+
+Status SamplerLoader::attach(unsigned hz) {
+  links_.clear();
+  auto links = attach_cpu_clock(skel_->progs.tc_sample, hz);
+  if (!links) return links.error();
+  links_ = std::move(*links);
+  return Ok{};
+}
+
+void SamplerLoader::detach() { links_.clear(); }
+
+int SamplerLoader::on_record(void* ctx, void* data, std::size_t size) {
+  auto* self = static_cast<SamplerLoader*>(ctx);
+  if (size < sizeof(tc_sample)) {
+    ++self->malformed_;
+    return 0;
+  }
+  tc_sample s;
+  std::memcpy(&s, data, sizeof(s));
+  ++self->delivered_;
+  if (self->callback_) (*self->callback_)(s);
+  return 0;
+}
+
+Expected<std::size_t> SamplerLoader::poll(std::chrono::milliseconds timeout, const Callback& callback) {
+  callback_ = &callback;
+  delivered_ = 0;
+  int n = ring_buffer__poll(ringbuf_, static_cast<int>(timeout.count()));
+  callback_ = nullptr;
+  if (n < 0 && n != -EINTR) return make_error("ring_buffer__poll failed: " + errno_text(n), "BPF sampler");
+  return delivered_;
+}
+
+std::array<std::uint64_t, TC_CTR_COUNT> SamplerLoader::counters() const {
+  std::array<std::uint64_t, TC_CTR_COUNT> total{};
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return total;
+  std::vector<__u64> values(static_cast<std::size_t>(ncpu));
+  for (__u32 i = 0; i < TC_CTR_COUNT; ++i) {
+    if (bpf_map__lookup_elem(skel_->maps.counters, &i, sizeof(i), values.data(), values.size() * sizeof(__u64), 0) != 0)
+      continue;
+    for (auto v : values) total[i] += v;
+  }
+  return total;
+}
+
+int SamplerLoader::prog_fd() const { return bpf_program__fd(skel_->progs.tc_sample); }
+
+// ---- EmptyLoader -----------------------------------------------------------
+
+Expected<std::unique_ptr<EmptyLoader>> EmptyLoader::open() {
+  install_print();
+  std::unique_ptr<EmptyLoader> l(new EmptyLoader());
+  l->skel_ = tc_empty_bpf__open_and_load();
+  if (!l->skel_) return load_error("loading the empty BPF program", errno);
+  return l;
+}
+
+EmptyLoader::~EmptyLoader() {
+  links_.clear();
+  if (skel_) tc_empty_bpf__destroy(skel_);
+}
+
+Status EmptyLoader::attach(unsigned hz) {
+  links_.clear();
+  auto links = attach_cpu_clock(skel_->progs.tc_empty, hz);
+  if (!links) return links.error();
+  links_ = std::move(*links);
+  return Ok{};
+}
+
+int EmptyLoader::prog_fd() const { return bpf_program__fd(skel_->progs.tc_empty); }
+
+}  // namespace tracecorr::bpf

@@ -1,0 +1,113 @@
+// Thin RAII loader over the bpftool-generated skeletons of sampler.bpf.c and
+// empty.bpf.c: open/load, the tracked-process map, one cpu-clock perf event
+// per online CPU, the ring buffer and the per-CPU counters.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sampler.h"
+#include "tracecorr/error.hpp"
+#include "tracecorr/fd.hpp"
+
+struct bpf_link;
+struct bpf_program;
+struct ring_buffer;
+struct tc_sampler_bpf;  // skeletons (bpftool gen skeleton ... name tc_sampler_bpf)
+struct tc_empty_bpf;
+
+namespace tracecorr::bpf {
+
+struct LinkDeleter {
+  void operator()(bpf_link* l) const;  // bpf_link__destroy: detaches and closes the perf event fd
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+// Online CPUs from /sys/devices/system/cpu/online.
+Expected<std::vector<int>> online_cpus();
+
+// Opens a PERF_COUNT_SW_CPU_CLOCK event (frequency mode, `hz` samples per
+// second) on every online CPU and attaches `prog` to each.
+Expected<std::vector<LinkPtr>> attach_cpu_clock(bpf_program* prog, unsigned hz);
+
+// The kernel's accounting of a program (kernel.bpf_stats_enabled=1 to fill it).
+struct ProgramStats {
+  std::uint64_t run_time_ns = 0;
+  std::uint64_t run_cnt = 0;
+  std::uint64_t recursion_misses = 0;
+};
+Expected<ProgramStats> program_stats(int prog_fd);
+
+// Why BPF cannot be used here, or empty when the basics are present: BTF and
+// privilege. Used by `agent` (to suggest --reader ptrace) and `doctor`.
+std::string bpf_unavailable_reason();
+
+// libbpf's last messages (warnings and errors), for error reports.
+std::string libbpf_log_tail();
+
+struct SamplerLoaderOptions {
+  std::size_t ringbuf_bytes = 8u << 20;  // power of two, multiple of the page size
+};
+
+class SamplerLoader {
+ public:
+  static Expected<std::unique_ptr<SamplerLoader>> open(const SamplerLoaderOptions& options = {});
+  ~SamplerLoader();
+  SamplerLoader(const SamplerLoader&) = delete;
+  SamplerLoader& operator=(const SamplerLoader&) = delete;
+
+  Status track(pid_t pid, std::int64_t tls_offset, std::uint32_t flags = 0);
+  Status untrack(pid_t pid);
+
+  Status attach(unsigned hz);  // one cpu-clock event per online CPU
+  void detach();
+  std::size_t attached_cpus() const { return links_.size(); }
+
+  // Consumes ring-buffer records, waiting up to `timeout` for the first.
+  // Records shorter than struct tc_sample are counted in malformed() and skipped.
+  using Callback = std::function<void(const tc_sample&)>;
+  Expected<std::size_t> poll(std::chrono::milliseconds timeout, const Callback& callback);
+
+  std::array<std::uint64_t, TC_CTR_COUNT> counters() const;  // summed over CPUs
+  std::uint64_t malformed() const { return malformed_; }
+  int prog_fd() const;
+  Expected<ProgramStats> stats() const { return program_stats(prog_fd()); }
+
+ private:
+  SamplerLoader() = default;
+  static int on_record(void* ctx, void* data, std::size_t size);
+
+  ::tc_sampler_bpf* skel_ = nullptr;
+  ring_buffer* ringbuf_ = nullptr;
+  std::vector<LinkPtr> links_;
+  const Callback* callback_ = nullptr;
+  std::size_t delivered_ = 0;
+  std::uint64_t malformed_ = 0;
+};
+
+// The do-nothing program on the same events, for the overhead benchmark.
+class EmptyLoader {
+ public:
+  static Expected<std::unique_ptr<EmptyLoader>> open();
+  ~EmptyLoader();
+  EmptyLoader(const EmptyLoader&) = delete;
+  EmptyLoader& operator=(const EmptyLoader&) = delete;
+  Status attach(unsigned hz);
+  void detach() { links_.clear(); }
+  int prog_fd() const;
+  Expected<ProgramStats> stats() const { return program_stats(prog_fd()); }
+
+ private:
+  EmptyLoader() = default;
+  ::tc_empty_bpf* skel_ = nullptr;
+  std::vector<LinkPtr> links_;
+};
+
+}  // namespace tracecorr::bpf

@@ -1,0 +1,141 @@
+// tracecorr agent: the reference host agent (profiler side of the protocol).
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "command.hpp"
+#include "tracecorr/agent/host_agent.hpp"
+#include "tracecorr/sampler.hpp"
+#if defined(TRACECORR_HAVE_BPF)
+#include "bpf_sampler.hpp"
+#endif
+
+namespace tracecorr::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+struct AgentArgs {
+  std::vector<int> pids;
+  bool all = false;
+  unsigned frequency = 99;
+  double duration_s = 0;  // 0: until SIGINT/SIGTERM
+  std::uint32_t samples_delay_ms = 1000;
+  std::string host_id;
+  std::string personality = "spec";
+  unsigned flush_interval_ms = 1000;
+  std::string reader = "bpf";
+  std::string json_path;
+  bool quiet = false;
+};
+
+Expected<std::unique_ptr<Sampler>> make_sampler(const AgentArgs& a) {
+  if (a.reader == "ptrace") {
+    PtraceSamplerOptions o;
+    o.frequency_hz = a.frequency;
+    return make_ptrace_sampler(o);
+  }
+#if defined(TRACECORR_HAVE_BPF)
+  bpf::BpfSamplerOptions o;
+  o.frequency_hz = a.frequency;
+  auto s = bpf::make_bpf_sampler(o);
+  if (!s)
+    return make_error(s.error().message() + "\n  The ptrace reader needs no BPF and no BTF: run again with --reader ptrace",
+                      "");
+  return s;
+#else
+  return make_error("this tracecorr was built without the BPF sampler (TRACECORR_BPF=OFF or no libbpf/bpftool); "
+                    "use --reader ptrace");
+#endif
+}
+
+int run_agent(const AgentArgs& a) {
+  if (a.pids.empty() && !a.all) {
+    std::fprintf(stderr, "tracecorr agent: name processes with --pid PID, or --all\n");
+    return kExitUsage;
+  }
+  agent::AgentOptions o;
+  if (!agent::parse_personality(a.personality, o.personality)) {
+    std::fprintf(stderr, "tracecorr agent: unknown personality '%s' (spec, ebpf-profiler)\n", a.personality.c_str());
+    return kExitUsage;
+  }
+  for (int pid : a.pids) {
+    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {
+      std::fprintf(stderr, "tracecorr agent: pid %d: no such process\n", pid);
+      return kExitEnvironment;
+    }
+    o.pids.push_back(pid);
+  }
+  o.all = a.all;
+  o.frequency_hz = a.frequency;
+  o.samples_delay_ms = a.samples_delay_ms;
+  o.host_id = a.host_id;
+  o.flush_interval = std::chrono::milliseconds(a.flush_interval_ms);
+  if (a.duration_s > 0) o.duration = std::chrono::milliseconds(static_cast<long long>(a.duration_s * 1000));
+  o.log = a.quiet ? nullptr : stderr;
+
+  auto sampler = make_sampler(a);
+  if (!sampler) {
+    std::fprintf(stderr, "tracecorr agent: %s reader unavailable: %s\n", a.reader.c_str(),
+                 sampler.error().message().c_str());
+    return kExitEnvironment;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  agent::HostAgent host(o, **sampler);
+  Status st = host.run(g_stop);
+  auto summary = host.summary();
+  if (!a.json_path.empty()) {
+    if (a.json_path == "-") {
+      std::puts(summary.dump(2).c_str());
+    } else {
+      std::ofstream out(a.json_path);
+      out << summary.dump(2) << "\n";
+      if (!out) {
+        std::fprintf(stderr, "tracecorr agent: cannot write %s\n", a.json_path.c_str());
+        return kExitEnvironment;
+      }
+    }
+  }
+  if (!st) {
+    std::fprintf(stderr, "tracecorr agent: sampling failed: %s\n", st.error().message().c_str());
+    return kExitEnvironment;
+  }
+  return kExitOk;
+}
+
+RegisterCommand agent_command(
+    "agent", "Run the reference host agent: sample agent processes and send them correlations",
+    [](CLI::App& app) -> std::function<int()> {
+      auto a = std::make_shared<AgentArgs>();
+      app.add_option("--pid", a->pids, "Process to correlate (repeatable)");
+      app.add_flag("--all", a->all, "Every process that maps the agent library (rescanned every 500 ms)");
+      app.add_option("--frequency", a->frequency, "Samples per second (per CPU for bpf, per thread for ptrace)")
+          ->check(CLI::Range(1u, 100000u));
+      app.add_option("--duration", a->duration_s, "Seconds to run (default: until SIGINT/SIGTERM)")
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--samples-delay-ms", a->samples_delay_ms, "samples-delay-ms in the registration message");
+      app.add_option("--host-id", a->host_id, "host-id in the registration message");
+      app.add_option("--personality", a->personality,
+                     "spec: registration + aggregated counts; ebpf-profiler: no registration, one message per sample")
+          ->check(CLI::IsMember({"spec", "ebpf-profiler"}));
+      app.add_option("--flush-interval", a->flush_interval_ms, "Milliseconds between correlation reports (spec)")
+          ->check(CLI::Range(1u, 3600000u));
+      app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
+          ->check(CLI::IsMember({"bpf", "ptrace"}));
+      app.add_option("--json", a->json_path, "Write the final summary as JSON to FILE ('-': stdout)");
+      app.add_flag("--quiet", a->quiet, "No live summary on stderr");
+      return [a] { return run_agent(*a); };
+    });
+
+}  // namespace
+}  // namespace tracecorr::cli

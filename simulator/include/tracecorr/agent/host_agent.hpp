@@ -1,0 +1,74 @@
+// The reference host agent: finds agent processes, reads their process
+// storage and TLS descriptor, connects to their socket, samples their
+// threads (a Sampler: BPF or ptrace), and reports correlations.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tracecorr/agent/correlation.hpp"
+#include "tracecorr/error.hpp"
+#include "tracecorr/sampler.hpp"
+
+namespace tracecorr::agent {
+
+struct AgentOptions {
+  std::vector<pid_t> pids;  // processes to correlate
+  bool all = false;         // every agent process on the host (rescanned)
+  std::uint32_t samples_delay_ms = 1000;
+  std::string host_id;
+  Personality personality = Personality::Spec;
+  unsigned frequency_hz = 99;  // for the summary; the sampler is configured by its maker
+  std::chrono::milliseconds flush_interval{1000};
+  std::chrono::milliseconds rescan_interval{500};
+  std::chrono::milliseconds summary_interval{1000};
+  std::optional<std::chrono::milliseconds> duration;  // nullopt: until stopped
+  std::FILE* log = stderr;                            // live summary and notices; nullptr: silent
+};
+
+class HostAgent {
+ public:
+  HostAgent(AgentOptions options, Sampler& sampler);
+  ~HostAgent();
+  HostAgent(const HostAgent&) = delete;
+  HostAgent& operator=(const HostAgent&) = delete;
+
+  // Runs until `stop` or the duration ends; a sampler failure is an Error.
+  Status run(const std::atomic<bool>& stop);
+
+  // The final summary (also valid mid-run): per process and per transaction the
+  // stack trace ids (base64url, no padding) and the counts actually sent.
+  nlohmann::json summary() const;
+
+  struct Process;  // per-process state (host_agent.cpp)
+
+ private:
+  void rescan();
+  void examine(pid_t pid, bool explicit_pid);
+  void refresh(Process& p);
+  void on_sample(const Sample& s);
+  void flush(bool final_flush);
+  void send_registration(Process& p);
+  void send_correlation(Process& p, const wire::Correlation& m);
+  void retire(pid_t pid, const std::string& why);
+  void notice(const std::string& text);
+  void live_summary(bool final_line);
+
+  AgentOptions options_;
+  Sampler& sampler_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tracecorr::agent

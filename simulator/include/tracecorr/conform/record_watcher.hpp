@@ -1,0 +1,109 @@
+// Watches every thread's record of a target from user space, without stopping
+// the threads: thread pointers are read once per thread (they do not change
+// for a thread's life), then records are polled with process_vm_readv.
+//
+// A poll cannot pause the thread it reads, so a read can tear while the agent
+// updates its record. Each record is therefore read twice and kept only when
+// both reads agree; a torn read never becomes evidence against an agent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "tracecorr/ids.hpp"
+#include "tracecorr/memory.hpp"
+#include "tracecorr/threadptr.hpp"
+#include "tracecorr/tls.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr::conform {
+
+// One observed state of one thread's record (recorded when it changes).
+struct RecordObservation {
+  std::chrono::steady_clock::time_point at;
+  pid_t tid = 0;
+  std::uint64_t record_pointer = 0;
+  wire::TlsRecordBytes bytes{};
+  wire::TlsRecord record;  // decoded bytes
+};
+
+// A transaction seen active in some thread's record (valid, trace present).
+struct SeenTransaction {
+  TraceId trace_id{};
+  SpanId transaction_id{};
+  std::uint8_t trace_flags = 0;
+  std::chrono::steady_clock::time_point first_seen, last_seen;
+  std::set<pid_t> threads;
+  bool sampled() const { return trace_flags & 0x01; }
+};
+
+struct WatcherStats {
+  std::uint64_t polls = 0;
+  std::uint64_t torn_reads = 0;          // two reads disagreed: discarded
+  std::uint64_t thread_pointer_failures = 0;
+  std::uint64_t record_read_failures = 0;
+};
+
+class RecordWatcher {
+ public:
+  // `tls_offset` is the static TLS offset from the descriptor.
+  RecordWatcher(pid_t pid, std::int64_t tls_offset, std::unique_ptr<ThreadPointerSource> thread_pointers,
+                std::chrono::microseconds interval = std::chrono::microseconds(1000));
+  ~RecordWatcher();  // stops and joins
+  RecordWatcher(const RecordWatcher&) = delete;
+  RecordWatcher& operator=(const RecordWatcher&) = delete;
+
+  void start();
+  void stop();
+
+  std::vector<RecordObservation> observations() const;
+  std::vector<SeenTransaction> transactions() const;
+  // Transactions first seen after `since` that are still active now (seen in the last poll).
+  std::vector<SeenTransaction> active_transactions() const;
+  // The thread pointer and record pointer last seen per thread.
+  std::map<pid_t, std::uint64_t> record_pointers() const;
+  WatcherStats stats() const;
+  std::vector<std::string> errors() const;
+
+  // Reads every thread's record once. Called by the watcher's own thread, or
+  // by the caller instead of start(): a ptrace-based thread-pointer source
+  // must always be used from the same thread.
+  void poll_once();
+
+ private:
+  std::optional<std::uint64_t> thread_pointer(pid_t tid, std::chrono::steady_clock::time_point now);
+
+  pid_t pid_;
+  std::int64_t tls_offset_;
+  std::unique_ptr<ThreadPointerSource> thread_pointers_;
+  LiveProcessMemory memory_;
+  std::chrono::microseconds interval_;
+
+  mutable std::mutex mutex_;
+  std::map<pid_t, std::uint64_t> thread_pointer_cache_;
+  // Threads whose pointer could not be read (qemu's own threads, exiting
+  // threads) are asked again only after a pause, not on every poll.
+  std::map<pid_t, std::chrono::steady_clock::time_point> thread_pointer_retry_at_;
+  std::map<pid_t, std::uint64_t> record_pointers_;
+  std::map<pid_t, wire::TlsRecordBytes> last_bytes_;
+  std::vector<RecordObservation> observations_;
+  std::map<std::pair<TraceId, SpanId>, SeenTransaction> transactions_;
+  std::set<std::pair<TraceId, SpanId>> active_now_;
+  WatcherStats stats_;
+  std::vector<std::string> errors_;
+
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,46 @@
+// Reports rendered from the one RunResult model:
+//  - console, in the manner of h2spec: grouped by area in registry order, one
+//    line per requirement, details (the requirement's words, expected vs
+//    actual, bytes with decoded fields, the repeat command) for failures and
+//    warnings, and a summary line "N passed, N failed, N warnings, ...";
+//  - JUnit XML: a testsuite per area, a testcase per requirement;
+//  - JSON matching spec/report-schema-v1.json ("schema": "tracecorr-report/1").
+// Evidence comes from the target and is hostile: every renderer escapes or
+// replaces control characters and invalid UTF-8, so the output stays valid
+// (and a terminal stays sane).
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "tracecorr/conform/result.hpp"
+#include "tracecorr/error.hpp"
+
+namespace tracecorr::conform {
+
+struct ConsoleOptions {
+  bool color = false;          // ANSI colours; use use_color(stdout) to decide
+  bool show_passes = true;     // one line per passing requirement
+  std::size_t max_hex_bytes = 256;  // longer evidence is cut, and says so
+};
+// Colours only on a terminal, and never with NO_COLOR set or TERM=dumb.
+bool use_color(std::FILE* stream);
+
+std::string render_console(const RunResult& run, const ConsoleOptions& options = {});
+std::string render_junit(const RunResult& run);
+std::string render_json(const RunResult& run);
+
+// Hex dump: "0000  01 00 ...  |..|" lines, 16 bytes each, at most max_bytes.
+std::string hex_dump(const std::vector<std::uint8_t>& bytes, std::size_t max_bytes = 256,
+                     std::string_view indent = "");
+
+// Text safe to print or embed: valid UTF-8 is kept; control characters
+// (except newline and tab when keep_newlines) and invalid bytes become \xNN.
+std::string printable_text(std::string_view text, bool keep_newlines = false);
+
+// Writes text to path (the report files): replaced atomically via a temp file.
+Status write_text_file(const std::filesystem::path& path, std::string_view text);
+
+}  // namespace tracecorr::conform

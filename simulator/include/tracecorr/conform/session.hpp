@@ -1,0 +1,186 @@
+// One run of the agent under test, and everything observed during it.
+//
+// A session launches (or attaches to) the target, finds its library, watches
+// its process storage from the first moment it can, reads its TLS descriptor,
+// watches every thread's record, connects to its socket and receives its
+// spans. Scenarios (probes/scenarios.cpp) drive it; judges read its evidence.
+// Nothing here decides a verdict.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tracecorr/conform/record_watcher.hpp"
+#include "tracecorr/conform/target.hpp"
+#include "tracecorr/discovery.hpp"
+#include "tracecorr/otlp.hpp"
+#include "tracecorr/socket.hpp"
+#include "tracecorr/tls.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr::conform {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+// How the target is started for one session (launch mode), or what an
+// attached target is assumed to be running with.
+struct SessionSettings {
+  std::string name;                         // "enabled", "disabled", "auto", "small-queue", "own-host-id"
+  std::map<std::string, std::string> env;   // on top of the standard environment
+  std::vector<std::string> unset_env;       // e.g. the ENABLED option, to see the default
+};
+
+// What the runner was asked to test.
+struct TargetSpec {
+  std::vector<std::string> command;         // launch mode
+  std::optional<pid_t> pid;                 // attach mode
+  std::string gdbstub;                      // "HOST:PORT": thread pointers from qemu-user's gdbstub
+  std::uint16_t otlp_port = 0;              // 0: ephemeral (launch mode); attach mode needs a fixed one
+  std::chrono::milliseconds discovery_timeout{10000};
+};
+
+// The process storage pointer, each time it (or what it points to) changed.
+struct StorageSighting {
+  Clock::time_point at;
+  std::uint64_t pointer = 0;
+  std::vector<std::uint8_t> raw;                 // the encoded bytes read (bounded), for evidence
+  std::optional<wire::ProcessStorage> decoded;
+  std::optional<Error> error;                    // decoding failed
+  // The socket the storage names, examined at the moment of the sighting (PROC-04).
+  std::optional<SocketFacts> socket;
+  std::optional<Error> socket_error;
+};
+
+// A datagram sent to the agent, with what the scenario expects of it.
+struct SentMessage {
+  Clock::time_point at;
+  std::chrono::system_clock::time_point at_system;
+  std::string requirement;     // why it was sent ("MSG-04", "ATTR-04", ...)
+  std::string label;           // "correlation truncated to 45 of 46 bytes"
+  std::vector<std::uint8_t> bytes;
+  SendOutcome outcome = SendOutcome::Refused;
+  int send_errno = 0;
+  unsigned would_block_retries = 0;
+  // For correlations: the transaction and stack id carried (when decodable),
+  // and how many times the id must appear in that transaction's attribute.
+  // nullopt: the scenario accepts either (e.g. an oversized datagram).
+  std::optional<std::pair<TraceId, SpanId>> transaction;
+  std::optional<StackTraceId> stack_trace_id;
+  std::optional<unsigned> expected_count;
+};
+
+// A registration sent, and what it should change (DEFER-02, HOST-01, MSG-02/03).
+struct SentRegistration {
+  Clock::time_point at;
+  std::chrono::system_clock::time_point at_system;
+  wire::Registration message;
+  bool sent = false;
+  bool judged = true;   // false for boundary values whose effect is not specified
+};
+
+class Session {
+ public:
+  static Expected<std::unique_ptr<Session>> open(const TargetSpec& target, const SessionSettings& settings);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const SessionSettings& settings() const { return settings_; }
+  Target& target() { return *target_; }
+  pid_t pid() const { return target_->pid(); }
+  bool launched() const { return target_->launched(); }
+  Clock::time_point opened_at() const { return opened_at_; }
+  otlp::OtlpReceiver& receiver() { return *receiver_; }
+  std::string socket_dir() const { return socket_dir_; }
+
+  // Discovery. nullopt: no library (yet); see discovery_error().
+  const std::optional<AgentLibrary>& library() const { return library_; }
+  const std::optional<Error>& discovery_error() const { return discovery_error_; }
+
+  // Process storage, watched from the moment the library was mapped.
+  std::vector<StorageSighting> storage_sightings() const;
+  std::optional<wire::ProcessStorage> storage() const;  // last decoded
+  // Waits until the storage is published and decodes (or the timeout passes).
+  bool wait_for_storage(Millis timeout);
+
+  // TLS descriptor (read once relocated) and the record watcher.
+  const std::optional<TlsDescriptor>& tls_descriptor() const { return tls_descriptor_; }
+  const std::optional<Error>& tls_error() const { return tls_error_; }
+  RecordWatcher* records() { return watcher_.get(); }
+  bool wait_for_records(Millis timeout);  // at least one valid record with a trace
+
+  // The agent's socket: facts and sending. Sends are non-blocking; on EAGAIN
+  // the session retries for a bounded time and counts what it could not send.
+  std::optional<SocketFacts> socket_facts() const;
+  const std::optional<Error>& socket_error() const { return socket_error_; }
+  bool can_send() const { return socket_.has_value(); }
+  const SentMessage& send(std::vector<std::uint8_t> datagram, std::string requirement, std::string label);
+  const SentMessage& send_correlation(const wire::Correlation& m, std::string requirement, std::string label,
+                                      std::optional<unsigned> expected_count);
+  void register_profiler(wire::Registration m, std::string requirement, bool judged = true);
+  std::vector<SentMessage> sent_messages() const;
+  std::vector<SentRegistration> registrations() const;
+  std::uint64_t messages_lost() const { return messages_lost_; }
+
+  // The deferral delay in force at `t`, by the registrations sent before it
+  // (1 s before any). `margin`: nullopt when a registration was sent within
+  // `margin` of t, since the agent may not have processed it yet.
+  std::optional<std::uint32_t> delay_in_force(std::chrono::system_clock::time_point t, Millis margin) const;
+
+  void sleep(Millis d) const { std::this_thread::sleep_for(d); }
+  // Stops the target (launch mode) and the watchers; evidence stays readable.
+  void close();
+  std::string target_output() const { return closed_output_.empty() ? target_->output() : closed_output_; }
+  std::optional<std::string> target_exit() const { return exit_description_; }
+  bool target_alive();
+
+ private:
+  Session() = default;
+  Status discover(Clock::time_point deadline);
+  void watch_storage();
+  void sight_storage(std::uint64_t pointer);
+  Status attach_tls(Clock::time_point deadline);
+  void connect_socket();
+  SentMessage transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label);
+  const SentMessage& store(SentMessage m);
+
+  SessionSettings settings_;
+  TargetSpec target_spec_;
+  std::string socket_dir_;
+  Clock::time_point opened_at_;
+  std::unique_ptr<otlp::OtlpReceiver> receiver_;
+  std::unique_ptr<Target> target_;
+  std::unique_ptr<LiveProcessMemory> memory_;
+  std::optional<AgentLibrary> library_;
+  std::optional<Error> discovery_error_;
+  std::optional<TlsDescriptor> tls_descriptor_;
+  std::optional<Error> tls_error_;
+  std::unique_ptr<RecordWatcher> watcher_;
+  std::optional<AgentSocket> socket_;
+  std::optional<Error> socket_error_;
+  std::optional<std::string> exit_description_;
+  std::string closed_output_;
+
+  mutable std::mutex mutex_;
+  std::vector<StorageSighting> storage_sightings_;
+  std::deque<SentMessage> sent_;  // deque: send() hands out references that must stay valid
+  std::vector<SentRegistration> registrations_;
+  std::atomic<std::uint64_t> messages_lost_{0};
+
+  std::atomic<bool> storage_watch_running_{false};
+  std::thread storage_thread_;
+};
+
+}  // namespace tracecorr::conform

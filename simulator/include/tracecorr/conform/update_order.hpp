@@ -1,0 +1,128 @@
+// TLS-04, checked deterministically: hardware watchpoints on the thread that
+// writes a record stop it right after every store to the record, so the order
+// of its stores is observed, not sampled.
+//
+// The check: every observed state with valid != 0 must be reached from the
+// previous such state only through an observed state with valid == 0. A data
+// watchpoint is a trap, raised once the store has retired, so each watched
+// store yields exactly one observed state and consecutive observed states
+// differ by exactly one store (plus any stores to bytes the debug registers
+// cannot cover; see WatchPlan).
+//
+// Host: x86-64 (DR0..DR3 through PTRACE_POKEUSER). It also watches guests of
+// qemu-user: qemu performs a guest's stores as host stores at the same
+// addresses, so host watchpoints on the qemu thread catch them; the reported
+// instruction address is then in qemu's generated code, not a guest pc.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tracecorr/error.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr::conform {
+
+// x86-64 has four debug registers, each watching at most 8 aligned bytes: 32
+// bytes of a 37-byte record at best, fewer when the record straddles more
+// 8-byte chunks. The valid byte's chunk is always watched.
+inline constexpr std::size_t kWatchRegisters = 4;
+inline constexpr std::size_t kWatchChunkSize = 8;
+
+struct WatchChunk {
+  std::uint64_t address = 0;       // 8-byte aligned
+  std::size_t first_record_offset = 0;  // record bytes [first, end) lie in this chunk
+  std::size_t end_record_offset = 0;
+};
+
+struct WatchPlan {
+  std::vector<WatchChunk> chunks;  // at most kWatchRegisters, ascending
+  std::array<bool, spec::kTlsRecordSize> watched{};  // per record byte
+  std::size_t watched_bytes() const;
+  // "record bytes 32..36 (transaction-id bytes 3..7)", or empty when all are watched.
+  std::string unwatched_description() const;
+};
+
+// Picks the chunks for a record at `record_address`: those covering the most
+// record bytes among the sets that include the valid byte's chunk.
+WatchPlan plan_record_watch(std::uint64_t record_address);
+
+// One observed state of the record.
+struct RecordState {
+  std::chrono::steady_clock::time_point at;
+  wire::TlsRecordBytes bytes{};
+  // The thread's instruction pointer when it stopped. Data watchpoints trap
+  // after the store, so this is the instruction FOLLOWING the store. Zero for
+  // the state read when the watch began. Under qemu-user: a host address in
+  // qemu's generated code.
+  std::uint64_t pc_after_store = 0;
+  unsigned chunks_hit = 0;  // bit i: WatchPlan::chunks[i] was written (DR6 bits 0..3)
+  std::uint8_t valid() const { return bytes[spec::kTlsValidOffset]; }
+};
+
+struct UpdateOrderViolation {
+  enum class Kind {
+    // `after` has valid != 0 and differs from `before` (valid != 0) in other
+    // bytes: a field changed while the record claimed to be valid.
+    kChangedWhileValid,
+    // `after` has valid == 0, but bytes that are not watched differ from
+    // `before` (valid != 0). Unwatched stores do not trap and the valid byte's
+    // chunk is always watched, so they happened while valid was still set; the
+    // pc is that of the later store that cleared valid. (One exception cannot be
+    // told apart: a single wide store that cleared valid and wrote those bytes.)
+    kUnwatchedChangedWhileValid,
+  };
+  Kind kind = Kind::kChangedWhileValid;
+  RecordState before;
+  RecordState after;
+  std::vector<std::size_t> changed_offsets;  // record offsets (other than valid) that differ
+};
+
+struct UpdateOrderReport {
+  pid_t pid = 0;
+  pid_t tid = 0;
+  std::uint64_t record_address = 0;
+  WatchPlan plan;
+  RecordState initial;              // read when the watch began
+  RecordState last;                 // the last observed state
+  std::size_t stores_seen = 0;      // watchpoint hits (one per trapping store instruction)
+  std::size_t updates_seen = 0;     // observed states with valid != 0 that differ from the state before them
+  std::size_t violations_seen = 0;  // all of them; `violations` keeps the first kMaxKeptViolations
+  std::vector<UpdateOrderViolation> violations;
+  std::size_t signals_forwarded = 0;  // the target's own signals, re-delivered unchanged
+  bool thread_exited = false;         // the watch ended because the thread went away
+  std::string ended_because;          // "duration elapsed", "max updates reached", "thread exited"
+  std::string limits;                 // what this watch could not see, in words
+
+  static constexpr std::size_t kMaxKeptViolations = 64;
+  bool conforms() const { return violations_seen == 0; }
+};
+
+// Watches thread `tid` of process `pid` storing to its 37-byte record at
+// `record_address` for `duration`, or until `max_updates` updates were seen
+// (0: no limit), or until the thread exits (not an error: the report says so).
+//
+// The thread is seized with PTRACE_SEIZE (no SIGSTOP is sent), stopped only at
+// its own stores to the record, and its own signals are re-delivered
+// unchanged; group-stops are honoured with PTRACE_LISTEN. On every way out,
+// errors included, the debug registers are cleared and the thread detached.
+// Nothing is written into the target's memory.
+//
+// Errors: the thread cannot be seized (gone, not permitted, already traced),
+// the record cannot be read, the host is not x86-64.
+Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64_t record_address,
+                                               std::chrono::milliseconds duration, std::size_t max_updates = 0);
+
+// Multi-line text: the plan, counts and each kept violation with the record
+// before and after (hex, split by field) and the pc after the store.
+std::string describe(const UpdateOrderReport& report);
+std::string describe(const UpdateOrderViolation& violation);
+std::string describe_record_bytes(const wire::TlsRecordBytes& bytes);  // "minor=0001 valid=01 ... span=..."
+
+}  // namespace tracecorr::conform

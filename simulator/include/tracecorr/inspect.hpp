@@ -1,0 +1,101 @@
+// `tracecorr inspect`: everything one agent process exposes, read once, with
+// findings that name the requirement each problem breaks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tracecorr/discovery.hpp"
+#include "tracecorr/error.hpp"
+#include "tracecorr/socket.hpp"
+#include "tracecorr/spec_registry.hpp"
+#include "tracecorr/threadptr.hpp"
+#include "tracecorr/tls.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr {
+
+// A requirement ID checked against the registry at compile time: an ID the
+// registry does not define does not build.
+struct RequirementId {
+  std::string_view id;
+  spec::Level level;
+  consteval RequirementId(const char* text) : id(text), level(spec::Level::Must) {
+    for (const auto& r : spec::kRequirements) {
+      if (r.id == id) {
+        level = r.level;
+        return;
+      }
+    }
+    throw "requirement id is not in spec/elastic-v1.json";  // not a constant expression: build error
+  }
+};
+// Run-time lookup for ids that arrive as data (an Error's requirement).
+const spec::Requirement* find_requirement(std::string_view id);
+const char* to_string(spec::Level l);  // "MUST", "SHOULD", "MAY"
+
+struct Finding {
+  std::string requirement;  // registry id, e.g. "ELF-04"
+  spec::Level level = spec::Level::Must;
+  std::string message;
+};
+Finding make_finding(RequirementId id, std::string message);
+
+struct StorageInspection {
+  std::uint64_t pointer_address = 0;     // &elastic_..._process_storage_v1 in the target
+  std::optional<std::uint64_t> pointer;  // its value; 0 = not published yet
+  std::optional<wire::ProcessStorage> fields;
+  std::string error;  // reading or decoding failed
+};
+
+struct SocketInspection {
+  std::string path;  // socket_file_path as the target names it
+  std::optional<SocketFacts> facts;
+  std::string error;        // examine_socket failed
+  bool reachable = false;   // a non-blocking datagram connect succeeded (nothing is sent)
+  std::string reach_error;  // why not
+};
+
+struct ThreadInspection {
+  pid_t tid = 0;
+  std::optional<std::uint64_t> thread_pointer;
+  std::optional<std::uint64_t> record_pointer;  // 0: no record published for this thread
+  std::optional<wire::TlsRecord> record;
+  std::string error;
+};
+
+struct Inspection {
+  pid_t pid = 0;
+  std::string thread_pointer_source;  // "ptrace", "gdbstub HOST:PORT"
+  std::optional<AgentLibrary> library;
+  std::string library_error;  // the library is mapped but its ELF could not be analysed
+  std::optional<TlsDescriptor> tls;
+  std::string tls_error;
+  std::optional<StorageInspection> storage;
+  std::optional<SocketInspection> socket;
+  std::vector<ThreadInspection> threads;
+  std::string threads_error;
+  std::vector<Finding> findings;
+};
+
+struct InspectOptions {
+  DiscoveryOptions discovery = DiscoveryOptions::defaults();
+  // Borrowed; nullptr: a ptrace source for the pid is made (and used) inside.
+  ThreadPointerSource* thread_pointers = nullptr;
+  bool read_threads = true;
+  bool check_socket_reachable = true;
+};
+
+// Errors: the process cannot be examined at all (gone, no permission). An
+// Inspection without a library means the process has no agent library.
+Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& options = {});
+
+nlohmann::json to_json(const Inspection& inspection);
+
+}  // namespace tracecorr

@@ -1,0 +1,259 @@
+// An OTLP/HTTP trace receiver: what an agent under test exports its spans to.
+//
+// The receiver answers like an OpenTelemetry collector (POST /v1/traces,
+// binary protobuf or JSON, optionally gzip-compressed) and decodes every export
+// into a model that does not depend on protobuf. Attribute values keep their
+// OTLP type exactly: ATTR-02 needs to tell a string-array from a string, an
+// int-array or a kvlist.
+//
+// Everything received is hostile: body size, decompressed size, span count,
+// attribute count, value length and nesting are bounded (ReceiverLimits), and a
+// rejected export is kept as evidence (ReceivedRequest::problems) rather than
+// dropped silently.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tracecorr/error.hpp"
+#include "tracecorr/ids.hpp"
+
+namespace tracecorr::otlp {
+
+struct KeyValue;
+
+// An OTLP AnyValue. `Empty` is an AnyValue with no member set (allowed by OTLP,
+// and distinct from a missing attribute).
+struct AttributeValue {
+  enum class Type { Empty, String, Bool, Int, Double, Bytes, Array, KvList };
+  struct Empty {
+    bool operator==(const Empty&) const = default;
+  };
+  using Bytes = std::vector<std::uint8_t>;
+  using Array = std::vector<AttributeValue>;
+  using KvList = std::vector<KeyValue>;  // order and duplicate keys kept as sent
+
+  std::variant<Empty, std::string, bool, std::int64_t, double, Bytes, Array, KvList> value;
+
+  AttributeValue() = default;
+  AttributeValue(std::string s) : value(std::move(s)) {}
+  AttributeValue(const char* s) : value(std::string(s)) {}
+  AttributeValue(bool b) : value(b) {}
+  AttributeValue(std::int64_t i) : value(i) {}
+  AttributeValue(double d) : value(d) {}
+  AttributeValue(Bytes b) : value(std::move(b)) {}
+  AttributeValue(Array a) : value(std::move(a)) {}
+  AttributeValue(KvList kv) : value(std::move(kv)) {}
+
+  Type type() const { return static_cast<Type>(value.index()); }
+  const std::string* as_string() const { return std::get_if<std::string>(&value); }
+  const Array* as_array() const { return std::get_if<Array>(&value); }
+  // True for an array whose elements are all strings (an empty array is one:
+  // OTLP cannot say what its element type would have been).
+  bool is_string_array() const;
+  // The strings of a string-array; nullopt for anything else.
+  std::optional<std::vector<std::string>> string_array() const;
+  // "string", "int", "string-array", "int-array", "mixed-array", "empty-array",
+  // "kvlist", "empty", ...: what a report says the attribute's type was.
+  std::string type_name() const;
+  // A short, bounded rendering for reports: ["a", "b"], 42, true, 0x0102.
+  std::string to_display(std::size_t max_chars = 200) const;
+
+  bool operator==(const AttributeValue& other) const;
+};
+
+struct KeyValue {
+  std::string key;
+  AttributeValue value;
+  bool operator==(const KeyValue&) const = default;
+};
+
+std::string_view to_string(AttributeValue::Type type);
+
+// name -> value. Duplicate keys in one export keep the first value; the
+// duplicate is recorded as a problem of the request.
+using Attributes = std::map<std::string, AttributeValue, std::less<>>;
+
+enum class SpanKind : std::int32_t { Unspecified = 0, Internal = 1, Server = 2, Client = 3, Producer = 4, Consumer = 5 };
+std::string to_string(SpanKind kind);  // "SPAN_KIND_SERVER", or "SPAN_KIND(42)" for values OTLP does not define
+
+struct ReceivedSpan {
+  TraceId trace_id{};
+  SpanId span_id{};
+  std::optional<SpanId> parent_span_id;  // nullopt: a root span (empty on the wire)
+  std::string trace_state;
+  std::string name;
+  SpanKind kind = SpanKind::Unspecified;
+  std::uint64_t start_unix_nano = 0;
+  std::uint64_t end_unix_nano = 0;
+  std::uint32_t flags = 0;  // W3C trace flags in bits 0-7, OTLP "is remote" bits 8-9
+  Attributes attributes;
+  std::uint32_t dropped_attributes_count = 0;
+  std::int32_t status_code = 0;
+  std::string status_message;
+  Attributes resource_attributes;
+  std::string scope_name;
+  std::string scope_version;
+  // Arrival of the export that carried the span.
+  std::chrono::steady_clock::time_point received_at{};
+  std::chrono::system_clock::time_point received_at_system{};
+  std::size_t request_index = 0;  // ReceivedRequest::index of that export
+
+  bool sampled() const { return flags & 0x01; }
+  const AttributeValue* attribute(std::string_view key) const;
+  const AttributeValue* resource_attribute(std::string_view key) const;
+};
+
+enum class Encoding { Protobuf, Json };
+
+// Why an export was turned away; one counter each.
+enum class RejectReason {
+  UnsupportedContentType,      // 415: neither application/x-protobuf nor application/json
+  UnsupportedContentEncoding,  // 415: not identity or gzip (or another encoding httplib decodes)
+  BodyTooLarge,                // 413: Content-Length or bytes read over ReceiverLimits::max_body_bytes
+  DecompressedTooLarge,        // 413: decoded body over ReceiverLimits::max_decoded_bytes (gzip bomb)
+  MalformedBody,               // 400: not a parseable ExportTraceServiceRequest (protobuf, JSON, gzip)
+  InvalidSpan,                 // 400: parsed, but a span breaks OTLP (id length, missing id)
+  LimitExceeded,               // 400: too many spans or attributes, value too long, nesting too deep
+};
+std::string_view to_string(RejectReason reason);
+
+// One problem found while decoding an export. `where` is a path into the
+// request ("resourceSpans[0].scopeSpans[1].spans[2].spanId").
+struct DecodeProblem {
+  std::string where;
+  std::string what;
+  bool fatal = true;  // fatal problems reject the whole export (400)
+  RejectReason reason = RejectReason::MalformedBody;  // for fatal problems
+
+  std::string message() const { return where.empty() ? what : where + ": " + what; }
+};
+
+// Every POST /v1/traces, accepted or not: a malformed export is evidence too.
+struct ReceivedRequest {
+  std::size_t index = 0;
+  std::chrono::steady_clock::time_point received_at{};
+  std::chrono::system_clock::time_point received_at_system{};
+  std::string content_type;
+  std::string content_encoding;
+  std::optional<Encoding> encoding;
+  std::size_t decoded_bytes = 0;         // body size after Content-Encoding was undone
+  std::string body_prefix;               // the first kBodyPrefixBytes decoded bytes, for evidence
+  int http_status = 0;
+  std::optional<RejectReason> rejected;  // nullopt: accepted
+  std::string response_message;          // what the 4xx answer said
+  std::vector<DecodeProblem> problems;   // bounded: see kMaxProblemsKept
+  std::size_t span_count = 0;
+
+  static constexpr std::size_t kBodyPrefixBytes = 256;
+  static constexpr std::size_t kMaxProblemsKept = 64;
+};
+
+struct ReceiverLimits {
+  std::size_t max_body_bytes = 16u << 20;     // as sent (before gzip is undone)
+  std::size_t max_decoded_bytes = 64u << 20;  // after gzip: the gzip-bomb bound
+  std::size_t max_spans_per_request = 100'000;
+  std::size_t max_attributes_per_span = 4096;    // also per resource, per kvlist
+  std::size_t max_value_bytes = 1u << 20;        // one string or bytes value
+  std::size_t max_array_elements = 65'536;       // one array value
+  std::size_t max_nesting_depth = 32;            // arrays and kvlists inside each other
+  std::size_t max_stored_spans = 1'000'000;      // beyond: spans are counted, not kept
+  std::size_t max_stored_requests = 100'000;
+};
+
+// The decoded content of one export (what the receiver stores per request).
+struct DecodedExport {
+  std::vector<ReceivedSpan> spans;
+  std::vector<DecodeProblem> problems;  // at most ReceivedRequest::kMaxProblemsKept
+  std::size_t problems_not_kept = 0;
+  std::optional<DecodeProblem> first_fatal;  // kept even when `problems` is full
+  bool ok() const { return !first_fatal.has_value(); }
+};
+
+// Decoders, usable without a server (tests, offline captures). They never
+// throw; a body they cannot read comes back with a fatal problem.
+DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limits = {});
+DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits = {});
+
+// Encoders for the other direction (tests, an exporting fixture): spans are
+// grouped by their resource attributes and scope.
+std::string encode_protobuf(const std::vector<ReceivedSpan>& spans);
+std::string encode_json(const std::vector<ReceivedSpan>& spans);
+
+// gzip (RFC 1952) with zlib. gunzip stops with an error once the output would
+// exceed max_output bytes, so it is safe on hostile input.
+std::string gzip_compress(std::string_view data);
+Expected<std::string> gunzip(std::string_view data, std::size_t max_output);
+
+struct ReceiverCounters {
+  std::uint64_t requests = 0;  // every POST /v1/traces
+  std::uint64_t accepted = 0;
+  std::uint64_t spans = 0;          // spans in accepted exports
+  std::uint64_t spans_not_kept = 0; // over ReceiverLimits::max_stored_spans
+  std::map<RejectReason, std::uint64_t> rejected;
+  std::uint64_t rejected_total() const;
+};
+
+struct ReceiverOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: an ephemeral port
+  ReceiverLimits limits;
+};
+
+class OtlpReceiver {
+ public:
+  // Binds, then serves on a background thread. Fails (without throwing) when
+  // the address cannot be bound.
+  static Expected<std::unique_ptr<OtlpReceiver>> start(ReceiverOptions options = {});
+  ~OtlpReceiver();  // stops the server and joins its thread
+  OtlpReceiver(const OtlpReceiver&) = delete;
+  OtlpReceiver& operator=(const OtlpReceiver&) = delete;
+
+  std::string endpoint() const;  // "http://127.0.0.1:PORT" (OTEL_EXPORTER_OTLP_ENDPOINT)
+  std::string traces_url() const { return endpoint() + "/v1/traces"; }
+  std::uint16_t port() const { return port_; }
+  const ReceiverLimits& limits() const { return options_.limits; }
+
+  // Snapshots (copies), safe to use while exports keep arriving.
+  std::vector<ReceivedSpan> spans() const;
+  std::vector<ReceivedRequest> requests() const;
+  ReceiverCounters counters() const;
+  // The first span received with this id.
+  std::optional<ReceivedSpan> find_span(const SpanId& span_id) const;
+
+  // Blocks until predicate(spans received so far) holds or the timeout passes;
+  // returns whether it held. The predicate runs under the receiver's lock: it
+  // must not call back into the receiver.
+  bool wait_for(const std::function<bool(const std::vector<ReceivedSpan>&)>& predicate,
+                std::chrono::milliseconds timeout) const;
+  // Forgets received spans, requests and counters. Request indices keep
+  // increasing, so an index is never reused.
+  void clear();
+
+ private:
+  struct Server;
+  explicit OtlpReceiver(ReceiverOptions options);
+  void record(ReceivedRequest request, std::vector<ReceivedSpan> spans);
+
+  ReceiverOptions options_;
+  std::uint16_t port_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable arrived_;
+  std::vector<ReceivedSpan> spans_;
+  std::vector<ReceivedRequest> requests_;
+  ReceiverCounters counters_;
+  std::size_t next_request_index_ = 0;
+  std::unique_ptr<Server> server_;  // last: destroyed (stopped, joined) first
+};
+
+}  // namespace tracecorr::otlp

@@ -1,0 +1,104 @@
+// Samplers: periodically interrupt the threads of tracked processes and read
+// each thread's correlation record (thread pointer + static TLS offset ->
+// record pointer -> 37-byte record) together with its user stack.
+//
+// Two implementations yield the same Sample for the same thread state:
+//  - BPF (bpf/bpf_sampler.hpp, library tracecorr_bpf): a perf_event program on
+//    a cpu-clock event per CPU; samples threads while they run on a CPU.
+//  - ptrace (here, in libtracecorr): PTRACE_SEIZE + PTRACE_INTERRUPT every
+//    thread of each tracked process at the configured frequency (wall clock,
+//    running or not), reading registers, frame-pointer stack and record with
+//    process_vm_readv, then detaching. Needs no BPF, no BTF.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tracecorr/error.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr {
+
+// How far the record read got. Ok: `record` holds the bytes as read (valid and
+// trace_present not yet judged: that is the consumer's, TLS-08/TLS-09).
+enum class SampleError {
+  Ok,
+  ThreadPointerFailed,       // thread pointer unreadable or 0
+  RecordPointerReadFailed,   // thread pointer + TLS offset unreadable
+  RecordPointerNull,         // the thread has not published a record (yet)
+  RecordReadFailed,          // the record pointer points at unreadable memory
+};
+const char* to_string(SampleError e);  // "thread_pointer_failed", ...
+
+// The sampler's maximum stack depth (frames, innermost first).
+inline constexpr std::size_t kMaxStackFrames = 64;
+
+struct Sample {
+  pid_t pid = 0;  // process (tgid), as seen from the sampler's pid namespace
+  pid_t tid = 0;
+  int cpu = -1;                   // -1: unknown (ptrace sampler)
+  std::uint64_t time_ns = 0;      // CLOCK_MONOTONIC
+  std::uint64_t thread_pointer = 0;
+  std::uint64_t record_pointer = 0;
+  SampleError error = SampleError::Ok;
+  std::optional<wire::TlsRecordBytes> record;  // set iff error == Ok
+  std::vector<std::uint64_t> frames;           // user stack, innermost first, <= kMaxStackFrames
+  int stack_errno = 0;                         // nonzero: the stack could not be read
+};
+
+// Counters kept by the sampler (the BPF one in kernel per-CPU maps).
+struct SamplerCounters {
+  std::uint64_t samples = 0;   // interrupts of a tracked process's thread
+  std::uint64_t emitted = 0;   // samples delivered to poll()'s callback (or queued for it)
+  std::uint64_t thread_pointer_failed = 0;
+  std::uint64_t record_pointer_read_failed = 0;
+  std::uint64_t record_pointer_null = 0;
+  std::uint64_t record_read_failed = 0;
+  std::uint64_t valid_zero = 0;    // record read while valid == 0
+  std::uint64_t trace_absent = 0;  // record valid, trace_present == 0
+  std::uint64_t stack_failed = 0;
+  std::uint64_t lost = 0;          // samples dropped before user space saw them (ring buffer full)
+  // name -> value, in a stable order, for summaries.
+  std::vector<std::pair<std::string, std::uint64_t>> named() const;
+};
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  virtual std::string name() const = 0;  // "bpf" or "ptrace"
+  // Starts sampling pid's threads, reading records at thread pointer + tls_offset
+  // (a StaticOffset TLS descriptor's argument). Tracking again updates the offset.
+  virtual Status track(pid_t pid, std::int64_t tls_offset) = 0;
+  virtual Status untrack(pid_t pid) = 0;
+  // Delivers the samples taken so far, waiting up to `timeout` for the first.
+  // Returns how many were delivered.
+  using Callback = std::function<void(const Sample&)>;
+  virtual Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) = 0;
+  virtual SamplerCounters counters() const = 0;
+};
+
+struct PtraceSamplerOptions {
+  unsigned frequency_hz = 99;
+  std::size_t max_frames = kMaxStackFrames;
+};
+// The thread is stopped only while its registers, stack and record are read.
+std::unique_ptr<Sampler> make_ptrace_sampler(const PtraceSamplerOptions& options);
+
+// Reads the user stack by walking frame pointers the way the kernel's
+// perf_callchain_user does (x86-64: [fp] = next fp, [fp+8] = return address;
+// arm64: [fp] = next fp, [fp+8] = lr), starting with the instruction pointer.
+// Stops at the first unreadable frame, a null or misaligned frame pointer, or
+// max_frames. `read` reads target memory (false: unreadable).
+using ReadWord = std::function<bool(std::uint64_t addr, std::uint64_t& out)>;
+std::vector<std::uint64_t> walk_frame_pointers(std::uint64_t ip, std::uint64_t fp, const ReadWord& read,
+                                               std::size_t max_frames);
+
+}  // namespace tracecorr

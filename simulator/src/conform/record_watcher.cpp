@@ -1,0 +1,138 @@
+#include "tracecorr/conform/record_watcher.hpp"
+
+#include <algorithm>
+
+namespace tracecorr::conform {
+namespace {
+// Bounded memory: a long attach-mode run keeps the most recent observations.
+constexpr std::size_t kMaxObservations = 200'000;
+constexpr std::size_t kMaxErrorsKept = 32;
+constexpr auto kThreadPointerRetry = std::chrono::milliseconds(200);
+}  // namespace
+
+RecordWatcher::RecordWatcher(pid_t pid, std::int64_t tls_offset, std::unique_ptr<ThreadPointerSource> thread_pointers,
+                             std::chrono::microseconds interval)
+    : pid_(pid), tls_offset_(tls_offset), thread_pointers_(std::move(thread_pointers)), memory_(pid),
+      interval_(interval) {}
+
+RecordWatcher::~RecordWatcher() { stop(); }
+
+void RecordWatcher::start() {
+  if (running_.exchange(true)) return;
+  thread_ = std::thread([this] {
+    while (running_) {
+      poll_once();
+      std::this_thread::sleep_for(interval_);
+    }
+  });
+}
+
+void RecordWatcher::stop() {
+  running_ = false;
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<std::uint64_t> RecordWatcher::thread_pointer(pid_t tid, std::chrono::steady_clock::time_point now) {
+  if (auto it = thread_pointer_cache_.find(tid); it != thread_pointer_cache_.end()) return it->second;
+  if (auto it = thread_pointer_retry_at_.find(tid); it != thread_pointer_retry_at_.end() && now < it->second)
+    return std::nullopt;
+  auto tp = thread_pointers_->thread_pointer(tid);
+  if (!tp || *tp == 0) {
+    thread_pointer_retry_at_[tid] = now + kThreadPointerRetry;
+    std::lock_guard lock(mutex_);
+    ++stats_.thread_pointer_failures;
+    if (!tp && errors_.size() < kMaxErrorsKept) errors_.push_back(tp.error().message());
+    return std::nullopt;
+  }
+  thread_pointer_cache_[tid] = *tp;
+  return *tp;
+}
+
+void RecordWatcher::poll_once() {
+  // Thread ids from procfs: asking the thread-pointer source (a gdbstub) for
+  // its thread list would stop the guest on every poll.
+  auto tids = list_threads(pid_);
+  auto now = std::chrono::steady_clock::now();
+  std::set<std::pair<TraceId, SpanId>> active;
+  for (pid_t tid : tids) {
+    auto tp = thread_pointer(tid, now);
+    if (!tp) continue;
+    auto first = read_thread_record(memory_, *tp, tls_offset_);
+    auto second = first ? read_thread_record(memory_, *tp, tls_offset_) : first;
+    std::lock_guard lock(mutex_);
+    ++stats_.polls;
+    if (!first || !second) {
+      ++stats_.record_read_failures;
+      continue;
+    }
+    record_pointers_[tid] = first->record_pointer;
+    if (!first->bytes || !second->bytes) continue;  // no record published for this thread (yet)
+    if (first->record_pointer != second->record_pointer || *first->bytes != *second->bytes) {
+      ++stats_.torn_reads;
+      continue;
+    }
+    const auto& bytes = *first->bytes;
+    auto record = wire::decode_tls_record(bytes);
+    if (!record) continue;
+    auto last = last_bytes_.find(tid);
+    if (last == last_bytes_.end() || last->second != bytes) {
+      last_bytes_[tid] = bytes;
+      if (observations_.size() >= kMaxObservations) observations_.erase(observations_.begin());
+      observations_.push_back(RecordObservation{now, tid, first->record_pointer, bytes, *record});
+    }
+    if (record->valid && record->trace_present) {
+      auto key = std::make_pair(record->trace_id, record->transaction_id);
+      auto [it, inserted] = transactions_.try_emplace(key);
+      auto& seen = it->second;
+      if (inserted) {
+        seen.trace_id = record->trace_id;
+        seen.transaction_id = record->transaction_id;
+        seen.trace_flags = record->trace_flags;
+        seen.first_seen = now;
+      }
+      seen.last_seen = now;
+      seen.threads.insert(tid);
+      active.insert(key);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  active_now_ = std::move(active);
+}
+
+std::vector<RecordObservation> RecordWatcher::observations() const {
+  std::lock_guard lock(mutex_);
+  return observations_;
+}
+
+std::vector<SeenTransaction> RecordWatcher::transactions() const {
+  std::lock_guard lock(mutex_);
+  std::vector<SeenTransaction> out;
+  for (const auto& [key, t] : transactions_) out.push_back(t);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first_seen < b.first_seen; });
+  return out;
+}
+
+std::vector<SeenTransaction> RecordWatcher::active_transactions() const {
+  std::lock_guard lock(mutex_);
+  std::vector<SeenTransaction> out;
+  for (const auto& key : active_now_)
+    if (auto it = transactions_.find(key); it != transactions_.end()) out.push_back(it->second);
+  return out;
+}
+
+std::map<pid_t, std::uint64_t> RecordWatcher::record_pointers() const {
+  std::lock_guard lock(mutex_);
+  return record_pointers_;
+}
+
+std::vector<std::string> RecordWatcher::errors() const {
+  std::lock_guard lock(mutex_);
+  return errors_;
+}
+
+WatcherStats RecordWatcher::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,82 @@
+// JSON report, described by spec/report-schema-v1.json.
+#include <nlohmann/json.hpp>
+
+#include "tracecorr/conform/report.hpp"
+#include "tracecorr/ids.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Strings from the target may be anything: keep them valid UTF-8 and visible.
+std::string text(std::string_view raw) { return printable_text(raw, true); }
+
+double milliseconds(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+json evidence_json(const Evidence& e) {
+  json fields = json::array();
+  for (const auto& f : e.fields)
+    fields.push_back({{"offset", f.offset}, {"size", f.size}, {"name", text(f.name)}, {"value", text(f.value)}});
+  return {{"label", text(e.label)},
+          {"expected", text(e.expected)},
+          {"actual", text(e.actual)},
+          {"bytes_hex", to_hex(e.bytes)},
+          {"fields", fields}};
+}
+
+}  // namespace
+
+std::string render_json(const RunResult& run) {
+  Summary s = summarize(run);
+  int code = exit_code(run, run.strict);
+  json results = json::array();
+  for (const auto* r : in_registry_order(run)) {
+    json evidence = json::array();
+    for (const auto& e : r->evidence) evidence.push_back(evidence_json(e));
+    json expectation = nullptr;
+    if (r->expectation != ExpectationStatus::None)
+      expectation = {{"status", to_string(r->expectation)}, {"reason", text(r->expectation_reason)}};
+    results.push_back({{"id", text(r->id)},
+                       {"level", to_string(r->level)},
+                       {"role", to_string(r->role)},
+                       {"area", text(r->area)},
+                       {"source", text(r->source)},
+                       {"words", text(r->words)},
+                       {"verdict", to_string(r->verdict)},
+                       {"gate_failure", fails_gate(*r, run.strict)},
+                       {"reason", text(r->reason)},
+                       {"probe", text(r->probe)},
+                       {"duration_ms", milliseconds(r->duration)},
+                       {"repeat_command", text(r->repeat_command)},
+                       {"expectation", expectation},
+                       {"evidence", evidence}});
+  }
+  json expectations = json::array();
+  for (const auto& e : run.expectations)
+    expectations.push_back({{"id", text(e.id)}, {"reason", text(e.reason)}, {"status", to_string(e.status)}});
+  json counters = json::object();
+  for (const auto& [name, value] : run.counters) counters[text(name)] = value;
+  json target = {{"description", text(run.target.description)},
+                 {"pid", run.target.pid ? json(*run.target.pid) : json(nullptr)},
+                 {"arch", text(run.target.arch)}};
+  json document = {
+      {"schema", kReportSchema},
+      {"tool", {{"name", "tracecorr"}, {"version", text(run.tool_version)}}},
+      {"target", target},
+      {"personality", text(run.personality)},
+      {"strict", run.strict},
+      {"started", format_utc(run.started)},
+      {"finished", format_utc(run.finished)},
+      {"duration_ms", milliseconds(run.finished - run.started)},
+      {"summary",
+       {{"passed", s.passed}, {"failed", s.failed}, {"warnings", s.warnings}, {"skipped", s.skipped},
+        {"errors", s.errors}, {"expected_failures", s.expected_failures}, {"stale_expectations", s.stale_expectations}}},
+      {"gate", {{"exit_code", code}, {"passed", code == kExitOk}}},
+      {"results", results},
+      {"expectations", expectations},
+      {"counters", counters}};
+  return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace tracecorr::conform

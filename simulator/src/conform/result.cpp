@@ -1,0 +1,180 @@
+#include "tracecorr/conform/result.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace tracecorr::conform {
+
+std::string_view to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Pass: return "pass";
+    case Verdict::Fail: return "fail";
+    case Verdict::Warn: return "warn";
+    case Verdict::Skip: return "skip";
+    case Verdict::Error: return "error";
+  }
+  return "error";
+}
+
+std::string_view to_string(spec::Level level) {
+  switch (level) {
+    case spec::Level::Must: return "MUST";
+    case spec::Level::Should: return "SHOULD";
+    case spec::Level::May: return "MAY";
+  }
+  return "MUST";
+}
+
+std::string_view to_string(spec::Role role) { return role == spec::Role::Agent ? "agent" : "profiler"; }
+
+std::string_view to_string(ExpectationStatus status) {
+  switch (status) {
+    case ExpectationStatus::None: return "";
+    case ExpectationStatus::ExpectedFailure: return "xfail";
+    case ExpectationStatus::UnexpectedPass: return "xpass";
+    case ExpectationStatus::NotEvaluated: return "not-evaluated";
+  }
+  return "";
+}
+
+const spec::Requirement* find_requirement(std::string_view id) {
+  for (const auto& r : spec::kRequirements)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+Expected<RequirementResult> make_result(std::string_view id) {
+  const spec::Requirement* r = find_requirement(id);
+  if (!r) return make_error("unknown requirement id \"" + std::string(id) + "\"", "spec/elastic-v1.json");
+  RequirementResult result;
+  result.id = r->id;
+  result.level = r->level;
+  result.role = r->role;
+  result.words = r->summary;
+  result.area = r->area;
+  result.source = r->source;
+  return result;
+}
+
+std::vector<std::string> validate_ids(const std::vector<std::string>& ids) {
+  std::vector<std::string> unknown;
+  for (const auto& id : ids)
+    if (!find_requirement(id)) unknown.push_back(id);
+  return unknown;
+}
+
+Verdict judge(spec::Level level, bool met, bool strict) {
+  if (met) return Verdict::Pass;
+  if (level == spec::Level::Must) return Verdict::Fail;
+  if (level == spec::Level::Should && strict) return Verdict::Fail;
+  return Verdict::Warn;
+}
+
+void apply_level(RequirementResult& result, bool strict) {
+  if (result.verdict == Verdict::Fail || result.verdict == Verdict::Warn)
+    result.verdict = judge(result.level, false, strict);
+}
+
+bool fails_gate(const RequirementResult& result, bool strict) {
+  if (result.expectation == ExpectationStatus::UnexpectedPass) return true;
+  if (result.expectation == ExpectationStatus::ExpectedFailure) return false;
+  if (result.verdict == Verdict::Fail) return true;
+  // A warning on a SHOULD fails a strict gate even if the probe judged it leniently.
+  return strict && result.verdict == Verdict::Warn && result.level != spec::Level::May;
+}
+
+Summary summarize(const RunResult& run) {
+  Summary s;
+  for (const auto& r : run.results) {
+    if (r.expectation == ExpectationStatus::ExpectedFailure) {
+      ++s.expected_failures;
+      continue;
+    }
+    if (r.expectation == ExpectationStatus::UnexpectedPass) ++s.stale_expectations;
+    switch (r.verdict) {
+      case Verdict::Pass: ++s.passed; break;
+      case Verdict::Fail: ++s.failed; break;
+      case Verdict::Warn: ++s.warnings; break;
+      case Verdict::Skip: ++s.skipped; break;
+      case Verdict::Error: ++s.errors; break;
+    }
+  }
+  return s;
+}
+
+std::string summary_line(const Summary& s) {
+  std::string line = std::to_string(s.passed) + " passed, " + std::to_string(s.failed) + " failed, " +
+                     std::to_string(s.warnings) + " warnings, " + std::to_string(s.skipped) + " skipped, " +
+                     std::to_string(s.errors) + " errors";
+  if (s.expected_failures) line += ", " + std::to_string(s.expected_failures) + " expected failures";
+  if (s.stale_expectations) line += ", " + std::to_string(s.stale_expectations) + " stale expectations";
+  return line;
+}
+
+int exit_code(const RunResult& run, bool strict) {
+  bool failed = false, errored = false;
+  for (const auto& r : run.results) {
+    failed = failed || fails_gate(r, strict);
+    errored = errored || r.verdict == Verdict::Error;
+  }
+  for (const auto& e : run.expectations) failed = failed || e.status == ExpectationStatus::UnexpectedPass;
+  if (failed) return kExitFailure;
+  if (errored) return kExitEnvironment;
+  return kExitOk;
+}
+
+std::string shell_quote(std::string_view argument) {
+  if (!argument.empty() && std::all_of(argument.begin(), argument.end(), [](unsigned char c) {
+        return std::isalnum(c) || std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos;
+      }))
+    return std::string(argument);
+  std::string quoted = "'";
+  for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& a : argv) line += (line.empty() ? "" : " ") + shell_quote(a);
+  return line;
+}
+
+std::vector<const RequirementResult*> in_registry_order(const RunResult& run) {
+  auto rank = [](const RequirementResult& r) {
+    for (std::size_t i = 0; i < spec::kRequirements.size(); ++i)
+      if (spec::kRequirements[i].id == r.id) return i;
+    return spec::kRequirements.size();  // unknown ids last
+  };
+  std::vector<const RequirementResult*> ordered;
+  for (const auto& r : run.results) ordered.push_back(&r);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const RequirementResult* a, const RequirementResult* b) { return rank(*a) < rank(*b); });
+  return ordered;
+}
+
+std::vector<std::pair<std::string, std::string>> registry_areas() {
+  // The generated header has no area table; the raw registry does, and
+  // ordered_json keeps the registry's order (the order reports group by).
+  static const auto areas = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto registry = nlohmann::ordered_json::parse(spec::kRegistryJson);
+    for (const auto& [name, description] : registry.at("areas").items())
+      out.emplace_back(name, description.get<std::string>());
+    return out;
+  }();
+  return areas;
+}
+
+std::string format_utc(std::chrono::system_clock::time_point when) {
+  auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count();
+  std::time_t seconds = static_cast<std::time_t>(millis / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis % 1000));
+  return buf;
+}
+
+}  // namespace tracecorr::conform

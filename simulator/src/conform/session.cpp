@@ -1,0 +1,338 @@
+#include "tracecorr/conform/session.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "tracecorr/spec_registry.hpp"
+#include "tracecorr/threadptr.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+constexpr auto kStoragePollInterval = std::chrono::microseconds(500);
+constexpr auto kDiscoveryPollInterval = std::chrono::milliseconds(2);
+// Bound on the raw storage bytes kept per sighting (evidence, not data).
+constexpr std::size_t kMaxRawStorageBytes = 8192;
+// How long a send may wait for room in the agent's queue (max_dgram_qlen) before
+// the message counts as lost.
+constexpr auto kSendPatience = std::chrono::milliseconds(250);
+// Exports are batched by the agent's span processor; a short schedule keeps
+// deferral measurements sharp.
+constexpr const char* kBatchDelayMs = "50";
+
+std::string make_socket_dir() {
+  std::string tmpl = "/tmp/tracecorr-sock-XXXXXX";
+  if (!mkdtemp(tmpl.data())) return "/tmp";
+  chmod(tmpl.c_str(), 0755);
+  return tmpl;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const SessionSettings& settings) {
+  std::unique_ptr<Session> s(new Session());
+  s->settings_ = settings;
+  s->target_spec_ = spec;
+
+  otlp::ReceiverOptions receiver_options;
+  receiver_options.port = spec.otlp_port;
+  auto receiver = otlp::OtlpReceiver::start(receiver_options);
+  if (!receiver) return receiver.error().within("OTLP receiver");
+  s->receiver_ = std::move(*receiver);
+
+  if (spec.pid) {
+    auto attached = Target::attach(*spec.pid);
+    if (!attached) return attached.error();
+    s->target_ = std::move(*attached);
+  } else {
+    s->socket_dir_ = make_socket_dir();
+    LaunchSpec launch;
+    launch.argv = spec.command;
+    launch.env = {
+        {"OTEL_EXPORTER_OTLP_ENDPOINT", s->receiver_->endpoint()},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"},
+        {"OTEL_TRACES_EXPORTER", "otlp"},
+        {"OTEL_METRICS_EXPORTER", "none"},
+        {"OTEL_LOGS_EXPORTER", "none"},
+        {"OTEL_BSP_SCHEDULE_DELAY", kBatchDelayMs},
+        {std::string(spec::kEnvEnabled), "true"},
+        {std::string(spec::kEnvSocketDir), s->socket_dir_},
+    };
+    for (const auto& [k, v] : settings.env) launch.env[k] = v;
+    launch.unset_env = settings.unset_env;
+    for (const auto& name : settings.unset_env) launch.env.erase(name);
+    auto launched = Target::launch(launch);
+    if (!launched) return launched.error();
+    s->target_ = std::move(*launched);
+  }
+  s->opened_at_ = Clock::now();
+  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());
+
+  auto deadline = s->opened_at_ + spec.discovery_timeout;
+  if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
+  if (s->library_ && s->library_->storage_pointer_addr) {
+    s->sight_storage(*s->library_->storage_pointer_addr);  // the state at the earliest moment we can see
+    s->storage_watch_running_ = true;
+    s->storage_thread_ = std::thread([raw = s.get()] { raw->watch_storage(); });
+  }
+  if (s->library_ && s->library_->tls_descriptor_addr) {
+    if (auto st = s->attach_tls(deadline); !st) s->tls_error_ = st.error();
+  }
+  if (s->library_ && s->wait_for_storage(std::chrono::duration_cast<Millis>(deadline - Clock::now())))
+    s->connect_socket();
+  return s;
+}
+
+Session::~Session() { close(); }
+
+Status Session::discover(Clock::time_point deadline) {
+  auto options = DiscoveryOptions::defaults();
+  LibraryCache cache;
+  std::optional<Error> last_error;
+  while (Clock::now() < deadline) {
+    auto found = discover_process(pid(), options, cache);
+    if (!found) {
+      last_error = found.error();
+      if (!target_alive()) break;
+    } else if (*found && (*found)->storage_pointer_addr) {
+      library_ = **found;
+      return Ok{};
+    } else if (*found) {
+      library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
+    }
+    std::this_thread::sleep_for(kDiscoveryPollInterval);
+  }
+  if (library_) return Ok{};
+  if (!target_alive())
+    return make_error("the target exited before its agent library was found (" +
+                      exit_description_.value_or("exit status unknown") + ")");
+  return make_error("no library defining " + std::string(spec::kProcessStorageSymbol) + " or " +
+                        std::string(spec::kTlsSymbol) + " appeared within " +
+                        std::to_string(target_spec_.discovery_timeout.count()) + " ms" +
+                        (last_error ? " (last error: " + last_error->message() + ")" : ""),
+                    "pid " + std::to_string(pid()));
+}
+
+void Session::sight_storage(std::uint64_t pointer_addr) {
+  auto pointer = memory_->read_u64(pointer_addr);
+  if (!pointer) return;  // process gone or unmapped: nothing new to see
+  StorageSighting sighting;
+  sighting.at = Clock::now();
+  sighting.pointer = *pointer;
+  if (*pointer != 0) {
+    auto decoded = wire::decode_process_storage(memory_->source_at(*pointer));
+    std::size_t raw_size = decoded ? decoded->encoded_size : 64;
+    sighting.raw.resize(std::min(raw_size, kMaxRawStorageBytes));
+    if (!memory_->read(*pointer, sighting.raw)) sighting.raw.clear();
+    if (decoded)
+      sighting.decoded = *decoded;
+    else
+      sighting.error = decoded.error();
+  }
+  std::lock_guard lock(mutex_);
+  if (!storage_sightings_.empty()) {
+    const auto& last = storage_sightings_.back();
+    if (last.pointer == sighting.pointer && last.raw == sighting.raw) return;
+  }
+  bool pointer_changed = storage_sightings_.empty() || storage_sightings_.back().pointer != sighting.pointer;
+  if (sighting.decoded && pointer_changed) {
+    // PROC-04: does the socket exist at the moment the storage becomes visible?
+    auto facts = examine_socket(pid(), sighting.decoded->socket_file_path);
+    if (facts)
+      sighting.socket = *facts;
+    else
+      sighting.socket_error = facts.error();
+  }
+  storage_sightings_.push_back(std::move(sighting));
+}
+
+void Session::watch_storage() {
+  while (storage_watch_running_) {
+    sight_storage(*library_->storage_pointer_addr);
+    std::this_thread::sleep_for(kStoragePollInterval);
+  }
+}
+
+std::vector<StorageSighting> Session::storage_sightings() const {
+  std::lock_guard lock(mutex_);
+  return storage_sightings_;
+}
+
+std::optional<wire::ProcessStorage> Session::storage() const {
+  std::lock_guard lock(mutex_);
+  for (auto it = storage_sightings_.rbegin(); it != storage_sightings_.rend(); ++it)
+    if (it->decoded) return it->decoded;
+  return std::nullopt;
+}
+
+bool Session::wait_for_storage(Millis timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (storage()) return true;
+    if (!storage_watch_running_) sight_storage(*library_->storage_pointer_addr);
+    if (!target_alive()) return false;
+    std::this_thread::sleep_for(Millis(2));
+  }
+  return storage().has_value();
+}
+
+Status Session::attach_tls(Clock::time_point deadline) {
+  for (;;) {
+    auto desc = read_tls_descriptor(*memory_, *library_->tls_descriptor_addr, library_->elf.machine);
+    if (!desc) {
+      if (Clock::now() >= deadline || !target_alive()) return desc.error();
+    } else {
+      tls_descriptor_ = *desc;
+      if (desc->model == TlsModel::StaticOffset) break;
+      if (desc->model == TlsModel::Dynamic || Clock::now() >= deadline) return Ok{};  // evidence for TLS-07
+    }
+    std::this_thread::sleep_for(Millis(5));
+  }
+  std::unique_ptr<ThreadPointerSource> source;
+  if (!target_spec_.gdbstub.empty()) {
+    auto colon = target_spec_.gdbstub.rfind(':');
+    if (colon == std::string::npos) return make_error("--gdbstub wants HOST:PORT", target_spec_.gdbstub);
+    auto gdb = make_gdbstub_source(target_spec_.gdbstub.substr(0, colon),
+                                   std::atoi(target_spec_.gdbstub.c_str() + colon + 1), pid());
+    if (!gdb) return gdb.error();
+    source = std::move(*gdb);
+  } else {
+    source = make_ptrace_source(pid());
+  }
+  watcher_ = std::make_unique<RecordWatcher>(pid(), tls_descriptor_->tp_offset, std::move(source));
+  watcher_->start();
+  return Ok{};
+}
+
+bool Session::wait_for_records(Millis timeout) {
+  if (!watcher_) return false;
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (!watcher_->transactions().empty()) return true;
+    if (!target_alive()) return false;
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return false;
+}
+
+void Session::connect_socket() {
+  auto st = storage();
+  if (!st) return;
+  auto connected = AgentSocket::connect(pid(), st->socket_file_path);
+  if (connected)
+    socket_.emplace(std::move(*connected));
+  else
+    socket_error_ = connected.error();
+}
+
+std::optional<SocketFacts> Session::socket_facts() const {
+  auto st = storage();
+  if (!st) return std::nullopt;
+  auto facts = examine_socket(pid(), st->socket_file_path);
+  if (!facts) return std::nullopt;
+  return *facts;
+}
+
+SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label) {
+  SentMessage m;
+  m.requirement = std::move(requirement);
+  m.label = std::move(label);
+  m.bytes = std::move(datagram);
+  if (socket_) {
+    // The queue holds max_dgram_qlen datagrams; the agent drains it when it
+    // polls. Wait briefly for room rather than lose a probe's message.
+    auto give_up = Clock::now() + kSendPatience;
+    for (;;) {
+      m.outcome = socket_->send(m.bytes);
+      if (m.outcome != SendOutcome::WouldBlock || Clock::now() >= give_up) break;
+      ++m.would_block_retries;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    m.send_errno = socket_->last_errno();
+    if (m.outcome != SendOutcome::Sent) ++messages_lost_;
+  }
+  m.at = Clock::now();
+  m.at_system = std::chrono::system_clock::now();
+  return m;
+}
+
+const SentMessage& Session::store(SentMessage m) {
+  std::lock_guard lock(mutex_);
+  sent_.push_back(std::move(m));
+  return sent_.back();
+}
+
+const SentMessage& Session::send(std::vector<std::uint8_t> datagram, std::string requirement, std::string label) {
+  return store(transmit(std::move(datagram), std::move(requirement), std::move(label)));
+}
+
+const SentMessage& Session::send_correlation(const wire::Correlation& c, std::string requirement, std::string label,
+                                             std::optional<unsigned> expected_count) {
+  auto m = transmit(wire::encode(c), std::move(requirement), std::move(label));
+  m.transaction = std::make_pair(c.trace_id, c.transaction_id);
+  m.stack_trace_id = c.stack_trace_id;
+  // A message that never reached the agent cannot be expected to show up.
+  m.expected_count = m.outcome == SendOutcome::Sent ? expected_count : std::optional<unsigned>(0);
+  return store(std::move(m));
+}
+
+void Session::register_profiler(wire::Registration r, std::string requirement, bool judged) {
+  auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}));
+  std::lock_guard lock(mutex_);
+  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged});
+  sent_.push_back(std::move(m));
+}
+
+std::vector<SentMessage> Session::sent_messages() const {
+  std::lock_guard lock(mutex_);
+  return {sent_.begin(), sent_.end()};
+}
+
+std::vector<SentRegistration> Session::registrations() const {
+  std::lock_guard lock(mutex_);
+  return registrations_;
+}
+
+std::optional<std::uint32_t> Session::delay_in_force(std::chrono::system_clock::time_point t, Millis margin) const {
+  std::lock_guard lock(mutex_);
+  std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
+  for (const auto& r : registrations_) {
+    if (!r.sent) continue;
+    auto distance = r.at_system > t ? r.at_system - t : t - r.at_system;
+    if (distance < margin) return std::nullopt;
+    if (r.at_system < t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
+  }
+  return delay;
+}
+
+bool Session::target_alive() {
+  if (target_->alive()) return true;
+  if (!exit_description_) exit_description_ = target_->exit_description();
+  return false;
+}
+
+void Session::close() {
+  storage_watch_running_ = false;
+  if (storage_thread_.joinable()) storage_thread_.join();
+  if (watcher_) watcher_->stop();
+  if (target_ && target_->launched() && closed_output_.empty()) {
+    bool was_alive = target_alive();
+    std::string how = target_->stop();
+    if (!exit_description_ && was_alive) exit_description_ = "stopped by tracecorr: " + how;
+    closed_output_ = target_->output();
+    if (closed_output_.empty()) closed_output_ = " ";  // marks the session closed
+  }
+  if (!socket_dir_.empty() && socket_dir_ != "/tmp") {
+    std::error_code ignored;
+    std::filesystem::remove_all(socket_dir_, ignored);
+    socket_dir_.clear();
+  }
+}
+
+}  // namespace tracecorr::conform

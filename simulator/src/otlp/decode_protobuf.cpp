@@ -1,0 +1,142 @@
+// OTLP binary protobuf -> tracecorr model.
+#include <google/protobuf/io/coded_stream.h>
+
+#include "decode_common.hpp"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+
+namespace tracecorr::otlp {
+namespace {
+
+namespace pb_common = opentelemetry::proto::common::v1;
+namespace pb_trace = opentelemetry::proto::trace::v1;
+using detail::DecodeContext;
+using detail::field_path;
+using detail::index_path;
+
+void convert_attributes(DecodeContext& ctx, const std::string& where,
+                        const google::protobuf::RepeatedPtrField<pb_common::KeyValue>& from, Attributes& into,
+                        std::size_t depth);
+
+AttributeValue convert_value(DecodeContext& ctx, const std::string& where, const pb_common::AnyValue& from,
+                             std::size_t depth) {
+  if (depth > ctx.limits.max_nesting_depth) {
+    ctx.fatal(where, "values nested more than " + std::to_string(ctx.limits.max_nesting_depth) + " deep",
+              RejectReason::LimitExceeded);
+    return {};
+  }
+  switch (from.value_case()) {
+    case pb_common::AnyValue::kStringValue:
+      detail::check_value_size(ctx, where, from.string_value().size());
+      return AttributeValue(from.string_value());
+    case pb_common::AnyValue::kBoolValue: return AttributeValue(from.bool_value());
+    case pb_common::AnyValue::kIntValue: return AttributeValue(static_cast<std::int64_t>(from.int_value()));
+    case pb_common::AnyValue::kDoubleValue: return AttributeValue(from.double_value());
+    case pb_common::AnyValue::kBytesValue: {
+      detail::check_value_size(ctx, where, from.bytes_value().size());
+      const auto& b = from.bytes_value();
+      return AttributeValue(AttributeValue::Bytes(b.begin(), b.end()));
+    }
+    case pb_common::AnyValue::kArrayValue: {
+      const auto& values = from.array_value().values();
+      if (!detail::check_count(ctx, where, values.size(), ctx.limits.max_array_elements, "array elements")) return {};
+      AttributeValue::Array array;
+      array.reserve(values.size());
+      for (int i = 0; i < values.size() && !ctx.failed(); ++i)
+        array.push_back(convert_value(ctx, index_path(where, "arrayValue.values", i), values[i], depth + 1));
+      return AttributeValue(std::move(array));
+    }
+    case pb_common::AnyValue::kKvlistValue: {
+      const auto& values = from.kvlist_value().values();
+      if (!detail::check_count(ctx, where, values.size(), ctx.limits.max_attributes_per_span, "kvlist entries"))
+        return {};
+      AttributeValue::KvList list;
+      for (int i = 0; i < values.size() && !ctx.failed(); ++i) {
+        std::string at = index_path(where, "kvlistValue.values", i);
+        detail::check_value_size(ctx, at + ".key", values[i].key().size());
+        list.push_back({values[i].key(), convert_value(ctx, at + ".value", values[i].value(), depth + 1)});
+      }
+      return AttributeValue(std::move(list));
+    }
+    case pb_common::AnyValue::VALUE_NOT_SET: return {};
+  }
+  return {};
+}
+
+void convert_attributes(DecodeContext& ctx, const std::string& where,
+                        const google::protobuf::RepeatedPtrField<pb_common::KeyValue>& from, Attributes& into,
+                        std::size_t depth) {
+  if (!detail::check_count(ctx, where, from.size(), ctx.limits.max_attributes_per_span, "attributes")) return;
+  for (int i = 0; i < from.size() && !ctx.failed(); ++i) {
+    std::string at = where + "[\"" + from[i].key().substr(0, 64) + "\"]";
+    detail::check_value_size(ctx, at, from[i].key().size());
+    AttributeValue value = convert_value(ctx, at, from[i].value(), depth);
+    detail::insert_attribute(ctx, at, into, from[i].key(), std::move(value));
+  }
+}
+
+}  // namespace
+
+DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limits) {
+  DecodeContext ctx(limits);
+  opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest request;
+  {
+    google::protobuf::io::CodedInputStream input(reinterpret_cast<const std::uint8_t*>(body.data()),
+                                                 static_cast<int>(std::min<std::size_t>(body.size(), INT32_MAX)));
+    // Request > ResourceSpans > ScopeSpans > Span > KeyValue > AnyValue, then
+    // up to three messages per level of nesting (kvlist > KeyValue > AnyValue).
+    input.SetRecursionLimit(static_cast<int>(8 + 3 * limits.max_nesting_depth));
+    if (body.size() > INT32_MAX || !request.ParseFromCodedStream(&input) || !input.ConsumedEntireMessage()) {
+      ctx.fatal("", "body is not a valid binary protobuf ExportTraceServiceRequest (" + std::to_string(body.size()) +
+                        " bytes; wrong wire type, truncated field, invalid UTF-8 in a string, or nesting deeper than " +
+                        std::to_string(limits.max_nesting_depth) + ")");
+      return std::move(ctx.out);
+    }
+  }
+  std::size_t span_total = 0;
+  for (const auto& rs : request.resource_spans())
+    for (const auto& ss : rs.scope_spans()) span_total += static_cast<std::size_t>(ss.spans_size());
+  if (!detail::check_count(ctx, "resourceSpans", span_total, limits.max_spans_per_request, "spans"))
+    return std::move(ctx.out);
+
+  for (int r = 0; r < request.resource_spans_size() && !ctx.failed(); ++r) {
+    const auto& rs = request.resource_spans(r);
+    std::string rs_path = index_path("", "resourceSpans", r);
+    Attributes resource_attributes;
+    convert_attributes(ctx, field_path(rs_path, "resource.attributes"), rs.resource().attributes(),
+                       resource_attributes, 0);
+    for (int s = 0; s < rs.scope_spans_size() && !ctx.failed(); ++s) {
+      const auto& ss = rs.scope_spans(s);
+      std::string ss_path = index_path(rs_path, "scopeSpans", s);
+      for (int i = 0; i < ss.spans_size() && !ctx.failed(); ++i) {
+        const pb_trace::Span& from = ss.spans(i);
+        std::string at = index_path(ss_path, "spans", i);
+        ReceivedSpan span;
+        detail::accept_id(ctx, field_path(at, "traceId"), from.trace_id(), span.trace_id, false);
+        detail::accept_id(ctx, field_path(at, "spanId"), from.span_id(), span.span_id, false);
+        SpanId parent{};
+        if (detail::accept_id(ctx, field_path(at, "parentSpanId"), from.parent_span_id(), parent, true))
+          span.parent_span_id = parent;
+        span.trace_state = from.trace_state();
+        span.name = from.name();
+        detail::check_value_size(ctx, field_path(at, "name"), span.name.size());
+        span.kind = static_cast<SpanKind>(from.kind());
+        span.start_unix_nano = from.start_time_unix_nano();
+        span.end_unix_nano = from.end_time_unix_nano();
+        span.flags = from.flags();
+        convert_attributes(ctx, field_path(at, "attributes"), from.attributes(), span.attributes, 0);
+        span.dropped_attributes_count = from.dropped_attributes_count();
+        span.status_code = static_cast<std::int32_t>(from.status().code());
+        span.status_message = from.status().message();
+        span.resource_attributes = resource_attributes;
+        span.scope_name = ss.scope().name();
+        span.scope_version = ss.scope().version();
+        detail::finish_span(ctx, at, span);
+        ctx.out.spans.push_back(std::move(span));
+      }
+    }
+  }
+  if (ctx.failed()) ctx.out.spans.clear();  // a rejected export carries no spans
+  return std::move(ctx.out);
+}
+
+}  // namespace tracecorr::otlp

@@ -1,0 +1,240 @@
+// The ptrace sampler: no BPF, no BTF. At each tick it stops every thread of
+// every tracked process in turn (PTRACE_SEIZE + PTRACE_INTERRUPT), reads its
+// registers, walks its frame pointers and reads its record with
+// process_vm_readv, then detaches. Nothing is written into the target.
+#include <elf.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "tracecorr/memory.hpp"
+#include "tracecorr/sampler.hpp"
+#include "tracecorr/threadptr.hpp"
+
+namespace tracecorr {
+namespace {
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+struct Registers {
+  std::uint64_t ip = 0, fp = 0, thread_pointer = 0;
+};
+
+// Registers of a ptrace-stopped thread.
+bool read_registers(pid_t tid, Registers& r, int& err) {
+#if defined(__x86_64__)
+  user_regs_struct regs{};
+  iovec iov{&regs, sizeof(regs)};
+  if (ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_PRSTATUS), &iov) != 0) {
+    err = errno;
+    return false;
+  }
+  r.ip = regs.rip;
+  r.fp = regs.rbp;
+  r.thread_pointer = regs.fs_base;
+  return true;
+#elif defined(__aarch64__)
+  user_pt_regs regs{};
+  iovec iov{&regs, sizeof(regs)};
+  if (ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_PRSTATUS), &iov) != 0) {
+    err = errno;
+    return false;
+  }
+  std::uint64_t tls = 0;
+  iovec tiov{&tls, sizeof(tls)};
+  if (ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_ARM_TLS), &tiov) != 0) {
+    err = errno;
+    return false;
+  }
+  r.ip = regs.pc;
+  r.fp = regs.regs[29];
+  r.thread_pointer = tls;
+  return true;
+#else
+  (void)tid;
+  (void)r;
+  err = ENOSYS;
+  return false;
+#endif
+}
+
+class PtraceSampler final : public Sampler {
+ public:
+  explicit PtraceSampler(const PtraceSamplerOptions& o) : options_(o) {
+    if (options_.frequency_hz == 0) options_.frequency_hz = 1;
+    if (options_.max_frames > kMaxStackFrames) options_.max_frames = kMaxStackFrames;
+    period_ns_ = 1'000'000'000ull / options_.frequency_hz;
+  }
+
+  std::string name() const override { return "ptrace"; }
+
+  Status track(pid_t pid, std::int64_t tls_offset) override {
+    if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "ptrace sampler");
+    tracked_[pid] = tls_offset;
+    return Ok{};
+  }
+  Status untrack(pid_t pid) override {
+    tracked_.erase(pid);
+    return Ok{};
+  }
+
+  Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
+    const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count()) * 1'000'000ull;
+    for (;;) {
+      std::uint64_t now = monotonic_ns();
+      if (next_tick_ == 0) next_tick_ = now;
+      if (now >= next_tick_) {
+        std::size_t n = 0;
+        auto round = sample_round(callback, n);
+        next_tick_ += period_ns_;
+        if (next_tick_ <= now) next_tick_ = now + period_ns_;  // fell behind: skip ticks, do not burst
+        if (!round) return round.error();
+        if (n > 0 || monotonic_ns() >= deadline) return n;
+        continue;
+      }
+      if (now >= deadline) return std::size_t{0};
+      std::uint64_t until = next_tick_ < deadline ? next_tick_ : deadline;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+    }
+  }
+
+  SamplerCounters counters() const override { return counters_; }
+
+ private:
+  Status sample_round(const Callback& callback, std::size_t& delivered) {
+    std::size_t refused = 0, attempted = 0;
+    int refused_errno = 0;
+    for (auto [pid, offset] : tracked_) {
+      for (pid_t tid : list_threads(pid)) {
+        ++attempted;
+        int err = 0;
+        Sample s;
+        switch (sample_thread(pid, tid, offset, s, err)) {
+          case Outcome::Sampled:
+            ++delivered;
+            ++counters_.emitted;
+            callback(s);
+            break;
+          case Outcome::Gone: break;
+          case Outcome::Refused:
+            ++refused;
+            refused_errno = err;
+            break;
+        }
+      }
+    }
+    if (attempted > 0 && refused == attempted)
+      return make_error(std::string("PTRACE_SEIZE refused: ") + std::strerror(refused_errno) +
+                            " (needs root or CAP_SYS_PTRACE, and kernel.yama.ptrace_scope <= 2)",
+                        "ptrace sampler");
+    return Ok{};
+  }
+
+  enum class Outcome { Sampled, Gone, Refused };
+
+  Outcome sample_thread(pid_t pid, pid_t tid, std::int64_t offset, Sample& s, int& err) {
+    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+      err = errno;
+      return err == ESRCH ? Outcome::Gone : Outcome::Refused;
+    }
+    if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+      ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      return Outcome::Gone;
+    }
+    int status = 0;
+    pid_t w;
+    do {
+      w = waitpid(tid, &status, __WALL);
+    } while (w < 0 && errno == EINTR);
+    if (w != tid || !WIFSTOPPED(status)) return Outcome::Gone;  // exited while we attached
+    // A signal-delivery-stop (not our interrupt's event stop) must be re-injected.
+    const bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
+    const int inject = event_stop ? 0 : WSTOPSIG(status);
+
+    ++counters_.samples;
+    s.pid = pid;
+    s.tid = tid;
+    s.cpu = -1;
+    s.time_ns = monotonic_ns();
+    Registers regs;
+    int reg_err = 0;
+    if (!read_registers(tid, regs, reg_err)) {
+      s.error = SampleError::ThreadPointerFailed;
+      s.stack_errno = reg_err;
+      ++counters_.thread_pointer_failed;
+      ++counters_.stack_failed;
+    } else {
+      LiveProcessMemory mem(pid);
+      read_record(mem, regs.thread_pointer, offset, s);
+      s.frames = walk_frame_pointers(
+          regs.ip, regs.fp,
+          [&mem](std::uint64_t addr, std::uint64_t& out) {
+            auto v = mem.read_u64(addr);
+            if (!v) return false;
+            out = *v;
+            return true;
+          },
+          options_.max_frames);
+    }
+    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(inject)));
+    return Outcome::Sampled;
+  }
+
+  // The same steps, and the same classification, as bpf/sampler.bpf.c.
+  void read_record(const ProcessMemory& mem, std::uint64_t tp, std::int64_t offset, Sample& s) {
+    s.thread_pointer = tp;
+    if (tp == 0) {
+      s.error = SampleError::ThreadPointerFailed;
+      ++counters_.thread_pointer_failed;
+      return;
+    }
+    auto rp = mem.read_u64(tp + static_cast<std::uint64_t>(offset));
+    if (!rp) {
+      s.error = SampleError::RecordPointerReadFailed;
+      ++counters_.record_pointer_read_failed;
+      return;
+    }
+    if (*rp == 0) {
+      s.error = SampleError::RecordPointerNull;
+      ++counters_.record_pointer_null;
+      return;
+    }
+    s.record_pointer = *rp;
+    wire::TlsRecordBytes bytes{};
+    if (!mem.read(*rp, bytes)) {
+      s.error = SampleError::RecordReadFailed;
+      ++counters_.record_read_failed;
+      return;
+    }
+    s.record = bytes;
+    if (bytes[spec::kTlsValidOffset] == 0)
+      ++counters_.valid_zero;
+    else if (bytes[spec::kTlsTracePresentOffset] == 0)
+      ++counters_.trace_absent;
+  }
+
+  PtraceSamplerOptions options_;
+  std::uint64_t period_ns_ = 0;
+  std::uint64_t next_tick_ = 0;
+  std::map<pid_t, std::int64_t> tracked_;
+  SamplerCounters counters_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sampler> make_ptrace_sampler(const PtraceSamplerOptions& options) {
+  return std::make_unique<PtraceSampler>(options);
+}
+
+}  // namespace tracecorr

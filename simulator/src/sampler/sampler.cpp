@@ -1,0 +1,57 @@
+// Shared sampler pieces: names, counters and the frame-pointer walk.
+#include "tracecorr/sampler.hpp"
+
+namespace tracecorr {
+
+const char* to_string(SampleError e) {
+  switch (e) {
+    case SampleError::Ok: return "ok";
+    case SampleError::ThreadPointerFailed: return "thread_pointer_failed";
+    case SampleError::RecordPointerReadFailed: return "record_pointer_read_failed";
+    case SampleError::RecordPointerNull: return "record_pointer_null";
+    case SampleError::RecordReadFailed: return "record_read_failed";
+  }
+  return "unknown";
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() const {
+  return {
+      {"samples", samples},
+      {"emitted", emitted},
+      {"thread_pointer_failed", thread_pointer_failed},
+      {"record_pointer_read_failed", record_pointer_read_failed},
+      {"record_pointer_null", record_pointer_null},
+      {"record_read_failed", record_read_failed},
+      {"valid_zero", valid_zero},
+      {"trace_absent", trace_absent},
+      {"stack_failed", stack_failed},
+      {"lost", lost},
+  };
+}
+
+std::vector<std::uint64_t> walk_frame_pointers(std::uint64_t ip, std::uint64_t fp, const ReadWord& read,
+                                               std::size_t max_frames) {
+  std::vector<std::uint64_t> frames;
+  if (max_frames == 0) return frames;
+  frames.reserve(max_frames < 16 ? max_frames : 16);
+  frames.push_back(ip);
+  // Like perf_callchain_user: each frame record is {next frame pointer, return
+  // address}; a frame that cannot be read (including fp 0) ends the walk.
+  // arm64 additionally requires an aligned frame pointer that moves up the stack.
+  while (frames.size() < max_frames) {
+    if (fp == 0 || fp > UINT64_MAX - 16) break;
+#if defined(__aarch64__)
+    if ((fp & 7) != 0) break;
+#endif
+    std::uint64_t next = 0, ret = 0;
+    if (!read(fp, next) || !read(fp + 8, ret)) break;
+    frames.push_back(ret);
+#if defined(__aarch64__)
+    if (next <= fp) break;
+#endif
+    fp = next;
+  }
+  return frames;
+}
+
+}  // namespace tracecorr

@@ -1,0 +1,243 @@
+// tracecorr_bpf_bench: numbers for BENCHMARKS.md, no assertions.
+//
+//   overhead  the sampler's kernel run time per sample (kernel.bpf_stats_enabled
+//             run_time_ns / run_cnt) next to an empty perf_event program on the
+//             same cpu-clock events, with the same workload: threads of this
+//             process that publish a record through a thread-local pointer and
+//             burn CPU at a given stack depth.
+//   lost      ring-buffer losses at HZ on every CPU while the reference fixture
+//             runs N threads, consumed the way `tracecorr agent` consumes them.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sampler_loader.hpp"
+#include "tracecorr/discovery.hpp"
+#include "tracecorr/memory.hpp"
+#include "tracecorr/tls.hpp"
+#include "tracecorr/wire.hpp"
+
+using namespace tracecorr;
+using namespace std::chrono;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+thread_local std::uint8_t* t_record = nullptr;
+
+std::int64_t own_tls_offset() {
+  return reinterpret_cast<std::intptr_t>(&t_record) - reinterpret_cast<std::intptr_t>(__builtin_thread_pointer());
+}
+
+// Recursion gives the stack walker `depth` real frames.
+__attribute__((noinline)) std::uint64_t burn(int depth, std::uint64_t x) {
+  if (depth > 0) return burn(depth - 1, x * 31 + 7) + 1;
+  while (!g_stop.load(std::memory_order_relaxed))
+    for (int i = 0; i < 100000; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+
+void worker(int depth, std::uint8_t n) {
+  wire::TlsRecord r;
+  r.valid = 1;
+  r.trace_present = 1;
+  r.trace_id.fill(0xab);
+  r.trace_id[15] = n;
+  r.transaction_id.fill(0xcd);
+  r.span_id.fill(0xef);
+  static thread_local wire::TlsRecordBytes bytes;
+  bytes = wire::encode_tls_record(r);
+  t_record = bytes.data();
+  volatile std::uint64_t sink = burn(depth, n);
+  (void)sink;
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+struct StatsToggle {  // kernel.bpf_stats_enabled=1 for the run, restored after
+  std::string before;
+  StatsToggle() {
+    before = read_file("/proc/sys/kernel/bpf_stats_enabled");
+    std::ofstream("/proc/sys/kernel/bpf_stats_enabled") << "1";
+  }
+  ~StatsToggle() {
+    if (!before.empty()) std::ofstream("/proc/sys/kernel/bpf_stats_enabled") << before;
+  }
+};
+
+double ns_per_run(const bpf::ProgramStats& s) { return s.run_cnt ? double(s.run_time_ns) / double(s.run_cnt) : 0; }
+
+int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack) {
+  StatsToggle toggle;
+  if (read_file("/proc/sys/kernel/bpf_stats_enabled") != "1") {
+    std::fprintf(stderr, "cannot enable kernel.bpf_stats_enabled\n");
+    return 3;
+  }
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) pool.emplace_back(worker, depth, static_cast<std::uint8_t>(i + 1));
+  auto sampler = bpf::SamplerLoader::open();
+  auto empty = bpf::EmptyLoader::open();
+  if (!sampler || !empty) {
+    std::fprintf(stderr, "load failed: %s\n", (!sampler ? sampler.error() : empty.error()).message().c_str());
+    g_stop = true;
+    for (auto& t : pool) t.join();
+    return 3;
+  }
+  (void)(*sampler)->track(getpid(), own_tls_offset(), no_stack ? TC_PROCESS_F_NO_STACK : 0);
+  bpf::ProgramStats se{}, ss{};
+  std::uint64_t records = 0, frames = 0, ok = 0;
+  for (int round = 0; round < rounds; ++round) {
+    // Alternate so drift (frequency, thermal) hits both alike.
+    auto e0 = *(*empty)->stats();
+    if (auto st = (*empty)->attach(hz); !st) return std::fprintf(stderr, "%s\n", st.error().message().c_str()), 3;
+    std::this_thread::sleep_for(seconds * 1000ms / rounds);
+    (*empty)->detach();
+    auto e1 = *(*empty)->stats();
+    se.run_cnt += e1.run_cnt - e0.run_cnt;
+    se.run_time_ns += e1.run_time_ns - e0.run_time_ns;
+
+    auto s0 = *(*sampler)->stats();
+    if (auto st = (*sampler)->attach(hz); !st) return std::fprintf(stderr, "%s\n", st.error().message().c_str()), 3;
+    auto until = steady_clock::now() + seconds * 1000ms / rounds;
+    while (steady_clock::now() < until)
+      (void)(*sampler)->poll(100ms, [&](const tc_sample& s) {
+        ++records;
+        ok += s.status == TC_SAMPLE_OK;
+        if (s.stack_bytes > 0) frames += static_cast<std::uint64_t>(s.stack_bytes) / 8;
+      });
+    (*sampler)->detach();
+    (void)(*sampler)->poll(0ms, [&](const tc_sample&) { ++records; });
+    auto s1 = *(*sampler)->stats();
+    ss.run_cnt += s1.run_cnt - s0.run_cnt;
+    ss.run_time_ns += s1.run_time_ns - s0.run_time_ns;
+  }
+  g_stop = true;
+  for (auto& t : pool) t.join();
+  auto c = (*sampler)->counters();
+  double e = ns_per_run(se), s = ns_per_run(ss);
+  std::printf("overhead: %u Hz per CPU, %d s per program, %d rounds, %d busy threads, stack depth ~%d%s\n", hz, seconds,
+              rounds, threads, depth + 3, no_stack ? ", user stack NOT collected (--no-stack)" : "");
+  std::printf("  empty program   : %10llu runs  %8.1f ns/run\n", (unsigned long long)se.run_cnt, e);
+  std::printf("  sampler program : %10llu runs  %8.1f ns/run  (tracked samples %llu, records ok %llu, mean frames %.1f)\n",
+              (unsigned long long)ss.run_cnt, s, (unsigned long long)c[TC_CTR_SAMPLES], (unsigned long long)ok,
+              records ? double(frames) / double(records) : 0.0);
+  std::printf("  sampler - empty : %8.1f ns per sample (target <= 300)\n", s - e);
+  std::printf("  ring buffer full: %llu\n", (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
+  return 0;
+}
+
+int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
+  pid_t child = fork();
+  if (child == 0) {
+    std::string t = std::to_string(threads);
+    execl(fixture.c_str(), fixture.c_str(), "--threads", t.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  auto kill_child = [&] {
+    kill(child, SIGTERM);
+    waitpid(child, nullptr, 0);
+  };
+  // Wait for the library's TLS descriptor to resolve (the fixture dlopens it).
+  LibraryCache cache;
+  std::optional<std::int64_t> offset;
+  for (int i = 0; i < 100 && !offset; ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto found = discover_process(child, DiscoveryOptions::defaults(), cache);
+    if (!found || !found->has_value() || !(*found)->tls_descriptor_addr) continue;
+    LiveProcessMemory mem(child);
+    auto d = read_tls_descriptor(mem, *(*found)->tls_descriptor_addr, (*found)->elf.machine);
+    if (d && d->model == TlsModel::StaticOffset) offset = d->tp_offset;
+  }
+  if (!offset) {
+    std::fprintf(stderr, "the fixture's TLS offset was not found\n");
+    kill_child();
+    return 3;
+  }
+  auto sampler = bpf::SamplerLoader::open();
+  if (!sampler) {
+    std::fprintf(stderr, "%s\n", sampler.error().message().c_str());
+    kill_child();
+    return 3;
+  }
+  (void)(*sampler)->track(child, *offset);
+  if (auto st = (*sampler)->attach(hz); !st) {
+    std::fprintf(stderr, "%s\n", st.error().message().c_str());
+    kill_child();
+    return 3;
+  }
+  std::uint64_t records = 0, ok = 0, traced = 0;
+  auto until = steady_clock::now() + seconds * 1s;
+  while (steady_clock::now() < until)
+    (void)(*sampler)->poll(100ms, [&](const tc_sample& s) {
+      ++records;
+      if (s.status == TC_SAMPLE_OK) {
+        ++ok;
+        traced += s.record[TC_TLS_VALID_OFFSET] && s.record[TC_TLS_TRACE_PRESENT_OFFSET];
+      }
+    });
+  (*sampler)->detach();
+  (void)(*sampler)->poll(0ms, [&](const tc_sample&) { ++records; });
+  auto c = (*sampler)->counters();
+  kill_child();
+  std::printf("lost: %u Hz per CPU on %zu CPUs, %d s, fixture with %d threads (TLS offset %lld)\n", hz,
+              (*sampler)->attached_cpus(), seconds, threads, (long long)*offset);
+  std::printf("  tracked samples : %llu\n  records consumed: %llu (record read ok %llu, in a trace %llu)\n",
+              (unsigned long long)c[TC_CTR_SAMPLES], (unsigned long long)records, (unsigned long long)ok,
+              (unsigned long long)traced);
+  std::printf("  lost (ring buffer full): %llu (target 0)\n", (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
+  return 0;
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack]\n"
+               "       tracecorr_bpf_bench lost --fixture PATH [--hz 1000] [--seconds 30] [--threads 64]\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(), 2;
+  std::string mode = argv[1], fixture;
+  unsigned hz = 1000;
+  int seconds = mode == "lost" ? 30 : 20, threads = mode == "lost" ? 64 : 2, depth = 16, rounds = 4;
+  bool no_stack = false;
+  for (int i = 2; i < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--no-stack") {
+      no_stack = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) return usage(), 2;
+    std::string v = argv[i + 1];
+    if (k == "--hz") hz = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--seconds") seconds = std::stoi(v);
+    else if (k == "--threads") threads = std::stoi(v);
+    else if (k == "--depth") depth = std::stoi(v);
+    else if (k == "--rounds") rounds = std::max(1, std::stoi(v));
+    else if (k == "--fixture") fixture = v;
+    else return usage(), 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack);
+  if (mode == "lost" && !fixture.empty()) return lost(fixture, hz, seconds, threads);
+  usage();
+  return 2;
+}

@@ -1,0 +1,313 @@
+"""`tracecorr agent` end to end against the reference fixture.
+
+The fixture exports OTLP/HTTP JSON to an in-test receiver and journals what it
+published; the agent samples it (BPF, or ptrace) and writes a JSON summary of
+what it sent. The test holds the two against each other:
+
+  * every exported transaction's elastic.profiler_stack_trace_ids equals, as a
+    multiset, what the agent says it sent for that transaction (both
+    personalities);
+  * every trace id, transaction id and span id the sampler read belongs to a
+    span the fixture exported;
+  * the ptrace reader reads the same records as the BPF reader (the --hold
+    fixture's fixed ids, as journaled);
+  * without privilege, `agent` fails clearly and suggests --reader ptrace.
+
+Build outputs come from $TRACECORR_BUILD (default /work/main/build):
+<build>/bin/tracecorr and <build>/fixtures/x86_64/reference/tracecorr-fixture.
+"""
+import collections
+import http.server
+import json
+import os
+import platform
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
+TRACECORR = BUILD / "bin" / "tracecorr"
+ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+FIXTURE = BUILD / "fixtures" / ARCH / "reference" / "tracecorr-fixture"
+REGISTRY = json.loads((Path(__file__).resolve().parents[2] / "spec" / "elastic-v1.json").read_text())
+ATTRIBUTE = REGISTRY["attribute"]["name"]
+ENABLED_ENV = REGISTRY["config"]["enabled"]["env"]
+TLS = {f["name"]: f for f in REGISTRY["layouts"]["tls_record"]["fields"]}
+TLS_SIZE = REGISTRY["layouts"]["tls_record"]["size"]
+WAIT_S = 20.0  # bound on waiting for an event; a missed event fails, it never slows a pass
+
+
+def need(path):
+    if not path.exists():
+        pytest.skip(f"{path} not built (set TRACECORR_BUILD)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tracecorr():
+    return need(TRACECORR)
+
+
+@pytest.fixture(scope="module")
+def bpf_works(tracecorr):
+    r = subprocess.run([str(tracecorr), "doctor", "--json"], capture_output=True, text=True, timeout=60)
+    report = json.loads(r.stdout)
+    if not report["verdicts"]["bpf_sampler"]["works"]:
+        pytest.skip("BPF sampler unavailable here: " + report["verdicts"]["bpf_sampler"]["summary"])
+    return True
+
+
+class Receiver:
+    """OTLP/HTTP JSON receiver: keeps every exported span."""
+
+    def __init__(self):
+        self.spans = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                with outer.lock:
+                    for rs in body.get("resourceSpans", []):
+                        for ss in rs.get("scopeSpans", []):
+                            outer.spans.extend(ss.get("spans", []))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Fixture:
+    def __init__(self, tmp_path, args, env=None):
+        self.receiver = Receiver()
+        self.journal = tmp_path / "journal.jsonl"
+        e = dict(os.environ)
+        e.update({"OTEL_EXPORTER_OTLP_ENDPOINT": self.receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200",
+                  "TRACECORR_FIXTURE_JOURNAL": str(self.journal), "TMPDIR": str(tmp_path)})
+        e.update(env or {})
+        self.proc = subprocess.Popen([str(need(FIXTURE))] + args, env=e, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.wait_for("ready")
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def events(self, kind=None):
+        if not self.journal.exists():
+            return []
+        out = []
+        for line in self.journal.read_text().splitlines():
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line being written
+            if kind is None or ev.get("event") == kind:
+                out.append(ev)
+        return out
+
+    def wait_for(self, kind):
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            if self.events(kind):
+                return
+            assert self.proc.poll() is None, f"fixture exited: {self.proc.stderr.read()}"
+            time.sleep(0.05)
+        pytest.fail(f"the fixture journaled no '{kind}' within {WAIT_S} s")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.receiver.close()
+
+
+def run_agent(tracecorr, tmp_path, pid, *args, name="agent"):
+    out = tmp_path / f"{name}.json"
+    r = subprocess.run([str(tracecorr), "agent", "--pid", str(pid), "--json", str(out)] + list(args),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"agent failed ({r.returncode}):\n{r.stderr}"
+    summary = json.loads(out.read_text())
+    (process,) = [p for p in summary["processes"] if p["pid"] == pid]
+    return summary, process, r.stderr
+
+
+def attribute_ids(span):
+    for a in span.get("attributes", []):
+        if a["key"] == ATTRIBUTE:
+            return [v["stringValue"] for v in a["value"]["arrayValue"]["values"]]
+    return []
+
+
+def is_transaction(span):
+    return not span.get("parentSpanId")
+
+
+@pytest.mark.parametrize("personality", ["spec", "ebpf-profiler"])
+def test_exported_stack_trace_ids_are_what_the_agent_sent(tracecorr, bpf_works, tmp_path, personality):
+    # The eBPF profiler never registers, so the fixture must not wait for a
+    # registration (CONF-02): correlation explicitly enabled. The spec
+    # personality runs against the default (auto), which its registration enables.
+    env = {ENABLED_ENV: "true"} if personality == "ebpf-profiler" else {}
+    fx = Fixture(tmp_path, ["--threads", "2", "--spans", "2", "--span-ms", "15"], env)
+    try:
+        summary, proc, log = run_agent(tracecorr, tmp_path, fx.pid, "--duration", "4", "--personality", personality,
+                                       "--flush-interval", "200")
+        # Every transaction sampled during the agent's run ends within
+        # milliseconds; give deferral (1 s) and the exporter time to ship them.
+        time.sleep(3.0)
+    finally:
+        fx.stop()
+
+    assert summary["personality"] == personality and summary["reader"] == "bpf"
+    assert proc["state"].startswith("sampling"), proc["state"]
+    assert proc["correlated"] > 0 and proc["samples_sent"] > 0, log
+    messages = [m for m in fx.events("message")]
+    kinds = [m["kind"] for m in messages]
+    if personality == "spec":
+        assert proc["registrations_sent"] == 1
+        assert kinds[0] == "registration", "MSG-01: registration comes first"
+        assert kinds.count("registration") == 1
+    else:
+        assert proc["registrations_sent"] == 0 and "registration" not in kinds
+        assert proc["messages_sent"] == proc["samples_sent"], "one message per sample"
+        assert all(m["count"] == 1 for m in messages if m["kind"] == "correlation")
+    # What the fixture received is what the agent counted as sent.
+    received = sum(m["count"] for m in messages if m["kind"] == "correlation")
+    assert received == proc["samples_sent"]
+    assert proc["samples_sent"] + proc["samples_lost"] + proc["samples_unsendable"] == proc["correlated"]
+
+    spans = fx.receiver.spans
+    exported = {(s["traceId"].lower(), s["spanId"].lower()): s for s in spans}
+    transactions = {k: s for k, s in exported.items() if is_transaction(s)}
+    assert transactions, "the fixture exported no transaction"
+    sent = {(t["trace_id"], t["transaction_id"]): collections.Counter(t["stack_trace_ids"])
+            for t in proc["transactions"]}
+
+    # Every exported transaction carries exactly what the agent sent for it.
+    compared = 0
+    for key, span in transactions.items():
+        expected = sent.get(key, collections.Counter())
+        got = collections.Counter(attribute_ids(span))
+        assert got == +expected, f"transaction {key}: attribute {dict(got)} != sent {dict(expected)}"
+        compared += bool(expected)
+    assert compared > 0, "no exported transaction received a correlation"
+
+    # Every id the sampler read belongs to an exported span: the transaction
+    # itself, and each span that was active when sampled.
+    for t in proc["transactions"]:
+        key = (t["trace_id"], t["transaction_id"])
+        assert key in transactions, f"the sampler read transaction {key}, which the fixture never exported"
+        for span_id in t["span_ids"]:
+            assert (t["trace_id"], span_id) in exported, f"span {span_id} of trace {t['trace_id']} never exported"
+
+
+def expected_record_hex(ev):
+    rec = bytearray(TLS_SIZE)
+    minor = TLS["layout_minor_version"]
+    rec[minor["offset"]:minor["offset"] + minor["size"]] = int(ev["minor"]).to_bytes(minor["size"], "little")
+    rec[TLS["valid"]["offset"]] = ev["valid"]
+    rec[TLS["trace_present"]["offset"]] = ev["trace_present"]
+    rec[TLS["trace_flags"]["offset"]] = ev["trace_flags"]
+    for name in ("trace_id", "span_id", "transaction_id"):
+        f = TLS[name]
+        rec[f["offset"]:f["offset"] + f["size"]] = bytes.fromhex(ev[name])
+    return rec.hex()
+
+
+def test_ptrace_reader_reads_the_same_records_as_bpf(tracecorr, bpf_works, tmp_path):
+    threads = 3
+    fx = Fixture(tmp_path, ["--hold", "--threads", str(threads)])
+    try:
+        _, by_bpf, _ = run_agent(tracecorr, tmp_path, fx.pid, "--duration", "2", "--reader", "bpf", name="bpf")
+        _, by_ptrace, _ = run_agent(tracecorr, tmp_path, fx.pid, "--duration", "2", "--reader", "ptrace",
+                                    "--frequency", "20", name="ptrace")
+        last = {}
+        for ev in fx.events("record"):
+            last[ev["tid"]] = ev
+    finally:
+        fx.stop()
+    expected = {expected_record_hex(ev) for ev in last.values()}
+    assert len(expected) == threads
+    # The --hold ids are predictable: trace 15 x ab + n, transaction 7 x cd + n.
+    for n in range(1, threads + 1):
+        assert any(h[10:42] == "ab" * 15 + f"{n:02x}" and h[58:74] == "cd" * 7 + f"{n:02x}" for h in expected)
+    bpf_records = {r["hex"] for r in by_bpf["records"]}
+    ptrace_records = {r["hex"] for r in by_ptrace["records"]}
+    assert bpf_records == expected
+    assert ptrace_records == expected
+    # Both attribute the samples to the same transactions.
+    assert {(t["trace_id"], t["transaction_id"]) for t in by_bpf["transactions"]} == \
+           {(t["trace_id"], t["transaction_id"]) for t in by_ptrace["transactions"]}
+    # ptrace stops every thread, including those without a record.
+    assert by_ptrace["errors"].get("record_pointer_null", 0) > 0
+
+
+def test_records_being_updated_or_without_trace_are_never_correlated(tracecorr, bpf_works, tmp_path):
+    # Short transactions with a cleared record between them: some samples see
+    # trace_present 0 (TLS-09). Whatever the sampler read that was not a
+    # correlatable record must not have been sent.
+    fx = Fixture(tmp_path, ["--threads", "2", "--spans", "1", "--span-ms", "1"])
+    try:
+        summary, proc, _ = run_agent(tracecorr, tmp_path, fx.pid, "--duration", "3", "--flush-interval", "200")
+    finally:
+        fx.stop()
+    not_correlated = sum(v for k, v in proc["errors"].items())
+    assert proc["samples"] == proc["correlated"] + not_correlated
+    sent = sum(t["samples_sent"] for t in proc["transactions"])
+    assert sent == proc["samples_sent"] <= proc["correlated"]
+    for t in proc["transactions"]:
+        assert t["samples_read"] >= t["samples_sent"]
+
+
+def test_agent_without_privilege_suggests_ptrace(tracecorr, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privilege")
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+    r = subprocess.run(drop + [str(tracecorr), "agent", "--pid", str(os.getpid()), "--duration", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert "--reader ptrace" in r.stderr
+    assert "privilege" in r.stderr or "CAP_BPF" in r.stderr or "Operation not permitted" in r.stderr
+    d = subprocess.run(drop + [str(tracecorr), "doctor", "--json"], capture_output=True, text=True, timeout=60)
+    assert d.returncode == 3
+    report = json.loads(d.stdout)
+    assert report["verdicts"]["bpf_sampler"]["works"] is False
+    assert "NOT" in report["verdicts"]["bpf_sampler"]["summary"]
+
+
+def test_doctor_exit_code_matches_its_bpf_verdict(tracecorr):
+    r = subprocess.run([str(tracecorr), "doctor", "--json"], capture_output=True, text=True, timeout=60)
+    report = json.loads(r.stdout)
+    names = {c["name"] for c in report["checks"]}
+    assert {"privilege", "btf", "perf_event", "ptrace", "max_dgram_qlen", "bpf_stats"} <= names
+    assert r.returncode == (0 if report["verdicts"]["bpf_sampler"]["works"] else 3)
+
+
+def test_agent_rejects_a_missing_process_and_bad_arguments(tracecorr):
+    r = subprocess.run([str(tracecorr), "agent", "--pid", "999999999", "--duration", "1"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 3 and "no such process" in r.stderr
+    r = subprocess.run([str(tracecorr), "agent", "--duration", "1"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2

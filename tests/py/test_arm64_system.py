@@ -1,0 +1,182 @@
+"""arm64 end to end: the BPF sampler on a real arm64 kernel.
+
+Boots Debian's pinned arm64 kernel (tests/arm64/kernel.lock) under
+qemu-system-aarch64 with an initramfs holding the arm64 tracecorr and the arm64
+reference fixture. In the guest the fixture holds one transaction per thread
+(--hold --threads 3) and `tracecorr agent --reader bpf` samples it; the records
+the BPF sampler read through task->thread.uw.tp_value + the TLS offset must be
+exactly the records the fixture journaled, thread by thread.
+
+A capability check (tests/arm64/vm_smoke.c) runs first in the same guest, so
+"the VM cannot do BPF" fails as test_guest_can_run_bpf, not as wrong records.
+
+Inputs (each overridable by environment):
+  TRACECORR_ARM64_GUEST     kernel + busybox from scripts/arm64/prepare.sh (build-arm64-guest/)
+  TRACECORR_ARM64_SYSROOT   arm64 shared libraries (build-arm64-sysroot/)
+  TRACECORR_ARM64_TRACECORR arm64 tracecorr (build-arm64/bin/tracecorr, from scripts/arm64/build-tracecorr.sh)
+  TRACECORR_ARM64_FIXTURE_DIR  arm64 reference fixture ($TRACECORR_BUILD/fixtures/arm64/reference,
+                            from the normal build; else build-arm64/fixtures/arm64/reference)
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests/arm64"))
+import arm64_guest  # noqa: E402
+
+# Emulated boot + 3 s of sampling takes about 20 s here; the budget only bounds a hang.
+QEMU_TIMEOUT_S = 100
+WORK_DIR = REPO / "build-arm64-system"
+
+
+def env_path(name: str, default: Path) -> Path:
+    return Path(os.environ[name]) if os.environ.get(name) else default
+
+
+def arm64_tracecorr() -> Path:
+    return env_path("TRACECORR_ARM64_TRACECORR",
+                    env_path("TRACECORR_ARM64_BUILD", REPO / "build-arm64") / "bin/tracecorr")
+
+
+def arm64_fixture_dir() -> Path:
+    if os.environ.get("TRACECORR_ARM64_FIXTURE_DIR"):
+        return Path(os.environ["TRACECORR_ARM64_FIXTURE_DIR"])
+    native = env_path("TRACECORR_BUILD", REPO / "build") / "fixtures/arm64/reference"
+    cross = env_path("TRACECORR_ARM64_BUILD", REPO / "build-arm64") / "fixtures/arm64/reference"
+    return native if native.is_dir() or not cross.is_dir() else cross
+
+
+def missing_payload() -> list[str]:
+    """What is not built, each with the command that builds it."""
+    problems = []
+    tracecorr = arm64_tracecorr()
+    if not tracecorr.is_file():
+        problems.append(f"arm64 tracecorr {tracecorr} is not built: run scripts/arm64/build-tracecorr.sh")
+    fixture = arm64_fixture_dir() / arm64_guest.FIXTURE_EXECUTABLE
+    if not fixture.is_file():
+        problems.append(f"arm64 reference fixture {fixture} is not built: run scripts/setup.sh (the normal build "
+                        "cross-builds fixtures/ for arm64)")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def guest_run() -> arm64_guest.BootResult:
+    guest = arm64_guest.DEFAULT_GUEST
+    for needed in (guest / "Image", guest / "busybox"):
+        if not needed.is_file():
+            pytest.fail(f"{needed} missing: run scripts/arm64/prepare.sh (as root) to fetch the pinned arm64 "
+                        "kernel and busybox", pytrace=False)
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    # Without the payload the guest still boots with the capability check, so the
+    # smoke test reports on the VM even when the scenario cannot run.
+    full = not missing_payload()
+    initrd = arm64_guest.build_initramfs(
+        WORK_DIR / "initramfs.cpio", guest, arm64_guest.DEFAULT_SYSROOT,
+        arm64_tracecorr() if full else None, arm64_fixture_dir() if full else None)
+    result = arm64_guest.boot(initrd, guest / "Image", QEMU_TIMEOUT_S, WORK_DIR / "console.log")
+    if result.timed_out:
+        pytest.fail(f"qemu-system-aarch64 did not finish within {QEMU_TIMEOUT_S}s; console tail:\n{result.tail()}",
+                    pytrace=False)
+    if not result.finished:
+        pytest.fail(f"the guest stopped before the end of /init; console tail:\n{result.tail()}", pytrace=False)
+    if result.undecodable:
+        pytest.fail(f"corrupt result sections {result.undecodable}; console tail:\n{result.tail()}", pytrace=False)
+    print(f"arm64 guest ran {result.seconds:.1f}s")
+    return result
+
+
+def section_json(result: arm64_guest.BootResult, name: str):
+    assert name in result.sections, f"the guest printed no '{name}' section; console tail:\n{result.tail()}"
+    text = result.sections[name].decode(errors="replace")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        pytest.fail(f"'{name}' section is not JSON ({e}):\n{text[:2000]}", pytrace=False)
+
+
+def test_guest_can_run_bpf(guest_run):
+    smoke = section_json(guest_run, "smoke")
+    guest = guest_run.sections.get("guest", b"").decode().strip()
+    assert "machine=aarch64" in guest, f"not an arm64 guest: {guest!r}"
+    assert smoke["btf_vmlinux"], f"/sys/kernel/btf/vmlinux unusable in the guest: {smoke['btf_error']}"
+    assert smoke["bpf_map_create"], f"bpf(BPF_MAP_CREATE) failed: {smoke['bpf_map_error']}"
+    assert smoke["bpf_prog_load"], f"bpf(BPF_PROG_LOAD) failed: {smoke['bpf_prog_error']}\n{smoke['verifier_log']}"
+    assert smoke["perf_cpu_clock"], f"perf_event_open(cpu-clock) failed: {smoke['perf_error']}"
+    assert smoke["perf_attach_bpf"], f"PERF_EVENT_IOC_SET_BPF failed: {smoke['attach_error']}"
+    assert smoke["bpf_program_runs"] > 0, "the perf_event BPF program never ran on cpu-clock samples"
+
+
+def tls_record_layout() -> dict[str, dict]:
+    registry = json.loads((REPO / "spec/elastic-v1.json").read_text())
+    record = registry["layouts"]["tls_record"]
+    return {"size": record["size"], **{f["name"]: f for f in record["fields"]}}
+
+
+def decode_tls_record(raw: bytes, layout: dict) -> dict:
+    assert len(raw) >= layout["size"], f"sampled record has {len(raw)} bytes, the layout needs {layout['size']}"
+
+    def field(name: str) -> bytes:
+        f = layout[name]
+        return raw[f["offset"]:f["offset"] + f["size"]]
+
+    return {"valid": field("valid")[0], "trace_present": field("trace_present")[0],
+            "ids": (field("trace_id").hex(), field("span_id").hex(), field("transaction_id").hex())}
+
+
+def journaled_records(journal: str) -> dict[int, tuple[str, str, str]]:
+    """Each thread's last published record (trace id, span id, transaction id)."""
+    last: dict[int, dict] = {}
+    for line in journal.splitlines():
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        if event.get("event") == "record":
+            last[event["tid"]] = event
+    return {tid: (e["trace_id"].lower(), e["span_id"].lower(), e["transaction_id"].lower())
+            for tid, e in last.items() if e["valid"] and e["trace_present"]}
+
+
+def test_bpf_sampler_reads_fixture_records(guest_run):
+    problems = missing_payload()
+    if problems:
+        pytest.fail("the arm64 scenario cannot run:\n  " + "\n  ".join(problems), pytrace=False)
+
+    agent_log = guest_run.sections.get("agent_log", b"").decode(errors="replace")
+    fixture_log = guest_run.sections.get("fixture_log", b"").decode(errors="replace")
+    rc = guest_run.sections.get("agent_rc", b"?").decode().strip()
+    assert rc == "0", f"tracecorr agent exited {rc} in the guest:\n{agent_log}\nfixture log:\n{fixture_log}"
+
+    journal = guest_run.sections.get("journal", b"").decode(errors="replace")
+    expected = journaled_records(journal)
+    assert len(expected) == arm64_guest.FIXTURE_THREADS, (
+        f"the fixture journaled {len(expected)} held records, expected one per thread "
+        f"({arm64_guest.FIXTURE_THREADS}):\n{journal}\nfixture log:\n{fixture_log}")
+
+    summary = section_json(guest_run, "agent")
+    assert summary.get("reader") == "bpf", f"the agent did not use the BPF reader: {summary.get('reader')}"
+    assert "sampler_error" not in summary, f"sampler error: {summary['sampler_error']}\n{agent_log}"
+    processes = summary.get("processes", [])
+    assert len(processes) == 1, f"expected the fixture as the one process, got {len(processes)}:\n{agent_log}"
+    process = processes[0]
+
+    layout = tls_record_layout()
+    sampled = [decode_tls_record(bytes.fromhex(r["hex"]), layout) for r in process["records"]]
+    sampled_ids = {r["ids"] for r in sampled if r["valid"] and r["trace_present"]}
+    wanted = set(expected.values())
+    assert sampled_ids == wanted, (
+        "records read by the BPF sampler (task->thread.uw.tp_value + TLS offset) differ from the journal:\n"
+        f"  only journaled: {sorted(wanted - sampled_ids)}\n  only sampled:   {sorted(sampled_ids - wanted)}\n"
+        f"  sampled records: {process['records']}\n{agent_log}")
+
+    # The agent's own correlation view agrees: one transaction per thread with its span.
+    transactions = {(t["trace_id"].lower(), t["transaction_id"].lower()): {s.lower() for s in t["span_ids"]}
+                    for t in process["transactions"]}
+    for trace_id, span_id, transaction_id in wanted:
+        assert span_id in transactions.get((trace_id, transaction_id), set()), (
+            f"no correlated transaction {trace_id}/{transaction_id} with span {span_id}: {process['transactions']}")

@@ -1,0 +1,224 @@
+// ELF analysis against small libraries built with the tests (tests/unit/data).
+#include <gtest/gtest.h>
+
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "tracecorr/elf.hpp"
+#include "tracecorr/fd.hpp"
+#include "tracecorr/spec_registry.hpp"
+
+namespace tracecorr::elf {
+namespace {
+
+Expected<LibraryAnalysis> analyze_path(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return make_error("cannot open", path);
+  return analyze_library(fd.get(), path);
+}
+
+std::vector<std::uint8_t> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A temporary file holding `bytes`, removed on destruction.
+class TempFile {
+ public:
+  explicit TempFile(const std::vector<std::uint8_t>& bytes) {
+    char tmpl[] = "/tmp/tracecorr-elf-XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    path_ = tmpl;
+    if (!bytes.empty()) EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  }
+  ~TempFile() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+TEST(ElfAnalysis, TlsdescLibraryHasTheDescriptorAndWellFormedSymbols) {
+  auto a = analyze_path(TC_TESTLIB_DESC);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->machine, Machine::X86_64);
+  EXPECT_EQ(a->first_load_vaddr, 0u);
+  ASSERT_TRUE(a->process_storage);
+  EXPECT_TRUE(a->process_storage->defined());
+  EXPECT_EQ(a->process_storage->type, STT_OBJECT);
+  EXPECT_EQ(a->process_storage->binding, STB_GLOBAL);
+  EXPECT_EQ(a->process_storage->visibility, STV_DEFAULT);
+  EXPECT_EQ(a->process_storage->size, 8u);
+  ASSERT_TRUE(a->tls);
+  EXPECT_EQ(a->tls->type, STT_TLS);
+  EXPECT_EQ(describe_type(a->tls->type), "TLS");
+  EXPECT_EQ(a->tls->size, 8u);
+  EXPECT_EQ(a->tls_access.dialect, TlsDialect::Descriptor);
+  EXPECT_FALSE(a->tls_access.mixed);
+  ASSERT_TRUE(a->tls_access.descriptor_vaddr);
+  EXPECT_NE(*a->tls_access.descriptor_vaddr, 0u);
+  EXPECT_TRUE(has(a->tls_access.relocations, "R_X86_64_TLSDESC"));
+}
+
+TEST(ElfAnalysis, TraditionalDialectIsRecognisedByTheRegistryNames) {
+  auto a = analyze_path(TC_TESTLIB_TRADITIONAL);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->tls_access.dialect, TlsDialect::Traditional);
+  EXPECT_FALSE(a->tls_access.descriptor_vaddr);
+  EXPECT_TRUE(has(a->tls_access.relocations, "R_X86_64_DTPMOD64")) << ::testing::PrintToString(a->tls_access.relocations);
+  const auto* names = registry_dialect_relocations(Machine::X86_64);
+  ASSERT_NE(names, nullptr);
+  for (const auto& r : a->tls_access.relocations) EXPECT_TRUE(has(names->traditional, r)) << r;
+}
+
+TEST(ElfAnalysis, LibraryWithoutTheSymbols) {
+  auto a = analyze_path(TC_TESTLIB_NOSYMS);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_FALSE(a->process_storage);
+  EXPECT_FALSE(a->tls);
+  EXPECT_EQ(a->tls_access.dialect, TlsDialect::None);
+  EXPECT_GT(a->dynamic_symbol_count, 0u);
+}
+
+TEST(ElfAnalysis, TlsSymbolAsPlainGlobalIsAnObjectWithoutTlsRelocations) {
+  auto a = analyze_path(TC_TESTLIB_PLAIN);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_TRUE(a->tls);
+  EXPECT_EQ(a->tls->type, STT_OBJECT);
+  EXPECT_EQ(a->tls_access.dialect, TlsDialect::None);
+}
+
+#ifdef TC_TESTLIB_AARCH64_DESC
+TEST(ElfAnalysis, Aarch64TlsdescLibrary) {
+  auto a = analyze_path(TC_TESTLIB_AARCH64_DESC);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->machine, Machine::AArch64);
+  EXPECT_EQ(a->tls_access.dialect, TlsDialect::Descriptor);
+  EXPECT_TRUE(has(a->tls_access.relocations, "R_AARCH64_TLSDESC"));
+  ASSERT_TRUE(a->tls_access.descriptor_vaddr);
+}
+
+TEST(ElfAnalysis, Aarch64TraditionalLibrary) {
+  auto a = analyze_path(TC_TESTLIB_AARCH64_TRADITIONAL);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->tls_access.dialect, TlsDialect::Traditional);
+  EXPECT_TRUE(has(a->tls_access.relocations, "R_AARCH64_TLS_DTPMOD")) << ::testing::PrintToString(a->tls_access.relocations);
+}
+#endif
+
+TEST(ElfAnalysis, RegistryDialectNamesMatchTheRelocationTable) {
+  for (Machine m : {Machine::X86_64, Machine::AArch64}) {
+    const auto* names = registry_dialect_relocations(m);
+    ASSERT_NE(names, nullptr);
+    // Every registry name is one we can produce from a relocation number.
+    bool found_descriptor = false;
+    for (std::uint32_t type = 0; type < 2048; ++type) {
+      auto n = relocation_name(m, type);
+      if (n == names->descriptor) found_descriptor = true;
+    }
+    EXPECT_TRUE(found_descriptor) << names->descriptor;
+  }
+  EXPECT_EQ(registry_dialect_relocations(Machine::Other), nullptr);
+}
+
+TEST(ElfAnalysis, GarbageIsAnErrorNamingTheFile) {
+  std::mt19937 rng(42);
+  std::vector<std::uint8_t> noise(4096);
+  for (auto& b : noise) b = static_cast<std::uint8_t>(rng());
+  TempFile empty({}), random(noise);
+  for (const auto* f : {&empty, &random}) {
+    auto a = analyze_path(f->path());
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().message().find(f->path()), std::string::npos) << a.error().message();
+  }
+}
+
+TEST(ElfAnalysis, EveryTruncationIsAnErrorOrAConsistentResult) {
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  ASSERT_GT(bytes.size(), 1000u);
+  std::size_t errors = 0;
+  for (std::size_t n = 0; n < bytes.size(); n += (n < 2048 ? 1 : 61)) {
+    TempFile f(std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)));
+    auto a = analyze_path(f.path());
+    if (!a.ok()) {
+      ++errors;
+      EXPECT_NE(a.error().message().find(f.path()), std::string::npos);
+    }
+  }
+  EXPECT_GT(errors, 0u);
+}
+
+TEST(ElfAnalysis, ThirtyTwoBitClassIsRefused) {
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  bytes[EI_CLASS] = ELFCLASS32;
+  TempFile f(bytes);
+  auto a = analyze_path(f.path());
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message().find("64-bit"), std::string::npos) << a.error().message();
+}
+
+TEST(ElfAnalysis, HugeSectionAndProgramHeaderCountsAreRefused) {
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  {
+    auto b = bytes;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, b.data(), sizeof eh);
+    eh.e_shnum = 0xfeff;
+    std::memcpy(b.data(), &eh, sizeof eh);
+    TempFile f(b);
+    auto a = analyze_path(f.path());
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().message().find(f.path()), std::string::npos);
+  }
+  {
+    auto b = bytes;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, b.data(), sizeof eh);
+    eh.e_phnum = 0xfffe;
+    std::memcpy(b.data(), &eh, sizeof eh);
+    TempFile f(b);
+    auto a = analyze_path(f.path());
+    ASSERT_FALSE(a.ok());
+  }
+  {
+    auto b = bytes;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, b.data(), sizeof eh);
+    eh.e_shoff = 0x7fffffffffff0000ull;
+    std::memcpy(b.data(), &eh, sizeof eh);
+    TempFile f(b);
+    auto a = analyze_path(f.path());
+    ASSERT_FALSE(a.ok());
+  }
+}
+
+TEST(ElfAnalysis, SectionDataPastTheEndOfTheFileIsRefused) {
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    if (sh.sh_type != SHT_DYNSYM) continue;
+    sh.sh_size = 0x7fffffff;
+    std::memcpy(bytes.data() + eh.e_shoff + i * sizeof sh, &sh, sizeof sh);
+  }
+  TempFile f(bytes);
+  auto a = analyze_path(f.path());
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message().find(".dynsym"), std::string::npos) << a.error().message();
+}
+
+}  // namespace
+}  // namespace tracecorr::elf

@@ -1,0 +1,227 @@
+// The OTLP/HTTP receiver, over real HTTP on 127.0.0.1: content types,
+// gzip, malformed and oversized bodies, and the wait/find/clear API.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "google/rpc/status.pb.h"
+#include "otlp_test_support.hpp"
+
+namespace tracecorr::otlp {
+namespace {
+
+using namespace test_support;
+using namespace std::chrono_literals;
+
+// Generous: only reached when the receiver is broken.
+constexpr auto kNoHang = 10s;
+
+class OtlpReceiverTest : public ::testing::Test {
+ protected:
+  void start(ReceiverLimits limits = {}) {
+    ReceiverOptions options;
+    options.limits = limits;
+    auto started = OtlpReceiver::start(options);
+    ASSERT_TRUE(started.ok()) << started.error().message();
+    receiver = std::move(*started);
+    client = std::make_unique<httplib::Client>("127.0.0.1", receiver->port());
+  }
+  void SetUp() override { start(); }
+
+  httplib::Result post(const std::string& body, const std::string& content_type, const std::string& encoding = "") {
+    httplib::Headers headers;
+    if (!encoding.empty()) headers.emplace("Content-Encoding", encoding);
+    return client->Post("/v1/traces", headers, body, content_type);
+  }
+
+  std::unique_ptr<OtlpReceiver> receiver;
+  std::unique_ptr<httplib::Client> client;
+};
+
+TEST_F(OtlpReceiverTest, EndpointIsLoopbackWithTheBoundPort) {
+  EXPECT_NE(receiver->port(), 0);
+  EXPECT_EQ(receiver->endpoint(), "http://127.0.0.1:" + std::to_string(receiver->port()));
+}
+
+TEST_F(OtlpReceiverTest, AcceptsProtobufAndAnswersAnEmptyProtobufResponse) {
+  auto result = post(one_span_request().SerializeAsString(), "application/x-protobuf");
+  ASSERT_TRUE(result) << httplib::to_string(result.error());
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "application/x-protobuf");
+  EXPECT_TRUE(result->body.empty());  // an empty ExportTraceServiceResponse
+  auto spans = receiver->spans();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(to_hex(spans[0].span_id), kSpanIdHex);
+  EXPECT_EQ(spans[0].request_index, 0u);
+  auto counters = receiver->counters();
+  EXPECT_EQ(counters.requests, 1u);
+  EXPECT_EQ(counters.accepted, 1u);
+  EXPECT_EQ(counters.spans, 1u);
+}
+
+TEST_F(OtlpReceiverTest, AcceptsJsonWithCharsetAndAnswersJson) {
+  auto result = post(one_span_json(R"([{"key":"elastic.profiler_stack_trace_ids","value":{"arrayValue":{"values":[{"stringValue":"YLQguzhR2dR6y5M9vnA5mw"}]}}}])"),
+                     "application/json; charset=utf-8");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->body, "{}");
+  auto span = receiver->find_span(span_id(kSpanIdHex));
+  ASSERT_TRUE(span.has_value());
+  ASSERT_NE(span->attribute("elastic.profiler_stack_trace_ids"), nullptr);
+  EXPECT_TRUE(span->attribute("elastic.profiler_stack_trace_ids")->is_string_array());
+}
+
+TEST_F(OtlpReceiverTest, AcceptsGzipForBothEncodings) {
+  auto protobuf = post(gzip_compress(one_span_request().SerializeAsString()), "application/x-protobuf", "gzip");
+  ASSERT_TRUE(protobuf);
+  EXPECT_EQ(protobuf->status, 200) << protobuf->body;
+  auto json = post(gzip_compress(one_span_json()), "application/json", "gzip");
+  ASSERT_TRUE(json);
+  EXPECT_EQ(json->status, 200) << json->body;
+  EXPECT_EQ(receiver->spans().size(), 2u);
+  auto requests = receiver->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].content_encoding, "gzip");
+  EXPECT_EQ(requests[1].decoded_bytes, one_span_json().size());
+}
+
+TEST_F(OtlpReceiverTest, MalformedProtobufIs400WithAStatusAndIsKeptAsEvidence) {
+  auto result = post("\x0a\x05garbage-that-is-not-protobuf", "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  google::rpc::Status status;
+  ASSERT_TRUE(status.ParseFromString(result->body));
+  EXPECT_EQ(status.code(), 3);  // INVALID_ARGUMENT
+  EXPECT_NE(status.message().find("not a valid binary protobuf"), std::string::npos);
+  EXPECT_TRUE(receiver->spans().empty());
+  auto requests = receiver->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].rejected, RejectReason::MalformedBody);
+  EXPECT_EQ(requests[0].http_status, 400);
+  EXPECT_FALSE(requests[0].problems.empty());
+  EXPECT_EQ(requests[0].body_prefix.substr(0, 2), "\x0a\x05");
+  EXPECT_EQ(receiver->counters().rejected[RejectReason::MalformedBody], 1u);
+}
+
+TEST_F(OtlpReceiverTest, InvalidSpanInJsonIs400NamingTheField) {
+  auto result = post(one_span_json("[]", "00f067aa"), "application/json");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  EXPECT_NE(result->body.find("spans[0].spanId"), std::string::npos) << result->body;
+  EXPECT_EQ(receiver->counters().rejected[RejectReason::InvalidSpan], 1u);
+}
+
+TEST_F(OtlpReceiverTest, BrokenGzipIs400) {
+  auto result = post("this is not gzip", "application/x-protobuf", "gzip");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  EXPECT_EQ(receiver->counters().rejected[RejectReason::MalformedBody], 1u);
+}
+
+TEST_F(OtlpReceiverTest, WrongContentTypeIs415) {
+  auto result = post("hello", "text/plain");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 415);
+  EXPECT_NE(result->body.find("application/x-protobuf"), std::string::npos);
+  EXPECT_EQ(receiver->counters().rejected[RejectReason::UnsupportedContentType], 1u);
+  // The connection stays usable after a rejected body.
+  auto next = post(one_span_request().SerializeAsString(), "application/x-protobuf");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200);
+}
+
+TEST_F(OtlpReceiverTest, UnknownContentEncodingIs415) {
+  auto result = post("data", "application/x-protobuf", "compress");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 415);
+  EXPECT_EQ(receiver->counters().rejected[RejectReason::UnsupportedContentEncoding], 1u);
+}
+
+TEST_F(OtlpReceiverTest, GetIs405) {
+  auto result = client->Get("/v1/traces");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 405);
+}
+
+TEST(OtlpReceiverLimits, OversizedBodyIs413) {
+  ReceiverOptions options;
+  options.limits.max_body_bytes = 1024;
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  auto result = client.Post("/v1/traces", std::string(4096, 'x'), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 413);
+  EXPECT_NE(result->body.find("1024-byte limit"), std::string::npos);
+  EXPECT_EQ((*receiver)->counters().rejected[RejectReason::BodyTooLarge], 1u);
+}
+
+TEST(OtlpReceiverLimits, GzipBombIs413WithoutInflatingItAll) {
+  ReceiverOptions options;
+  options.limits.max_decoded_bytes = 1 << 20;
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  std::string bomb = gzip_compress(std::string(64u << 20, '\0'));  // 64 MiB of zeros, ~64 KiB compressed
+  ASSERT_LT(bomb.size(), options.limits.max_body_bytes);
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  httplib::Headers headers{{"Content-Encoding", "gzip"}};
+  auto result = client.Post("/v1/traces", headers, bomb, "application/x-protobuf");
+  ASSERT_TRUE(result) << httplib::to_string(result.error());
+  EXPECT_EQ(result->status, 413);
+  EXPECT_NE(result->body.find("decoded body exceeds"), std::string::npos);
+  auto requests = (*receiver)->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].rejected, RejectReason::DecompressedTooLarge);
+  EXPECT_LE(requests[0].decoded_bytes, options.limits.max_decoded_bytes);
+}
+
+TEST(OtlpReceiverLifecycle, GivenPortInUseIsAnError) {
+  auto first = OtlpReceiver::start();
+  ASSERT_TRUE(first.ok());
+  ReceiverOptions options;
+  options.port = (*first)->port();
+  auto second = OtlpReceiver::start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().where.find(std::to_string(options.port)), std::string::npos);
+}
+
+TEST(OtlpReceiverLifecycle, DestructorStopsTheServer) {
+  std::uint16_t port;
+  {
+    auto receiver = OtlpReceiver::start();
+    ASSERT_TRUE(receiver.ok());
+    port = (*receiver)->port();
+  }
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  EXPECT_FALSE(client.Post("/v1/traces", "", "application/x-protobuf"));
+}
+
+TEST_F(OtlpReceiverTest, WaitForSeesSpansPostedFromAnotherThread) {
+  std::thread exporter([this] {
+    httplib::Client other("127.0.0.1", receiver->port());
+    other.Post("/v1/traces", one_span_request().SerializeAsString(), "application/x-protobuf");
+  });
+  bool seen = receiver->wait_for(
+      [](const std::vector<ReceivedSpan>& spans) {
+        return std::any_of(spans.begin(), spans.end(), [](const auto& s) { return to_hex(s.span_id) == kSpanIdHex; });
+      },
+      kNoHang);
+  exporter.join();
+  EXPECT_TRUE(seen);
+  EXPECT_FALSE(receiver->wait_for([](const auto& spans) { return spans.size() > 1; }, 1ms));
+}
+
+TEST_F(OtlpReceiverTest, ClearForgetsSpansButNeverReusesARequestIndex) {
+  ASSERT_EQ(post(one_span_request().SerializeAsString(), "application/x-protobuf")->status, 200);
+  receiver->clear();
+  EXPECT_TRUE(receiver->spans().empty());
+  EXPECT_EQ(receiver->counters().requests, 0u);
+  EXPECT_FALSE(receiver->find_span(span_id(kSpanIdHex)).has_value());
+  ASSERT_EQ(post(one_span_request().SerializeAsString(), "application/x-protobuf")->status, 200);
+  EXPECT_EQ(receiver->spans().at(0).request_index, 1u);
+}
+
+}  // namespace
+}  // namespace tracecorr::otlp

@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "tracecorr/fd.hpp"
+#include "tracecorr/socket.hpp"
+
+namespace tracecorr {
+namespace {
+
+class SocketDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tracecorr-sock-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const auto& f : files_) ::unlink(f.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  std::string bind_socket(const char* name, int type, int flags, UniqueFd& fd) {
+    std::string path = dir_ + "/" + name;
+    fd.reset(::socket(AF_UNIX, type | flags | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    files_.push_back(path);
+    return path;
+  }
+  std::string dir_;
+  std::vector<std::string> files_;
+};
+
+TEST_F(SocketDir, ExaminesANonBlockingDatagramSocketThisProcessHolds) {
+  UniqueFd agent;
+  auto path = bind_socket("agent.sock", SOCK_DGRAM, SOCK_NONBLOCK, agent);
+  auto f = examine_socket(::getpid(), path);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_TRUE(f->is_socket);
+  EXPECT_TRUE(f->listed_in_net_unix);
+  EXPECT_TRUE(f->datagram);
+  EXPECT_TRUE(f->bound_by_target);
+  EXPECT_EQ(f->target_fd, agent.get());
+  EXPECT_TRUE(f->target_nonblocking);
+  EXPECT_EQ(f->owner, ::geteuid());
+}
+
+TEST_F(SocketDir, SeesABlockingStreamSocketForWhatItIs) {
+  UniqueFd agent;
+  auto path = bind_socket("stream.sock", SOCK_STREAM, 0, agent);
+  auto f = examine_socket(::getpid(), path);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_TRUE(f->is_socket);
+  EXPECT_FALSE(f->datagram);
+  EXPECT_EQ(f->socket_type, static_cast<unsigned>(SOCK_STREAM));
+  EXPECT_FALSE(f->target_nonblocking);
+}
+
+TEST_F(SocketDir, RegularFileIsNotASocketAndConnectRefusesIt) {
+  std::string path = dir_ + "/plain";
+  UniqueFd(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  files_.push_back(path);
+  auto f = examine_socket(::getpid(), path);
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->is_socket);
+  auto s = AgentSocket::connect(::getpid(), path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().requirement, "SOCK-01");
+}
+
+TEST_F(SocketDir, MissingPathIsSOCK02) {
+  auto f = examine_socket(::getpid(), dir_ + "/nothing-here");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.error().requirement, "SOCK-02");
+  EXPECT_NE(f.error().message().find("nothing-here"), std::string::npos);
+}
+
+TEST_F(SocketDir, SendsWithoutBlockingAndReportsAFullQueue) {
+  UniqueFd agent;
+  auto path = bind_socket("agent.sock", SOCK_DGRAM, SOCK_NONBLOCK, agent);
+  auto s = AgentSocket::connect(::getpid(), path);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  const std::uint8_t hello[] = {2, 0, 2, 0, 1, 2, 3};
+  ASSERT_EQ(s->send(hello), SendOutcome::Sent);
+  std::uint8_t buf[64];
+  ASSERT_EQ(::recv(agent.get(), buf, sizeof buf, 0), static_cast<ssize_t>(sizeof hello));
+  EXPECT_EQ(std::memcmp(buf, hello, sizeof hello), 0);
+  // Nobody reads: the queue fills and the sender is told, not blocked.
+  SendOutcome last = SendOutcome::Sent;
+  for (int i = 0; i < 100000 && last == SendOutcome::Sent; ++i) last = s->send(hello);
+  EXPECT_EQ(last, SendOutcome::WouldBlock);
+  EXPECT_EQ(s->last_errno(), EAGAIN);
+}
+
+TEST_F(SocketDir, PeerGoneIsRefused) {
+  std::string path;
+  std::optional<AgentSocket> s;
+  {
+    UniqueFd agent;
+    path = bind_socket("agent.sock", SOCK_DGRAM, SOCK_NONBLOCK, agent);
+    auto c = AgentSocket::connect(::getpid(), path);
+    ASSERT_TRUE(c.ok());
+    s.emplace(std::move(*c));
+  }
+  const std::uint8_t byte[] = {0};
+  EXPECT_EQ(s->send(byte), SendOutcome::Refused);
+}
+
+TEST(OpenInTargetRoot, RefusesEmptyAndNulPathsAndGoneProcesses) {
+  EXPECT_FALSE(open_in_target_root(::getpid(), "").ok());
+  EXPECT_FALSE(open_in_target_root(::getpid(), std::string("/tmp\0x", 6)).ok());
+  auto gone = open_in_target_root(0x3ffffff0, "/tmp");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.error().message().find("gone"), std::string::npos);
+  // Magic links are not followed.
+  auto magic = open_in_target_root(::getpid(), "/proc/self/root/tmp");
+  EXPECT_FALSE(magic.ok());
+  EXPECT_TRUE(open_in_target_root(::getpid(), "/tmp/../tmp").ok());
+}
+
+}  // namespace
+}  // namespace tracecorr

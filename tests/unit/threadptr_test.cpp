@@ -1,0 +1,311 @@
+// Thread pointers: ptrace of a child process, and the gdb remote protocol
+// client against an in-process stub that speaks like qemu 7.2's.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <asm/prctl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "tracecorr/fd.hpp"
+#include "tracecorr/threadptr.hpp"
+
+namespace tracecorr {
+namespace {
+
+std::uint64_t own_thread_pointer() {
+#if defined(__x86_64__)
+  unsigned long fs = 0;
+  ::syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+  return fs;
+#else
+  return reinterpret_cast<std::uint64_t>(__builtin_thread_pointer());
+#endif
+}
+
+char thread_state(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+// A child with two threads that report (tid, thread pointer) through a pipe and then wait.
+struct Child {
+  pid_t pid = -1;
+  std::map<pid_t, std::uint64_t> reported;
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+void report(int fd) {
+  std::uint64_t msg[2] = {static_cast<std::uint64_t>(::gettid()), own_thread_pointer()};
+  (void)!::write(fd, msg, sizeof msg);
+}
+
+void start_child(Child& c) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  c.pid = ::fork();
+  ASSERT_GE(c.pid, 0);
+  if (c.pid == 0) {
+    ::close(p[0]);
+    static int fd = p[1];
+    report(fd);
+    pthread_t t;
+    pthread_create(&t, nullptr, [](void*) -> void* {
+      report(fd);
+      for (;;) ::pause();
+    }, nullptr);
+    for (;;) ::pause();
+  }
+  ::close(p[1]);
+  for (int i = 0; i < 2; ++i) {
+    std::uint64_t msg[2];
+    ASSERT_EQ(::read(p[0], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    c.reported[static_cast<pid_t>(msg[0])] = msg[1];
+  }
+  ::close(p[0]);
+}
+
+TEST(PtraceSource, ReadsEveryThreadsPointerAndLeavesThemRunning) {
+  Child c;
+  start_child(c);
+  auto source = make_ptrace_source(c.pid);
+  EXPECT_EQ(source->describe(), "ptrace");
+  auto tids = source->threads();
+  ASSERT_TRUE(tids.ok()) << tids.error().message();
+  ASSERT_EQ(tids->size(), 2u);
+  for (pid_t tid : *tids) {
+    ASSERT_TRUE(c.reported.count(tid)) << tid;
+    auto tp = source->thread_pointer(tid);
+    ASSERT_TRUE(tp.ok()) << tp.error().message();
+    EXPECT_EQ(*tp, c.reported[tid]);
+    EXPECT_NE(*tp, 0u);
+    // Detached and resumed: sleeping in pause(), not stopped ('t'/'T').
+    EXPECT_EQ(thread_state(c.pid, tid), 'S') << tid;
+  }
+  // A second read works: no attachment was left behind.
+  auto again = source->thread_pointer(c.pid);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+}
+
+TEST(PtraceSource, ThreadThatIsGoneIsAnError) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  auto source = make_ptrace_source(child);
+  auto tp = source->thread_pointer(child);
+  ASSERT_FALSE(tp.ok());
+  EXPECT_NE(tp.error().message().find("gone"), std::string::npos) << tp.error().message();
+  EXPECT_FALSE(source->threads().ok());
+}
+
+TEST(HostPort, Parses) {
+  auto a = parse_host_port("127.0.0.1:1234");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->first, "127.0.0.1");
+  EXPECT_EQ(a->second, 1234);
+  auto b = parse_host_port("[::1]:99");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->first, "::1");
+  EXPECT_FALSE(parse_host_port("localhost").ok());
+  EXPECT_FALSE(parse_host_port("h:0").ok());
+  EXPECT_FALSE(parse_host_port("h:70000").ok());
+  EXPECT_FALSE(parse_host_port("h:12x").ok());
+}
+
+// ---- a fake qemu gdbstub -------------------------------------------------------
+class FakeStub {
+ public:
+  // Thread id -> TPIDR_EL0.
+  std::map<unsigned, std::uint64_t> tpidr = {{0x2823, 0x5502874420ull}, {0x2863, 0x55032438e0ull}};
+  bool corrupt_first_reply = true;
+  std::vector<std::string> received;
+  int interrupts = 0;
+
+  FakeStub() {
+    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(listener_.get(), 1);
+    socklen_t len = sizeof a;
+    ::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeStub() {
+    if (thread_.joinable()) thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  static std::string frame(const std::string& body, bool corrupt = false) {
+    unsigned sum = 0;
+    for (unsigned char c : body) sum += c;
+    char cs[3];
+    std::snprintf(cs, sizeof cs, "%02x", (sum + (corrupt ? 1 : 0)) & 0xff);
+    return "$" + body + "#" + cs;
+  }
+  void put(int fd, const std::string& s) { (void)!::write(fd, s.data(), s.size()); }
+
+  void reply(int fd, const std::string& body) {
+    if (corrupt_first_reply) {
+      corrupt_first_reply = false;
+      put(fd, frame(body, true));
+      char c;
+      if (::read(fd, &c, 1) != 1 || c != '-') return;  // the client must nack
+    }
+    put(fd, frame(body));
+    char c;
+    (void)!::read(fd, &c, 1);  // the client's ack
+  }
+
+  std::string xfer(const std::string& doc, const std::string& args) {
+    unsigned long off = 0, len = 0;
+    std::sscanf(args.c_str(), "%lx,%lx", &off, &len);
+    len = std::min(len, 40ul);  // small chunks: the client must loop
+    if (off >= doc.size()) return "l";
+    std::string part = doc.substr(off, len);
+    return (off + part.size() >= doc.size() ? "l" : "m") + part;
+  }
+
+  std::string answer(const std::string& p) {
+    static const std::string target =
+        "<?xml version=\"1.0\"?><!DOCTYPE target SYSTEM \"gdb-target.dtd\"><target><architecture>aarch64</architecture>"
+        "<xi:include href=\"core.xml\"/><xi:include href=\"sys.xml\"/></target>";
+    static const std::string core =
+        "<feature name=\"org.gnu.gdb.aarch64.core\"><!-- <reg name=\"TPIDR_EL0\"/> in a comment -->"
+        "<reg name=\"x0\" bitsize=\"64\"/><reg name=\"x1\" bitsize=\"64\"/><reg name=\"pc\" bitsize=\"64\"/></feature>";
+    static const std::string sys =
+        "<feature name=\"org.qemu.gdb.arm.sys.regs\"><reg name=\"ID_MMFR5\" bitsize=\"64\" regnum=\"86\"/>"
+        "<reg name=\"TPIDR_EL1\" bitsize=\"64\"/><reg name='TPIDR_EL0' bitsize=\"64\" regnum=\"240\"/></feature>";
+    if (p.rfind("qSupported", 0) == 0) return "PacketSize=1000;qXfer:features:read+;multiprocess+";
+    if (p == "?") return "T05thread:2823;";
+    if (p.rfind("qXfer:features:read:", 0) == 0) {
+      std::string rest = p.substr(20);
+      auto colon = rest.find(':');
+      std::string annex = rest.substr(0, colon), args = rest.substr(colon + 1);
+      if (annex == "target.xml") return xfer(target, args);
+      if (annex == "core.xml") return xfer(core, args);
+      if (annex == "sys.xml") return xfer(sys, args);
+      return "E00";
+    }
+    if (p == "qfThreadInfo") return "m2823";
+    if (p == "qsThreadInfo") return sent_second_ ? "l" : (sent_second_ = true, "m2863");
+    if (p.rfind("Hg", 0) == 0) {
+      selected_ = static_cast<unsigned>(std::stoul(p.substr(2), nullptr, 16));
+      return tpidr.count(selected_) ? "OK" : "E22";
+    }
+    if (p == "pf0") {  // 240
+      std::uint64_t v = tpidr[selected_];
+      std::string hex;
+      for (int i = 0; i < 8; ++i) {
+        char b[3];
+        std::snprintf(b, sizeof b, "%02x", static_cast<unsigned>((v >> (8 * i)) & 0xff));
+        hex += b;
+      }
+      return hex;
+    }
+    if (p.rfind("p", 0) == 0) return "E14";
+    if (p == "D") return "OK";
+    return "";
+  }
+
+  void serve() {
+    UniqueFd conn(::accept(listener_.get(), nullptr, nullptr));
+    if (!conn) return;
+    for (;;) {
+      char c;
+      if (::read(conn.get(), &c, 1) != 1) return;
+      if (c == '\x03') {  // interrupt while running
+        ++interrupts;
+        reply(conn.get(), "T02thread:2823;");
+        continue;
+      }
+      if (c != '$') continue;
+      std::string body;
+      while (::read(conn.get(), &c, 1) == 1 && c != '#') body += c;
+      char cs[2];
+      if (::read(conn.get(), cs, 2) != 2) return;
+      put(conn.get(), "+");
+      received.push_back(body);
+      if (body == "c" || body.rfind("C", 0) == 0) continue;  // running: no reply until a stop
+      reply(conn.get(), answer(body));
+      if (body == "D") return;
+    }
+  }
+
+  UniqueFd listener_;
+  int port_ = 0;
+  std::thread thread_;
+  unsigned selected_ = 0;
+  bool sent_second_ = false;
+};
+
+TEST(GdbstubSource, ReadsTpidrEl0OfEveryThreadFromTheStub) {
+  FakeStub stub;
+  {
+    auto source = make_gdbstub_source("127.0.0.1", stub.port());
+    ASSERT_TRUE(source.ok()) << source.error().message();
+    auto& s = **source;
+    auto tids = s.threads();
+    ASSERT_TRUE(tids.ok()) << tids.error().message();
+    ASSERT_EQ(*tids, (std::vector<pid_t>{0x2823, 0x2863}));
+    for (pid_t tid : *tids) {
+      auto tp = s.thread_pointer(tid);
+      ASSERT_TRUE(tp.ok()) << tp.error().message();
+      EXPECT_EQ(*tp, stub.tpidr[static_cast<unsigned>(tid)]);
+    }
+    EXPECT_FALSE(s.thread_pointer(0x9999).ok());
+    // Let the guest run; the next read interrupts it (^C without a qemu pid).
+    ASSERT_TRUE(s.resume().ok());
+    auto tp = s.thread_pointer(0x2863);
+    ASSERT_TRUE(tp.ok()) << tp.error().message();
+    EXPECT_EQ(*tp, 0x55032438e0ull);
+    EXPECT_EQ(stub.interrupts, 1);
+  }  // destroyed while the guest is stopped: it detaches, which lets the guest run
+  EXPECT_EQ(stub.interrupts, 1);
+  ASSERT_FALSE(stub.received.empty());
+  EXPECT_EQ(stub.received.back(), "D");
+  // The register came from regnum 240, found through the include and the
+  // explicit regnum, not the commented-out decoy.
+  EXPECT_NE(std::find(stub.received.begin(), stub.received.end(), "pf0"), stub.received.end());
+}
+
+TEST(GdbstubSource, NothingListeningIsAClearError) {
+  int port;
+  {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }  // closed: nothing listens there now
+  auto source = make_gdbstub_source("127.0.0.1", port);
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.error().message().find("connect"), std::string::npos) << source.error().message();
+}
+
+}  // namespace
+}  // namespace tracecorr

@@ -1,0 +1,312 @@
+// TLS-04 by hardware watchpoints: the chunk plan, then a real publisher
+// (tests/unit/data/update_order_target.c) watched while it publishes correctly
+// and in two wrong orders, natively and as an arm64 guest under qemu-user.
+// After every watch the target must run on: untraced, not stopped, debug
+// registers clear, record still changing.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tracecorr/conform/update_order.hpp"
+#include "tracecorr/memory.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target";
+const std::string kArm64TargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target.arm64";
+
+struct PublisherThread {
+  pid_t tid = 0;
+  std::uint64_t record = 0;
+};
+
+// A launched update_order_target; killed and reaped on destruction.
+class Publisher {
+ public:
+  Publisher(std::vector<std::string> argv, std::size_t threads) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "pipe2 failed";
+      return;
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fds[0];
+    read_threads(threads);
+  }
+  ~Publisher() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    if (out_ >= 0) close(out_);
+  }
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const std::vector<PublisherThread>& threads() const { return threads_; }
+  bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  // "thread TID record 0xADDR" per worker; bounded so a broken build fails instead of hanging.
+  void read_threads(std::size_t count) {
+    std::string buffered;
+    auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (threads_.size() < count && std::chrono::steady_clock::now() < give_up) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[512];
+      ssize_t n = read(out_, buf, sizeof buf);
+      if (n <= 0) break;
+      buffered.append(buf, static_cast<std::size_t>(n));
+      for (auto nl = buffered.find('\n'); nl != std::string::npos; nl = buffered.find('\n')) {
+        long tid = 0;
+        unsigned long long record = 0;
+        if (std::sscanf(buffered.substr(0, nl).c_str(), "thread %ld record %llx", &tid, &record) == 2)
+          threads_.push_back({static_cast<pid_t>(tid), record});
+        buffered.erase(0, nl + 1);
+      }
+    }
+    ASSERT_EQ(threads_.size(), count) << "the publisher did not announce its threads: " << buffered;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::vector<PublisherThread> threads_;
+};
+
+std::string task_file(pid_t pid, pid_t tid, const char* name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/" + name);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+long tracer_of(pid_t pid, pid_t tid) {
+  auto status = task_file(pid, tid, "status");
+  auto at = status.find("TracerPid:");
+  return at == std::string::npos ? -1 : std::stol(status.substr(at + 10));
+}
+
+char scheduler_state(pid_t pid, pid_t tid) {
+  auto stat = task_file(pid, tid, "stat");
+  auto paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
+// DR0..DR3 and DR7 of a thread, read through a brief attachment of our own.
+std::optional<std::array<unsigned long, 5>> debug_registers(pid_t tid) {
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) return std::nullopt;
+  ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+  int status = 0;
+  if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) return std::nullopt;
+  std::array<unsigned long, 5> regs{};
+  const int index[5] = {0, 1, 2, 3, 7};
+  for (int i = 0; i < 5; ++i)
+    regs[i] = static_cast<unsigned long>(ptrace(PTRACE_PEEKUSER, tid,
+                                                reinterpret_cast<void*>(offsetof(struct user, u_debugreg) +
+                                                                        index[i] * sizeof(user{}.u_debugreg[0])),
+                                                nullptr));
+  ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+  return regs;
+}
+
+// Waits (bounded, a liveness check, not a timing assertion) until the record changes.
+bool record_keeps_changing(pid_t pid, std::uint64_t record) {
+  LiveProcessMemory memory(pid);
+  wire::TlsRecordBytes first{}, now{};
+  if (!memory.read(record, first)) return false;
+  for (auto give_up = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < give_up;) {
+    std::this_thread::sleep_for(1ms);
+    if (!memory.read(record, now)) return false;
+    if (now != first) return true;
+  }
+  return false;
+}
+
+// The thread runs on after a watch: detached, not stopped, no watchpoint armed, publishing.
+void expect_released(const Publisher& target, const PublisherThread& thread) {
+  EXPECT_EQ(tracer_of(target.pid(), thread.tid), 0) << "still traced after the watch";
+  char state = scheduler_state(target.pid(), thread.tid);
+  EXPECT_NE(state, 't') << "left in a tracing stop";
+  EXPECT_NE(state, 'T') << "left stopped";
+  auto regs = debug_registers(thread.tid);
+  ASSERT_TRUE(regs.has_value()) << "could not attach to check the debug registers (still attached?)";
+  EXPECT_EQ((*regs)[4], 0u) << "DR7 still enables watchpoints";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ((*regs)[i], 0u) << "DR" << i << " not cleared";
+  EXPECT_TRUE(record_keeps_changing(target.pid(), thread.record)) << "the publisher stopped making progress";
+  EXPECT_TRUE(target.alive());
+}
+
+std::vector<std::string> publisher_argv(const std::string& mode, int misalign) {
+  return {kTargetPath, "--mode", mode, "--misalign", std::to_string(misalign)};
+}
+
+TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
+  for (std::uint64_t misalign = 0; misalign < 8; ++misalign) {
+    auto plan = plan_record_watch(0x7f0000001000 + misalign);
+    SCOPED_TRACE("misalign " + std::to_string(misalign));
+    ASSERT_LE(plan.chunks.size(), kWatchRegisters);
+    EXPECT_TRUE(plan.watched[spec::kTlsValidOffset]);
+    std::size_t covered = 0;
+    for (const auto& c : plan.chunks) {
+      EXPECT_EQ(c.address % kWatchChunkSize, 0u);
+      covered += c.end_record_offset - c.first_record_offset;
+    }
+    EXPECT_EQ(plan.watched_bytes(), covered);
+    // The worst case is misalignment 5: the valid byte sits in a first chunk
+    // that holds only 3 record bytes, which must still be taken.
+    EXPECT_GE(plan.watched_bytes(), misalign == 5 ? 27u : 28u);
+  }
+  EXPECT_EQ(plan_record_watch(0x7f0000001000).unwatched_description(), "record bytes 32..36 (transaction-id bytes 3..7)");
+  // Valid byte in the second chunk: the 2-byte first chunk is dropped.
+  EXPECT_EQ(plan_record_watch(0x7f0000001006).unwatched_description(),
+            "record bytes 0..1 (minor bytes 0..1); record bytes 34..36 (transaction-id bytes 5..7)");
+}
+
+TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
+  Publisher target(publisher_argv("correct", 6), 1);
+  ASSERT_FALSE(target.threads().empty());
+  const auto& thread = target.threads()[0];
+
+  auto report = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 40);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_TRUE(report->conforms()) << describe(*report);
+  std::cerr << describe(*report);
+  EXPECT_GT(report->updates_seen, 0u) << describe(*report);
+  // Byte-wise stores: each update is 35 field stores and two valid stores, some unwatched.
+  EXPECT_GT(report->stores_seen, report->updates_seen);
+  EXPECT_NE(report->limits.find("record bytes 0..1"), std::string::npos) << report->limits;
+  expect_released(target, thread);
+
+  // And it can be watched again: nothing of the first watch lingers.
+  auto again = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 5);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_GT(again->updates_seen, 0u);
+  EXPECT_TRUE(again->conforms()) << describe(*again);
+  expect_released(target, thread);
+}
+
+void expect_flagged(const std::string& mode, int misalign) {
+  auto argv = publisher_argv(mode, misalign);
+  argv.insert(argv.end(), {"--threads", "2"});  // two writers: only the watched one traps
+  Publisher target(argv, 2);
+  ASSERT_EQ(target.threads().size(), 2u);
+  const auto& thread = target.threads()[1];
+
+  auto report = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 10);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  ASSERT_FALSE(report->conforms()) << describe(*report);
+  ASSERT_FALSE(report->violations.empty());
+  const auto& v = report->violations.front();
+  if (getenv("SHOW")) std::cerr << describe(*report);
+  EXPECT_EQ(v.kind, UpdateOrderViolation::Kind::kChangedWhileValid);
+  EXPECT_NE(v.before.valid(), 0);
+  EXPECT_NE(v.after.valid(), 0);
+  EXPECT_NE(v.before.bytes, v.after.bytes);
+  EXPECT_FALSE(v.changed_offsets.empty());
+  EXPECT_NE(v.after.pc_after_store, 0u);
+  EXPECT_NE(v.after.chunks_hit, 0u);
+  auto text = describe(v);
+  EXPECT_NE(text.find(describe_record_bytes(v.before.bytes)), std::string::npos) << text;
+  EXPECT_NE(text.find(describe_record_bytes(v.after.bytes)), std::string::npos) << text;
+  EXPECT_NE(text.find("TLS-04"), std::string::npos) << text;
+  expect_released(target, thread);
+  EXPECT_TRUE(record_keeps_changing(target.pid(), target.threads()[0].record));
+}
+
+TEST(UpdateOrderWatch, FieldsWrittenWhileValidAreFlagged) { expect_flagged("fields-while-valid", 0); }
+TEST(UpdateOrderWatch, ValidSetBeforeTheIdsIsFlagged) { expect_flagged("valid-early", 3); }
+
+TEST(UpdateOrderWatch, ThreadExitEndsTheWatchWithWhatWasSeen) {
+  auto argv = publisher_argv("correct", 0);
+  argv.insert(argv.end(), {"--exit-after-traced", "30"});
+  Publisher target(argv, 1);
+  ASSERT_FALSE(target.threads().empty());
+  const auto& thread = target.threads()[0];
+  // The duration only bounds a broken run: the worker exits 30 publishes after it sees the tracer.
+  auto report = watch_update_order(target.pid(), thread.tid, thread.record, 20s);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_TRUE(report->thread_exited);std::cerr << describe(*report);
+  EXPECT_EQ(report->ended_because, "thread exited");
+  EXPECT_GT(report->updates_seen, 0u);
+  EXPECT_TRUE(report->conforms()) << describe(*report);
+  EXPECT_TRUE(target.alive()) << "the process (its main thread) should be unaffected";
+}
+
+TEST(UpdateOrderWatch, ErrorsNameWhatAndWhereAndLeaveTheTargetRunning) {
+  Publisher target(publisher_argv("correct", 0), 1);
+  ASSERT_FALSE(target.threads().empty());
+  const auto& thread = target.threads()[0];
+
+  const pid_t missing_tid = 0x3ffffff;  // above any pid_max
+  auto no_thread = watch_update_order(target.pid(), missing_tid, thread.record, 100ms, 1);
+  ASSERT_FALSE(no_thread.ok());
+  EXPECT_NE(no_thread.error().message().find("thread " + std::to_string(missing_tid)), std::string::npos)
+      << no_thread.error().message();
+
+  // Unmapped record: fails after the watchpoints were armed, so this is the guard's error path.
+  auto unmapped = watch_update_order(target.pid(), thread.tid, 0x1000, 100ms, 1);
+  ASSERT_FALSE(unmapped.ok());
+  EXPECT_NE(unmapped.error().message().find("0x1000"), std::string::npos) << unmapped.error().message();
+  EXPECT_NE(unmapped.error().message().find("thread " + std::to_string(thread.tid)), std::string::npos)
+      << unmapped.error().message();
+  expect_released(target, thread);
+
+  auto kernel_address = watch_update_order(target.pid(), thread.tid, 0xffff800000000000, 100ms, 1);
+  ASSERT_FALSE(kernel_address.ok());
+  EXPECT_NE(kernel_address.error().message().find("not a user-space address"), std::string::npos);
+}
+
+// qemu-user performs a guest's stores as host stores at the guest's addresses,
+// so host watchpoints on the qemu thread see an arm64 guest's stores.
+TEST(UpdateOrderWatch, Arm64GuestUnderQemuUserIsWatchedThroughTheHostThread) {
+  if (access(kArm64TargetPath.c_str(), X_OK) != 0) GTEST_SKIP() << "no arm64 build of the publisher (no cross compiler)";
+  const std::string qemu = "/usr/bin/qemu-aarch64";
+  if (access(qemu.c_str(), X_OK) != 0) GTEST_SKIP() << "qemu-aarch64 is not installed";
+
+  for (const std::string mode : {"valid-early", "correct"}) {
+    SCOPED_TRACE(mode);
+    Publisher target({qemu, kArm64TargetPath, "--mode", mode, "--misalign", "1"}, 1);
+    ASSERT_FALSE(target.threads().empty());
+    const auto& thread = target.threads()[0];
+    auto report = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 10);
+    ASSERT_TRUE(report.ok()) << report.error().message();
+    EXPECT_GT(report->updates_seen, 0u) << describe(*report);
+    std::cerr << describe(*report).substr(0, 3000);
+    EXPECT_EQ(report->conforms(), mode == "correct") << describe(*report);
+    EXPECT_NE(report->limits.find("qemu"), std::string::npos) << report->limits;
+    expect_released(target, thread);
+  }
+}
+
+}  // namespace
+}  // namespace tracecorr::conform
