@@ -219,9 +219,12 @@ int SamplerLoader::on_record(void* ctx, void* data, std::size_t size) {
 Expected<std::size_t> SamplerLoader::poll(std::chrono::milliseconds timeout, const Callback& callback) {
   callback_ = &callback;
   delivered_ = 0;
+  // The program wakes us only once TC_WAKEUP_BYTES are pending, so after the
+  // wait (woken or timed out) consume whatever is there.
   int n = ring_buffer__poll(ringbuf_, static_cast<int>(timeout.count()));
+  if (n >= 0 || n == -EINTR) n = ring_buffer__consume(ringbuf_);
   callback_ = nullptr;
-  if (n < 0 && n != -EINTR) return make_error("ring_buffer__poll failed: " + errno_text(n), "BPF sampler");
+  if (n < 0 && n != -EINTR) return make_error("reading the ring buffer failed: " + errno_text(n), "BPF sampler");
   return delivered_;
 }
 

@@ -51,16 +51,17 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
-# Headers and libraries of the extracted packages. -isystem, because pkg-config
-# drops "-I/usr/include" as a system directory even when it maps into the sysroot.
-# Multiarch headers (e.g. openssl/opensslconf.h) first, as gcc orders its own.
-set(_include_flags "-isystem ${_sysroot}/usr/include/aarch64-linux-gnu -isystem ${_sysroot}/usr/include")
+# Headers of the extracted packages, on every compile line whatever flags the user
+# sets: pkg-config drops "-I/usr/include" as a system directory even when it maps
+# into the sysroot, and Debian's cross gcc searches the host's /usr/include last,
+# so without these a header missing from the sysroot would silently come from the
+# host. Multiarch headers (e.g. openssl/opensslconf.h) first, as gcc orders its own.
+set(CMAKE_C_STANDARD_INCLUDE_DIRECTORIES "${_sysroot}/usr/include/aarch64-linux-gnu" "${_sysroot}/usr/include")
+set(CMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES ${CMAKE_C_STANDARD_INCLUDE_DIRECTORIES})
 set(_link_flags "")
 foreach(_libdir "${_sysroot}/usr/lib/aarch64-linux-gnu" "${_sysroot}/lib/aarch64-linux-gnu")
   string(APPEND _link_flags " -L${_libdir} -Wl,-rpath-link,${_libdir}")
 endforeach()
-set(CMAKE_C_FLAGS_INIT "${_include_flags}")
-set(CMAKE_CXX_FLAGS_INIT "${_include_flags}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "${_link_flags}")
 set(CMAKE_SHARED_LINKER_FLAGS_INIT "${_link_flags}")
 set(CMAKE_MODULE_LINKER_FLAGS_INIT "${_link_flags}")

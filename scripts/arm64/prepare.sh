@@ -53,7 +53,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   apt_updated=0  # the index has no arm64 lists yet, whatever ran before
 fi
 # The arm64 lists exist once an update ran after the architecture was added.
-if ! apt-cache show --no-all-versions busybox-static:arm64 >/dev/null 2>&1; then
+if ! compgen -G "/var/lib/apt/lists/*_binary-arm64_Packages*" >/dev/null; then
   apt_update_once
 fi
 

@@ -96,7 +96,7 @@ Check try_ptrace() {
 #if defined(__x86_64__)
   user_regs_struct regs{};
 #else
-  user_pt_regs regs{};
+  user_regs_struct regs{};
 #endif
   iovec iov{&regs, sizeof(regs)};
   if (ptrace(PTRACE_GETREGSET, child.pid, reinterpret_cast<void*>(NT_PRSTATUS), &iov) != 0) {

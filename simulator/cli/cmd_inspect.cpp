@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -31,7 +32,7 @@ std::string hex(std::uint64_t v) {
   return b;
 }
 
-bool process_gone_or_forbidden(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 // Polls until the agent library is mapped and its storage published, for
 // guests that only start once we are attached. Returns false on timeout.
@@ -194,7 +195,12 @@ int run_inspect(const InspectArgs& a) {
     std::puts(to_json(*result).dump(2).c_str());
   else
     print_human(*result);
-  (void)process_gone_or_forbidden;
+  // A target that died mid-read leaves a partial picture: say so, and do not
+  // pass it off as a complete inspection.
+  if (process_gone(pid)) {
+    std::fprintf(stderr, "tracecorr inspect: pid %d exited during the inspection; what was read before is shown\n", pid);
+    return kExitEnvironment;
+  }
   return kExitOk;
 }
 

@@ -206,9 +206,19 @@ def test_exported_stack_trace_ids_are_what_the_agent_sent(tracecorr, bpf_works, 
             for t in proc["transactions"]}
 
     # Every exported transaction carries exactly what the agent sent for it.
+    # In auto mode (spec run) transactions that ended before the registration
+    # was applied are exported at once, undeferred (CONF-02): a correlation
+    # the agent sent for one of those arrives after it left, so they are only
+    # held to "nothing more than was sent".
+    immediate = {(e["trace_id"], e["span_id"]) for e in fx.events("export") if e.get("reason") == "immediate"}
+    if personality == "ebpf-profiler":
+        assert not any(k in immediate for k in transactions), "enabled=true defers every transaction"
     compared = 0
     for key, span in transactions.items():
         expected = sent.get(key, collections.Counter())
+        if key in immediate:
+            assert not (collections.Counter(attribute_ids(span)) - expected)
+            continue
         got = collections.Counter(attribute_ids(span))
         assert got == +expected, f"transaction {key}: attribute {dict(got)} != sent {dict(expected)}"
         compared += bool(expected)

@@ -130,12 +130,16 @@ def decode_tls_record(raw: bytes, layout: dict) -> dict:
 
 
 def journaled_records(journal: str) -> dict[int, tuple[str, str, str]]:
-    """Each thread's last published record (trace id, span id, transaction id)."""
+    """Each thread's held record (trace id, span id, transaction id): the last one
+    published before "ready". Later records are the fixture's shutdown (SIGTERM
+    after sampling), which clears every record."""
     last: dict[int, dict] = {}
     for line in journal.splitlines():
         if not line.strip():
             continue
         event = json.loads(line)
+        if event.get("event") == "ready":
+            break
         if event.get("event") == "record":
             last[event["tid"]] = event
     return {tid: (e["trace_id"].lower(), e["span_id"].lower(), e["transaction_id"].lower())

@@ -108,6 +108,15 @@ TEST(OtlpDecodeProtobuf, AllZeroTraceIdIsInvalid) {
   EXPECT_EQ(decoded.first_fatal->where, "resourceSpans[0].scopeSpans[0].spans[0].traceId");
 }
 
+TEST(OtlpDecodeProtobuf, InvalidUtf8IsFatalAndLocated) {
+  auto request = one_span_request();
+  add_attribute(request, "k")->set_string_value("ok\xc3\x28");
+  auto decoded = decode_protobuf(request.SerializeAsString());
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.first_fatal->where, "resourceSpans[0].scopeSpans[0].spans[0].attributes[\"k\"]");
+  EXPECT_NE(decoded.first_fatal->what.find("invalid UTF-8 at byte 2"), std::string::npos);
+}
+
 TEST(OtlpDecodeProtobuf, EmptyParentIsARootSpan) {
   auto request = one_span_request();
   request.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans(0)->clear_parent_span_id();

@@ -4,10 +4,12 @@
 
 #include <asm/prctl.h>
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "tracecorr/discovery.hpp"
@@ -200,6 +202,8 @@ TEST(TlsDescriptor, ClassifiesResolversByTheirCode) {
       {elf::Machine::AArch64, {0x00, 0x04, 0x40, 0xf9, 0xc0, 0x03, 0x5f, 0xd6}, TlsModel::StaticOffset},
       {elf::Machine::AArch64, {0x5f, 0x24, 0x03, 0xd5, 0x00, 0x04, 0x40, 0xf9, 0xc0, 0x03, 0x5f, 0xd6}, TlsModel::StaticOffset},
       {elf::Machine::AArch64, {0x3f, 0x23, 0x03, 0xd5, 0x00, 0x04, 0x40, 0xf9, 0xc0, 0x03, 0x5f, 0xd6}, TlsModel::StaticOffset},
+      // Debian 12's ld-linux-aarch64.so.1: nop; ldr x0, [x0, #8]; ret
+      {elf::Machine::AArch64, {0x1f, 0x20, 0x03, 0xd5, 0x00, 0x04, 0x40, 0xf9, 0xc0, 0x03, 0x5f, 0xd6}, TlsModel::StaticOffset},
       {elf::Machine::AArch64, {0xfd, 0x7b, 0xbf, 0xa9, 0xc0, 0x03, 0x5f, 0xd6, 0, 0, 0, 0}, TlsModel::Dynamic},
       // x86 code on an aarch64 library is not "return the argument".
       {elf::Machine::AArch64, {0x48, 0x8b, 0x40, 0x08, 0xc3, 0, 0, 0}, TlsModel::Dynamic},

@@ -39,10 +39,11 @@ std::unique_ptr<ThreadPointerSource> make_ptrace_source(pid_t pid);
 // qemu 7.2's user-mode stub serves one connection for the process's life and
 // only reads the socket while the guest is stopped, so the ^C interrupt byte
 // goes unnoticed while the guest runs. When `qemu_pid` is given the source
-// stops the guest by sending that process SIGINT instead: qemu intercepts it,
-// reports the stop (T02) and the source continues without the signal, so the
-// guest never sees it. Without a pid the source sends ^C (for stubs that
-// honour it). TPIDR_EL0 is found by name in the stub's target description
+// stops the guest by sending that process SIGVTALRM instead: qemu intercepts
+// it, reports the stop (T1a) and the source continues without the signal, so
+// the guest never sees it. (SIGINT would not do: servers often block it and
+// sigwait() for it, which hands it to the guest past the stub.) Without a pid
+// the source sends ^C (for stubs that honour it). TPIDR_EL0 is found by name in the stub's target description
 // (qemu 7.2: "TPIDR_EL0" in system-registers.xml; gdb's tls feature: "tpidr").
 Expected<std::unique_ptr<ThreadPointerSource>> make_gdbstub_source(const std::string& host, int port, pid_t qemu_pid = 0);
 

@@ -120,16 +120,24 @@ void Target::drain_output() {
   }
 }
 
+// Only ever waits for termination (waitid with WEXITED alone): tracecorr also
+// ptraces the target's threads, and a waitpid() here would steal their
+// ptrace-stop reports from the thread that is waiting for them.
+std::optional<int> Target::reap(bool block) {
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | (block ? 0 : WNOHANG)) != 0 || info.si_pid != pid_)
+    return std::nullopt;
+  return info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : (info.si_status & 0x7f);
+}
+
 bool Target::alive() {
   if (!launched_) return kill(pid_, 0) == 0;
   if (wait_status_) return false;
-  int status = 0;
-  pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
+  if (auto status = reap(false)) {
     wait_status_ = status;
     return false;
   }
-  return r == 0;
+  return true;
 }
 
 std::optional<std::string> Target::exit_description() {
@@ -149,8 +157,7 @@ std::string Target::stop(std::chrono::milliseconds grace) {
   }
   kill(-pid_, SIGKILL);
   kill(pid_, SIGKILL);
-  int status = 0;
-  if (waitpid(pid_, &status, 0) == pid_) wait_status_ = status;
+  wait_status_ = reap(true);
   return "did not stop within " + std::to_string(grace.count()) + " ms of SIGTERM; killed";
 }
 

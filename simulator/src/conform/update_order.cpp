@@ -177,7 +177,6 @@ class WatchSession {
   ~WatchSession() { release(); }
 
   std::string where() const { return thread_where(pid_, tid_); }
-  bool held() const { return held_; }
 
   Status seize() {
     if (::ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0) {
@@ -221,6 +220,7 @@ class WatchSession {
       pid_t r = ::waitpid(tid_, &status, __WALL | WNOHANG);
       if (r == tid_) {
         Stop s = classify(status);
+        last_stop_ = s;
         held_ = s.kind != Stop::Kind::kExited;
         if (s.kind == Stop::Kind::kExited) attached_ = false;
         resume_signal_ = 0;
@@ -247,10 +247,11 @@ class WatchSession {
   // The signal handed to the thread when it next runs (0: none).
   void set_resume_signal(int sig) { resume_signal_ = sig; }
 
-  Status resume(const Stop& stop) {
+  // Resumes from the stop it is held in.
+  Status resume() {
     // A group-stop must stay a stop: PTRACE_LISTEN leaves the thread stopped
     // for job control while letting us see the SIGCONT that ends it.
-    bool listen = stop.kind == Stop::Kind::kGroupStop;
+    bool listen = last_stop_.kind == Stop::Kind::kGroupStop;
     long r = listen ? ::ptrace(PTRACE_LISTEN, tid_, nullptr, nullptr)
                     : ::ptrace(PTRACE_CONT, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(resume_signal_)));
     if (r != 0) {
@@ -319,7 +320,12 @@ class WatchSession {
       // DR7 first: once it is 0 nothing is armed, whatever DR0..DR3 hold.
       (void)poke_debug_register(kDebugControlRegister, 0);
       for (int i = 0; i < static_cast<int>(kWatchRegisters); ++i) (void)poke_debug_register(i, 0);
-      (void)poke_debug_register(kDebugStatusRegister, 0);
+      // A hit whose SIGTRAP we have not seen (DR6 still set) means that signal
+      // is pending: the kernel reports our interrupt before it dequeues
+      // signals. Left there, it would reach the target after the detach, and
+      // SIGTRAP's default action kills.
+      auto unclaimed = take_hits();
+      if (unclaimed.ok() && *unclaimed != 0) swallow_pending_trap();
       armed_ = false;
     }
     ::ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(resume_signal_)));
@@ -327,6 +333,27 @@ class WatchSession {
   }
 
  private:
+  // Lets the thread run until it dequeues that pending SIGTRAP, and drops it.
+  // The registers are already clear, so no new one can be raised meanwhile;
+  // the thread's own signals met on the way are delivered as usual.
+  void swallow_pending_trap() noexcept {
+    for (int attempt = 0; attempt < 8 && attached_ && held_; ++attempt) {
+      // In a group-stop the signal waits for SIGCONT; resuming would break job control.
+      if (last_stop_.kind == Stop::Kind::kGroupStop) return;
+      if (!resume().ok() || !attached_) return;
+      auto stop = next_stop(Clock::now() + std::chrono::milliseconds(200));
+      if (!stop) {  // nothing was pending after all: stop it again to detach
+        auto again = interrupt(std::chrono::seconds(5));
+        if (again.ok() && again->kind == Stop::Kind::kSignal) resume_signal_ = again->signal;
+        return;
+      }
+      if (stop->kind == Stop::Kind::kExited) return;
+      if (stop->kind != Stop::Kind::kSignal) continue;
+      if (stop->signal == SIGTRAP && siginfo_is_hardware_breakpoint()) return;  // resume_signal_ stays 0
+      resume_signal_ = stop->signal;
+    }
+  }
+
   Status poke_debug_register(int index, std::uint64_t value) {
     if (::ptrace(PTRACE_POKEUSER, tid_, reinterpret_cast<void*>(debug_register_offset(index)),
                  reinterpret_cast<void*>(value)) != 0)
@@ -339,6 +366,7 @@ class WatchSession {
   bool attached_ = false;
   bool held_ = false;       // in a ptrace-stop we have not resumed
   bool armed_ = false;
+  Stop last_stop_{Stop::Kind::kEventStop};
   int resume_signal_ = 0;
 };
 
@@ -487,7 +515,6 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
   if (first->kind == Stop::Kind::kExited) return make_error("the thread exited before the watch began", where);
   // A signal that arrived before our interrupt is the thread's own.
   if (first->kind == Stop::Kind::kSignal) session.set_resume_signal(first->signal), ++report.signals_forwarded;
-  Stop held = *first;
 
   if (auto st = session.arm(report.plan); !st) return st.error().within(where);
   auto initial = read_state(memory, record_address, 0, 0);
@@ -501,13 +528,12 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
       report.ended_because = "max updates reached";
       break;
     }
-    if (auto st = session.resume(held); !st) return st.error();
+    if (auto st = session.resume(); !st) return st.error();
     auto stop = session.next_stop(deadline);
     if (!stop) {
       report.ended_because = "duration elapsed";
       break;
     }
-    held = *stop;
     if (stop->kind == Stop::Kind::kExited) {
       report.thread_exited = true;
       report.ended_because = "thread exited";

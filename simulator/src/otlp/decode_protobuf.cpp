@@ -17,6 +17,15 @@ void convert_attributes(DecodeContext& ctx, const std::string& where,
                         const google::protobuf::RepeatedPtrField<pb_common::KeyValue>& from, Attributes& into,
                         std::size_t depth);
 
+// Our .proto declares text fields as bytes (see common.proto): check here
+// what protobuf would have checked, and say where.
+const std::string& text(DecodeContext& ctx, const std::string& where, const std::string& raw) {
+  detail::check_value_size(ctx, where, raw.size());
+  if (auto at = utf8_invalid_at(raw))
+    ctx.fatal(where, "invalid UTF-8 at byte " + std::to_string(*at) + " (OTLP strings are UTF-8)");
+  return raw;
+}
+
 AttributeValue convert_value(DecodeContext& ctx, const std::string& where, const pb_common::AnyValue& from,
                              std::size_t depth) {
   if (depth > ctx.limits.max_nesting_depth) {
@@ -25,9 +34,7 @@ AttributeValue convert_value(DecodeContext& ctx, const std::string& where, const
     return {};
   }
   switch (from.value_case()) {
-    case pb_common::AnyValue::kStringValue:
-      detail::check_value_size(ctx, where, from.string_value().size());
-      return AttributeValue(from.string_value());
+    case pb_common::AnyValue::kStringValue: return AttributeValue(text(ctx, where, from.string_value()));
     case pb_common::AnyValue::kBoolValue: return AttributeValue(from.bool_value());
     case pb_common::AnyValue::kIntValue: return AttributeValue(static_cast<std::int64_t>(from.int_value()));
     case pb_common::AnyValue::kDoubleValue: return AttributeValue(from.double_value());
@@ -52,8 +59,7 @@ AttributeValue convert_value(DecodeContext& ctx, const std::string& where, const
       AttributeValue::KvList list;
       for (int i = 0; i < values.size() && !ctx.failed(); ++i) {
         std::string at = index_path(where, "kvlistValue.values", i);
-        detail::check_value_size(ctx, at + ".key", values[i].key().size());
-        list.push_back({values[i].key(), convert_value(ctx, at + ".value", values[i].value(), depth + 1)});
+        list.push_back({text(ctx, at + ".key", values[i].key()), convert_value(ctx, at + ".value", values[i].value(), depth + 1)});
       }
       return AttributeValue(std::move(list));
     }
@@ -68,7 +74,7 @@ void convert_attributes(DecodeContext& ctx, const std::string& where,
   if (!detail::check_count(ctx, where, from.size(), ctx.limits.max_attributes_per_span, "attributes")) return;
   for (int i = 0; i < from.size() && !ctx.failed(); ++i) {
     std::string at = where + "[\"" + from[i].key().substr(0, 64) + "\"]";
-    detail::check_value_size(ctx, at, from[i].key().size());
+    text(ctx, at, from[i].key());
     AttributeValue value = convert_value(ctx, at, from[i].value(), depth);
     detail::insert_attribute(ctx, at, into, from[i].key(), std::move(value));
   }
@@ -87,7 +93,7 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
     input.SetRecursionLimit(static_cast<int>(8 + 3 * limits.max_nesting_depth));
     if (body.size() > INT32_MAX || !request.ParseFromCodedStream(&input) || !input.ConsumedEntireMessage()) {
       ctx.fatal("", "body is not a valid binary protobuf ExportTraceServiceRequest (" + std::to_string(body.size()) +
-                        " bytes; wrong wire type, truncated field, invalid UTF-8 in a string, or nesting deeper than " +
+                        " bytes; wrong wire type, truncated field, or nesting deeper than " +
                         std::to_string(limits.max_nesting_depth) + ")");
       return std::move(ctx.out);
     }
@@ -116,9 +122,8 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
         SpanId parent{};
         if (detail::accept_id(ctx, field_path(at, "parentSpanId"), from.parent_span_id(), parent, true))
           span.parent_span_id = parent;
-        span.trace_state = from.trace_state();
-        span.name = from.name();
-        detail::check_value_size(ctx, field_path(at, "name"), span.name.size());
+        span.trace_state = text(ctx, field_path(at, "traceState"), from.trace_state());
+        span.name = text(ctx, field_path(at, "name"), from.name());
         span.kind = static_cast<SpanKind>(from.kind());
         span.start_unix_nano = from.start_time_unix_nano();
         span.end_unix_nano = from.end_time_unix_nano();
@@ -126,10 +131,10 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
         convert_attributes(ctx, field_path(at, "attributes"), from.attributes(), span.attributes, 0);
         span.dropped_attributes_count = from.dropped_attributes_count();
         span.status_code = static_cast<std::int32_t>(from.status().code());
-        span.status_message = from.status().message();
+        span.status_message = text(ctx, field_path(at, "status.message"), from.status().message());
         span.resource_attributes = resource_attributes;
-        span.scope_name = ss.scope().name();
-        span.scope_version = ss.scope().version();
+        span.scope_name = text(ctx, field_path(ss_path, "scope.name"), ss.scope().name());
+        span.scope_version = text(ctx, field_path(ss_path, "scope.version"), ss.scope().version());
         detail::finish_span(ctx, at, span);
         ctx.out.spans.push_back(std::move(span));
       }

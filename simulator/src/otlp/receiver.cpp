@@ -46,8 +46,11 @@ std::string printable(std::string_view text, std::size_t max = 80) {
 }
 
 // OTLP/HTTP: a 4xx carries a google.rpc.Status in the request's encoding.
-void answer_error(httplib::Response& res, int http_status, std::optional<Encoding> encoding, const std::string& message) {
+void answer_error(httplib::Response& res, int http_status, std::optional<Encoding> encoding,
+                  const std::string& raw_message) {
   res.status = http_status;
+  // Messages quote attribute keys and header values sent to us: keep them ASCII.
+  std::string message = printable(raw_message, 2048);
   // google.rpc.Code: INVALID_ARGUMENT for a bad export, RESOURCE_EXHAUSTED for an oversized one.
   int rpc_code = http_status == 413 ? 8 : 3;
   if (encoding == Encoding::Protobuf) {

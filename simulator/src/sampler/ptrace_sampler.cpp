@@ -45,7 +45,7 @@ bool read_registers(pid_t tid, Registers& r, int& err) {
   r.thread_pointer = regs.fs_base;
   return true;
 #elif defined(__aarch64__)
-  user_pt_regs regs{};
+  user_regs_struct regs{};
   iovec iov{&regs, sizeof(regs)};
   if (ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_PRSTATUS), &iov) != 0) {
     err = errno;

@@ -34,8 +34,16 @@ constexpr int kMaxIncludeDepth = 4;
 constexpr std::size_t kMaxDocuments = 32;
 constexpr std::size_t kMaxThreads = 1u << 16;
 constexpr int kIoTimeoutMs = 30000;                // a stub that stops answering
-constexpr int kGdbSignalInt = 2;                   // gdb's signal numbering
-constexpr int kGdbSignalTrap = 5;
+// gdb's signal numbering (not the host's).
+constexpr int kGdbSignalInt = 2;      // what ^C stops report
+constexpr int kGdbSignalTrap = 5;     // the initial stop under qemu -g
+constexpr int kGdbSignalVtalrm = 26;  // what our SIGVTALRM stops report
+// The signal that stops a qemu-user guest. qemu 7.2 only routes signals it
+// has a host handler for (the default-fatal ones) to the stub, and a signal
+// the guest blocks and sigwait()s for (SIGINT, SIGTERM in many servers) is
+// consumed by the guest without reaching the stub, so use one that programs
+// almost never block or wait for.
+constexpr int kInterruptSignal = SIGVTALRM;
 
 std::string hex2(unsigned v) {
   char b[4];
@@ -109,8 +117,8 @@ class GdbstubSource final : public ThreadPointerSource {
 
   ~GdbstubSource() override {
     if (!fd_) return;
-    // Never leave a SIGINT of ours undelivered-to-us: with the stub gone, qemu
-    // would hand it to the guest, which would die of it.
+    // Never leave an interrupt signal of ours unreported: with the stub gone,
+    // qemu would hand it to the guest, which would die of it.
     if (!stopped_ && outstanding_interrupts_ > 0) (void)wait_for_stop();
     if (stopped_) {
       // Detach: qemu removes breakpoints and lets the guest run.
@@ -183,7 +191,7 @@ class GdbstubSource final : public ThreadPointerSource {
 
   Status resume() override {
     if (!stopped_) return Ok{};
-    // Our own SIGINT (and the entry trap) are swallowed; anything else the
+    // Our own interrupt (and the entry trap) are swallowed; anything else the
     // guest was about to receive is delivered.
     std::string cont = deliver_on_resume_ ? "C" + hex2(static_cast<unsigned>(deliver_on_resume_)) : "c";
     if (auto st = send_packet(cont); !st) return st.error();
@@ -324,9 +332,10 @@ class GdbstubSource final : public ThreadPointerSource {
     if ((r[0] != 'T' && r[0] != 'S') || !looks_like_stop(r)) return protocol_error("unexpected stop reply \"" + printable(r) + "\"");
     int sig = static_cast<int>(*parse_hex(std::string_view(r).substr(1, 2)));
     stopped_ = true;
-    if (sig == kGdbSignalInt && outstanding_interrupts_ > 0) {
+    const int ours = qemu_pid_ > 0 ? kGdbSignalVtalrm : kGdbSignalInt;
+    if (sig == ours && outstanding_interrupts_ > 0) {
       --outstanding_interrupts_;
-    } else if (sig != kGdbSignalInt && sig != kGdbSignalTrap && sig != 0) {
+    } else if (sig != ours && sig != kGdbSignalTrap && sig != 0) {
       deliver_on_resume_ = sig;  // the guest's own signal: hand it on
     }
     return Ok{};
@@ -346,7 +355,7 @@ class GdbstubSource final : public ThreadPointerSource {
     pollfd p{fd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 0) == 1) return wait_for_stop();
     if (qemu_pid_ > 0) {
-      if (::kill(qemu_pid_, SIGINT) != 0)
+      if (::kill(qemu_pid_, kInterruptSignal) != 0)
         return make_error(std::string("cannot signal qemu pid ") + std::to_string(qemu_pid_) + ": " + std::strerror(errno), endpoint_);
       ++outstanding_interrupts_;
     } else {

@@ -43,6 +43,8 @@ constexpr std::array<std::uint8_t, 5> kX86ReturnArgument{0x48, 0x8b, 0x40, 0x08,
 // AArch64 instructions, little-endian words.
 constexpr std::array<std::uint8_t, 4> kBtiC{0x5f, 0x24, 0x03, 0xd5};     // d503245f
 constexpr std::array<std::uint8_t, 4> kPaciasp{0x3f, 0x23, 0x03, 0xd5};  // d503233f
+// Debian 12's glibc starts _dl_tlsdesc_return with a nop (its BTI_C slot).
+constexpr std::array<std::uint8_t, 4> kA64Nop{0x1f, 0x20, 0x03, 0xd5};   // d503201f
 constexpr std::array<std::uint8_t, 8> kA64ReturnArgument{0x00, 0x04, 0x40, 0xf9,   // f9400400 ldr x0, [x0, #8]
                                                          0xc0, 0x03, 0x5f, 0xd6};  // d65f03c0 ret
 
@@ -52,7 +54,7 @@ bool returns_its_argument(std::span<const std::uint8_t> code, elf::Machine machi
     return matches_after_prefixes(code, kX86ReturnArgument, prefixes);
   }
   if (machine == elf::Machine::AArch64) {
-    const std::span<const std::uint8_t> prefixes[] = {kBtiC, kPaciasp};
+    const std::span<const std::uint8_t> prefixes[] = {kBtiC, kPaciasp, kA64Nop};
     return matches_after_prefixes(code, kA64ReturnArgument, prefixes);
   }
   return false;
@@ -89,7 +91,7 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
   if (machine != elf::Machine::X86_64 && machine != elf::Machine::AArch64)
     return make_error("cannot classify a TLS resolver for this machine", "TLS descriptor at " + hex(descriptor_addr));
 
-  // The longest pattern with its prefixes is 16 bytes; read what is there.
+  // The pattern with a prefix or two fits in 16 bytes; read what is there.
   std::array<std::uint8_t, 16> code{};
   auto st = mem.read(d.resolver, code);
   std::size_t have = code.size();

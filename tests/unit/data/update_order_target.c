@@ -15,10 +15,13 @@
  *   --pause-us U               pause between publishes (default 100)
  *
  * Prints "thread TID record 0xADDRESS" per worker on stdout, then runs until killed.
+ * Signals, to check that a watcher hands them back unchanged: SIGUSR1 and SIGTRAP
+ * print "signal USR1" / "signal TRAP"; SIGUSR2 makes every worker exit.
  * Built for the host and, when the cross compiler exists, statically for arm64
  * (run under qemu-aarch64). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,14 @@ static unsigned g_misalign = 0;
 static unsigned long g_exit_after_traced = 0;
 static unsigned long g_pause_us = 100;
 static pthread_mutex_t g_print_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile sig_atomic_t g_workers_exit = 0;
+
+static void on_signal(int sig) {
+  static const char usr1[] = "signal USR1\n", trap[] = "signal TRAP\n";
+  if (sig == SIGUSR1) (void)!write(STDOUT_FILENO, usr1, sizeof usr1 - 1);
+  if (sig == SIGTRAP) (void)!write(STDOUT_FILENO, trap, sizeof trap - 1);
+  if (sig == SIGUSR2) g_workers_exit = 1;
+}
 
 /* Orders the stores for the compiler; x86-64 and the reader (same CPU, thread
  * paused) need nothing more. On arm64 the protocol's reader also runs on the
@@ -109,7 +120,7 @@ static void *worker(void *arg) {
   unsigned long left_after_traced = g_exit_after_traced;
   int traced = 0;
   struct timespec pause = {0, (long)(g_pause_us * 1000)};
-  for (uint32_t counter = 1;; ++counter) {
+  for (uint32_t counter = 1; !g_workers_exit; ++counter) {
     publish(rec, counter);
     if (g_exit_after_traced) {
       if (!traced) traced = traced_now();
@@ -117,6 +128,7 @@ static void *worker(void *arg) {
     }
     if (g_pause_us) nanosleep(&pause, NULL);
   }
+  return NULL;
 }
 
 static void usage(const char *argv0) {
@@ -151,6 +163,13 @@ int main(int argc, char **argv) {
     }
   }
   if (threads == 0 || threads > 64) usage(argv[0]);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(SIGUSR2, &sa, NULL);
+  sigaction(SIGTRAP, &sa, NULL);
   for (unsigned t = 0; t < threads; ++t) {
     pthread_t th;
     if (pthread_create(&th, NULL, worker, NULL) != 0) {

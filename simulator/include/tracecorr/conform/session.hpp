@@ -23,6 +23,7 @@
 
 #include "tracecorr/conform/record_watcher.hpp"
 #include "tracecorr/conform/target.hpp"
+#include "tracecorr/conform/update_order.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/socket.hpp"
@@ -103,6 +104,7 @@ class Session {
   bool launched() const { return target_->launched(); }
   Clock::time_point opened_at() const { return opened_at_; }
   otlp::OtlpReceiver& receiver() { return *receiver_; }
+  const otlp::OtlpReceiver& receiver() const { return *receiver_; }
   std::string socket_dir() const { return socket_dir_; }
 
   // Discovery. nullopt: no library (yet); see discovery_error().
@@ -119,25 +121,43 @@ class Session {
   const std::optional<TlsDescriptor>& tls_descriptor() const { return tls_descriptor_; }
   const std::optional<Error>& tls_error() const { return tls_error_; }
   RecordWatcher* records() { return watcher_.get(); }
+  const RecordWatcher* records() const { return watcher_.get(); }
   bool wait_for_records(Millis timeout);  // at least one valid record with a trace
 
-  // The agent's socket: facts and sending. Sends are non-blocking; on EAGAIN
-  // the session retries for a bounded time and counts what it could not send.
-  std::optional<SocketFacts> socket_facts() const;
+  // The agent's socket: facts (examined when the session connected, while the
+  // target was alive) and sending. Sends are non-blocking; on EAGAIN the
+  // session retries for a bounded time and counts what it could not send.
+  const std::optional<SocketFacts>& socket_facts() const { return socket_facts_; }
   const std::optional<Error>& socket_error() const { return socket_error_; }
   bool can_send() const { return socket_.has_value(); }
   const SentMessage& send(std::vector<std::uint8_t> datagram, std::string requirement, std::string label);
+  // Records the transaction and stack id `m` carries with the count the
+  // attribute must show. `bytes`: what to send instead of m's encoding (a
+  // truncated or retyped message that still carries m's ids).
   const SentMessage& send_correlation(const wire::Correlation& m, std::string requirement, std::string label,
-                                      std::optional<unsigned> expected_count);
+                                      std::optional<unsigned> expected_count,
+                                      std::optional<std::vector<std::uint8_t>> bytes = std::nullopt);
   void register_profiler(wire::Registration m, std::string requirement, bool judged = true);
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
   std::uint64_t messages_lost() const { return messages_lost_; }
+  // A profiler restart: drop the connection and connect anew.
+  void reconnect_socket();
 
-  // The deferral delay in force at `t`, by the registrations sent before it
-  // (1 s before any). `margin`: nullopt when a registration was sent within
-  // `margin` of t, since the agent may not have processed it yet.
+  // TLS-04 evidence, from the scenario's watchpoint runs.
+  void add_update_order_report(Expected<UpdateOrderReport> report);
+  std::vector<Expected<UpdateOrderReport>> update_order_reports() const;
+
+  // The deferral delay that governs a transaction ended at `t`: the delay of
+  // the last registration before it (1 s before any). nullopt when a
+  // registration (or the timing boundary) falls between t - margin and
+  // t + delay + margin: then the agent may have released the transaction by
+  // another delay, or not processed the registration yet.
   std::optional<std::uint32_t> delay_in_force(std::chrono::system_clock::time_point t, Millis margin) const;
+  // From now on, export timing is disturbed on purpose (a huge attribute):
+  // deferral is not judged past this point.
+  void mark_timing_boundary();
+  std::optional<std::chrono::system_clock::time_point> timing_boundary() const;
 
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
@@ -159,6 +179,7 @@ class Session {
   SessionSettings settings_;
   TargetSpec target_spec_;
   std::string socket_dir_;
+  bool socket_dir_removed_ = false;
   Clock::time_point opened_at_;
   std::unique_ptr<otlp::OtlpReceiver> receiver_;
   std::unique_ptr<Target> target_;
@@ -170,6 +191,7 @@ class Session {
   std::unique_ptr<RecordWatcher> watcher_;
   std::optional<AgentSocket> socket_;
   std::optional<Error> socket_error_;
+  std::optional<SocketFacts> socket_facts_;
   std::optional<std::string> exit_description_;
   std::string closed_output_;
 
@@ -177,6 +199,8 @@ class Session {
   std::vector<StorageSighting> storage_sightings_;
   std::deque<SentMessage> sent_;  // deque: send() hands out references that must stay valid
   std::vector<SentRegistration> registrations_;
+  std::vector<Expected<UpdateOrderReport>> update_order_reports_;
+  std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::atomic<std::uint64_t> messages_lost_{0};
 
   std::atomic<bool> storage_watch_running_{false};

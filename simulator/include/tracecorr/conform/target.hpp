@@ -50,6 +50,8 @@ class Target {
  private:
   Target() = default;
   void drain_output();
+  // The wait status (as waitpid encodes it) once the process has terminated.
+  std::optional<int> reap(bool block);
 
   pid_t pid_ = -1;
   bool launched_ = false;

@@ -114,6 +114,10 @@ struct UpdateOrderReport {
 // errors included, the debug registers are cleared and the thread detached.
 // Nothing is written into the target's memory.
 //
+// Blocks the calling thread for the watch (ptrace binds the attachment to it).
+// Nothing else in this process may reap the target's threads meanwhile
+// (waitpid(-1, ..., __WALL) would steal the watch's stops).
+//
 // Errors: the thread cannot be seized (gone, not permitted, already traced),
 // the record cannot be read, the host is not x86-64.
 Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64_t record_address,

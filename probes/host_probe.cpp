@@ -1,0 +1,85 @@
+// HOST: host.id adoption from the registration, and an agent's own host.id kept.
+#include <algorithm>
+#include <cctype>
+
+#include "judging.hpp"
+#include "probes.hpp"
+#include "scenarios.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+constexpr auto kMargin = std::chrono::milliseconds(150);
+
+class HostProbe final : public Probe {
+ public:
+  std::string name() const override { return "host"; }
+  std::vector<std::string> requirements() const override { return {"HOST-01", "HOST-02"}; }
+  std::vector<std::string> sessions() const override { return {kEnabledSession, kOwnHostIdSession}; }
+
+  std::vector<Finding> judge(const SessionSet& sessions) const override {
+    return {judge_adoption(sessions.find(kEnabledSession)), judge_own(sessions.find(kOwnHostIdSession))};
+  }
+
+ private:
+  static Finding judge_adoption(const Session* s) {
+    if (!s) return not_run({"HOST-01"}).front();
+    SpanIndex spans(s->receiver().spans());
+    auto windows = registration_windows(*s, kMargin);
+    if (windows.empty()) return not_applicable("HOST-01", "no registration could be sent");
+    for (const auto& sp : spans.spans())
+      if (sp.received_at_system < s->registrations().front().at_system && !host_id_of(sp).empty())
+        return not_applicable("HOST-01", "the agent sends host.id \"" + host_id_of(sp) +
+                                             "\" of its own before any registration (HOST-02 applies)");
+    std::size_t judged = 0;
+    for (const auto& w : windows) {
+      auto e = effect_of(w, spans);
+      if (!e.spans) continue;
+      ++judged;
+      if (!e.host_id_adopted()) {
+        const otlp::ReceivedSpan* example = nullptr;
+        for (const auto& sp : spans.spans()) {
+          if (sp.received_at_system >= w.from && sp.received_at_system + w.margin <= w.next &&
+              host_id_of(sp) != w.registration.message.host_id) {
+            example = &sp;
+            break;
+          }
+        }
+        return violated("HOST-01", "spans exported after a registration do not carry its host-id",
+                        {span_evidence(*example, "resource host.id \"" + w.registration.message.host_id + "\"",
+                                       "host.id \"" + host_id_of(*example) + "\"")});
+      }
+    }
+    if (!judged) return not_applicable("HOST-01", "no span ended after a registration");
+    return met("HOST-01", std::to_string(judged) + " registrations' host-ids adopted");
+  }
+
+  static Finding judge_own(const Session* s) {
+    if (!s) return not_run({"HOST-02"}, "needs a launch with host.id in OTEL_RESOURCE_ATTRIBUTES").front();
+    auto regs = s->registrations();
+    if (regs.empty()) return not_applicable("HOST-02", "the agent opened no socket without the ENABLED option, so no registration could be sent");
+    SpanIndex spans(s->receiver().spans());
+    std::size_t after = 0;
+    for (const auto& sp : spans.spans()) {
+      if (sp.received_at_system < regs.front().at_system + kMargin) continue;
+      ++after;
+      if (host_id_of(sp) != scenario::kOwnHostId)
+        return violated("HOST-02", "the agent replaced its own host.id with the registration's",
+                        {span_evidence(sp, std::string("host.id \"") + scenario::kOwnHostId + "\"",
+                                       "host.id \"" + host_id_of(sp) + "\"")});
+    }
+    if (!after) return not_applicable("HOST-02", "no span ended after the registration");
+    std::string output = s->target_output();
+    std::transform(output.begin(), output.end(), output.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (output.find("host.id") == std::string::npos && output.find("host id") == std::string::npos)
+      return violated("HOST-02", "the agent kept its host.id but printed no warning about the mismatch",
+                      {text_evidence("agent output", "a warning naming host.id", output.empty() ? "(nothing)" : output.substr(0, 300))});
+    return met("HOST-02", "own host.id kept on " + std::to_string(after) + " spans, mismatch warned");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Probe> make_host_probe() { return std::make_unique<HostProbe>(); }
+
+}  // namespace tracecorr::conform

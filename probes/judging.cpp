@@ -1,0 +1,364 @@
+#include "judging.hpp"
+
+#include <cstring>
+
+#include "probe.hpp"
+#include "tracecorr/spec_registry.hpp"
+
+namespace tracecorr::conform {
+
+// ---- findings ---------------------------------------------------------------
+Finding met(std::string id, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence)};
+}
+Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::Violated, std::move(reason), std::move(evidence)};
+}
+Finding not_applicable(std::string id, std::string reason) {
+  return {std::move(id), Finding::Outcome::NotApplicable, std::move(reason), {}};
+}
+Finding kit_error(std::string id, std::string reason) {
+  return {std::move(id), Finding::Outcome::KitError, std::move(reason), {}};
+}
+
+// ---- spans ------------------------------------------------------------------
+SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
+  for (std::size_t i = 0; i < spans_.size(); ++i) by_id_.try_emplace(spans_[i].span_id, i);
+}
+
+const otlp::ReceivedSpan* SpanIndex::find(const SpanId& id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &spans_[it->second];
+}
+
+bool SpanIndex::is_transaction(const otlp::ReceivedSpan& s) const {
+  if (!s.parent_span_id) return true;
+  const auto* parent = find(*s.parent_span_id);
+  return !parent || parent->trace_id != s.trace_id;
+}
+
+const otlp::ReceivedSpan* SpanIndex::transaction(const TraceId& trace, const SpanId& id) const {
+  const auto* s = find(id);
+  return s && s->trace_id == trace && is_transaction(*s) ? s : nullptr;
+}
+
+std::vector<const otlp::ReceivedSpan*> SpanIndex::transactions() const {
+  std::vector<const otlp::ReceivedSpan*> out;
+  for (const auto& s : spans_)
+    if (is_transaction(s)) out.push_back(&s);
+  return out;
+}
+
+std::chrono::system_clock::time_point SpanIndex::end_time(const otlp::ReceivedSpan& s) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(s.end_unix_nano)));
+}
+
+double SpanIndex::export_delay_ms(const otlp::ReceivedSpan& s) {
+  return std::chrono::duration<double, std::milli>(s.received_at_system - end_time(s)).count();
+}
+
+// ---- the attribute ----------------------------------------------------------
+AttributeIds attribute_ids(const otlp::ReceivedSpan& span) {
+  AttributeIds out;
+  const auto* value = span.attribute(spec::kAttributeName);
+  if (!value) return out;
+  out.present = true;
+  out.type_name = value->type_name();
+  auto strings = value->string_array();
+  if (!strings) return out;
+  out.string_array = true;
+  out.texts = *strings;
+  for (std::size_t i = 0; i < strings->size(); ++i) {
+    const auto& text = (*strings)[i];
+    auto problem = base64url_problem(text);
+    auto bytes = problem.empty() ? base64url_decode(text) : std::nullopt;
+    if (problem.empty() && (!bytes || bytes->size() != spec::kStackTraceIdSize))
+      problem = "decodes to " + std::to_string(bytes ? bytes->size() : 0) + " bytes, not " +
+                std::to_string(spec::kStackTraceIdSize);
+    if (!problem.empty()) {
+      out.problems.push_back("element " + std::to_string(i) + " \"" + text.substr(0, 64) + "\": " + problem);
+      continue;
+    }
+    StackTraceId id{};
+    std::memcpy(id.data(), bytes->data(), id.size());
+    ++out.counts[id];
+  }
+  return out;
+}
+
+// ---- evidence ---------------------------------------------------------------
+std::string ms(double value) { return std::to_string(static_cast<long long>(value)) + " ms"; }
+std::string hex(std::span<const std::uint8_t> bytes) { return to_hex(bytes); }
+
+namespace {
+template <typename T>
+T load(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void add_field(std::vector<DecodedField>& out, const std::vector<std::uint8_t>& b, std::size_t offset,
+               std::size_t size, std::string name, bool number) {
+  if (offset >= b.size()) return;
+  std::size_t have = std::min(size, b.size() - offset);
+  std::string value;
+  if (have < size)
+    value = "(truncated: " + std::to_string(have) + " of " + std::to_string(size) + " bytes) " +
+            to_hex({b.data() + offset, have});
+  else if (number && size == 2)
+    value = std::to_string(load<std::uint16_t>(b.data() + offset));
+  else if (number && size == 4)
+    value = std::to_string(load<std::uint32_t>(b.data() + offset));
+  else if (number && size == 1)
+    value = std::to_string(b[offset]);
+  else
+    value = to_hex({b.data() + offset, size});
+  out.push_back({offset, have, std::move(name), std::move(value)});
+}
+
+std::string printable(const std::uint8_t* p, std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n && s.size() < 120; ++i) {
+    unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') s.push_back(static_cast<char>(c));
+    else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c);
+      s += esc;
+    }
+  }
+  return "\"" + s + (n > 120 ? "...\"" : "\"");
+}
+}  // namespace
+
+std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>& b) {
+  std::vector<DecodedField> f;
+  add_field(f, b, spec::kHeaderMessageTypeOffset, spec::kHeaderMessageTypeSize, "message_type", true);
+  add_field(f, b, spec::kHeaderMinorVersionOffset, spec::kHeaderMinorVersionSize, "minor_version", true);
+  if (b.size() < spec::kMessageHeaderSize) return f;
+  auto type = load<std::uint16_t>(b.data());
+  std::size_t known_end = spec::kMessageHeaderSize;
+  if (type == spec::kMsgCorrelationType) {
+    add_field(f, b, spec::kMsgCorrelationTraceIdOffset, spec::kMsgCorrelationTraceIdSize, "trace_id", false);
+    add_field(f, b, spec::kMsgCorrelationTransactionIdOffset, spec::kMsgCorrelationTransactionIdSize,
+              "transaction_id", false);
+    add_field(f, b, spec::kMsgCorrelationStackTraceIdOffset, spec::kMsgCorrelationStackTraceIdSize,
+              "stack_trace_id", false);
+    add_field(f, b, spec::kMsgCorrelationCountOffset, spec::kMsgCorrelationCountSize, "count", true);
+    known_end = spec::kMsgCorrelationFixedSize;
+  } else if (type == spec::kMsgRegistrationType) {
+    add_field(f, b, spec::kMsgRegistrationSamplesDelayMsOffset, spec::kMsgRegistrationSamplesDelayMsSize,
+              "samples_delay_ms", true);
+    add_field(f, b, spec::kMsgRegistrationHostIdOffset, 4, "host_id.length", true);
+    known_end = spec::kMsgRegistrationFixedSize;
+    if (b.size() >= known_end) {
+      auto len = load<std::uint32_t>(b.data() + spec::kMsgRegistrationHostIdOffset);
+      std::size_t have = std::min<std::size_t>(len, b.size() - known_end);
+      f.push_back({known_end, have, "host_id", printable(b.data() + known_end, have)});
+      known_end += have;
+    }
+  }
+  if (b.size() > known_end)
+    f.push_back({known_end, b.size() - known_end, "trailing", std::to_string(b.size() - known_end) + " bytes"});
+  return f;
+}
+
+std::vector<DecodedField> decode_record_fields(const wire::TlsRecordBytes& bytes) {
+  std::vector<std::uint8_t> b(bytes.begin(), bytes.end());
+  std::vector<DecodedField> f;
+  add_field(f, b, spec::kTlsLayoutMinorVersionOffset, spec::kTlsLayoutMinorVersionSize, "layout_minor_version", true);
+  add_field(f, b, spec::kTlsValidOffset, spec::kTlsValidSize, "valid", true);
+  add_field(f, b, spec::kTlsTracePresentOffset, spec::kTlsTracePresentSize, "trace_present", true);
+  add_field(f, b, spec::kTlsTraceFlagsOffset, spec::kTlsTraceFlagsSize, "trace_flags", true);
+  add_field(f, b, spec::kTlsTraceIdOffset, spec::kTlsTraceIdSize, "trace_id", false);
+  add_field(f, b, spec::kTlsSpanIdOffset, spec::kTlsSpanIdSize, "span_id", false);
+  add_field(f, b, spec::kTlsTransactionIdOffset, spec::kTlsTransactionIdSize, "transaction_id", false);
+  return f;
+}
+
+std::vector<DecodedField> decode_storage_fields(const std::vector<std::uint8_t>& b) {
+  std::vector<DecodedField> f;
+  add_field(f, b, 0, 2, "layout_minor_version", true);
+  std::size_t offset = 2;
+  for (const char* name : {"service_name", "service_environment", "socket_file_path"}) {
+    if (offset + 4 > b.size()) break;
+    auto len = load<std::uint32_t>(b.data() + offset);
+    add_field(f, b, offset, 4, std::string(name) + ".length", true);
+    offset += 4;
+    std::size_t have = std::min<std::size_t>(len, b.size() - offset);
+    f.push_back({offset, have, name, printable(b.data() + offset, have)});
+    if (have < len) break;
+    offset += len;
+  }
+  return f;
+}
+
+Evidence message_evidence(const SentMessage& m, std::string expected, std::string actual) {
+  Evidence e;
+  e.label = m.label + " (sent for " + m.requirement + ")";
+  e.expected = std::move(expected);
+  e.actual = std::move(actual);
+  // Long datagrams (oversized probes) are shown by their head.
+  e.bytes.assign(m.bytes.begin(), m.bytes.begin() + std::min<std::size_t>(m.bytes.size(), 96));
+  e.fields = decode_message_fields(m.bytes);
+  return e;
+}
+
+Evidence record_evidence(std::string label, const wire::TlsRecordBytes& bytes, std::string expected,
+                         std::string actual) {
+  Evidence e;
+  e.label = std::move(label);
+  e.expected = std::move(expected);
+  e.actual = std::move(actual);
+  e.bytes.assign(bytes.begin(), bytes.end());
+  e.fields = decode_record_fields(bytes);
+  return e;
+}
+
+Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::string actual) {
+  Evidence e;
+  e.label = "span " + to_hex(s.span_id) + " \"" + s.name.substr(0, 60) + "\" of trace " + to_hex(s.trace_id) +
+            (s.parent_span_id ? " (parent " + to_hex(*s.parent_span_id) + ")" : " (no parent)");
+  e.expected = std::move(expected);
+  e.actual = std::move(actual);
+  return e;
+}
+
+Evidence text_evidence(std::string label, std::string expected, std::string actual) {
+  Evidence e;
+  e.label = std::move(label);
+  e.expected = std::move(expected);
+  e.actual = std::move(actual);
+  return e;
+}
+
+}  // namespace tracecorr::conform
+
+namespace tracecorr::conform {
+
+CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& spans,
+                        const std::function<bool(const SentMessage&)>& which) {
+  using Key = std::pair<std::pair<TraceId, SpanId>, StackTraceId>;
+  struct Expectation {
+    unsigned total = 0;
+    bool any = false;      // some message says "either": no exact total
+    bool selected = false;
+    const SentMessage* first = nullptr;
+  };
+  std::map<Key, Expectation> expected;
+  for (const auto& m : sent) {
+    if (!m.transaction || !m.stack_trace_id) continue;
+    auto& e = expected[{*m.transaction, *m.stack_trace_id}];
+    if (!e.first) e.first = &m;
+    if (m.expected_count)
+      e.total += *m.expected_count;
+    else
+      e.any = true;
+    if (which(m)) e.selected = true;
+  }
+  CountCheck out;
+  std::map<std::pair<TraceId, SpanId>, AttributeIds> attributes;
+  for (const auto& [key, e] : expected) {
+    if (!e.selected || e.any) continue;
+    const auto* txn = spans.transaction(key.first.first, key.first.second);
+    if (!txn) {
+      ++out.unexported;
+      continue;
+    }
+    auto [it, inserted] = attributes.try_emplace(key.first);
+    if (inserted) it->second = attribute_ids(*txn);
+    const auto& ids = it->second;
+    ++out.checked;
+    unsigned actual = 0;
+    if (auto c = ids.counts.find(key.second); c != ids.counts.end()) actual = c->second;
+    if (actual == e.total) continue;
+    std::string problem;
+    if (!ids.present) problem = "the transaction has no " + std::string(spec::kAttributeName) + " attribute";
+    else if (!ids.string_array) problem = "the attribute is a " + ids.type_name + ", not a string array";
+    out.mismatches.push_back({e.first, e.total, actual, problem});
+  }
+  return out;
+}
+
+Evidence mismatch_evidence(const CountMismatch& m) {
+  std::string actual = std::to_string(m.actual) + " time(s)";
+  if (!m.attribute_problem.empty()) actual += " (" + m.attribute_problem + ")";
+  return message_evidence(*m.message,
+                          "stack id " + base64url_nopad(*m.message->stack_trace_id) + " " +
+                              std::to_string(m.expected) + " time(s) in the transaction's attribute",
+                          actual);
+}
+
+std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(const std::vector<SentMessage>& sent,
+                                                                           const SpanIndex& spans) {
+  std::set<StackTraceId> known;
+  for (const auto& m : sent)
+    if (m.stack_trace_id) known.insert(*m.stack_trace_id);
+  std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> out;
+  for (const auto& s : spans.spans())
+    for (const auto& [id, count] : attribute_ids(s).counts)
+      if (!known.count(id)) out.emplace_back(&s, id);
+  return out;
+}
+
+}  // namespace tracecorr::conform
+
+namespace tracecorr::conform {
+
+std::string host_id_of(const otlp::ReceivedSpan& s) {
+  const auto* v = s.resource_attribute("host.id");
+  return v && v->as_string() ? *v->as_string() : std::string();
+}
+
+std::vector<RegistrationWindow> registration_windows(const Session& s, std::chrono::milliseconds margin) {
+  auto regs = s.registrations();
+  auto boundary = s.timing_boundary().value_or(std::chrono::system_clock::time_point::max());
+  std::vector<RegistrationWindow> out;
+  for (std::size_t i = 0; i < regs.size(); ++i) {
+    if (!regs[i].judged || !regs[i].sent) continue;
+    RegistrationWindow w{regs[i], regs[i].at_system + margin, boundary, margin};
+    if (i + 1 < regs.size()) w.next = std::min(w.next, regs[i + 1].at_system);
+    if (w.next > w.from + margin) out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::optional<double> RegistrationEffect::median_delay_ms() const {
+  if (transaction_delays_ms.empty()) return std::nullopt;
+  auto d = transaction_delays_ms;
+  std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
+  return d[d.size() / 2];
+}
+
+bool RegistrationEffect::delay_applied(std::uint32_t delay_ms) const {
+  auto m = median_delay_ms();
+  return m && *m >= delay_ms - 60.0 && *m <= delay_ms + 500.0;
+}
+
+std::string RegistrationEffect::describe() const {
+  auto m = median_delay_ms();
+  return std::to_string(with_host_id) + " of " + std::to_string(spans) + " spans carried its host.id; " +
+         (m ? "median transaction export delay " + ms(*m) + " over " + std::to_string(transaction_delays_ms.size()) +
+                  " transactions"
+            : "no transaction ended in its window");
+}
+
+RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans) {
+  RegistrationEffect e;
+  auto delay = std::chrono::milliseconds(w.registration.message.samples_delay_ms);
+  for (const auto& s : spans.spans()) {
+    // host.id is a resource attribute: what counts is when the span was exported.
+    if (s.received_at_system >= w.from && s.received_at_system + w.margin <= w.next) {
+      ++e.spans;
+      if (host_id_of(s) == w.registration.message.host_id) ++e.with_host_id;
+    }
+    auto end = SpanIndex::end_time(s);
+    if (spans.is_transaction(s) && s.sampled() && end >= w.from && end + delay + w.margin <= w.next)
+      e.transaction_delays_ms.push_back(SpanIndex::export_delay_ms(s));
+  }
+  return e;
+}
+
+}  // namespace tracecorr::conform

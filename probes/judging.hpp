@@ -1,0 +1,124 @@
+// What judges share: an index over the spans a session received, and evidence
+// built from the bytes involved (hex plus the fields the registry names).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tracecorr/conform/result.hpp"
+#include "tracecorr/conform/session.hpp"
+#include "tracecorr/otlp.hpp"
+
+namespace tracecorr::conform {
+
+// Spans received in one session, indexed the ways judges ask.
+class SpanIndex {
+ public:
+  explicit SpanIndex(std::vector<otlp::ReceivedSpan> spans);
+
+  const std::vector<otlp::ReceivedSpan>& spans() const { return spans_; }
+  const otlp::ReceivedSpan* find(const SpanId& id) const;
+  // A transaction is a local root: no parent, or a parent this agent did not
+  // export (a remote parent).
+  bool is_transaction(const otlp::ReceivedSpan& s) const;
+  const otlp::ReceivedSpan* transaction(const TraceId& trace, const SpanId& id) const;
+  std::vector<const otlp::ReceivedSpan*> transactions() const;
+  // Arrival minus end, in ms (negative when the agent's clock ran ahead).
+  static double export_delay_ms(const otlp::ReceivedSpan& s);
+  static std::chrono::system_clock::time_point end_time(const otlp::ReceivedSpan& s);
+
+ private:
+  std::vector<otlp::ReceivedSpan> spans_;
+  std::map<SpanId, std::size_t> by_id_;
+};
+
+// The ids carried by the correlation attribute of a span, decoded to bytes.
+// nullopt when the attribute is missing; `problems` lists what is malformed.
+struct AttributeIds {
+  bool present = false;
+  bool string_array = false;
+  std::string type_name;
+  std::vector<std::string> texts;
+  std::map<StackTraceId, unsigned> counts;  // of the well-formed ids
+  std::vector<std::string> problems;        // "element 3: padding '=' at position 22"
+};
+AttributeIds attribute_ids(const otlp::ReceivedSpan& span);
+
+// Evidence from bytes, with their fields decoded by the registry's layouts.
+std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>& bytes);
+std::vector<DecodedField> decode_record_fields(const wire::TlsRecordBytes& bytes);
+std::vector<DecodedField> decode_storage_fields(const std::vector<std::uint8_t>& bytes);
+Evidence message_evidence(const SentMessage& m, std::string expected, std::string actual);
+Evidence record_evidence(std::string label, const wire::TlsRecordBytes& bytes, std::string expected, std::string actual);
+Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::string actual);
+Evidence text_evidence(std::string label, std::string expected, std::string actual);
+
+std::string ms(double value);  // "312 ms"
+std::string hex(std::span<const std::uint8_t> bytes);
+
+// Bounded evidence: judges keep the first few examples of a violation.
+inline constexpr std::size_t kMaxExamples = 3;
+
+}  // namespace tracecorr::conform
+
+namespace tracecorr::conform {
+
+// Compares, per (transaction, stack id), how often the id appears in the
+// transaction's attribute with what the messages sent for it expect.
+struct CountMismatch {
+  const SentMessage* message = nullptr;  // the first message that carried the id
+  unsigned expected = 0;
+  unsigned actual = 0;
+  std::string attribute_problem;  // the attribute was missing or malformed
+};
+struct CountCheck {
+  std::size_t checked = 0;     // (transaction, id) pairs judged
+  std::size_t unexported = 0;  // pairs whose transaction never arrived: not judged
+  std::vector<CountMismatch> mismatches;
+};
+// `which` selects the messages whose ids are judged.
+CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& spans,
+                        const std::function<bool(const SentMessage&)>& which);
+Evidence mismatch_evidence(const CountMismatch& m);
+// Ids in some exported attribute that no sent message carried.
+std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(const std::vector<SentMessage>& sent,
+                                                                           const SpanIndex& spans);
+
+}  // namespace tracecorr::conform
+
+namespace tracecorr::conform {
+
+// Spans that ended while one registration was the latest the agent had.
+struct RegistrationWindow {
+  SentRegistration registration;
+  std::chrono::system_clock::time_point from;  // the registration + margin
+  std::chrono::system_clock::time_point next;  // the next registration (any kind) or the timing boundary
+  std::chrono::milliseconds margin{0};
+};
+// Windows of the judged registrations: from `margin` after each until the
+// next registration of any kind (or the session's timing boundary).
+std::vector<RegistrationWindow> registration_windows(const Session& s, std::chrono::milliseconds margin);
+
+struct RegistrationEffect {
+  std::size_t spans = 0;              // spans that arrived in the window
+  std::size_t with_host_id = 0;       // ... whose resource host.id is the registration's
+  // Export delays of sampled transactions that ended in the window and were
+  // due (end + delay) before the next registration could release them early.
+  std::vector<double> transaction_delays_ms;
+  std::optional<double> median_delay_ms() const;
+  bool host_id_adopted() const { return spans > 0 && with_host_id == spans; }
+  bool delay_applied(std::uint32_t delay_ms) const;
+  bool took_effect(std::uint32_t delay_ms) const { return host_id_adopted() || delay_applied(delay_ms); }
+  std::string describe() const;
+};
+RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans);
+
+// The resource host.id of a span, or "" when it has none.
+std::string host_id_of(const otlp::ReceivedSpan& s);
+
+}  // namespace tracecorr::conform

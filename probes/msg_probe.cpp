@@ -1,0 +1,172 @@
+// MSG: how the agent handles what arrives on its socket: registrations at
+// both minor versions, a profiler restart, every truncation, unknown types,
+// trailing bytes and boundary values. The message battery (scenarios.cpp)
+// gives every message its own stack id, so each verdict points at one datagram.
+#include "judging.hpp"
+#include "probes.hpp"
+#include "scenarios.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+constexpr auto kMargin = std::chrono::milliseconds(150);
+
+Evidence registration_evidence(const RegistrationWindow& w, const RegistrationEffect& e) {
+  SentMessage m;
+  m.label = wire::describe(wire::Message{w.registration.message});
+  m.requirement = "MSG-02";
+  m.bytes = wire::encode(w.registration.message);
+  return message_evidence(m,
+                          "host.id \"" + w.registration.message.host_id.substr(0, 40) + "\" adopted or delay " +
+                              std::to_string(w.registration.message.samples_delay_ms) + " ms applied",
+                          e.describe());
+}
+
+// nullopt: no span ended in the window, nothing to conclude.
+std::optional<bool> took_effect(const RegistrationWindow& w, const SpanIndex& spans, RegistrationEffect* effect) {
+  *effect = effect_of(w, spans);
+  if (effect->spans == 0) return std::nullopt;
+  return effect->took_effect(w.registration.message.samples_delay_ms);
+}
+
+Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& what) {
+  auto sent = s.sent_messages();
+  auto check = check_counts(sent, spans, [&](const SentMessage& m) { return m.requirement == id; });
+  if (!check.mismatches.empty()) {
+    std::vector<Evidence> ev;
+    for (std::size_t i = 0; i < check.mismatches.size() && i < kMaxExamples; ++i)
+      ev.push_back(mismatch_evidence(check.mismatches[i]));
+    return violated(id, std::to_string(check.mismatches.size()) + " of " + std::to_string(check.checked) + " " + what +
+                            " were not counted as required", ev);
+  }
+  if (!check.checked)
+    return not_applicable(id, check.unexported ? "the transactions the messages named were never exported"
+                                               : "no messages could be sent (no socket or no live transaction)");
+  return met(id, std::to_string(check.checked) + " " + what + " counted exactly as required");
+}
+
+bool died_during(const Session& s, std::string* how) {
+  auto exit = s.target_exit();
+  if (!exit || !s.launched()) return false;
+  if (exit->rfind("stopped by tracecorr", 0) == 0) return false;
+  *how = *exit;
+  return true;
+}
+
+class MsgProbe final : public Probe {
+ public:
+  std::string name() const override { return "msg"; }
+  std::vector<std::string> requirements() const override {
+    return {"MSG-02", "MSG-03", "MSG-04", "MSG-05", "MSG-06", "MSG-07"};
+  }
+  std::vector<std::string> sessions() const override { return {kEnabledSession, kSmallQueueSession}; }
+
+  std::vector<Finding> judge(const SessionSet& sessions) const override {
+    const Session* s = sessions.find(kEnabledSession);
+    if (!s) return not_run(requirements());
+    if (!s->can_send() && s->sent_messages().empty())
+      return not_run(requirements(), "tracecorr could not connect to the agent's socket (see SOCK-02)");
+    SpanIndex spans(s->receiver().spans());
+    auto windows = registration_windows(*s, kMargin);
+    std::vector<Finding> out;
+    out.push_back(judge_minor_versions(sessions, *s, spans, windows));
+    out.push_back(judge_reregistration(spans, windows));
+    out.push_back(judge_truncation(*s, spans));
+    out.push_back(judge_counts("MSG-05", *s, spans, "messages of unknown type or minor 0 (and their controls)"));
+    out.push_back(judge_counts("MSG-06", *s, spans, "messages with trailing bytes (and their controls)"));
+    out.push_back(judge_boundaries(*s, spans));
+    return out;
+  }
+
+ private:
+  static Finding judge_minor_versions(const SessionSet& sessions, const Session& s, const SpanIndex& spans,
+                                      const std::vector<RegistrationWindow>& windows) {
+    std::vector<Evidence> ev;
+    std::string proven;
+    // Minor 1 with trailing bytes: the enabled session's first registration.
+    if (!windows.empty() && windows.front().registration.message.minor == 1) {
+      RegistrationEffect e;
+      auto ok = took_effect(windows.front(), spans, &e);
+      if (ok && !*ok)
+        return violated("MSG-02", "the registration at minor 1 with trailing bytes had no effect",
+                        {registration_evidence(windows.front(), e)});
+      if (ok) proven += "minor 1 + trailing bytes accepted (" + e.describe() + ")";
+    }
+    // Minor 2 with trailing bytes: the small-queue session's first registration
+    // (judged by host.id only: a full queue blurs the delay).
+    if (const Session* q = sessions.find(kSmallQueueSession)) {
+      SpanIndex qspans(q->receiver().spans());
+      auto qwindows = registration_windows(*q, kMargin);
+      if (!qwindows.empty()) {
+        auto e = effect_of(qwindows.front(), qspans);
+        bool agent_has_own = false;
+        for (const auto& sp : qspans.spans())
+          if (sp.received_at_system < qwindows.front().registration.at_system && !host_id_of(sp).empty())
+            agent_has_own = true;
+        if (e.spans > 0 && !agent_has_own && !e.host_id_adopted())
+          return violated("MSG-02", "the registration at minor 2 with trailing bytes had no effect",
+                          {registration_evidence(qwindows.front(), e)});
+        if (e.spans > 0 && e.host_id_adopted())
+          proven += std::string(proven.empty() ? "" : "; ") + "minor 2 + trailing bytes accepted";
+      }
+    }
+    if (proven.empty()) return not_applicable("MSG-02", "no span ended while a registration was in force");
+    return met("MSG-02", proven);
+  }
+
+  static Finding judge_reregistration(const SpanIndex& spans, const std::vector<RegistrationWindow>& windows) {
+    if (windows.size() < 2) return not_applicable("MSG-03", "fewer than two registrations could be judged");
+    std::size_t judged = 0;
+    for (std::size_t i = 1; i < windows.size(); ++i) {
+      RegistrationEffect e;
+      auto ok = took_effect(windows[i], spans, &e);
+      if (!ok) continue;
+      ++judged;
+      if (!*ok)
+        return violated("MSG-03", "registration #" + std::to_string(i + 1) + " (after a profiler restart) had no effect",
+                        {registration_evidence(windows[i], e)});
+    }
+    if (!judged) return not_applicable("MSG-03", "no span ended after a later registration");
+    return met("MSG-03", std::to_string(judged) + " later registration(s) each took effect");
+  }
+
+  static Finding judge_truncation(const Session& s, const SpanIndex& spans) {
+    auto f = judge_counts("MSG-04", s, spans, "truncated messages (and their controls)");
+    if (f.outcome == Finding::Outcome::Violated) return f;
+    auto unknown = unknown_ids(s.sent_messages(), spans);
+    if (!unknown.empty()) {
+      std::vector<Evidence> ev;
+      for (std::size_t i = 0; i < unknown.size() && i < kMaxExamples; ++i)
+        ev.push_back(span_evidence(*unknown[i].first, "only ids tracecorr sent whole",
+                                   "id " + base64url_nopad(unknown[i].second) + " that no message carried whole"));
+      return violated("MSG-04", std::to_string(unknown.size()) +
+                                    " stack id(s) appeared that no message carried whole: a short datagram was decoded",
+                      ev);
+    }
+    for (const auto& sp : spans.spans())
+      if (host_id_of(sp) == scenario::kTruncatedHostId)
+        return violated("MSG-04", "a truncated registration was applied",
+                        {span_evidence(sp, "host.id never \"" + std::string(scenario::kTruncatedHostId) + "\"",
+                                       "host.id \"" + host_id_of(sp) + "\"")});
+    return f;
+  }
+
+  static Finding judge_boundaries(const Session& s, const SpanIndex& spans) {
+    std::string how;
+    if (died_during(s, &how)) {
+      const SentMessage* last = nullptr;
+      auto sent = s.sent_messages();
+      if (!sent.empty()) last = &sent.back();
+      std::vector<Evidence> ev;
+      if (last) ev.push_back(message_evidence(*last, "the agent survives", "last message sent before it died"));
+      return violated("MSG-07", "the agent died during the session: " + how, ev);
+    }
+    return judge_counts("MSG-07", s, spans, "boundary-value messages (and the controls after them)");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Probe> make_msg_probe() { return std::make_unique<MsgProbe>(); }
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,66 @@
+// Conformance probes: one per requirement area, each judging the evidence
+// that the scenarios (scenarios.hpp) collected in one or more sessions.
+//
+// A probe never drives the target itself: scenarios act, sessions record,
+// probes judge. So every verdict can be traced to recorded evidence, and a
+// probe can be re-read as the requirement's words plus the rule that checks it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tracecorr/conform/result.hpp"
+#include "tracecorr/conform/session.hpp"
+
+namespace tracecorr::conform {
+
+// The sessions of one run, by name (scenarios.hpp names them). In attach mode
+// only the attached session exists.
+class SessionSet {
+ public:
+  void add(std::string name, std::unique_ptr<Session> session) { sessions_[std::move(name)] = std::move(session); }
+  Session* find(const std::string& name) const {
+    auto it = sessions_.find(name);
+    return it == sessions_.end() ? nullptr : it->second.get();
+  }
+  bool attach_mode = false;
+
+ private:
+  std::map<std::string, std::unique_ptr<Session>> sessions_;
+};
+
+// What a probe concluded about one requirement. The runner turns it into a
+// RequirementResult (level, words and exit-code rules come from the registry).
+struct Finding {
+  enum class Outcome { Met, Violated, NotApplicable, KitError };
+  std::string requirement;
+  Outcome outcome = Outcome::NotApplicable;
+  std::string reason;
+  std::vector<Evidence> evidence;
+};
+
+class Probe {
+ public:
+  virtual ~Probe() = default;
+  virtual std::string name() const = 0;  // "msg": also the file probes/msg_probe.cpp
+  virtual std::vector<std::string> requirements() const = 0;
+  // Sessions whose evidence the probe reads: the runner opens each needed one.
+  virtual std::vector<std::string> sessions() const = 0;
+  // One Finding per requirement it covers (a requirement left out is an Error).
+  virtual std::vector<Finding> judge(const SessionSet& sessions) const = 0;
+};
+
+// Every probe, in registry area order.
+const std::vector<std::unique_ptr<Probe>>& all_probes();
+// The probe covering a requirement, or nullptr.
+const Probe* probe_for(const std::string& requirement);
+
+// Shorthands for judges.
+Finding met(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+Finding not_applicable(std::string id, std::string reason);
+Finding kit_error(std::string id, std::string reason);
+
+}  // namespace tracecorr::conform

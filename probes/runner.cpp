@@ -1,0 +1,146 @@
+#include "runner.hpp"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "probe.hpp"
+#include "tracecorr/spec_registry.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+std::string repeat_command(const RunOptions& o, const std::string& id) {
+  std::vector<std::string> argv{"tracecorr", "conform", "--only", id};
+  if (o.personality != "spec") argv.insert(argv.end(), {"--personality", o.personality});
+  if (!o.target.gdbstub.empty()) argv.insert(argv.end(), {"--gdbstub", o.target.gdbstub});
+  if (o.target.pid) {
+    argv.insert(argv.end(), {"--pid", std::to_string(*o.target.pid)});
+    if (o.target.otlp_port) argv.insert(argv.end(), {"--otlp-port", std::to_string(o.target.otlp_port)});
+  } else {
+    argv.push_back("--");
+    argv.insert(argv.end(), o.target.command.begin(), o.target.command.end());
+  }
+  return shell_join(argv);
+}
+
+Verdict verdict_of(Finding::Outcome o) {
+  switch (o) {
+    case Finding::Outcome::Met: return Verdict::Pass;
+    case Finding::Outcome::Violated: return Verdict::Fail;
+    case Finding::Outcome::NotApplicable: return Verdict::Skip;
+    case Finding::Outcome::KitError: return Verdict::Error;
+  }
+  return Verdict::Error;
+}
+
+void say(const RunOptions& o, const std::string& line) {
+  if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", line.c_str());
+}
+
+}  // namespace
+
+std::vector<std::string> selected_requirements(const std::vector<std::string>& only) {
+  std::vector<std::string> ids;
+  for (const auto& r : spec::kRequirements) {
+    if (r.role != spec::Role::Agent) continue;
+    std::string id(r.id);
+    if (only.empty() || std::find(only.begin(), only.end(), id) != only.end()) ids.push_back(id);
+  }
+  return ids;
+}
+
+Expected<RunResult> run_conformance(const RunOptions& o) {
+  if (auto unknown = validate_ids(o.only); !unknown.empty())
+    return make_error("unknown requirement id " + unknown.front() + " (see tracecorr list)", "--only");
+  auto ids = selected_requirements(o.only);
+  if (ids.empty()) return make_error("the filter matches no agent requirement (profiler requirements are tracecorr agent's)", "--only");
+
+  RunResult run;
+  run.tool_version = "tracecorr 0.1.0";
+  run.target.description = o.target.pid ? "pid " + std::to_string(*o.target.pid) : shell_join(o.target.command);
+  if (o.target.pid) run.target.pid = *o.target.pid;
+  struct utsname u{};
+  uname(&u);
+  run.target.arch = u.machine;
+  run.personality = o.personality;
+  run.strict = o.strict;
+  run.started = std::chrono::system_clock::now();
+
+  // The probes these requirements need, and the sessions those probes read.
+  std::vector<const Probe*> probes;
+  std::set<std::string> wanted_sessions;
+  for (const auto& p : all_probes()) {
+    auto covers = p->requirements();
+    if (std::none_of(covers.begin(), covers.end(),
+                     [&](const std::string& id) { return std::count(ids.begin(), ids.end(), id); }))
+      continue;
+    probes.push_back(p.get());
+    for (const auto& s : p->sessions()) wanted_sessions.insert(s);
+  }
+
+  SessionSet sessions;
+  sessions.attach_mode = o.target.pid.has_value();
+  std::map<std::string, std::string> session_errors;
+  for (const auto& name : all_session_names()) {
+    if (!wanted_sessions.count(name)) continue;
+    if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
+    auto started = std::chrono::steady_clock::now();
+    say(o, "session " + name + ": " + (sessions.attach_mode ? "attaching" : "launching"));
+    auto session = Session::open(o.target, session_settings(name));
+    if (!session) {
+      session_errors[name] = session.error().message();
+      say(o, "session " + name + ": " + session.error().message());
+      continue;
+    }
+    if (auto st = run_scenario(**session, o.scenario); !st) session_errors[name] = st.error().message();
+    (*session)->close();
+    run.counters["messages_sent." + name] = (*session)->sent_messages().size();
+    run.counters["messages_lost." + name] = (*session)->messages_lost();
+    run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
+    auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    say(o, "session " + name + ": done in " + std::to_string(seconds).substr(0, 4) + " s, " +
+               std::to_string((*session)->receiver().counters().spans) + " spans received");
+    sessions.add(name, std::move(*session));
+  }
+
+  std::map<std::string, std::pair<Finding, const Probe*>> findings;
+  for (const auto* p : probes) {
+    for (auto& f : p->judge(sessions)) {
+      std::string id = f.requirement;
+      findings.emplace(std::move(id), std::make_pair(std::move(f), p));
+    }
+  }
+
+  for (const auto& id : ids) {
+    auto result = make_result(id);
+    if (!result) return result.error();
+    auto& r = *result;
+    r.repeat_command = repeat_command(o, id);
+    auto it = findings.find(id);
+    if (it == findings.end()) {
+      r.verdict = Verdict::Error;
+      r.reason = "no probe judged this requirement";
+    } else {
+      const auto& [f, probe] = it->second;
+      r.probe = probe->name();
+      r.verdict = verdict_of(f.outcome);
+      r.reason = f.reason;
+      r.evidence = f.evidence;
+      // A session that could not run is the environment's fault, not the agent's.
+      for (const auto& s : probe->sessions())
+        if (auto e = session_errors.find(s); e != session_errors.end() && r.verdict == Verdict::Skip) {
+          r.verdict = Verdict::Error;
+          r.reason = "session " + s + " failed: " + e->second;
+        }
+      if (r.verdict == Verdict::Fail) apply_level(r, o.strict);
+    }
+    run.results.push_back(std::move(r));
+  }
+  run.finished = std::chrono::system_clock::now();
+  return run;
+}
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,367 @@
+#include "scenarios.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "tracecorr/spec_registry.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 engine{std::random_device{}()};
+  return engine;
+}
+
+template <std::size_t N>
+std::array<std::uint8_t, N> random_id() {
+  std::array<std::uint8_t, N> id{};
+  for (auto& b : id) b = static_cast<std::uint8_t>(rng()());
+  id[0] |= 1;  // never all zero
+  return id;
+}
+
+Millis scaled(const ScenarioOptions& o, Millis d) {
+  return Millis(static_cast<long long>(static_cast<double>(d.count()) * o.time_scale));
+}
+
+using TransactionKey = std::pair<TraceId, SpanId>;
+
+wire::Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, std::uint16_t count) {
+  wire::Correlation c;
+  c.trace_id = t.first;
+  c.transaction_id = t.second;
+  c.stack_trace_id = stack;
+  c.count = count;
+  return c;
+}
+
+// Sends correlations for transactions as they become active, in the shape the
+// personality dictates, each with fresh stack ids so judges can attribute
+// every id to the one message that carried it.
+class CorrelationTraffic {
+ public:
+  CorrelationTraffic(Session& s, const ScenarioOptions& o) : s_(s), o_(o) {}
+
+  // Runs for `duration`, targeting at most `max_transactions` new transactions.
+  // expected_per_count: false when the agent must ignore the messages.
+  void pump(Millis duration, const std::string& requirement, bool attach_expected, std::size_t max_transactions = 12) {
+    auto* records = s_.records();
+    auto end = Clock::now() + duration;
+    std::size_t targeted = 0;
+    while (Clock::now() < end) {
+      if (records && s_.can_send() && targeted < max_transactions) {
+        for (const auto& t : records->active_transactions()) {
+          if (!t.sampled() || targeted >= max_transactions) continue;
+          TransactionKey key{t.trace_id, t.transaction_id};
+          if (!targeted_.insert(key).second) continue;
+          send_pattern(key, requirement, attach_expected);
+          ++targeted;
+        }
+      }
+      std::this_thread::sleep_for(3ms);
+    }
+  }
+
+  void reserve(const TransactionKey& key) { targeted_.insert(key); }
+  bool taken(const TransactionKey& key) const { return targeted_.count(key) != 0; }
+
+ private:
+  // Spec: the reference's own example (A x2, B x1, A x1). eBPF profiler: the
+  // same samples, one message each with count 1.
+  void send_pattern(const TransactionKey& key, const std::string& requirement, bool attach_expected) {
+    auto a = random_id<16>(), b = random_id<16>();
+    auto expect = [&](unsigned n) { return attach_expected ? n : 0u; };
+    if (o_.personality == Personality::Spec) {
+      s_.send_correlation(correlation_for(key, a, 2), requirement, "correlation (stack A, count 2)", expect(2));
+      s_.send_correlation(correlation_for(key, b, 1), requirement, "correlation (stack B, count 1)", expect(1));
+      s_.send_correlation(correlation_for(key, a, 1), requirement, "correlation (stack A again, count 1)", expect(1));
+    } else {
+      for (const auto* which : {"A", "B", "A", "A"}) {
+        const auto& id = which[0] == 'A' ? a : b;
+        s_.send_correlation(correlation_for(key, id, 1), requirement,
+                            std::string("correlation per sample (stack ") + which + ", count 1)", expect(1));
+      }
+    }
+  }
+
+  Session& s_;
+  const ScenarioOptions& o_;
+  std::set<TransactionKey> targeted_;
+};
+
+// The newest active sampled transaction not yet used by the traffic.
+std::optional<TransactionKey> fresh_transaction(Session& s, CorrelationTraffic& traffic, Millis wait) {
+  auto* records = s.records();
+  if (!records) return std::nullopt;
+  auto end = Clock::now() + wait;
+  do {
+    auto active = records->active_transactions();
+    std::sort(active.begin(), active.end(), [](const auto& x, const auto& y) { return x.first_seen > y.first_seen; });
+    for (const auto& t : active) {
+      TransactionKey key{t.trace_id, t.transaction_id};
+      if (t.sampled() && !traffic.taken(key)) {
+        traffic.reserve(key);
+        return key;
+      }
+    }
+    std::this_thread::sleep_for(1ms);
+  } while (Clock::now() < end);
+  return std::nullopt;
+}
+
+wire::Registration registration(std::uint16_t minor, std::uint32_t delay, std::string host_id,
+                                std::size_t trailing_bytes = 0) {
+  wire::Registration r;
+  r.minor = minor;
+  r.samples_delay_ms = delay;
+  r.host_id = std::move(host_id);
+  r.trailing.assign(trailing_bytes, 0xA5);
+  return r;
+}
+
+std::string unique_host_id(const char* stem) { return std::string(stem) + "-" + to_hex(random_id<4>()); }
+
+// MSG-04..07: every truncation, unknown types, trailing bytes, boundary values,
+// aimed at one live transaction, with control messages around them that must
+// still be counted.
+void send_message_battery(Session& s, const TransactionKey& t) {
+  auto control = [&](const char* when) {
+    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
+                       std::string("control correlation ") + when + " the truncated messages", 1u);
+  };
+  control("before");
+  // Each truncated message is recorded with the ids it would carry, expected
+  // 0 times; each is followed by a control that must count once. An agent that
+  // decodes a short datagram with stale bytes of the previous one shows up as a
+  // control counted twice or an id that was never sent whole.
+  for (std::size_t len = 0; len < spec::kMsgCorrelationFixedSize; ++len) {
+    auto c = correlation_for(t, random_id<16>(), 1);
+    auto bytes = wire::encode(c);
+    bytes.resize(len);
+    s.send_correlation(c, "MSG-04",
+                       "correlation truncated to " + std::to_string(len) + " of " +
+                           std::to_string(spec::kMsgCorrelationFixedSize) + " bytes",
+                       0u, std::move(bytes));
+    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
+                       "control correlation after the " + std::to_string(len) + "-byte one", 1u);
+  }
+  auto reg = wire::encode(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
+  for (std::size_t len = 0; len < reg.size(); ++len) {
+    std::vector<std::uint8_t> bytes(reg.begin(), reg.begin() + static_cast<long>(len));
+    s.send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
+                                " bytes");
+  }
+  control("after");
+
+  // MSG-05: unknown types and minor 0 carry a correlation's payload; none may count.
+  for (std::uint16_t type : {std::uint16_t{0}, std::uint16_t{3}, std::uint16_t{0xFFFF}}) {
+    auto c = correlation_for(t, random_id<16>(), 1);
+    auto bytes = wire::encode(c);
+    std::memcpy(bytes.data() + spec::kHeaderMessageTypeOffset, &type, sizeof type);
+    s.send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
+                       0u, std::move(bytes));
+    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
+                       "control correlation after unknown type " + std::to_string(type), 1u);
+  }
+  {
+    auto c = correlation_for(t, random_id<16>(), 1);
+    c.minor = 0;
+    s.send_correlation(c, "MSG-05", "correlation at minor version 0", 0u);
+  }
+
+  // MSG-06: a later minor's trailing bytes are ignored; an oversized datagram
+  // disturbs nothing (whether it counts is the agent's choice).
+  {
+    auto c = correlation_for(t, random_id<16>(), 1);
+    c.trailing.assign(10, 0x5A);
+    s.send_correlation(c, "MSG-06", "correlation with 10 trailing bytes", 1u);
+    c = correlation_for(t, random_id<16>(), 1);
+    c.minor = 2;
+    c.trailing.assign(4, 0x5A);
+    s.send_correlation(c, "MSG-06", "correlation at minor 2 with 4 trailing bytes", 1u);
+    c = correlation_for(t, random_id<16>(), 1);
+    c.trailing.assign(60000, 0x00);
+    s.send_correlation(c, "MSG-06", "oversized correlation (60046 bytes)", std::nullopt);
+    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-06", "control correlation after the oversized one",
+                       1u);
+  }
+
+  // MSG-07: boundary values of every correlation field.
+  s.send_correlation(correlation_for(t, random_id<16>(), 0), "MSG-07", "correlation with count 0", 0u);
+  s.send_correlation(correlation_for({random_id<16>(), random_id<8>()}, random_id<16>(), 1), "MSG-07",
+                     "correlation for a transaction the agent never had", std::nullopt);
+  s.send_correlation(correlation_for({TraceId{}, SpanId{}}, random_id<16>(), 1), "MSG-07",
+                     "correlation with all-zero trace and transaction ids", std::nullopt);
+  s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-07", "control correlation after the boundary values",
+                     1u);
+}
+
+// MSG-07: boundary values of the registration. Their effect on delay and
+// host.id is not specified, so they are not judged, only survived.
+void send_boundary_registrations(Session& s) {
+  const std::uint16_t minor = spec::kMsgRegistrationMinor;
+  for (auto r : {registration(minor, scenario::kFirstDelayMs, ""),
+                 registration(minor, scenario::kFirstDelayMs, std::string(spec::kMsgRegistrationHostIdMaxLength, 'h')),
+                 registration(minor, scenario::kFirstDelayMs, std::string("\xff\xfe\xc0\x80", 4)),
+                 registration(minor, 0xFFFFFFFFu, "tracecorr-boundary"), registration(minor, 0, "tracecorr-boundary")}) {
+    s.register_profiler(std::move(r), "MSG-07", /*judged=*/false);
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// TLS-04 on up to two threads, on a thread of its own (ptrace is per thread).
+std::thread watch_update_order_async(Session& s, Millis per_thread) {
+  return std::thread([&s, per_thread] {
+    auto* records = s.records();
+    if (!records) return;
+    std::set<std::uint64_t> seen;
+    int watched = 0;
+    for (const auto& [tid, pointer] : records->record_pointers()) {
+      if (pointer == 0 || !seen.insert(pointer).second) continue;
+      s.add_update_order_report(watch_update_order(s.pid(), tid, pointer, per_thread, 40));
+      if (++watched == 2) break;
+    }
+  });
+}
+
+void drain(Session& s, Millis timeout) {
+  // Wait until every transaction a message expects to see has been exported.
+  std::set<TransactionKey> expected;
+  for (const auto& m : s.sent_messages())
+    if (m.transaction && m.expected_count && *m.expected_count > 0) expected.insert(*m.transaction);
+  s.receiver().wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        std::size_t found = 0;
+        for (const auto& span : spans)
+          if (expected.count({span.trace_id, span.span_id})) ++found;
+        return found >= expected.size();
+      },
+      timeout);
+}
+
+Status run_enabled(Session& s, const ScenarioOptions& o) {
+  CorrelationTraffic traffic(s, o);
+  s.wait_for_records(3000ms);
+  // Unregistered: the default delay applies (DEFER-03); the update order is watched (TLS-04).
+  auto watcher = watch_update_order_async(s, scaled(o, 350ms));
+  traffic.pump(scaled(o, 1300ms), "ATTR-04", true);
+  watcher.join();
+
+  s.register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
+  traffic.pump(scaled(o, 150ms), "ATTR-04", true);
+  if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
+  traffic.pump(scaled(o, 800ms), "ATTR-04", true);
+
+  s.reconnect_socket();  // a profiler restart
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
+                                   unique_host_id("tracecorr-host-2")),
+                      "MSG-03");
+  traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
+
+  send_boundary_registrations(s);
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
+                                   unique_host_id("tracecorr-host-3")),
+                      "MSG-07");
+  traffic.pump(scaled(o, 700ms), "MSG-07", true);
+  // The largest count makes a 65535-element attribute; exporting it disturbs
+  // the agent's timing, so it goes last and deferral is not judged after it.
+  if (auto big = fresh_transaction(s, traffic, 500ms)) {
+    s.mark_timing_boundary();
+    s.send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535", 65535u);
+  }
+  drain(s, 3000ms);
+  return Ok{};
+}
+
+Status run_disabled(Session& s, const ScenarioOptions& o) {
+  CorrelationTraffic traffic(s, o);
+  traffic.pump(scaled(o, 1200ms), "CONF-01", false);
+  s.sleep(400ms);
+  return Ok{};
+}
+
+Status run_auto(Session& s, const ScenarioOptions& o) {
+  CorrelationTraffic traffic(s, o);
+  if (!s.wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
+  s.wait_for_records(1500ms);
+  traffic.pump(scaled(o, 800ms), "CONF-02", false);
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+                                   unique_host_id("tracecorr-host-auto")),
+                      "CONF-02");
+  traffic.pump(scaled(o, 900ms), "CONF-02", true);
+  drain(s, 1500ms);
+  return Ok{};
+}
+
+Status run_small_queue(Session& s, const ScenarioOptions& o) {
+  s.wait_for_records(1500ms);
+  // Minor 2 with trailing bytes, as the first registration this agent sees (MSG-02).
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+                                   unique_host_id("tracecorr-host-queue"), 6),
+                      "DEFER-06");
+  s.sleep(scaled(o, 1500ms));
+  return Ok{};
+}
+
+Status run_own_host_id(Session& s, const ScenarioOptions& o) {
+  s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
+  if (s.can_send()) {
+    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
+                        "HOST-02");
+    s.sleep(scaled(o, 900ms));
+  }
+  s.sleep(600ms);
+  return Ok{};
+}
+
+}  // namespace
+
+Personality parse_personality(const std::string& name) {
+  if (name == "spec") return Personality::Spec;
+  if (name == "ebpf-profiler") return Personality::EbpfProfiler;
+  throw std::invalid_argument("unknown personality '" + name + "' (spec or ebpf-profiler)");
+}
+
+std::vector<std::string> all_session_names() {
+  return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession};
+}
+
+SessionSettings session_settings(const std::string& name) {
+  SessionSettings s;
+  s.name = name;
+  std::string enabled(spec::kEnvEnabled);
+  if (name == kDisabledSession) s.env[enabled] = "false";
+  if (name == kAutoSession) s.env[enabled] = "auto";
+  if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
+  if (name == kOwnHostIdSession) {
+    s.unset_env.push_back(enabled);
+    s.env["OTEL_RESOURCE_ATTRIBUTES"] = std::string("host.id=") + scenario::kOwnHostId;
+  }
+  return s;
+}
+
+Status run_scenario(Session& session, const ScenarioOptions& options) {
+  const auto& name = session.settings().name;
+  if (name == kEnabledSession) return run_enabled(session, options);
+  if (name == kDisabledSession) return run_disabled(session, options);
+  if (name == kAutoSession) return run_auto(session, options);
+  if (name == kSmallQueueSession) return run_small_queue(session, options);
+  if (name == kOwnHostIdSession) return run_own_host_id(session, options);
+  return make_error("no scenario for session '" + name + "'");
+}
+
+std::vector<std::string> registered_host_ids(const Session& session) {
+  std::vector<std::string> ids;
+  for (const auto& r : session.registrations())
+    if (r.judged) ids.push_back(r.message.host_id);
+  return ids;
+}
+
+}  // namespace tracecorr::conform

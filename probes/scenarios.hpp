@@ -1,0 +1,59 @@
+// Scenarios: what tracecorr does to the agent in each session, step by step,
+// recording everything in the Session for the probes to judge.
+//
+// Sessions (each a fresh launch of the target, in this order):
+//   enabled      correlation on: storage, socket, records, update order,
+//                registrations (minor 1 and 2, a profiler restart, boundary
+//                values), correlation traffic, the message battery
+//   disabled     ENABLED=false: nothing deferred, nothing correlated
+//   auto         ENABLED=auto: nothing correlated or buffered before registration
+//   small-queue  BUFFER_SIZE=2 and a long delay: the queue fills
+//   own-host-id  the agent has a host.id of its own; ENABLED unset (the default)
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tracecorr/conform/session.hpp"
+
+namespace tracecorr::conform {
+
+inline constexpr const char* kEnabledSession = "enabled";
+inline constexpr const char* kDisabledSession = "disabled";
+inline constexpr const char* kAutoSession = "auto";
+inline constexpr const char* kSmallQueueSession = "small-queue";
+inline constexpr const char* kOwnHostIdSession = "own-host-id";
+
+// How tracecorr's host agent sends correlations during the scenarios.
+enum class Personality {
+  Spec,          // counts aggregated per (trace, transaction, stack)
+  EbpfProfiler,  // what the OTel eBPF profiler does: one message per sample, count 1
+};
+Personality parse_personality(const std::string& name);  // throws std::invalid_argument
+
+struct ScenarioOptions {
+  Personality personality = Personality::Spec;
+  double time_scale = 1.0;  // stretches every phase (--duration)
+};
+
+// The fixed values the scenarios use, so judges can name them.
+namespace scenario {
+inline constexpr std::uint32_t kFirstDelayMs = 300;    // registration at minor 1
+inline constexpr std::uint32_t kSecondDelayMs = 600;   // registration at minor 2, after a profiler restart
+inline constexpr std::uint32_t kFinalDelayMs = 300;    // after the boundary registrations
+inline constexpr std::uint32_t kLongDelayMs = 4000;    // small-queue: longer than the session
+inline constexpr unsigned kSmallQueueSize = 2;
+inline constexpr const char* kOwnHostId = "tracecorr-own-host";
+inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
+}  // namespace scenario
+
+std::vector<std::string> all_session_names();
+SessionSettings session_settings(const std::string& name);
+// Runs the scenario for session.settings().name. Errors are kit faults.
+Status run_scenario(Session& session, const ScenarioOptions& options);
+
+// Host ids the enabled scenario registers with, in order: judges check adoption.
+std::vector<std::string> registered_host_ids(const Session& session);
+
+}  // namespace tracecorr::conform

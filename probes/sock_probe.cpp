@@ -1,0 +1,80 @@
+// SOCK: the agent's socket, examined through the target's root while it ran.
+#include "judging.hpp"
+#include "probes.hpp"
+#include "scenarios.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+std::string mode_string(unsigned mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
+  return buf;
+}
+
+class SockProbe final : public Probe {
+ public:
+  std::string name() const override { return "sock"; }
+  std::vector<std::string> requirements() const override { return {"SOCK-01", "SOCK-02", "SOCK-03", "SOCK-04"}; }
+  std::vector<std::string> sessions() const override { return {kEnabledSession}; }
+
+  std::vector<Finding> judge(const SessionSet& sessions) const override {
+    const Session* s = sessions.find(kEnabledSession);
+    if (!s) return not_run(requirements());
+    auto storage = s->storage();
+    if (!storage) return not_run(requirements(), "no process storage, so no socket path (see PROC)");
+    const auto& path = storage->socket_file_path;
+    const auto& facts = s->socket_facts();
+    if (!facts) {
+      std::string why = s->socket_error() ? s->socket_error()->message() : "could not be examined";
+      return {not_applicable("SOCK-01", "no socket at " + path),
+              violated("SOCK-02", "socket-file-path \"" + path + "\" does not lead to a socket: " + why,
+                       {text_evidence("socket-file-path", "a bound datagram socket", why)}),
+              not_applicable("SOCK-03", "no socket at " + path), not_applicable("SOCK-04", "no socket at " + path)};
+    }
+    std::vector<Finding> out;
+    if (!facts->is_socket) {
+      out.push_back(not_applicable("SOCK-01", path + " is not a socket"));
+    } else if (facts->datagram) {
+      out.push_back(met("SOCK-01", "AF_UNIX SOCK_DGRAM (/proc/PID/net/unix type 0002)"));
+    } else {
+      out.push_back(violated("SOCK-01", "the socket is not a datagram socket",
+                             {text_evidence("socket type in /proc/PID/net/unix", "0002 (SOCK_DGRAM)",
+                                            std::to_string(facts->socket_type) +
+                                                (facts->socket_type == 1 ? " (SOCK_STREAM)" : ""))}));
+    }
+    bool reachable = facts->is_socket && facts->bound_by_target && s->can_send();
+    if (reachable)
+      out.push_back(met("SOCK-02", path + " resolves inside the target's root to a socket it holds, and accepts a connection"));
+    else
+      out.push_back(violated(
+          "SOCK-02", "socket-file-path \"" + path + "\" does not name a socket the agent holds",
+          {text_evidence("socket-file-path", "a socket bound by the target, reachable through /proc/PID/root",
+                         std::string(facts->is_socket ? "a socket" : "not a socket") +
+                             (facts->bound_by_target ? ", held by the target" : ", not held by the target") +
+                             (s->socket_error() ? "; connect: " + s->socket_error()->message() : ""))}));
+    if (!facts->bound_by_target)
+      out.push_back(not_applicable("SOCK-03", "the target holds no descriptor for the socket"));
+    else if (facts->target_nonblocking)
+      out.push_back(met("SOCK-03", "the target's descriptor has O_NONBLOCK"));
+    else
+      out.push_back(violated("SOCK-03", "the agent's socket descriptor is blocking",
+                             {text_evidence("/proc/PID/fdinfo/" + std::to_string(facts->target_fd) + " flags",
+                                            "O_NONBLOCK (04000) set", "not set")}));
+    bool private_socket = facts->owner == facts->target_uid && (facts->mode & 0022) == 0;
+    std::string actual = "owner uid " + std::to_string(facts->owner) + " (target uid " +
+                         std::to_string(facts->target_uid) + "), mode " + mode_string(facts->mode);
+    if (private_socket)
+      out.push_back(met("SOCK-04", actual));
+    else
+      out.push_back(violated("SOCK-04", "other users can write to the socket: " + actual,
+                             {text_evidence(path, "owned by the agent's user, no group/other write bits", actual)}));
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Probe> make_sock_probe() { return std::make_unique<SockProbe>(); }
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,186 @@
+// TLS: the per-thread records, read from outside while the agent works, and
+// the update order, watched with hardware watchpoints on the writing thread.
+#include <map>
+#include <set>
+
+#include "judging.hpp"
+#include "probes.hpp"
+#include "scenarios.hpp"
+#include "tracecorr/spec_registry.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+// Observations this close to the end of the session may belong to
+// transactions the agent has not exported yet (deferral, batching).
+constexpr auto kExportHorizon = std::chrono::milliseconds(1500);
+
+Finding judge_descriptor(const Session& s) {
+  const auto& d = s.tls_descriptor();
+  if (!d) return not_applicable("TLS-07", s.tls_error() ? s.tls_error()->message() : "no TLS descriptor (see ELF-04)");
+  switch (d->model) {
+    case TlsModel::StaticOffset:
+      return met("TLS-07", "static TLS: thread pointer offset " + std::to_string(d->tp_offset));
+    case TlsModel::Dynamic:
+      return violated("TLS-07", d->explanation,
+                      {text_evidence("TLS descriptor", "resolver returns a thread-pointer offset", d->explanation)});
+    case TlsModel::Unresolved:
+      return violated("TLS-07", "the TLS descriptor was never resolved by the loader during the session");
+  }
+  return kit_error("TLS-07", "unknown TLS model");
+}
+
+class TlsProbe final : public Probe {
+ public:
+  std::string name() const override { return "tls"; }
+  std::vector<std::string> requirements() const override {
+    return {"TLS-01", "TLS-02", "TLS-03", "TLS-04", "TLS-05", "TLS-06", "TLS-07"};
+  }
+  std::vector<std::string> sessions() const override { return {kEnabledSession}; }
+
+  std::vector<Finding> judge(const SessionSet& sessions) const override {
+    const Session* s = sessions.find(kEnabledSession);
+    if (!s) return not_run(requirements());
+    std::vector<Finding> out;
+    const auto* records = s->records();
+    auto tls06 = not_applicable("TLS-06", "a MAY: the agent may wait for a registration before populating records");
+    if (!records) {
+      std::string why = "records could not be read: " +
+                        (s->tls_error() ? s->tls_error()->message()
+                                        : s->tls_descriptor() ? s->tls_descriptor()->explanation
+                                                              : std::string("no TLS descriptor"));
+      auto rest = not_run({"TLS-01", "TLS-02", "TLS-03", "TLS-04", "TLS-05"}, why);
+      rest.push_back(tls06);
+      rest.push_back(judge_descriptor(*s));
+      return rest;
+    }
+    auto observations = records->observations();
+    out.push_back(judge_initialised(observations));
+    out.push_back(judge_minor(observations));
+    out.push_back(judge_sharing(*records));
+    out.push_back(judge_update_order(*s));
+    out.push_back(judge_ids(*s, observations));
+    out.push_back(tls06);
+    out.push_back(judge_descriptor(*s));
+    return out;
+  }
+
+ private:
+  // TLS-01: per thread, a record seen with minor 0 before it is ever seen with
+  // a real minor was visible before it was initialised.
+  static Finding judge_initialised(const std::vector<RecordObservation>& obs) {
+    std::map<pid_t, const RecordObservation*> uninitialised;
+    std::set<pid_t> initialised;
+    for (const auto& o : obs) {
+      if (o.record.minor == 0 && !initialised.count(o.tid)) uninitialised.try_emplace(o.tid, &o);
+      if (o.record.minor != 0) {
+        initialised.insert(o.tid);
+        if (auto it = uninitialised.find(o.tid); it != uninitialised.end())
+          return violated("TLS-01", "thread " + std::to_string(o.tid) + "'s record pointer was set before its record was initialised",
+                          {record_evidence("record of thread " + std::to_string(o.tid) + " when first visible",
+                                           it->second->bytes, "a complete record (minor 1)", "uninitialised"),
+                           record_evidence("the same record later", o.bytes, "", "initialised")});
+      }
+    }
+    if (initialised.empty()) return not_applicable("TLS-01", "no initialised record was ever seen");
+    return met("TLS-01", std::to_string(initialised.size()) + " threads' records complete whenever visible");
+  }
+
+  static Finding judge_minor(const std::vector<RecordObservation>& obs) {
+    std::size_t valid = 0;
+    for (const auto& o : obs) {
+      if (!o.record.valid) continue;
+      ++valid;
+      if (o.record.minor == 0)
+        return violated("TLS-02", "a valid record has layout-minor-version 0",
+                        {record_evidence("record of thread " + std::to_string(o.tid), o.bytes, "layout_minor_version 1", "0")});
+    }
+    if (!valid) return not_applicable("TLS-02", "no valid record was seen");
+    return met("TLS-02", std::to_string(valid) + " valid record states, all with minor >= 1");
+  }
+
+  static Finding judge_sharing(const RecordWatcher& records) {
+    std::map<std::uint64_t, pid_t> owner;
+    for (const auto& [tid, pointer] : records.record_pointers()) {
+      if (!pointer) continue;
+      auto [it, inserted] = owner.try_emplace(pointer, tid);
+      if (!inserted) {
+        char address[32];
+        std::snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(pointer));
+        return violated("TLS-03", "threads " + std::to_string(it->second) + " and " + std::to_string(tid) + " share the record at " + address,
+                        {text_evidence("record pointers", "one record per thread",
+                                       std::string(address) + " for threads " + std::to_string(it->second) + " and " + std::to_string(tid))});
+      }
+    }
+    if (owner.size() < 2) return not_applicable("TLS-03", "fewer than two threads had records");
+    return met("TLS-03", std::to_string(owner.size()) + " threads, " + std::to_string(owner.size()) + " distinct records");
+  }
+
+  static Finding judge_update_order(const Session& s) {
+    std::size_t updates = 0;
+    std::string errors;
+    for (const auto& report : s.update_order_reports()) {
+      if (!report) {
+        errors += (errors.empty() ? "" : "; ") + report.error().message();
+        continue;
+      }
+      if (!report->conforms()) {
+        const auto& v = report->violations.front();
+        std::string limits = report->limits.empty() ? "" : " (" + report->limits + ")";
+        return violated("TLS-04",
+                        std::to_string(report->violations_seen) + " store(s) by thread " + std::to_string(report->tid) +
+                            " changed the record while valid was set" + limits,
+                        {record_evidence("record before the store", v.before.bytes, "valid = 0 before other fields change",
+                                         "valid = " + std::to_string(v.before.valid())),
+                         record_evidence("record after the store", v.after.bytes, "", describe(v))});
+      }
+      updates += report->updates_seen;
+    }
+    if (updates > 0) return met("TLS-04", std::to_string(updates) + " updates watched store by store, all through valid = 0");
+    if (!errors.empty()) return kit_error("TLS-04", "the update order could not be watched: " + errors);
+    return not_applicable("TLS-04", "no record update happened while the writing threads were watched");
+  }
+
+  // TLS-05: every id read from a record belongs to what the agent exported.
+  static Finding judge_ids(const Session& s, const std::vector<RecordObservation>& obs) {
+    SpanIndex spans(s.receiver().spans());
+    if (spans.spans().empty()) return not_applicable("TLS-05", "no spans were received, so ids cannot be matched");
+    auto last_arrival = spans.spans().front().received_at;
+    for (const auto& sp : spans.spans()) last_arrival = std::max(last_arrival, sp.received_at);
+    std::size_t checked = 0;
+    std::vector<Evidence> examples;
+    std::size_t bad = 0;
+    std::set<std::pair<SpanId, SpanId>> judged;
+    for (const auto& o : obs) {
+      const auto& r = o.record;
+      if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported
+      if (o.at + kExportHorizon > last_arrival) continue;
+      if (!judged.insert({r.span_id, r.transaction_id}).second) continue;
+      ++checked;
+      std::string problem;
+      const auto* span = spans.find(r.span_id);
+      const auto* txn = spans.find(r.transaction_id);
+      if (!span || span->trace_id != r.trace_id)
+        problem = "span-id " + to_hex(r.span_id) + " is not a span the agent exported in trace " + to_hex(r.trace_id);
+      else if (!txn || txn->trace_id != r.trace_id)
+        problem = "transaction-id " + to_hex(r.transaction_id) + " is not a span the agent exported";
+      else if (!spans.is_transaction(*txn))
+        problem = "transaction-id " + to_hex(r.transaction_id) + " names a child span (parent " +
+                  to_hex(*txn->parent_span_id) + "), not the local root";
+      if (problem.empty()) continue;
+      ++bad;
+      if (examples.size() < kMaxExamples)
+        examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
+                                           "ids of an exported span and its transaction", problem));
+    }
+    if (bad) return violated("TLS-05", std::to_string(bad) + " of " + std::to_string(checked) + " records name ids the agent did not export as such", examples);
+    if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
+    return met("TLS-05", std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Probe> make_tls_probe() { return std::make_unique<TlsProbe>(); }
+
+}  // namespace tracecorr::conform
