@@ -25,3 +25,10 @@ fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 ninja -C build
+
+# arm64: a sysroot and a pinned kernel from Debian's arm64 packages, then
+# tracecorr cross-built for the full-system test (tests/py/test_arm64_system.py).
+if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ]; then
+  bash scripts/arm64/prepare.sh
+  bash scripts/arm64/build-tracecorr.sh
+fi

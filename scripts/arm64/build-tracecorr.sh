@@ -21,10 +21,11 @@ fi
 
 cmake -S "$repo" -B "$build" -G Ninja \
   -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/arm64/toolchain.cmake" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_BUILD_TYPE=Release \
   -DTRACECORR_TESTS=OFF -DTRACECORR_PYTHON=OFF \
   -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >/dev/null
-ninja -C "$build"
+# Only the CLI: the arm64 fixtures come from the native build (fixtures/cross).
+ninja -C "$build" ${TRACECORR_ARM64_TARGETS:-tracecorr_cli}
 
 binary=$build/bin/tracecorr
 if [ -x "$binary" ]; then
