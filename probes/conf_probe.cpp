@@ -22,7 +22,9 @@ std::optional<double> median_delay_before(const SpanIndex& spans, std::chrono::s
 }
 
 Finding expect_ignored(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& when) {
-  auto check = check_counts(s.sent_messages(), spans, [&](const SentMessage& m) {
+  // The mismatches point into `sent`: it must outlive the evidence built from them.
+  auto sent = s.sent_messages();
+  auto check = check_counts(sent, spans, [&](const SentMessage& m) {
     return m.requirement == id && m.expected_count && *m.expected_count == 0;
   });
   if (!check.mismatches.empty())
@@ -78,12 +80,19 @@ class ConfProbe final : public Probe {
     auto d = median_delay_before(spans, first);
     if (d && *d >= kDeferredMs)
       return violated("CONF-02", "in auto mode transactions were buffered before any registration (median delay " + ms(*d) + ")");
-    auto after = check_counts(s->sent_messages(), spans, [](const SentMessage& m) {
-      return m.requirement == "CONF-02" && m.expected_count && *m.expected_count > 0;
+    // After the registration, only transactions that ended once the agent had
+    // surely processed it (kMargin) are judged: one that ended in between was
+    // rightly exported at once, undeferred, before its correlations arrived.
+    auto sent = s->sent_messages();
+    auto after = check_counts(sent, spans, [&](const SentMessage& m) {
+      if (m.requirement != "CONF-02" || !m.expected_count || *m.expected_count == 0 || !m.transaction) return false;
+      const auto* t = spans.transaction(m.transaction->first, m.transaction->second);
+      return t && SpanIndex::end_time(*t) >= first + kMargin;
     });
     if (!after.mismatches.empty())
       return violated("CONF-02", "after the registration, auto mode did not correlate", {mismatch_evidence(after.mismatches.front())});
-    return met("CONF-02", "auto: idle until the registration, correlating after it");
+    return met("CONF-02", "auto: idle until the registration, correlating after it (" + std::to_string(after.checked) +
+                              " (transaction, stack id) pairs judged after it)");
   }
 
   static Finding judge_default(const SessionSet& sessions, bool auto_supported) {
@@ -120,11 +129,15 @@ class ConfProbe final : public Probe {
     SpanIndex spans(s->receiver().spans());
     auto regs = s->registrations();
     if (regs.empty()) return not_applicable("CONF-05", "no registration could be sent");
+    // Prompt: exported well within the 4 s delay and before the session
+    // stopped the agent (whatever an agent flushes on shutdown arrives
+    // promptly too, and says nothing about the queue's size).
+    auto stopped = s->stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
     std::size_t after = 0, prompt = 0;
     for (const auto* t : spans.transactions()) {
       if (!t->sampled() || SpanIndex::end_time(*t) < regs.front().at_system + std::chrono::milliseconds(300)) continue;
       ++after;
-      if (SpanIndex::export_delay_ms(*t) < 1500) ++prompt;
+      if (SpanIndex::export_delay_ms(*t) < 1500 && t->received_at_system < stopped) ++prompt;
     }
     if (prompt > 0)
       return met("CONF-05", std::to_string(prompt) + " transactions passed a full queue of " +

@@ -76,9 +76,12 @@ struct CountMismatch {
   unsigned actual = 0;
   std::string attribute_problem;  // the attribute was missing or malformed
 };
+// How long an agent may take to read a correlation from its socket before a
+// transaction it forwarded meanwhile counts as forwarded without it.
+inline constexpr std::chrono::milliseconds kSettleTime{150};
 struct CountCheck {
   std::size_t checked = 0;     // (transaction, id) pairs judged
-  std::size_t unexported = 0;  // pairs whose transaction never arrived: not judged
+  std::size_t unexported = 0;  // pairs whose transaction never arrived, or arrived too soon to judge: not judged
   std::vector<CountMismatch> mismatches;
 };
 // `which` selects the messages whose ids are judged.

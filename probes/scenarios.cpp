@@ -96,24 +96,41 @@ class CorrelationTraffic {
   std::set<TransactionKey> targeted_;
 };
 
-// The newest active sampled transaction not yet used by the traffic.
+// The newest active sampled transaction not yet used by the traffic; failing
+// that (a slow target, e.g. under qemu-user, whose live transactions the
+// traffic already took), the newest active sampled one: judges key every
+// count by (transaction, stack id) and each message has its own stack id, so
+// sharing a transaction with the traffic blurs nothing.
 std::optional<TransactionKey> fresh_transaction(Session& s, CorrelationTraffic& traffic, Millis wait) {
   auto* records = s.records();
   if (!records) return std::nullopt;
   auto end = Clock::now() + wait;
+  std::optional<TransactionKey> shared;
   do {
     auto active = records->active_transactions();
     std::sort(active.begin(), active.end(), [](const auto& x, const auto& y) { return x.first_seen > y.first_seen; });
+    shared.reset();  // only the latest poll's transactions are still live
     for (const auto& t : active) {
       TransactionKey key{t.trace_id, t.transaction_id};
-      if (t.sampled() && !traffic.taken(key)) {
+      if (!t.sampled()) continue;
+      if (!traffic.taken(key)) {
         traffic.reserve(key);
         return key;
       }
+      if (!shared) shared = key;
     }
     std::this_thread::sleep_for(1ms);
   } while (Clock::now() < end);
-  return std::nullopt;
+  if (!shared) {
+    // Still nothing live: keep looking a while longer for any active one.
+    auto patience = Clock::now() + wait;
+    while (!shared && Clock::now() < patience) {
+      for (const auto& t : records->active_transactions())
+        if (t.sampled()) shared = TransactionKey{t.trace_id, t.transaction_id};
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  return shared;
 }
 
 wire::Registration registration(std::uint16_t minor, std::uint32_t delay, std::string host_id,
@@ -337,7 +354,10 @@ SessionSettings session_settings(const std::string& name) {
   SessionSettings s;
   s.name = name;
   std::string enabled(spec::kEnvEnabled);
-  if (name == kDisabledSession) s.env[enabled] = "false";
+  if (name == kDisabledSession) {
+    s.env[enabled] = "false";
+    s.storage_wait = std::chrono::milliseconds(500);  // a disabled agent need not publish anything
+  }
   if (name == kAutoSession) s.env[enabled] = "auto";
   if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
   if (name == kOwnHostIdSession) {

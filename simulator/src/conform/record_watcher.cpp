@@ -8,6 +8,7 @@ namespace {
 constexpr std::size_t kMaxObservations = 200'000;
 constexpr std::size_t kMaxErrorsKept = 32;
 constexpr auto kThreadPointerRetry = std::chrono::milliseconds(200);
+constexpr auto kMaxThreadPointerRetry = std::chrono::milliseconds(3200);
 }  // namespace
 
 RecordWatcher::RecordWatcher(pid_t pid, std::int64_t tls_offset, std::unique_ptr<ThreadPointerSource> thread_pointers,
@@ -32,13 +33,22 @@ void RecordWatcher::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void RecordWatcher::release_thread_pointer_source() {
+  stop();
+  thread_pointers_.reset();
+}
+
 std::optional<std::uint64_t> RecordWatcher::thread_pointer(pid_t tid, std::chrono::steady_clock::time_point now) {
   if (auto it = thread_pointer_cache_.find(tid); it != thread_pointer_cache_.end()) return it->second;
   if (auto it = thread_pointer_retry_at_.find(tid); it != thread_pointer_retry_at_.end() && now < it->second)
     return std::nullopt;
   auto tp = thread_pointers_->thread_pointer(tid);
   if (!tp || *tp == 0) {
-    thread_pointer_retry_at_[tid] = now + kThreadPointerRetry;
+    // Back off per thread: under qemu-user, qemu's own threads are never
+    // known to the gdbstub, and every attempt stops the whole guest.
+    auto& backoff = thread_pointer_backoff_[tid];
+    backoff = std::min(backoff == std::chrono::milliseconds(0) ? kThreadPointerRetry : backoff * 2, kMaxThreadPointerRetry);
+    thread_pointer_retry_at_[tid] = now + backoff;
     std::lock_guard lock(mutex_);
     ++stats_.thread_pointer_failures;
     if (!tp && errors_.size() < kMaxErrorsKept) errors_.push_back(tp.error().message());
@@ -53,10 +63,24 @@ void RecordWatcher::poll_once() {
   // its thread list would stop the guest on every poll.
   auto tids = list_threads(pid_);
   auto now = std::chrono::steady_clock::now();
-  std::set<std::pair<TraceId, SpanId>> active;
+  // Thread pointers first, then let the target run again: a gdbstub source
+  // keeps a qemu guest stopped from its first read until resume(), and the
+  // records are read from memory without stopping anything.
+  std::vector<std::pair<pid_t, std::uint64_t>> readable;
+  bool asked = false;
   for (pid_t tid : tids) {
-    auto tp = thread_pointer(tid, now);
-    if (!tp) continue;
+    asked = asked || !thread_pointer_cache_.count(tid);
+    if (auto tp = thread_pointer(tid, now)) readable.emplace_back(tid, *tp);
+  }
+  if (asked) {
+    if (auto st = thread_pointers_->resume(); !st) {
+      std::lock_guard lock(mutex_);
+      if (errors_.size() < kMaxErrorsKept) errors_.push_back(st.error().message());
+    }
+  }
+  std::set<std::pair<TraceId, SpanId>> active;
+  for (auto [tid, thread_pointer] : readable) {
+    const std::optional<std::uint64_t> tp = thread_pointer;
     auto first = read_thread_record(memory_, *tp, tls_offset_);
     auto second = first ? read_thread_record(memory_, *tp, tls_offset_) : first;
     std::lock_guard lock(mutex_);

@@ -75,6 +75,14 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());
 
   auto deadline = s->opened_at_ + spec.discovery_timeout;
+  // qemu-user -g holds the guest at its first instruction until a debugger
+  // attaches, and serves one connection for the process's life: connect
+  // before anything waits for the guest to run (discovery would wait for a
+  // library that is never loaded), let it run, and keep the connection for
+  // the record watcher's thread pointers.
+  if (!spec.gdbstub.empty()) {
+    if (auto st = s->connect_gdbstub(deadline); !st) return st.error();  // nothing can run: the environment's fault
+  }
   if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
   if (s->library_ && s->library_->storage_pointer_addr) {
     s->sight_storage(*s->library_->storage_pointer_addr);  // the state at the earliest moment we can see
@@ -84,8 +92,8 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   if (s->library_ && s->library_->tls_descriptor_addr) {
     if (auto st = s->attach_tls(deadline); !st) s->tls_error_ = st.error();
   }
-  if (s->library_ && s->wait_for_storage(std::chrono::duration_cast<Millis>(deadline - Clock::now())))
-    s->connect_socket();
+  auto storage_wait = std::min(settings.storage_wait, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+  if (s->library_ && s->wait_for_storage(storage_wait)) s->connect_socket();
   return s;
 }
 
@@ -101,8 +109,16 @@ Status Session::discover(Clock::time_point deadline) {
       last_error = found.error();
       if (!target_alive()) break;
     } else if (*found && (*found)->storage_pointer_addr) {
-      library_ = **found;
-      return Ok{};
+      // Mapped is not loaded: the loader first maps the whole file with the
+      // first segment's (read-only) protection and only then places the
+      // writable data segment over it. Until then the storage symbol's address
+      // shows unrelated file bytes (seen under qemu-user as a "pointer" made
+      // of the .comment text), and so does the TLS descriptor. The storage is
+      // a writable data object: wait until its page is writable.
+      if (data_segment_placed(*(*found)->storage_pointer_addr)) {
+        library_ = **found;
+        return Ok{};
+      }
     } else if (*found) {
       library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
     }
@@ -117,6 +133,13 @@ Status Session::discover(Clock::time_point deadline) {
                         std::to_string(target_spec_.discovery_timeout.count()) + " ms" +
                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
+}
+
+bool Session::data_segment_placed(std::uint64_t address) const {
+  auto maps = read_maps(target_->pid());
+  if (!maps) return false;
+  const auto* m = find_mapping(*maps, address);
+  return m && m->write;
 }
 
 void Session::sight_storage(std::uint64_t pointer_addr) {
@@ -196,18 +219,32 @@ Status Session::attach_tls(Clock::time_point deadline) {
   }
   std::unique_ptr<ThreadPointerSource> source;
   if (!target_spec_.gdbstub.empty()) {
-    auto colon = target_spec_.gdbstub.rfind(':');
-    if (colon == std::string::npos) return make_error("--gdbstub wants HOST:PORT", target_spec_.gdbstub);
-    auto gdb = make_gdbstub_source(target_spec_.gdbstub.substr(0, colon),
-                                   std::atoi(target_spec_.gdbstub.c_str() + colon + 1), pid());
-    if (!gdb) return gdb.error();
-    source = std::move(*gdb);
+    if (!gdbstub_) return make_error("no connection to the gdbstub", target_spec_.gdbstub);
+    source = std::move(gdbstub_);
   } else {
     source = make_ptrace_source(pid());
   }
   watcher_ = std::make_unique<RecordWatcher>(pid(), tls_descriptor_->tp_offset, std::move(source));
   watcher_->start();
   return Ok{};
+}
+
+Status Session::connect_gdbstub(Clock::time_point deadline) {
+  auto endpoint = parse_host_port(target_spec_.gdbstub);
+  if (!endpoint) return endpoint.error().within("--gdbstub");
+  // qemu listens only once it has started: retry refused connections.
+  for (;;) {
+    auto gdb = make_gdbstub_source(endpoint->first, endpoint->second, pid());
+    if (gdb) {
+      gdbstub_ = std::move(*gdb);
+      break;
+    }
+    if (Clock::now() >= deadline || !target_alive())
+      return gdb.error().within("connecting to qemu's gdbstub for the thread pointers");
+    std::this_thread::sleep_for(Millis(20));
+  }
+  // The guest waits at its entry point: let it run.
+  return gdbstub_->resume();
 }
 
 bool Session::wait_for_records(Millis timeout) {
@@ -327,6 +364,11 @@ void Session::mark_timing_boundary() {
   timing_boundary_ = std::chrono::system_clock::now();
 }
 
+std::optional<std::chrono::system_clock::time_point> Session::stop_requested_at() const {
+  std::lock_guard lock(mutex_);
+  return stop_requested_at_;
+}
+
 std::optional<std::chrono::system_clock::time_point> Session::timing_boundary() const {
   std::lock_guard lock(mutex_);
   return timing_boundary_;
@@ -342,8 +384,16 @@ void Session::close() {
   storage_watch_running_ = false;
   if (storage_thread_.joinable()) storage_thread_.join();
   if (watcher_) watcher_->stop();
+  // Detach from qemu's gdbstub before stopping the target: with a debugger
+  // attached, qemu reports the SIGTERM to it and waits instead of delivering it.
+  if (watcher_) watcher_->release_thread_pointer_source();
+  gdbstub_.reset();
   if (target_ && target_->launched() && closed_output_.empty()) {
     bool was_alive = target_alive();
+    if (was_alive) {
+      std::lock_guard lock(mutex_);
+      stop_requested_at_ = std::chrono::system_clock::now();
+    }
     std::string how = target_->stop();
     if (!exit_description_ && was_alive) exit_description_ = "stopped by tracecorr: " + how;
     closed_output_ = target_->output();

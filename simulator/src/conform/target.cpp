@@ -120,14 +120,29 @@ void Target::drain_output() {
   }
 }
 
-// Only ever waits for termination (waitid with WEXITED alone): tracecorr also
-// ptraces the target's threads, and a waitpid() here would steal their
-// ptrace-stop reports from the thread that is waiting for them.
+// Only ever reaps termination. waitid(WEXITED) alone is not enough: the kernel
+// reports a *ptrace*-stopped tracee to any thread of the tracer's thread group
+// whatever the flags ("traditionally we see ptrace'd stopped tasks regardless
+// of options"), and tracecorr's record watcher ptraces the target's main
+// thread, whose tid is pid_. A plain waitid here consumed that stop: the
+// watcher then blocked forever in waitpid and the target looked dead. So peek
+// with WNOWAIT and consume only an exit.
 std::optional<int> Target::reap(bool block) {
-  siginfo_t info{};
-  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | (block ? 0 : WNOHANG)) != 0 || info.si_pid != pid_)
-    return std::nullopt;
-  return info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : (info.si_status & 0x7f);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return std::nullopt;
+    bool exited = info.si_pid == pid_ &&
+                  (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED);
+    if (exited) {
+      siginfo_t done{};
+      if (waitid(P_PID, static_cast<id_t>(pid_), &done, WEXITED | WNOHANG) != 0 || done.si_pid != pid_)
+        return std::nullopt;
+      return done.si_code == CLD_EXITED ? (done.si_status & 0xff) << 8 : (done.si_status & 0x7f);
+    }
+    if (!block || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 bool Target::alive() {

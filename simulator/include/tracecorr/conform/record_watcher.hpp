@@ -65,6 +65,9 @@ class RecordWatcher {
 
   void start();
   void stop();
+  // After stop(): drops the thread-pointer source (a gdbstub connection
+  // detaches); the evidence stays readable.
+  void release_thread_pointer_source();
 
   std::vector<RecordObservation> observations() const;
   std::vector<SeenTransaction> transactions() const;
@@ -94,6 +97,7 @@ class RecordWatcher {
   // Threads whose pointer could not be read (qemu's own threads, exiting
   // threads) are asked again only after a pause, not on every poll.
   std::map<pid_t, std::chrono::steady_clock::time_point> thread_pointer_retry_at_;
+  std::map<pid_t, std::chrono::milliseconds> thread_pointer_backoff_;
   std::map<pid_t, std::uint64_t> record_pointers_;
   std::map<pid_t, wire::TlsRecordBytes> last_bytes_;
   std::vector<RecordObservation> observations_;

@@ -41,6 +41,9 @@ struct SessionSettings {
   std::string name;                         // "enabled", "disabled", "auto", "small-queue", "own-host-id"
   std::map<std::string, std::string> env;   // on top of the standard environment
   std::vector<std::string> unset_env;       // e.g. the ENABLED option, to see the default
+  // How long opening waits for the process storage. Short where the settings
+  // say the agent publishes none (correlation disabled).
+  std::chrono::milliseconds storage_wait{5000};
 };
 
 // What the runner was asked to test.
@@ -158,6 +161,9 @@ class Session {
   // deferral is not judged past this point.
   void mark_timing_boundary();
   std::optional<std::chrono::system_clock::time_point> timing_boundary() const;
+  // When close() asked a live launched target to stop: spans received later
+  // were released by its shutdown, not by its deferral rules.
+  std::optional<std::chrono::system_clock::time_point> stop_requested_at() const;
 
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
@@ -169,8 +175,10 @@ class Session {
  private:
   Session() = default;
   Status discover(Clock::time_point deadline);
+  bool data_segment_placed(std::uint64_t address) const;
   void watch_storage();
   void sight_storage(std::uint64_t pointer);
+  Status connect_gdbstub(Clock::time_point deadline);
   Status attach_tls(Clock::time_point deadline);
   void connect_socket();
   SentMessage transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label);
@@ -188,6 +196,8 @@ class Session {
   std::optional<Error> discovery_error_;
   std::optional<TlsDescriptor> tls_descriptor_;
   std::optional<Error> tls_error_;
+  // qemu-user's gdbstub, connected at launch; handed to the record watcher.
+  std::unique_ptr<ThreadPointerSource> gdbstub_;
   std::unique_ptr<RecordWatcher> watcher_;
   std::optional<AgentSocket> socket_;
   std::optional<Error> socket_error_;
@@ -201,6 +211,7 @@ class Session {
   std::vector<SentRegistration> registrations_;
   std::vector<Expected<UpdateOrderReport>> update_order_reports_;
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
+  std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
   std::atomic<std::uint64_t> messages_lost_{0};
 
   std::atomic<bool> storage_watch_running_{false};

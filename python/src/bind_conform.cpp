@@ -1,0 +1,182 @@
+// The conformance result model, its renderers and the runner (probes/runner.hpp).
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include "common.hpp"
+#include "runner.hpp"
+#include "tracecorr/conform/expectations.hpp"
+#include "tracecorr/conform/report.hpp"
+#include "tracecorr/conform/result.hpp"
+
+namespace tracecorr::python {
+
+void bind_conform(py::module_& m) {
+  using namespace tracecorr::conform;
+
+  py::enum_<Verdict>(m, "Verdict")
+      .value("PASS", Verdict::Pass)
+      .value("FAIL", Verdict::Fail)
+      .value("WARN", Verdict::Warn)
+      .value("SKIP", Verdict::Skip)
+      .value("ERROR", Verdict::Error)
+      .def("__str__", [](Verdict v) { return std::string(to_string(v)); });
+  py::enum_<ExpectationStatus>(m, "ExpectationStatus")
+      .value("NONE", ExpectationStatus::None)
+      .value("EXPECTED_FAILURE", ExpectationStatus::ExpectedFailure)
+      .value("UNEXPECTED_PASS", ExpectationStatus::UnexpectedPass)
+      .value("NOT_EVALUATED", ExpectationStatus::NotEvaluated);
+
+  py::class_<DecodedField>(m, "DecodedField")
+      .def(py::init<>())
+      .def_readwrite("offset", &DecodedField::offset)
+      .def_readwrite("size", &DecodedField::size)
+      .def_readwrite("name", &DecodedField::name)
+      .def_readwrite("value", &DecodedField::value);
+
+  py::class_<Evidence>(m, "Evidence", "What a verdict rests on: expected vs actual, raw bytes with decoded fields.")
+      .def(py::init<>())
+      .def_readwrite("label", &Evidence::label)
+      .def_readwrite("expected", &Evidence::expected)
+      .def_readwrite("actual", &Evidence::actual)
+      .def_property(
+          "bytes", [](const Evidence& e) { return to_bytes(e.bytes); },
+          [](Evidence& e, const py::bytes& b) { e.bytes = from_bytes(b); })
+      .def_readwrite("fields", &Evidence::fields);
+
+  py::class_<RequirementResult>(m, "RequirementResult", "The verdict on one requirement.")
+      .def_readwrite("id", &RequirementResult::id)
+      .def_readwrite("level", &RequirementResult::level)
+      .def_readwrite("role", &RequirementResult::role)
+      .def_readwrite("words", &RequirementResult::words)
+      .def_readwrite("area", &RequirementResult::area)
+      .def_readwrite("source", &RequirementResult::source)
+      .def_readwrite("verdict", &RequirementResult::verdict)
+      .def_readwrite("reason", &RequirementResult::reason)
+      .def_readwrite("evidence", &RequirementResult::evidence)
+      .def_readwrite("probe", &RequirementResult::probe)
+      .def_readwrite("duration", &RequirementResult::duration)
+      .def_readwrite("repeat_command", &RequirementResult::repeat_command)
+      .def_readwrite("expectation", &RequirementResult::expectation)
+      .def_readwrite("expectation_reason", &RequirementResult::expectation_reason)
+      .def("__repr__", [](const RequirementResult& r) {
+        return "<RequirementResult " + r.id + " " + std::string(to_string(r.verdict)) + ">";
+      });
+  m.def(
+      "make_result", [](const std::string& id) { return unwrap(make_result(id)); }, py::arg("id"),
+      "A RequirementResult filled from the registry; TracecorrError for an unknown id.");
+  m.def("judge", &judge, py::arg("level"), py::arg("met"), py::arg("strict") = false,
+        "The verdict for a requirement that was (not) met, given its level.");
+  m.def("apply_level", &apply_level, py::arg("result"), py::arg("strict") = false,
+        "Re-levels a Fail: SHOULD -> WARN (unless strict), MAY -> WARN.");
+  m.def("fails_gate", &fails_gate, py::arg("result"), py::arg("strict") = false);
+
+  py::class_<TargetDescription>(m, "TargetDescription")
+      .def(py::init<>())
+      .def_readwrite("description", &TargetDescription::description)
+      .def_readwrite("pid", &TargetDescription::pid)
+      .def_readwrite("arch", &TargetDescription::arch);
+
+  py::class_<ExpectationOutcome>(m, "ExpectationOutcome")
+      .def_readwrite("id", &ExpectationOutcome::id)
+      .def_readwrite("reason", &ExpectationOutcome::reason)
+      .def_readwrite("status", &ExpectationOutcome::status);
+
+  py::class_<RunResult>(m, "RunResult", "One conformance run: the model every report renders.")
+      .def(py::init<>())
+      .def_readwrite("tool_version", &RunResult::tool_version)
+      .def_readonly("schema_version", &RunResult::schema_version)
+      .def_readwrite("target", &RunResult::target)
+      .def_readwrite("personality", &RunResult::personality)
+      .def_readwrite("strict", &RunResult::strict)
+      .def_readwrite("started", &RunResult::started)
+      .def_readwrite("finished", &RunResult::finished)
+      .def_readwrite("results", &RunResult::results,
+                     "A copy of the results: change one, then assign the list back (or use add_result).")
+      .def_readwrite("expectations", &RunResult::expectations)
+      .def_readwrite("counters", &RunResult::counters)
+      .def(
+          "add_result", [](RunResult& r, const RequirementResult& x) { r.results.push_back(x); }, py::arg("result"))
+      .def(
+          "result", [](const RunResult& r, const std::string& id) -> std::optional<RequirementResult> {
+            for (const auto& x : r.results)
+              if (x.id == id) return x;
+            return std::nullopt;
+          },
+          py::arg("id"), "The (first) result for this requirement id, or None.");
+
+  m.def(
+      "summarize",
+      [](const RunResult& run) {
+        auto s = summarize(run);
+        py::dict d;
+        d["passed"] = s.passed;
+        d["failed"] = s.failed;
+        d["warnings"] = s.warnings;
+        d["skipped"] = s.skipped;
+        d["errors"] = s.errors;
+        d["expected_failures"] = s.expected_failures;
+        d["stale_expectations"] = s.stale_expectations;
+        return d;
+      },
+      py::arg("run"));
+  m.def(
+      "summary_line", [](const RunResult& run) { return summary_line(summarize(run)); }, py::arg("run"),
+      "'12 passed, 1 failed, 2 warnings, 3 skipped, 0 errors'");
+  m.def("exit_code", &exit_code, py::arg("run"), py::arg("strict") = false,
+        "The gate: 0 ok, 1 failure or stale expectation, 3 environment error.");
+  m.def(
+      "render_console",
+      [](const RunResult& run, bool color, bool show_passes) {
+        ConsoleOptions o;
+        o.color = color;
+        o.show_passes = show_passes;
+        return render_console(run, o);
+      },
+      py::arg("run"), py::arg("color") = false, py::arg("show_passes") = true);
+  m.def("render_junit", &render_junit, py::arg("run"));
+  m.def("render_json", &render_json, py::arg("run"), "JSON matching spec/report-schema-v1.json.");
+  m.def(
+      "write_text_file", [](const std::string& path, const std::string& text) { check(write_text_file(path, text)); },
+      py::arg("path"), py::arg("text"), "Replaces the file atomically.");
+  m.def(
+      "apply_expectations_file",
+      [](RunResult& run, const std::string& path) { apply_expectations(run, unwrap(load_expectations(path))); },
+      py::arg("run"), py::arg("path"), "Marks listed failures XFAIL and stale entries XPASS (tracecorr conform --expect).");
+  m.def("selected_requirements", &selected_requirements, py::arg("only") = std::vector<std::string>{},
+        "The agent-role requirement ids a run judges, filtered by `only`.");
+
+  m.def(
+      "run_conformance",
+      [](std::vector<std::string> command, std::optional<pid_t> pid, std::vector<std::string> only, bool strict,
+         const std::string& personality, double time_scale, const std::string& gdbstub, std::uint16_t otlp_port,
+         bool quiet) {
+        RunOptions o;
+        o.target.command = std::move(command);
+        o.target.pid = pid;
+        o.target.gdbstub = gdbstub;
+        o.target.otlp_port = otlp_port;
+        o.only = std::move(only);
+        o.strict = strict;
+        o.personality = personality;
+        o.progress = quiet ? nullptr : stderr;
+        try {
+          o.scenario.personality = parse_personality(personality);
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+        o.scenario.time_scale = time_scale;
+        std::optional<Expected<RunResult>> r;
+        {
+          py::gil_scoped_release nogil;
+          r.emplace(run_conformance(o));
+        }
+        return unwrap(std::move(*r));
+      },
+      py::arg("command") = std::vector<std::string>{}, py::arg("pid") = std::nullopt,
+      py::arg("only") = std::vector<std::string>{}, py::arg("strict") = false, py::arg("personality") = "spec",
+      py::arg("time_scale") = 1.0, py::arg("gdbstub") = "", py::arg("otlp_port") = 0, py::arg("quiet") = true,
+      "The `tracecorr conform` run (GIL released). Give command (launch mode) or pid (attach mode). "
+      "TracecorrError for usage errors (unknown id); environment failures are ERROR verdicts.");
+}
+
+}  // namespace tracecorr::python

@@ -1,0 +1,214 @@
+// Registry (spec/elastic-v1.json as compiled in), ids, and the wire codecs.
+#include <pybind11/operators.h>
+#include <pybind11/stl.h>
+
+#include "common.hpp"
+#include "tracecorr/conform/result.hpp"
+#include "tracecorr/ids.hpp"
+#include "tracecorr/inspect.hpp"
+#include "tracecorr/spec_registry.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr::python {
+
+namespace {
+
+// A read/write bytes property over a fixed-size id member.
+template <typename C, std::size_t N>
+void id_property(py::class_<C>& cls, const char* name, std::array<std::uint8_t, N> C::*member) {
+  cls.def_property(
+      name, [member](const C& c) { return to_bytes(c.*member); },
+      [member, name](C& c, const py::bytes& b) { c.*member = to_id<N>(b, name); },
+      (std::string(name) + " (" + std::to_string(N) + " bytes)").c_str());
+}
+
+template <typename C>
+void bytes_property(py::class_<C>& cls, const char* name, std::vector<std::uint8_t> C::*member, const char* doc) {
+  cls.def_property(
+      name, [member](const C& c) { return to_bytes(c.*member); },
+      [member](C& c, const py::bytes& b) { c.*member = from_bytes(b); }, doc);
+}
+
+std::span<const std::uint8_t> view(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+void bind_wire(py::module_& m) {
+  // ---- registry -------------------------------------------------------------
+  py::enum_<spec::Level>(m, "Level", "Requirement level (MUST, SHOULD, MAY).")
+      .value("MUST", spec::Level::Must)
+      .value("SHOULD", spec::Level::Should)
+      .value("MAY", spec::Level::May);
+  py::enum_<spec::Role>(m, "Role", "Who a requirement binds: the agent (judged by conform) or the profiler.")
+      .value("AGENT", spec::Role::Agent)
+      .value("PROFILER", spec::Role::Profiler);
+
+  py::class_<spec::Requirement>(m, "Requirement", "One requirement of the registry.")
+      .def_property_readonly("id", [](const spec::Requirement& r) { return std::string(r.id); })
+      .def_readonly("level", &spec::Requirement::level)
+      .def_property_readonly("area", [](const spec::Requirement& r) { return std::string(r.area); })
+      .def_readonly("role", &spec::Requirement::role)
+      .def_property_readonly("source", [](const spec::Requirement& r) { return std::string(r.source); })
+      .def_property_readonly("summary", [](const spec::Requirement& r) { return std::string(r.summary); })
+      .def("__repr__", [](const spec::Requirement& r) { return "<Requirement " + std::string(r.id) + ">"; });
+
+  m.def(
+      "requirements", [] { return std::vector<spec::Requirement>(spec::kRequirements.begin(), spec::kRequirements.end()); },
+      "Every requirement of the registry, in registry order.");
+  m.def(
+      "find_requirement",
+      [](const std::string& id) -> std::optional<spec::Requirement> {
+        if (const auto* r = conform::find_requirement(id)) return *r;
+        return std::nullopt;
+      },
+      py::arg("id"), "The requirement with this id, or None.");
+  m.def("validate_ids", &conform::validate_ids, py::arg("ids"),
+        "The ids that are not in the registry, in the order given (empty: all known).");
+  m.def(
+      "registry_json", [] { return std::string(spec::kRegistryJson); },
+      "spec/elastic-v1.json as compiled into the library (text; tracecorr.registry() parses it).");
+
+  py::module_ s = m.def_submodule("spec", "Layout constants generated from the registry.");
+#define TC_CONST(name) s.attr(#name) = spec::name
+  TC_CONST(kPointerSize);
+  TC_CONST(kUtf8StrMaxLengthRead);
+  TC_CONST(kTlsRecordSize);
+  TC_CONST(kTlsRecordMinor);
+  TC_CONST(kProcessStorageMinor);
+  TC_CONST(kMessageHeaderSize);
+  TC_CONST(kDefaultDelayMs);
+  TC_CONST(kDefaultBufferSize);
+  TC_CONST(kStackTraceIdSize);
+  TC_CONST(kMsgCorrelationType);
+  TC_CONST(kMsgCorrelationMinor);
+  TC_CONST(kMsgCorrelationFixedSize);
+  TC_CONST(kMsgRegistrationType);
+  TC_CONST(kMsgRegistrationMinor);
+  TC_CONST(kMsgRegistrationFixedSize);
+  TC_CONST(kMsgRegistrationHostIdMaxLength);
+#undef TC_CONST
+  s.attr("kAttributeName") = std::string(spec::kAttributeName);
+  s.attr("kEnvEnabled") = std::string(spec::kEnvEnabled);
+  s.attr("kEnvSocketDir") = std::string(spec::kEnvSocketDir);
+  s.attr("kEnvBufferSize") = std::string(spec::kEnvBufferSize);
+  s.attr("kLibraryNameRegex") = std::string(spec::kLibraryNameRegex);
+  s.attr("kProcessStorageSymbol") = std::string(spec::kProcessStorageSymbol);
+  s.attr("kTlsSymbol") = std::string(spec::kTlsSymbol);
+
+  // ---- ids ------------------------------------------------------------------
+  m.def(
+      "to_hex", [](const py::bytes& b) { std::string s = b; return to_hex(view(s)); }, py::arg("data"),
+      "Lower-case hex of the bytes.");
+  m.def(
+      "from_hex",
+      [](const std::string& hex, std::size_t size) {
+        std::vector<std::uint8_t> out(size);
+        if (!from_hex(hex, out)) throw py::value_error("not " + std::to_string(size) + " bytes of hex: '" + hex + "'");
+        return to_bytes(out);
+      },
+      py::arg("hex"), py::arg("size"), "Exactly `size` bytes from hex text; ValueError otherwise.");
+  m.def(
+      "base64url_nopad", [](const py::bytes& b) { std::string s = b; return base64url_nopad(view(s)); },
+      py::arg("data"), "RFC 4648 section 5 base64url without padding (what the attribute carries).");
+  m.def(
+      "base64url_decode",
+      [](const std::string& text) -> std::optional<py::bytes> {
+        auto d = base64url_decode(text);
+        if (!d) return std::nullopt;
+        return py::bytes(*d);
+      },
+      py::arg("text"), "Strict decoder of unpadded base64url; None when not canonical.");
+  m.def("base64url_problem", [](const std::string& t) { return base64url_problem(t); }, py::arg("text"),
+        "Why text is not canonical unpadded base64url, or '' when it is.");
+  m.def(
+      "utf8_invalid_at", [](const py::bytes& b) { std::string s = b; return utf8_invalid_at(s); }, py::arg("data"),
+      "Offset of the first invalid UTF-8 sequence, or None for valid text.");
+
+  // ---- wire: records and storage ------------------------------------------------
+  py::class_<wire::TlsRecord> tls(m, "TlsRecord", "The 37-byte per-thread correlation record.");
+  tls.def(py::init<>())
+      .def_readwrite("minor", &wire::TlsRecord::minor)
+      .def_readwrite("valid", &wire::TlsRecord::valid)
+      .def_readwrite("trace_present", &wire::TlsRecord::trace_present)
+      .def_readwrite("trace_flags", &wire::TlsRecord::trace_flags)
+      .def(py::self == py::self);
+  id_property(tls, "trace_id", &wire::TlsRecord::trace_id);
+  id_property(tls, "span_id", &wire::TlsRecord::span_id);
+  id_property(tls, "transaction_id", &wire::TlsRecord::transaction_id);
+  m.def(
+      "encode_tls_record", [](const wire::TlsRecord& r) { return to_bytes(wire::encode_tls_record(r)); },
+      py::arg("record"));
+  m.def(
+      "decode_tls_record", [](const py::bytes& b) { std::string s = b; return unwrap(wire::decode_tls_record(view(s))); },
+      py::arg("data"), "Decodes the layout only (minor and valid are the caller's to judge).");
+
+  py::class_<wire::ProcessStorage>(m, "ProcessStorage", "The process storage the agent publishes.")
+      .def(py::init<>())
+      .def_readwrite("minor", &wire::ProcessStorage::minor)
+      .def_readwrite("service_name", &wire::ProcessStorage::service_name)
+      .def_readwrite("service_environment", &wire::ProcessStorage::service_environment)
+      .def_readwrite("socket_file_path", &wire::ProcessStorage::socket_file_path)
+      .def_readonly("encoded_size", &wire::ProcessStorage::encoded_size)
+      .def(py::self == py::self);
+  m.def(
+      "encode_process_storage", [](const wire::ProcessStorage& p) { return to_bytes(wire::encode_process_storage(p)); },
+      py::arg("storage"));
+  m.def(
+      "decode_process_storage",
+      [](const py::bytes& b) {
+        std::string s = b;
+        return unwrap(wire::decode_process_storage(wire::buffer_source(view(s))));
+      },
+      py::arg("data"), "Checks layout, length bounds and UTF-8 (PROC-03); TracecorrError otherwise.");
+
+  // ---- wire: messages -------------------------------------------------------------
+  py::class_<wire::Registration> reg(m, "Registration", "Profiler registration message (type 2).");
+  reg.def(py::init<>())
+      .def_readwrite("minor", &wire::Registration::minor)
+      .def_readwrite("samples_delay_ms", &wire::Registration::samples_delay_ms)
+      .def_property(
+          "host_id", [](const wire::Registration& r) { return py::bytes(r.host_id); },
+          [](wire::Registration& r, const py::object& v) {
+            r.host_id = py::isinstance<py::str>(v) ? v.cast<std::string>() : std::string(v.cast<py::bytes>());
+          },
+          "host-id as bytes (need not be UTF-8: MSG-07); str is accepted when setting")
+      .def(py::self == py::self);
+  bytes_property(reg, "trailing", &wire::Registration::trailing, "bytes after the known fields (a later minor)");
+
+  py::class_<wire::Correlation> corr(m, "Correlation", "CPU profiler trace correlation message (type 1).");
+  corr.def(py::init<>())
+      .def_readwrite("minor", &wire::Correlation::minor)
+      .def_readwrite("count", &wire::Correlation::count)
+      .def(py::self == py::self);
+  id_property(corr, "trace_id", &wire::Correlation::trace_id);
+  id_property(corr, "transaction_id", &wire::Correlation::transaction_id);
+  id_property(corr, "stack_trace_id", &wire::Correlation::stack_trace_id);
+  bytes_property(corr, "trailing", &wire::Correlation::trailing, "bytes after the known fields (a later minor)");
+
+  py::class_<wire::UnknownMessage> unk(m, "UnknownMessage", "A message of a type (or minor) the decoder does not know.");
+  unk.def(py::init<>())
+      .def_readwrite("type", &wire::UnknownMessage::type)
+      .def_readwrite("minor", &wire::UnknownMessage::minor)
+      .def(py::self == py::self);
+  bytes_property(unk, "payload", &wire::UnknownMessage::payload, "bytes after the 4-byte header");
+
+  m.def(
+      "encode", [](const wire::Message& msg) { return to_bytes(wire::encode(msg)); }, py::arg("message"),
+      "The datagram for a Registration, Correlation or UnknownMessage.");
+  m.def(
+      "decode_message",
+      [](const py::bytes& b) {
+        std::string s = b;
+        return unwrap(wire::decode_message(view(s)));
+      },
+      py::arg("datagram"),
+      "Decodes as a conforming agent must: too short is a TracecorrError (MSG-04), trailing bytes are kept, "
+      "minor 0 of a known type is an UnknownMessage (MSG-05).");
+  m.def("minimum_size", &wire::minimum_size, py::arg("message"),
+        "The smallest datagram carrying every field of the message (its size without trailing bytes).");
+  m.def("describe", &wire::describe, py::arg("message"), "One line, ids in hex.");
+}
+
+}  // namespace tracecorr::python

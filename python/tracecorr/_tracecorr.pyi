@@ -1,0 +1,303 @@
+"""Type stubs for tracecorr._tracecorr (thin pybind11 bindings over libtracecorr)."""
+import datetime
+import enum
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+HAVE_BPF: bool
+
+class TracecorrError(RuntimeError):
+    what: str
+    where: str
+    requirement: str
+
+# ---- registry -------------------------------------------------------------------
+class Level(enum.Enum):
+    MUST: int
+    SHOULD: int
+    MAY: int
+
+class Role(enum.Enum):
+    AGENT: int
+    PROFILER: int
+
+class Requirement:
+    id: str
+    level: Level
+    area: str
+    role: Role
+    source: str
+    summary: str
+
+def requirements() -> List[Requirement]: ...
+def find_requirement(id: str) -> Optional[Requirement]: ...
+def validate_ids(ids: Sequence[str]) -> List[str]: ...
+def registry_json() -> str: ...
+
+class spec:
+    kPointerSize: int
+    kUtf8StrMaxLengthRead: int
+    kTlsRecordSize: int
+    kTlsRecordMinor: int
+    kProcessStorageMinor: int
+    kMessageHeaderSize: int
+    kDefaultDelayMs: int
+    kDefaultBufferSize: int
+    kStackTraceIdSize: int
+    kMsgCorrelationType: int
+    kMsgCorrelationMinor: int
+    kMsgCorrelationFixedSize: int
+    kMsgRegistrationType: int
+    kMsgRegistrationMinor: int
+    kMsgRegistrationFixedSize: int
+    kMsgRegistrationHostIdMaxLength: int
+    kAttributeName: str
+    kEnvEnabled: str
+    kEnvSocketDir: str
+    kEnvBufferSize: str
+    kLibraryNameRegex: str
+    kProcessStorageSymbol: str
+    kTlsSymbol: str
+
+# ---- ids ---------------------------------------------------------------------------
+def to_hex(data: bytes) -> str: ...
+def from_hex(hex: str, size: int) -> bytes: ...
+def base64url_nopad(data: bytes) -> str: ...
+def base64url_decode(text: str) -> Optional[bytes]: ...
+def base64url_problem(text: str) -> str: ...
+def utf8_invalid_at(data: bytes) -> Optional[int]: ...
+
+# ---- wire ------------------------------------------------------------------------------
+class TlsRecord:
+    minor: int
+    valid: int
+    trace_present: int
+    trace_flags: int
+    trace_id: bytes
+    span_id: bytes
+    transaction_id: bytes
+    def __init__(self) -> None: ...
+
+def encode_tls_record(record: TlsRecord) -> bytes: ...
+def decode_tls_record(data: bytes) -> TlsRecord: ...
+
+class ProcessStorage:
+    minor: int
+    service_name: str
+    service_environment: str
+    socket_file_path: str
+    encoded_size: int
+    def __init__(self) -> None: ...
+
+def encode_process_storage(storage: ProcessStorage) -> bytes: ...
+def decode_process_storage(data: bytes) -> ProcessStorage: ...
+
+class Registration:
+    minor: int
+    samples_delay_ms: int
+    host_id: bytes  # str accepted when setting
+    trailing: bytes
+    def __init__(self) -> None: ...
+
+class Correlation:
+    minor: int
+    trace_id: bytes
+    transaction_id: bytes
+    stack_trace_id: bytes
+    count: int
+    trailing: bytes
+    def __init__(self) -> None: ...
+
+class UnknownMessage:
+    type: int
+    minor: int
+    payload: bytes
+    def __init__(self) -> None: ...
+
+Message = Union[Registration, Correlation, UnknownMessage]
+
+def encode(message: Message) -> bytes: ...
+def decode_message(datagram: bytes) -> Message: ...
+def minimum_size(message: Message) -> int: ...
+def describe(message: Message) -> str: ...
+
+# ---- processes ------------------------------------------------------------------------------
+def inspect_process(pid: int, read_threads: bool = True, check_socket_reachable: bool = True) -> Dict[str, Any]: ...
+
+class SendOutcome(enum.Enum):
+    SENT: int
+    WOULD_BLOCK: int
+    REFUSED: int
+
+class AgentSocket:
+    @staticmethod
+    def connect(pid: int, path: str) -> AgentSocket: ...
+    def send(self, datagram: bytes) -> SendOutcome: ...
+    last_errno: int
+    fd: int
+    closed: bool
+    def close(self) -> None: ...
+    def __enter__(self) -> AgentSocket: ...
+    def __exit__(self, *args: Any) -> None: ...
+
+class Target:
+    @staticmethod
+    def launch(argv: Sequence[str], env: Dict[str, str] = ..., unset_env: Sequence[str] = ...) -> Target: ...
+    @staticmethod
+    def attach(pid: int) -> Target: ...
+    pid: int
+    launched: bool
+    def alive(self) -> bool: ...
+    def exit_description(self) -> Optional[str]: ...
+    def stop(self, grace: float = 2.0) -> str: ...
+    def output(self) -> bytes: ...
+    def description(self) -> str: ...
+    def release(self) -> None: ...
+
+# ---- OTLP --------------------------------------------------------------------------------------
+AttributeValue = Union[None, str, bool, int, float, bytes, List[Any]]
+
+class ReceivedSpan:
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: Optional[bytes]
+    trace_state: str
+    name: str
+    kind: str
+    start_unix_nano: int
+    end_unix_nano: int
+    flags: int
+    sampled: bool
+    attributes: Dict[str, AttributeValue]
+    resource_attributes: Dict[str, AttributeValue]
+    dropped_attributes_count: int
+    status_code: int
+    status_message: str
+    scope_name: str
+    scope_version: str
+    received_at: datetime.datetime
+    request_index: int
+    def attribute(self, key: str) -> AttributeValue: ...
+    def attribute_type(self, key: str) -> Optional[str]: ...
+    def resource_attribute(self, key: str) -> AttributeValue: ...
+
+class OtlpReceiver:
+    @staticmethod
+    def start(host: str = "127.0.0.1", port: int = 0) -> OtlpReceiver: ...
+    endpoint: str
+    traces_url: str
+    port: int
+    closed: bool
+    def spans(self) -> List[ReceivedSpan]: ...
+    def find_span(self, span_id: bytes) -> Optional[ReceivedSpan]: ...
+    def counters(self) -> Dict[str, Any]: ...
+    def wait_for(self, predicate: Callable[[List[ReceivedSpan]], bool], timeout: float) -> bool: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+
+# ---- samplers and the host agent ----------------------------------------------------------------
+class Sampler:
+    name: str
+    def track(self, pid: int, tls_offset: int) -> None: ...
+    def untrack(self, pid: int) -> None: ...
+    def poll(self, timeout: float) -> List[Dict[str, Any]]: ...
+    def counters(self) -> Dict[str, int]: ...
+
+def make_ptrace_sampler(frequency_hz: int = 99) -> Sampler: ...
+def make_bpf_sampler(frequency_hz: int = 99, ringbuf_bytes: int = ...) -> Sampler: ...  # only when HAVE_BPF
+def stack_trace_id(frames: Sequence[int]) -> bytes: ...
+
+class HostAgent:
+    def __init__(self, sampler: Sampler, pids: Sequence[int] = ..., all: bool = False, samples_delay_ms: int = 1000,
+                 host_id: str = "", personality: str = "spec", frequency_hz: int = 99,
+                 flush_interval: float = 1.0, duration: float = 0.0) -> None: ...
+    def run(self) -> None: ...
+    def stop(self) -> None: ...
+    def summary(self) -> Dict[str, Any]: ...
+
+# ---- conformance results and reports ---------------------------------------------------------------
+class Verdict(enum.Enum):
+    PASS: int
+    FAIL: int
+    WARN: int
+    SKIP: int
+    ERROR: int
+
+class ExpectationStatus(enum.Enum):
+    NONE: int
+    EXPECTED_FAILURE: int
+    UNEXPECTED_PASS: int
+    NOT_EVALUATED: int
+
+class DecodedField:
+    offset: int
+    size: int
+    name: str
+    value: str
+    def __init__(self) -> None: ...
+
+class Evidence:
+    label: str
+    expected: str
+    actual: str
+    bytes: bytes
+    fields: List[DecodedField]
+    def __init__(self) -> None: ...
+
+class RequirementResult:
+    id: str
+    level: Level
+    role: Role
+    words: str
+    area: str
+    source: str
+    verdict: Verdict
+    reason: str
+    evidence: List[Evidence]
+    probe: str
+    duration: datetime.timedelta
+    repeat_command: str
+    expectation: ExpectationStatus
+    expectation_reason: str
+
+class TargetDescription:
+    description: str
+    pid: Optional[int]
+    arch: str
+    def __init__(self) -> None: ...
+
+class ExpectationOutcome:
+    id: str
+    reason: str
+    status: ExpectationStatus
+
+class RunResult:
+    tool_version: str
+    schema_version: str
+    target: TargetDescription
+    personality: str
+    strict: bool
+    started: datetime.datetime
+    finished: datetime.datetime
+    results: List[RequirementResult]
+    expectations: List[ExpectationOutcome]
+    counters: Dict[str, int]
+    def __init__(self) -> None: ...
+    def add_result(self, result: RequirementResult) -> None: ...
+    def result(self, id: str) -> Optional[RequirementResult]: ...
+
+def make_result(id: str) -> RequirementResult: ...
+def judge(level: Level, met: bool, strict: bool = False) -> Verdict: ...
+def apply_level(result: RequirementResult, strict: bool = False) -> None: ...
+def fails_gate(result: RequirementResult, strict: bool = False) -> bool: ...
+def summarize(run: RunResult) -> Dict[str, int]: ...
+def summary_line(run: RunResult) -> str: ...
+def exit_code(run: RunResult, strict: bool = False) -> int: ...
+def render_console(run: RunResult, color: bool = False, show_passes: bool = True) -> str: ...
+def render_junit(run: RunResult) -> str: ...
+def render_json(run: RunResult) -> str: ...
+def write_text_file(path: str, text: str) -> None: ...
+def apply_expectations_file(run: RunResult, path: str) -> None: ...
+def selected_requirements(only: Sequence[str] = ...) -> List[str]: ...
+def run_conformance(command: Sequence[str] = ..., pid: Optional[int] = None, only: Sequence[str] = ...,
+                    strict: bool = False, personality: str = "spec", time_scale: float = 1.0, gdbstub: str = "",
+                    otlp_port: int = 0, quiet: bool = True) -> RunResult: ...

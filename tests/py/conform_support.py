@@ -1,0 +1,249 @@
+"""Helpers for the `tracecorr conform` tests: running the command line, reading
+its JSON report, the mutant list and the kill matrix.
+
+Build outputs come from $TRACECORR_BUILD (default /work/main/build):
+<build>/bin/tracecorr and <build>/fixtures/<arch>/{reference,mutants/<name>}/.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TRACECORR_BUILD", str(REPO / "build")))
+TRACECORR = BUILD / "bin" / "tracecorr"
+REGISTRY = json.loads((REPO / "spec" / "elastic-v1.json").read_text())
+LEVELS = {r["id"]: r["level"] for r in REGISTRY["requirements"]}
+QEMU = shutil.which("qemu-aarch64")
+AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
+
+# Exit codes of tracecorr conform.
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
+
+# Bounds a hung run (a session stuck on its target), not a slow one: a full
+# x86-64 run takes ~15 s, an arm64 one under qemu-user about three times that.
+RUN_TIMEOUT_S = 300
+
+
+def fixture_dir(arch: str) -> Path:
+    return BUILD / "fixtures" / arch
+
+
+def fixture_program(arch: str, mutant: str | None = None) -> Path:
+    d = fixture_dir(arch)
+    return (d / "reference" if mutant is None else d / "mutants" / mutant) / "tracecorr-fixture"
+
+
+def load_mutants(arch: str) -> list[dict]:
+    """The mutants built for `arch`, from the build's copy of mutants.json
+    (every entry, library variants included, names its one requirement)."""
+    return json.loads((fixture_dir(arch) / "mutants" / "mutants.json").read_text())["mutants"]
+
+
+def expected_violation_verdict(requirement: str, strict: bool) -> str:
+    """What conform reports for a violated requirement: a MUST fails; a SHOULD
+    warns, and fails under --strict; a MAY only ever warns."""
+    level = LEVELS[requirement]
+    if level == "MUST" or (level == "SHOULD" and strict):
+        return "fail"
+    return "warn"
+
+
+def expected_violation_exit(requirement: str, strict: bool) -> int:
+    return EXIT_FAILURE if expected_violation_verdict(requirement, strict) == "fail" else EXIT_OK
+
+
+@dataclasses.dataclass
+class ConformRun:
+    argv: list[str]
+    returncode: int
+    report: dict | None
+    stdout: str
+    stderr: str
+    seconds: float
+    json_path: Path
+    junit_path: Path | None
+
+    def result(self, requirement: str) -> dict:
+        assert self.report is not None, f"no JSON report (exit {self.returncode}):\n{self.stderr[-3000:]}"
+        for r in self.report["results"]:
+            if r["id"] == requirement:
+                return r
+        raise AssertionError(f"{requirement} not in the report of {' '.join(self.argv)}")
+
+    def verdict(self, requirement: str) -> str:
+        return self.result(requirement)["verdict"]
+
+    def verdicts(self) -> dict[str, str]:
+        return {r["id"]: r["verdict"] for r in (self.report or {}).get("results", [])}
+
+    def explain(self, requirement: str | None = None) -> str:
+        """Enough of the run to see why a verdict is what it is."""
+        lines = [f"$ {' '.join(self.argv)}", f"exit {self.returncode} after {self.seconds:.1f} s"]
+        if self.report:
+            for r in self.report["results"]:
+                if requirement is None or r["id"] == requirement:
+                    lines.append(f"{r['id']} {r['verdict']}: {r['reason']}")
+                    for e in r.get("evidence", [])[:2]:
+                        lines.append(f"    {e.get('label')}: expected {e.get('expected')!r}, actual {e.get('actual')!r}")
+        lines.append("stderr: " + self.stderr[-2000:])
+        return "\n".join(lines)
+
+
+def run_conform(command: list[str], only: list[str] | None = None, *, strict: bool = False,
+                gdbstub: str | None = None, out_dir: Path | None = None, junit: bool = False,
+                env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S) -> ConformRun:
+    out_dir = Path(out_dir or tempfile.mkdtemp(prefix="tracecorr-conform-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "report.json"
+    junit_path = out_dir / "report.xml" if junit else None
+    argv = [str(TRACECORR), "conform", "--json", str(json_path)]
+    if junit_path:
+        argv += ["--junit", str(junit_path)]
+    if only:
+        argv += ["--only", ",".join(only)]
+    if strict:
+        argv.append("--strict")
+    if gdbstub:
+        argv += ["--gdbstub", gdbstub]
+    argv += ["--", *command]
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+    seconds = time.monotonic() - started
+    report = json.loads(json_path.read_text()) if json_path.exists() else None
+    return ConformRun(argv, proc.returncode, report, proc.stdout, proc.stderr, seconds, json_path, junit_path)
+
+
+# ---- arm64 under qemu-user --------------------------------------------------
+
+_port_lock = threading.Lock()
+_ports_handed_out: set[int] = set()
+
+
+def free_tcp_port() -> int:
+    """A port for qemu's gdbstub that nothing listens on now. Taken below the
+    kernel's ephemeral range, so that no outgoing connection (the fixture's
+    OTLP client, say) can grab it between this check and qemu's bind; and
+    never handed out twice, so parallel runs do not collide."""
+    low, _ = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    with _port_lock:
+        for _ in range(1000):
+            port = random.randrange(max(1024, low - 12000), low)
+            if port in _ports_handed_out:
+                continue
+            with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _ports_handed_out.add(port)
+            return port
+    raise RuntimeError("no free TCP port below the ephemeral range")
+
+
+def qemu_command(program: Path, gdb_port: int) -> list[str]:
+    """The arm64 program under qemu-user with its gdbstub on `gdb_port` (the
+    guest waits for tracecorr to connect)."""
+    return [QEMU, "-L", AARCH64_SYSROOT, "-g", str(gdb_port), str(program)]
+
+
+# ---- the kill matrix --------------------------------------------------------
+
+@dataclasses.dataclass
+class KillEntry:
+    arch: str
+    mutant: str
+    requirement: str
+    level: str
+    expected: str
+    verdict: str
+    returncode: int
+    seconds: float
+
+    @property
+    def killed(self) -> bool:
+        return self.verdict == self.expected
+
+
+class KillMatrix:
+    """Mutant x its own requirement -> verdict, collected across tests and
+    printed once at the end of the session (conftest.py)."""
+
+    def __init__(self) -> None:
+        self._entries: list[KillEntry] = []
+        self._timings: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, entry: KillEntry) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def time(self, label: str, seconds: float) -> None:
+        with self._lock:
+            self._timings[label] = seconds
+
+    def entries(self) -> list[KillEntry]:
+        with self._lock:
+            return sorted(self._entries, key=lambda e: (e.arch, e.requirement, e.mutant))
+
+    def render(self) -> list[str]:
+        entries = self.entries()
+        if not entries and not self._timings:
+            return []
+        lines = []
+        if entries:
+            width = max(len(e.mutant) for e in entries)
+            lines.append(f"{'arch':7} {'mutant':{width}} {'requirement':11} {'level':6} {'expected':8} "
+                         f"{'verdict':8} {'exit':4} {'time':>6}  killed")
+            for e in entries:
+                lines.append(f"{e.arch:7} {e.mutant:{width}} {e.requirement:11} {e.level:6} {e.expected:8} "
+                             f"{e.verdict:8} {e.returncode:4} {e.seconds:5.1f}s  {'yes' if e.killed else 'NO'}")
+            by_arch: dict[str, list[KillEntry]] = {}
+            for e in entries:
+                by_arch.setdefault(e.arch, []).append(e)
+            for arch, es in sorted(by_arch.items()):
+                lines.append(f"{arch}: {sum(e.killed for e in es)} of {len(es)} mutants killed by their own requirement")
+        for label, seconds in sorted(self._timings.items()):
+            lines.append(f"time: {label}: {seconds:.1f} s")
+        return lines
+
+
+KILL_MATRIX = KillMatrix()
+
+
+# ---- full reference runs, shared by the test modules -------------------------
+
+_reference_runs: dict[str, ConformRun] = {}
+_reference_lock = threading.Lock()
+
+
+def arch_command(arch: str, program: Path) -> tuple[list[str], str | None]:
+    """The command line that runs `program` for `arch`, and the --gdbstub
+    endpoint (arm64: under qemu-user, thread pointers from its gdbstub)."""
+    if arch == "arm64":
+        port = free_tcp_port()
+        return qemu_command(program, port), f"127.0.0.1:{port}"
+    return [str(program)], None
+
+
+def reference_run(arch: str, out_dir: Path) -> ConformRun:
+    """One full conform run (every requirement, JSON and JUnit reports) of the
+    reference for `arch`, done once per test session whichever module asks first."""
+    with _reference_lock:
+        if arch not in _reference_runs:
+            command, gdbstub = arch_command(arch, fixture_program(arch))
+            run = run_conform(command, gdbstub=gdbstub, out_dir=out_dir, junit=True)
+            KILL_MATRIX.time(f"{arch} full reference conform run", run.seconds)
+            _reference_runs[arch] = run
+        return _reference_runs[arch]
