@@ -2,16 +2,15 @@
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
+#include "tracecorr/memory.hpp"
 
 namespace tracecorr::conform {
 namespace {
 
 Evidence sighting_evidence(const StorageSighting& s, const std::string& label, std::string expected,
                            std::string actual) {
-  char address[32];
-  std::snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(s.pointer));
   Evidence e;
-  e.label = label + " at " + address;
+  e.label = label + " at " + hex_address(s.pointer);
   e.expected = std::move(expected);
   e.actual = std::move(actual);
   e.bytes.assign(s.raw.begin(), s.raw.begin() + static_cast<long>(std::min<std::size_t>(s.raw.size(), 128)));

@@ -6,6 +6,7 @@
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
+#include "tracecorr/memory.hpp"
 #include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::conform {
@@ -105,11 +106,10 @@ class TlsProbe final : public Probe {
       if (!pointer) continue;
       auto [it, inserted] = owner.try_emplace(pointer, tid);
       if (!inserted) {
-        char address[32];
-        std::snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(pointer));
+        const std::string address = hex_address(pointer);
         return violated("TLS-03", "threads " + std::to_string(it->second) + " and " + std::to_string(tid) + " share the record at " + address,
                         {text_evidence("record pointers", "one record per thread",
-                                       std::string(address) + " for threads " + std::to_string(it->second) + " and " + std::to_string(tid))});
+                                       address + " for threads " + std::to_string(it->second) + " and " + std::to_string(tid))});
       }
     }
     if (owner.size() < 2) return not_applicable("TLS-03", "fewer than two threads had records");

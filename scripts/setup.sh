@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-jsonschema python3-pip python3-setuptools
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
+  time  # tests/bench/conform_walltime.sh (peak RSS)
 )
 missing=()
 for p in "${packages[@]}"; do

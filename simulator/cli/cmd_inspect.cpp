@@ -26,12 +26,6 @@ struct InspectArgs {
   bool no_threads = false;
 };
 
-std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 // Polls until the agent library is mapped and its storage published, for
@@ -60,7 +54,7 @@ void print_symbol(const char* label, const std::optional<elf::Symbol>& s) {
   }
   std::printf("  %-16s %s %s size %llu%s value %s\n", label, elf::describe_type(s->type).c_str(),
               s->binding == 1 ? "GLOBAL" : s->binding == 2 ? "WEAK" : s->binding == 0 ? "LOCAL" : "other-binding",
-              static_cast<unsigned long long>(s->size), s->defined() ? "" : " (undefined)", hex(s->value).c_str());
+              static_cast<unsigned long long>(s->size), s->defined() ? "" : " (undefined)", hex_address(s->value).c_str());
 }
 
 void print_human(const Inspection& in) {
@@ -72,7 +66,7 @@ void print_human(const Inspection& in) {
   if (!in.library_error.empty()) {
     std::printf("  error          %s\n", in.library_error.c_str());
   } else {
-    std::printf("  machine        %s, load bias %s\n", elf::to_string(lib.elf.machine), hex(lib.load_bias).c_str());
+    std::printf("  machine        %s, load bias %s\n", elf::to_string(lib.elf.machine), hex_address(lib.load_bias).c_str());
     std::printf("symbols\n");
     print_symbol("process storage", lib.elf.process_storage);
     print_symbol("tls", lib.elf.tls);
@@ -80,8 +74,8 @@ void print_human(const Inspection& in) {
     for (const auto& r : lib.elf.tls_access.relocations) std::printf(" %s", r.c_str());
     std::printf("\n");
     if (in.tls) {
-      std::printf("  descriptor     %s: resolver %s argument %s\n", hex(in.tls->address).c_str(),
-                  hex(in.tls->resolver).c_str(), hex(in.tls->argument).c_str());
+      std::printf("  descriptor     %s: resolver %s argument %s\n", hex_address(in.tls->address).c_str(),
+                  hex_address(in.tls->resolver).c_str(), hex_address(in.tls->argument).c_str());
       std::printf("  model          %s", to_string(in.tls->model));
       if (in.tls->model == TlsModel::StaticOffset) std::printf(", thread-pointer offset %lld", static_cast<long long>(in.tls->tp_offset));
       std::printf("\n                 %s\n", in.tls->explanation.c_str());
@@ -96,13 +90,13 @@ void print_human(const Inspection& in) {
     std::printf("  unreadable: %s\n", in.storage->error.c_str());
   } else if (*in.storage->pointer == 0) {
     std::printf("  not published yet (%s at %s is 0)\n", std::string(spec::kProcessStorageSymbol).c_str(),
-                hex(in.storage->pointer_address).c_str());
+                hex_address(in.storage->pointer_address).c_str());
   } else if (!in.storage->fields) {
-    std::printf("  at %s, undecodable: %s\n", hex(*in.storage->pointer).c_str(), in.storage->error.c_str());
+    std::printf("  at %s, undecodable: %s\n", hex_address(*in.storage->pointer).c_str(), in.storage->error.c_str());
   } else {
     const auto& f = *in.storage->fields;
     std::printf("  at %s: minor %u, service_name \"%s\", service_environment \"%s\", socket_file_path \"%s\"\n",
-                hex(*in.storage->pointer).c_str(), f.minor, f.service_name.c_str(), f.service_environment.c_str(),
+                hex_address(*in.storage->pointer).c_str(), f.minor, f.service_name.c_str(), f.service_environment.c_str(),
                 f.socket_file_path.c_str());
   }
   if (in.socket) {
@@ -122,8 +116,8 @@ void print_human(const Inspection& in) {
   std::printf("threads (%s)\n", in.thread_pointer_source.c_str());
   if (!in.threads_error.empty()) std::printf("  error: %s\n", in.threads_error.c_str());
   for (const auto& t : in.threads) {
-    std::printf("  %-8d tp %-16s", t.tid, t.thread_pointer ? hex(*t.thread_pointer).c_str() : "?");
-    if (t.record_pointer) std::printf(" record %-16s", hex(*t.record_pointer).c_str());
+    std::printf("  %-8d tp %-16s", t.tid, t.thread_pointer ? hex_address(*t.thread_pointer).c_str() : "?");
+    if (t.record_pointer) std::printf(" record %-16s", hex_address(*t.record_pointer).c_str());
     if (t.record) {
       const auto& r = *t.record;
       std::printf(" minor %u valid %u", r.minor, r.valid);

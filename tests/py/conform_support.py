@@ -222,6 +222,24 @@ class KillMatrix:
 KILL_MATRIX = KillMatrix()
 
 
+def strict_for(requirement: str) -> bool:
+    """Mutants of a SHOULD are run with --strict, so that they must fail."""
+    return LEVELS[requirement] == "SHOULD"
+
+
+def assert_mutant_caught(arch: str, mutant: dict, run: "ConformRun") -> None:
+    """Records the mutant's row of the kill matrix, then asserts that conform
+    gave its own requirement the violation verdict and the matching exit code."""
+    requirement = mutant["requirement"]
+    strict = strict_for(requirement)
+    expected = expected_violation_verdict(requirement, strict)
+    verdict = run.verdict(requirement) if run.report else "no report"
+    KILL_MATRIX.add(KillEntry(arch, mutant["name"], requirement, LEVELS[requirement], expected, verdict,
+                              run.returncode, run.seconds))
+    assert verdict == expected, f"{mutant['name']} ({mutant['description']}) escaped {requirement}:\n{run.explain(requirement)}"
+    assert run.returncode == expected_violation_exit(requirement, strict), run.explain(requirement)
+
+
 # ---- full reference runs, shared by the test modules -------------------------
 
 _reference_runs: dict[str, ConformRun] = {}

@@ -17,17 +17,17 @@ Build outputs come from $TRACECORR_BUILD (default /work/main/build):
 <build>/bin/tracecorr and <build>/fixtures/x86_64/reference/tracecorr-fixture.
 """
 import collections
-import http.server
 import json
 import os
 import platform
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from json_otlp_receiver import JsonOtlpReceiver
 
 BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
 TRACECORR = BUILD / "bin" / "tracecorr"
@@ -61,42 +61,9 @@ def bpf_works(tracecorr):
     return True
 
 
-class Receiver:
-    """OTLP/HTTP JSON receiver: keeps every exported span."""
-
-    def __init__(self):
-        self.spans = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                with outer.lock:
-                    for rs in body.get("resourceSpans", []):
-                        for ss in rs.get("scopeSpans", []):
-                            outer.spans.extend(ss.get("spans", []))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class Fixture:
     def __init__(self, tmp_path, args, env=None):
-        self.receiver = Receiver()
+        self.receiver = JsonOtlpReceiver()
         self.journal = tmp_path / "journal.jsonl"
         e = dict(os.environ)
         e.update({"OTEL_EXPORTER_OTLP_ENDPOINT": self.receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200",

@@ -53,7 +53,7 @@ pytestmark = pytest.mark.skipif(not MUTANTS, reason=f"qemu-aarch64, tracecorr or
 def run_mutant(mutant: dict, out_dir) -> cs.ConformRun:
     requirement = mutant["requirement"]
     command, gdbstub = cs.arch_command(ARCH, cs.fixture_program(ARCH, mutant["name"]))
-    return cs.run_conform(command, [requirement], strict=cs.LEVELS[requirement] == "SHOULD", gdbstub=gdbstub,
+    return cs.run_conform(command, [requirement], strict=cs.strict_for(requirement), gdbstub=gdbstub,
                           out_dir=out_dir, env=MUTANT_ENV.get(mutant["name"]))
 
 
@@ -96,12 +96,4 @@ def test_arm64_reference_records_are_read_through_the_gdbstub(runs):
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m["name"] for m in MUTANTS])
 def test_arm64_mutant_is_caught_by_its_own_requirement(runs, mutant):
-    requirement = mutant["requirement"]
-    strict = cs.LEVELS[requirement] == "SHOULD"
-    run = runs[mutant["name"]]
-    expected = cs.expected_violation_verdict(requirement, strict)
-    verdict = run.verdict(requirement) if run.report else "no report"
-    cs.KILL_MATRIX.add(cs.KillEntry(ARCH, mutant["name"], requirement, cs.LEVELS[requirement], expected, verdict,
-                                    run.returncode, run.seconds))
-    assert verdict == expected, f"{mutant['name']} ({mutant['description']}) escaped {requirement}:\n{run.explain(requirement)}"
-    assert run.returncode == cs.expected_violation_exit(requirement, strict), run.explain(requirement)
+    cs.assert_mutant_caught(ARCH, mutant, runs[mutant["name"]])

@@ -43,10 +43,6 @@ pytestmark = pytest.mark.skipif(not MUTANTS, reason=f"tracecorr or the {ARCH} fi
                                                     f"under {cs.BUILD} (set TRACECORR_BUILD)")
 
 
-def strict_for(requirement: str) -> bool:
-    return cs.LEVELS[requirement] == "SHOULD"
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every conform run this module judges, started together on a small pool:
@@ -63,7 +59,7 @@ def runs(tmp_path_factory):
                               [next(m["requirement"] for m in MUTANTS if m["name"] == LENIENT_SHOULD_MUTANT)],
                               out_dir=out / "lenient")
         futures = {m["name"]: pool.submit(cs.run_conform, [str(cs.fixture_program(ARCH, m["name"]))],
-                                          [m["requirement"]], strict=strict_for(m["requirement"]),
+                                          [m["requirement"]], strict=cs.strict_for(m["requirement"]),
                                           out_dir=out / m["name"])
                    for m in ordered}
         results = {name: f.result() for name, f in futures.items()}
@@ -90,14 +86,9 @@ def test_mutants_json_is_consistent():
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m["name"] for m in MUTANTS])
 def test_mutant_is_caught_by_its_own_requirement(runs, mutant):
-    requirement, strict = mutant["requirement"], strict_for(mutant["requirement"])
-    run = runs[mutant["name"]]
-    expected = cs.expected_violation_verdict(requirement, strict)
-    verdict = run.verdict(requirement) if run.report else "no report"
-    cs.KILL_MATRIX.add(cs.KillEntry(ARCH, mutant["name"], requirement, cs.LEVELS[requirement], expected, verdict,
-                                    run.returncode, run.seconds))
-    assert verdict == expected, f"{mutant['name']} ({mutant['description']}) escaped {requirement}:\n{run.explain(requirement)}"
-    assert run.returncode == cs.expected_violation_exit(requirement, strict), run.explain(requirement)
+    requirement, run = mutant["requirement"], runs[mutant["name"]]
+    cs.assert_mutant_caught(ARCH, mutant, run)
+    expected = cs.expected_violation_verdict(requirement, cs.strict_for(requirement))
     assert run.result(requirement)["gate_failure"] == (expected == "fail")
     # --only judges exactly the requirement asked for.
     assert list(run.verdicts()) == [requirement]

@@ -9,7 +9,6 @@ Build outputs are found under $TRACECORR_BUILD (default /work/main/build):
 """
 import base64
 import collections
-import http.server
 import json
 import os
 import re
@@ -18,11 +17,12 @@ import socket
 import stat
 import struct
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from json_otlp_receiver import JsonOtlpReceiver
 
 BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
 REGISTRY = json.loads((Path(__file__).resolve().parents[2] / "spec" / "elastic-v1.json").read_text())
@@ -84,51 +84,9 @@ def b64url(raw):
 
 # ---- the in-test OTLP receiver ----------------------------------------------
 
-class OtlpReceiver:
-    """Collects (receive unix ns, resource attrs, span) for every exported span."""
-
-    def __init__(self):
-        self.spans = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length))
-                now = time.time_ns()
-                with receiver.lock:
-                    for rs in body["resourceSpans"]:
-                        resource = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
-                        for ss in rs["scopeSpans"]:
-                            for span in ss["spans"]:
-                                receiver.spans.append((now, resource, span))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def snapshot(self):
-        with self.lock:
-            return list(self.spans)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def receiver():
-    r = OtlpReceiver()
+    r = JsonOtlpReceiver()
     yield r
     r.close()
 

@@ -4,7 +4,6 @@ pytest plugin, and installation with pip (Debian's tools only).
 In-tree the extension is found in python/tracecorr/ (the CMake build writes it
 there); an installed package is used when present.
 """
-import collections
 import json
 import os
 import subprocess

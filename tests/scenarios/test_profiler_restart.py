@@ -45,4 +45,4 @@ def test_profiler_restart_reregisters(tracecorr_target, host_agent, otlp_receive
         # HOST-02: an agent with its own host.id keeps it, across registrations.
         assert otlp_receiver.spans()[-1].resource_attribute("host.id") == own_host_id
     else:
-        print(f"the agent never exported a registration's host.id (HOST-01); judged on correlation only")
+        print("the agent never exported a registration's host.id (HOST-01); judged on correlation only")

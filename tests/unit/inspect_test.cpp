@@ -2,6 +2,8 @@
 // published process storage, a socket, and a record on this thread.
 #include <gtest/gtest.h>
 
+#include "thread_pointer_support.hpp"
+
 #include <asm/prctl.h>
 #include <dlfcn.h>
 #include <sys/socket.h>
@@ -16,15 +18,7 @@
 namespace tracecorr {
 namespace {
 
-std::uint64_t own_thread_pointer() {
-#if defined(__x86_64__)
-  unsigned long fs = 0;
-  ::syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
-  return fs;
-#else
-  return reinterpret_cast<std::uint64_t>(__builtin_thread_pointer());
-#endif
-}
+using test_support::own_thread_pointer;
 
 // Thread pointers of this thread only (ptrace cannot attach to our own threads).
 class OwnThreadSource : public ThreadPointerSource {

@@ -12,12 +12,6 @@
 namespace tracecorr {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 TEST(LiveProcessMemory, ReadsOwnMemory) {
   static const char text[] = "tracecorr reads this";
   LiveProcessMemory mem(::getpid());
@@ -56,7 +50,7 @@ TEST(LiveProcessMemory, UnmappedAddressIsAnErrorNamingIt) {
   auto st = mem.read(addr, out);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message().find("unmapped"), std::string::npos) << st.error().message();
-  EXPECT_NE(st.error().message().find(hex(addr)), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find(hex_address(addr)), std::string::npos) << st.error().message();
 }
 
 TEST(LiveProcessMemory, ReadRunningOffTheEndOfAMappingNamesWhereItStops) {
@@ -67,7 +61,7 @@ TEST(LiveProcessMemory, ReadRunningOffTheEndOfAMappingNamesWhereItStops) {
   std::uint8_t out[16];
   auto st = mem.read(reinterpret_cast<std::uintptr_t>(p + 4096 - 8), out);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message().find(hex(reinterpret_cast<std::uintptr_t>(p + 4096))), std::string::npos)
+  EXPECT_NE(st.error().message().find(hex_address(reinterpret_cast<std::uintptr_t>(p + 4096))), std::string::npos)
       << st.error().message();
   ::munmap(p, 4096);
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "report_test_support.hpp"
 #include "tracecorr/conform/expectations.hpp"
@@ -114,12 +115,15 @@ TEST(JsonReport, CarriesSchemaSummaryGateAndEvidence) {
   EXPECT_EQ(attr["evidence"][1]["fields"][2]["name"], "trace_id");
 }
 
-// Writes the sample reports for tests/py/test_reports.py (which runs this
-// test with TRACECORR_REPORT_SAMPLE_DIR set); skipped otherwise.
+// Writes the sample reports that tests/py/test_reports.py validates (it runs
+// this test with TRACECORR_REPORT_SAMPLE_DIR set); without it, into a
+// temporary directory, so that under ctest the writing itself is checked.
 TEST(ReportSamples, Write) {
   const char* dir = std::getenv("TRACECORR_REPORT_SAMPLE_DIR");
-  if (!dir) GTEST_SKIP() << "TRACECORR_REPORT_SAMPLE_DIR not set";
-  std::filesystem::path out(dir);
+  std::filesystem::path out = dir ? std::filesystem::path(dir)
+                                  : std::filesystem::temp_directory_path() /
+                                        ("tracecorr-report-samples-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(out);
   RunResult plain = sample_run();
   RunResult with_expectations = sample_run();
   apply_expectations(with_expectations, Expectations{1, {{"ATTR-02", "agent <sends> a \"string\""}, {"ELF-01", "stale"}}});
@@ -130,6 +134,9 @@ TEST(ReportSamples, Write) {
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".xml"), render_junit(*run)).ok());
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".txt"), render_console(*run)).ok());
   }
+  for (const char* file : {"plain.json", "plain.xml", "plain.txt", "expectations.json", "empty.xml"})
+    EXPECT_GT(std::filesystem::file_size(out / file), 0u) << file;
+  if (!dir) std::filesystem::remove_all(out);
 }
 
 }  // namespace

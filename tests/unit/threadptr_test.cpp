@@ -2,6 +2,8 @@
 // client against an in-process stub that speaks like qemu 7.2's.
 #include <gtest/gtest.h>
 
+#include "thread_pointer_support.hpp"
+
 #include <arpa/inet.h>
 #include <asm/prctl.h>
 #include <netinet/in.h>
@@ -26,15 +28,7 @@
 namespace tracecorr {
 namespace {
 
-std::uint64_t own_thread_pointer() {
-#if defined(__x86_64__)
-  unsigned long fs = 0;
-  ::syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
-  return fs;
-#else
-  return reinterpret_cast<std::uint64_t>(__builtin_thread_pointer());
-#endif
-}
+using test_support::own_thread_pointer;
 
 char thread_state(pid_t pid, pid_t tid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
@@ -296,18 +290,20 @@ TEST(GdbstubSource, ReadsTpidrEl0OfEveryThreadFromTheStub) {
   EXPECT_NE(std::find(stub.received.begin(), stub.received.end(), "pf0"), stub.received.end());
 }
 
+// A loopback TCP port that was free a moment ago (bound, read, closed).
+int unused_loopback_port() {
+  UniqueFd s(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
 TEST(GdbstubSource, NothingListeningIsAClearError) {
-  int port;
-  {
-    UniqueFd s(::socket(AF_INET, SOCK_STREAM, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }  // closed: nothing listens there now
+  const int port = unused_loopback_port();
   auto source = make_gdbstub_source("127.0.0.1", port);
   ASSERT_FALSE(source.ok());
   EXPECT_NE(source.error().message().find("connect"), std::string::npos) << source.error().message();
@@ -335,17 +331,7 @@ bool listening_on(int port) {
 // (mrs x0, tpidr_el0) and the gdbstub source must read the same values.
 TEST(GdbstubSource, ReadsWhatAQemuGuestPrintsAsItsOwnTpidrEl0) {
   if (::access("/usr/bin/qemu-aarch64", X_OK) != 0) GTEST_SKIP() << "qemu-aarch64 not installed";
-  int port;
-  {
-    UniqueFd s(::socket(AF_INET, SOCK_STREAM, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
+  const int port = unused_loopback_port();
   int out[2];
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
   pid_t qemu = ::fork();

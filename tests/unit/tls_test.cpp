@@ -2,6 +2,8 @@
 // dlopens itself: the reader must land on the very thread_local the test sees.
 #include <gtest/gtest.h>
 
+#include "thread_pointer_support.hpp"
+
 #include <asm/prctl.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -39,15 +41,7 @@ const TestLibrary& desc_library() {
   return lib;
 }
 
-std::uint64_t own_thread_pointer() {
-#if defined(__x86_64__)
-  unsigned long fs = 0;
-  ::syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
-  return fs;
-#else
-  return reinterpret_cast<std::uint64_t>(__builtin_thread_pointer());
-#endif
-}
+using test_support::own_thread_pointer;
 
 TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
   const auto& lib = desc_library();

@@ -5,12 +5,16 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "tracecorr/error.hpp"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/wire.hpp"
 
 namespace tracecorr {
+
+// An address in the target as every message prints it: 0x-prefixed lower-case hex.
+std::string hex_address(std::uint64_t address);
 
 class ProcessMemory {
  public:

@@ -37,12 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 std::string hex_bytes(const std::uint8_t* p, std::size_t n) {
   static const char digits[] = "0123456789abcdef";
   std::string s;
@@ -357,7 +351,7 @@ class WatchSession {
   Status poke_debug_register(int index, std::uint64_t value) {
     if (::ptrace(PTRACE_POKEUSER, tid_, reinterpret_cast<void*>(debug_register_offset(index)),
                  reinterpret_cast<void*>(value)) != 0)
-      return make_error("writing DR" + std::to_string(index) + " = " + hex(value) + " failed: " + std::strerror(errno),
+      return make_error("writing DR" + std::to_string(index) + " = " + hex_address(value) + " failed: " + std::strerror(errno),
                         where());
     return Ok{};
   }
@@ -415,7 +409,7 @@ class OrderChecker {
 Expected<RecordState> read_state(const LiveProcessMemory& memory, std::uint64_t address, std::uint64_t pc, unsigned hits) {
   RecordState s;
   if (auto st = memory.read(address, s.bytes); !st)
-    return st.error().within("reading the " + std::to_string(spec::kTlsRecordSize) + "-byte record at " + hex(address));
+    return st.error().within("reading the " + std::to_string(spec::kTlsRecordSize) + "-byte record at " + hex_address(address));
   s.at = Clock::now();
   s.pc_after_store = pc;
   s.chunks_hit = hits;
@@ -436,6 +430,8 @@ std::string limits_text(const UpdateOrderReport& r, bool under_qemu) {
   t += "Only user-mode stores by thread " + std::to_string(r.tid) +
        " are seen; other threads' stores and the kernel's (e.g. read() into the record) are not.\n";
   t += "A store that rewrites a byte with its current value is counted in stores_seen but changes no state.\n";
+  t += "SIGTRAP does not queue: one the target is sent while a watchpoint's SIGTRAP is pending is merged into it by "
+       "the kernel and never delivered (other signals are handed back unchanged).\n";
   return t;
 }
 
@@ -490,7 +486,7 @@ WatchPlan plan_record_watch(std::uint64_t record_address) {
 
 Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64_t record_address,
                                                std::chrono::milliseconds duration, std::size_t max_updates) {
-  const std::string where = thread_where(pid, tid) + " record " + hex(record_address);
+  const std::string where = thread_where(pid, tid) + " record " + hex_address(record_address);
   if (pid <= 0 || tid <= 0) return make_error("pid and tid must be positive", where);
   // x86-64 user space ends below 2^47; the kernel refuses watchpoints above it.
   if (record_address == 0 || record_address > (std::uint64_t{1} << 47) - spec::kTlsRecordSize)
@@ -579,19 +575,19 @@ std::string describe(const UpdateOrderViolation& v) {
             : "unwatched fields changed while valid != 0 (seen at the later store that cleared valid)")
     << " [TLS-04]: " << describe_offset_runs(v.changed_offsets) << "\n"
     << "  before: " << describe_record_bytes(v.before.bytes)
-    << (v.before.pc_after_store ? "  (pc after store " + hex(v.before.pc_after_store) + ")" : "  (state when the watch began)")
+    << (v.before.pc_after_store ? "  (pc after store " + hex_address(v.before.pc_after_store) + ")" : "  (state when the watch began)")
     << "\n"
-    << "  after:  " << describe_record_bytes(v.after.bytes) << "  (pc after store " << hex(v.after.pc_after_store) << ")";
+    << "  after:  " << describe_record_bytes(v.after.bytes) << "  (pc after store " << hex_address(v.after.pc_after_store) << ")";
   return o.str();
 }
 
 std::string describe(const UpdateOrderReport& r) {
   std::ostringstream o;
-  o << "TLS-04 update order, " << thread_where(r.pid, r.tid) << ", record " << hex(r.record_address) << ": "
+  o << "TLS-04 update order, " << thread_where(r.pid, r.tid) << ", record " << hex_address(r.record_address) << ": "
     << (r.conforms() ? "no violation" : std::to_string(r.violations_seen) + " violation(s)") << "\n"
     << "  watched: ";
   for (std::size_t i = 0; i < r.plan.chunks.size(); ++i)
-    o << (i ? ", " : "") << hex(r.plan.chunks[i].address) << " (record bytes " << r.plan.chunks[i].first_record_offset
+    o << (i ? ", " : "") << hex_address(r.plan.chunks[i].address) << " (record bytes " << r.plan.chunks[i].first_record_offset
       << ".." << r.plan.chunks[i].end_record_offset - 1 << ")";
   o << "\n  stores seen " << r.stores_seen << ", updates seen " << r.updates_seen << ", signals forwarded "
     << r.signals_forwarded << "; ended: " << r.ended_because << "\n";

@@ -11,12 +11,6 @@
 namespace tracecorr {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 std::string octal(unsigned v) {
   char b[16];
   std::snprintf(b, sizeof b, "0%o", v);
@@ -91,12 +85,12 @@ void inspect_storage(const ProcessMemory& mem, Inspection& out) {
     auto decoded = wire::decode_process_storage(mem.source_at(*pointer));
     if (decoded) {
       if (decoded->minor == 0)
-        out.findings.push_back(make_finding("PROC-02", "process storage at " + hex(*pointer) +
+        out.findings.push_back(make_finding("PROC-02", "process storage at " + hex_address(*pointer) +
                                                            " has layout-minor-version 0; it must be " +
                                                            std::to_string(spec::kProcessStorageMinor)));
       s.fields = std::move(*decoded);
     } else {
-      Error e = decoded.error().within("process storage at " + hex(*pointer));
+      Error e = decoded.error().within("process storage at " + hex_address(*pointer));
       // Unreadable memory behind a published pointer breaks PROC-01.
       if (e.requirement.empty() && e.what.find("unmapped") != std::string::npos) e.requirement = "PROC-01";
       s.error = e.message();
@@ -181,7 +175,7 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
           if (rec) {
             if (rec->minor == 0)
               out.findings.push_back(make_finding("TLS-02", "thread " + std::to_string(tid) + ": record at " +
-                                                                hex(read->record_pointer) + " has layout-minor-version 0"));
+                                                                hex_address(read->record_pointer) + " has layout-minor-version 0"));
             t.record = *rec;
           } else {
             t.error = rec.error().message();
@@ -190,7 +184,7 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
           if (!fresh)
             out.findings.push_back(make_finding("TLS-03", "threads " + std::to_string(it->second) + " and " +
                                                               std::to_string(tid) + " share the record at " +
-                                                              hex(read->record_pointer)));
+                                                              hex_address(read->record_pointer)));
         }
       }
     }
@@ -200,13 +194,13 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
 
 nlohmann::json symbol_json(const std::optional<elf::Symbol>& s) {
   if (!s) return nullptr;
-  return {{"name", s->name},           {"value", hex(s->value)},
+  return {{"name", s->name},           {"value", hex_address(s->value)},
           {"size", s->size},           {"type", elf::describe_type(s->type)},
           {"binding", binding_name(s->binding)}, {"visibility", visibility_name(s->visibility)},
           {"defined", s->defined()}};
 }
 
-nlohmann::json optional_hex(const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(hex(*v)) : nlohmann::json(nullptr); }
+nlohmann::json optional_hex(const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(hex_address(*v)) : nlohmann::json(nullptr); }
 
 }  // namespace
 
@@ -306,21 +300,21 @@ nlohmann::json to_json(const Inspection& in) {
                   {"name_matches", lib.name_matches},
                   {"name_suffix", lib.name_suffix},
                   {"machine", elf::to_string(lib.elf.machine)},
-                  {"load_bias", hex(lib.load_bias)},
+                  {"load_bias", hex_address(lib.load_bias)},
                   {"error", in.library_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.library_error)}};
   j["symbols"] = {{"process_storage", symbol_json(lib.elf.process_storage)}, {"tls", symbol_json(lib.elf.tls)}};
   j["tls"] = {{"dialect", elf::to_string(lib.elf.tls_access.dialect)},
               {"relocations", lib.elf.tls_access.relocations},
               {"descriptor_address", optional_hex(lib.tls_descriptor_addr)},
               {"model", in.tls ? nlohmann::json(to_string(in.tls->model)) : nlohmann::json(nullptr)},
-              {"resolver", in.tls ? nlohmann::json(hex(in.tls->resolver)) : nlohmann::json(nullptr)},
-              {"argument", in.tls ? nlohmann::json(hex(in.tls->argument)) : nlohmann::json(nullptr)},
+              {"resolver", in.tls ? nlohmann::json(hex_address(in.tls->resolver)) : nlohmann::json(nullptr)},
+              {"argument", in.tls ? nlohmann::json(hex_address(in.tls->argument)) : nlohmann::json(nullptr)},
               {"tp_offset", in.tls && in.tls->model == TlsModel::StaticOffset ? nlohmann::json(in.tls->tp_offset) : nlohmann::json(nullptr)},
               {"explanation", in.tls ? nlohmann::json(in.tls->explanation) : nlohmann::json(nullptr)},
               {"error", in.tls_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.tls_error)}};
   if (in.storage) {
     const auto& s = *in.storage;
-    nlohmann::json st = {{"pointer_address", hex(s.pointer_address)},
+    nlohmann::json st = {{"pointer_address", hex_address(s.pointer_address)},
                          {"pointer", optional_hex(s.pointer)},
                          {"published", s.pointer && *s.pointer != 0},
                          {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}};

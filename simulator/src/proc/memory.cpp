@@ -13,19 +13,19 @@
 namespace tracecorr {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 std::string where(pid_t pid, std::uint64_t addr, std::size_t size) {
-  return "pid " + std::to_string(pid) + " address " + hex(addr) + " (" + std::to_string(size) + " bytes)";
+  return "pid " + std::to_string(pid) + " address " + hex_address(addr) + " (" + std::to_string(size) + " bytes)";
 }
 
 }  // namespace
+
+std::string hex_address(std::uint64_t address) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(address));
+  return b;
+}
 
 Expected<std::uint64_t> ProcessMemory::read_u64(std::uint64_t addr) const {
   std::uint64_t v = 0;
@@ -37,7 +37,7 @@ Expected<std::uint64_t> ProcessMemory::read_u64(std::uint64_t addr) const {
 wire::ByteSource ProcessMemory::source_at(std::uint64_t base) const {
   // The ProcessMemory outlives the decoder call that uses this source.
   return [this, base](std::uint64_t offset, std::span<std::uint8_t> out) -> Status {
-    if (offset > UINT64_MAX - base) return make_error("address overflows", hex(base) + "+" + std::to_string(offset));
+    if (offset > UINT64_MAX - base) return make_error("address overflows", hex_address(base) + "+" + std::to_string(offset));
     return read(base + offset, out);
   };
 }
@@ -61,7 +61,7 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
       if (err == EINTR) continue;
       if (err == EFAULT)
         return make_error("unmapped memory: " + std::to_string(done) + " of " + std::to_string(out.size()) +
-                              " bytes readable, nothing mapped at " + hex(addr + done),
+                              " bytes readable, nothing mapped at " + hex_address(addr + done),
                           where(pid_, addr, out.size()));
       if (err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
       if (err == EINVAL && out.size() - done <= SSIZE_MAX)
@@ -103,7 +103,7 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
     if (err == EINTR) continue;
     if (err == EIO || err == EFAULT) {
       if (!process_exists(pid_)) return make_error("the process is gone", where(pid_, addr, out.size()));
-      return make_error("unmapped memory: nothing readable at " + hex(addr + done), where(pid_, addr, out.size()));
+      return make_error("unmapped memory: nothing readable at " + hex_address(addr + done), where(pid_, addr, out.size()));
     }
     if (err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
     return make_error(std::string("reading /proc/PID/mem failed: ") + std::strerror(err), where(pid_, addr, out.size()));

@@ -16,12 +16,6 @@
 namespace tracecorr {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 // Matches `pattern` at `code` after skipping any of the optional prefixes.
 bool matches_after_prefixes(std::span<const std::uint8_t> code, std::span<const std::uint8_t> pattern,
                             std::span<const std::span<const std::uint8_t>> prefixes) {
@@ -77,7 +71,7 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
   d.address = descriptor_addr;
   std::array<std::uint8_t, 16> words{};
   if (auto st = mem.read(descriptor_addr, words); !st)
-    return st.error().within("TLS descriptor at " + hex(descriptor_addr));
+    return st.error().within("TLS descriptor at " + hex_address(descriptor_addr));
   std::memcpy(&d.resolver, words.data(), 8);
   std::memcpy(&d.argument, words.data() + 8, 8);
 
@@ -89,7 +83,7 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
     return d;
   }
   if (machine != elf::Machine::X86_64 && machine != elf::Machine::AArch64)
-    return make_error("cannot classify a TLS resolver for this machine", "TLS descriptor at " + hex(descriptor_addr));
+    return make_error("cannot classify a TLS resolver for this machine", "TLS descriptor at " + hex_address(descriptor_addr));
 
   // The pattern with a prefix or two fits in 16 bytes; read what is there.
   std::array<std::uint8_t, 16> code{};
@@ -102,8 +96,8 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
     if (auto st2 = mem.read(d.resolver, std::span(code).first(have)); !st2) {
       have = machine == elf::Machine::X86_64 ? kX86ReturnArgument.size() : kA64ReturnArgument.size();
       if (auto st3 = mem.read(d.resolver, std::span(code).first(have)); !st3)
-        return st3.error().within("TLS resolver code at " + hex(d.resolver) + " (from the descriptor at " +
-                                  hex(descriptor_addr) + ")");
+        return st3.error().within("TLS resolver code at " + hex_address(d.resolver) + " (from the descriptor at " +
+                                  hex_address(descriptor_addr) + ")");
     }
   }
   if (returns_its_argument(std::span(code).first(have), machine)) {
@@ -115,7 +109,7 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
   }
   d.model = TlsModel::Dynamic;
   d.explanation =
-      "the resolver at " + hex(d.resolver) +
+      "the resolver at " + hex_address(d.resolver) +
       " is not the loader's \"return the argument\" function: the library got dynamic TLS (for example it was "
       "dlopened after glibc's static TLS surplus was used up, or the C library is musl). BPF profilers that add the "
       "descriptor's argument to the thread pointer will read garbage. Load the library earlier (at startup or via "
@@ -129,13 +123,13 @@ Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uin
   const std::uint64_t slot = thread_pointer + static_cast<std::uint64_t>(tp_offset);
   auto pointer = mem.read_u64(slot);
   if (!pointer)
-    return pointer.error().within("TLS variable at thread pointer " + hex(thread_pointer) + " + offset " +
-                                  std::to_string(tp_offset) + " = " + hex(slot));
+    return pointer.error().within("TLS variable at thread pointer " + hex_address(thread_pointer) + " + offset " +
+                                  std::to_string(tp_offset) + " = " + hex_address(slot));
   out.record_pointer = *pointer;
   if (out.record_pointer == 0) return out;  // no record for this thread (yet)
   wire::TlsRecordBytes bytes{};
   if (auto st = mem.read(out.record_pointer, bytes); !st) {
-    Error e = st.error().within("thread record at " + hex(out.record_pointer) + " (pointer read at " + hex(slot) + ")");
+    Error e = st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " + hex_address(slot) + ")");
     // A non-zero pointer must point at a complete record; a vanished process is not the target's fault.
     if (e.what.find("unmapped") != std::string::npos) e.requirement = "TLS-01";
     return e;
