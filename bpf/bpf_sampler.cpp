@@ -1,5 +1,7 @@
 #include "bpf_sampler.hpp"
 
+#include <bpf/libbpf.h>
+
 #include <cstring>
 
 #include "sampler_loader.hpp"
@@ -75,11 +77,21 @@ class BpfSampler final : public Sampler {
   std::unique_ptr<SamplerLoader> loader_;
 };
 
+std::size_t ring_bytes_for(const BpfSamplerOptions& options) {
+  // The consumer drains on a timer (<= 100 ms): hold at least a second of
+  // records at the attached rate on every possible CPU, as a power of two.
+  int cpus = libbpf_num_possible_cpus();
+  std::size_t per_second = static_cast<std::size_t>(cpus > 0 ? cpus : 1) * options.frequency_hz * sizeof(tc_sample);
+  std::size_t bytes = options.ringbuf_bytes;
+  while (bytes < per_second && bytes < (std::size_t{1} << 30)) bytes <<= 1;
+  return bytes;
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Sampler>> make_bpf_sampler(const BpfSamplerOptions& options) {
   SamplerLoaderOptions lo;
-  lo.ringbuf_bytes = options.ringbuf_bytes;
+  lo.ringbuf_bytes = ring_bytes_for(options);
   auto loader = SamplerLoader::open(lo);
   if (!loader) return loader.error();
   if (auto st = (*loader)->attach(options.frequency_hz); !st) return st.error();

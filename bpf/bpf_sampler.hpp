@@ -10,7 +10,7 @@ namespace tracecorr::bpf {
 
 struct BpfSamplerOptions {
   unsigned frequency_hz = 99;
-  std::size_t ringbuf_bytes = 8u << 20;
+  std::size_t ringbuf_bytes = 8u << 20;  // at least; grown to hold a second of samples on every CPU
 };
 
 // Loads the program and attaches it to a cpu-clock event on every online CPU.

@@ -27,10 +27,6 @@ typedef __s64 tc_s64;
 
 /* Bounded user stack depth (frames); bpf_get_stack writes at most this many. */
 #define TC_MAX_STACK_DEPTH 64
-/* The consumer is woken once this many bytes of records wait in the ring
- * buffer; below that it finds them at its next poll timeout (<= 100 ms in the
- * agent). */
-#define TC_WAKEUP_BYTES (64 * 1024)
 /* Processes the sampler can track at once. */
 #define TC_MAX_TRACKED_PROCESSES 4096
 

@@ -219,8 +219,8 @@ int SamplerLoader::on_record(void* ctx, void* data, std::size_t size) {
 Expected<std::size_t> SamplerLoader::poll(std::chrono::milliseconds timeout, const Callback& callback) {
   callback_ = &callback;
   delivered_ = 0;
-  // The program wakes us only once TC_WAKEUP_BYTES are pending, so after the
-  // wait (woken or timed out) consume whatever is there.
+  // The program never wakes us (see sampler.bpf.c): the wait is the drain
+  // interval, then whatever is there is consumed.
   int n = ring_buffer__poll(ringbuf_, static_cast<int>(timeout.count()));
   if (n >= 0 || n == -EINTR) n = ring_buffer__consume(ringbuf_);
   callback_ = nullptr;

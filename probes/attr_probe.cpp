@@ -1,5 +1,8 @@
 // ATTR: the stack trace ids the agent attaches to its transactions, compared
 // with exactly what tracecorr sent for each of them.
+#include <algorithm>
+#include <map>
+
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
@@ -23,29 +26,41 @@ class AttrProbe final : public Probe {
     if (spans.spans().empty()) return not_run(requirements(), "no spans were received");
     auto sent = s->sent_messages();
 
-    // The transactions tracecorr sent correlations for that must show up.
-    std::set<std::pair<TraceId, SpanId>> targeted;
+    // The transactions tracecorr sent correlations for, with the first send.
+    std::map<std::pair<TraceId, SpanId>, std::chrono::system_clock::time_point> targeted;
     for (const auto& m : sent)
-      if (m.transaction && m.expected_count && *m.expected_count > 0) targeted.insert(*m.transaction);
+      if (m.transaction && m.expected_count && *m.expected_count > 0) {
+        auto [it, inserted] = targeted.try_emplace(*m.transaction, m.at_system);
+        it->second = std::min(it->second, m.at_system);
+      }
 
     std::vector<Finding> out;
     // ATTR-01
     {
-      std::size_t exported = 0, with = 0;
+      std::size_t exported = 0, with = 0, early = 0;
       const otlp::ReceivedSpan* example = nullptr;
-      for (const auto& key : targeted)
-        if (const auto* t = spans.transaction(key.first, key.second)) {
+      for (const auto& [key, first_sent] : targeted) {
+        const auto* t = spans.transaction(key.first, key.second);
+        if (!t) continue;
+        if (t->attribute(spec::kAttributeName)) {
+          ++exported, ++with;
+        } else if (t->received_at_system < first_sent + kSettleTime) {
+          // Forwarded before the agent could have read the first message (as
+          // in check_counts): not evidence either way.
+          ++early;
+        } else {
           ++exported;
-          if (t->attribute(spec::kAttributeName)) ++with;
-          else if (!example) example = t;
+          if (!example) example = t;
         }
+      }
+      std::string also = early ? " (" + std::to_string(early) + " exported before the first message could be read, not judged)" : "";
       if (!exported)
-        out.push_back(not_applicable("ATTR-01", "none of the transactions correlations were sent for was exported"));
+        out.push_back(not_applicable("ATTR-01", "none of the transactions correlations were sent for was exported" + also));
       else if (with == exported)
-        out.push_back(met("ATTR-01", std::to_string(with) + " correlated transactions carry the attribute"));
+        out.push_back(met("ATTR-01", std::to_string(with) + " correlated transactions carry the attribute" + also));
       else
         out.push_back(violated("ATTR-01", std::to_string(exported - with) + " of " + std::to_string(exported) +
-                                              " correlated transactions lack " + std::string(spec::kAttributeName),
+                                              " correlated transactions lack " + std::string(spec::kAttributeName) + also,
                                {span_evidence(*example, "attribute present", "absent")}));
     }
     // ATTR-02, ATTR-03, ATTR-05: every span carrying the attribute.

@@ -14,6 +14,7 @@ namespace {
 
 std::string repeat_command(const RunOptions& o, const std::string& id) {
   std::vector<std::string> argv{"tracecorr", "conform", "--only", id};
+  if (o.strict) argv.push_back("--strict");
   if (o.personality != "spec") argv.insert(argv.end(), {"--personality", o.personality});
   if (!o.target.gdbstub.empty()) argv.insert(argv.end(), {"--gdbstub", o.target.gdbstub});
   if (o.target.pid) {

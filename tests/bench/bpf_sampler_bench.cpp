@@ -83,7 +83,7 @@ struct StatsToggle {  // kernel.bpf_stats_enabled=1 for the run, restored after
 
 double ns_per_run(const bpf::ProgramStats& s) { return s.run_cnt ? double(s.run_time_ns) / double(s.run_cnt) : 0; }
 
-int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack) {
+int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack, std::size_t ringbuf_bytes) {
   StatsToggle toggle;
   if (read_file("/proc/sys/kernel/bpf_stats_enabled") != "1") {
     std::fprintf(stderr, "cannot enable kernel.bpf_stats_enabled\n");
@@ -91,7 +91,7 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   }
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) pool.emplace_back(worker, depth, static_cast<std::uint8_t>(i + 1));
-  auto sampler = bpf::SamplerLoader::open();
+  auto sampler = bpf::SamplerLoader::open({.ringbuf_bytes = ringbuf_bytes});
   auto empty = bpf::EmptyLoader::open();
   if (!sampler || !empty) {
     std::fprintf(stderr, "load failed: %s\n", (!sampler ? sampler.error() : empty.error()).message().c_str());
@@ -228,7 +228,7 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack]\n"
+               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack] [--ringbuf-kib 8192]\n"
                "       tracecorr_bpf_bench lost --fixture PATH [--hz 1000] [--seconds 30] [--threads 64]\n");
 }
 
@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
   unsigned hz = 1000;
   int seconds = mode == "lost" ? 30 : 20, threads = mode == "lost" ? 64 : 2, depth = 16, rounds = 4;
   bool no_stack = false;
+  std::size_t ringbuf_bytes = bpf::SamplerLoaderOptions{}.ringbuf_bytes;
   for (int i = 2; i < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--no-stack") {
@@ -255,10 +256,11 @@ int main(int argc, char** argv) {
     else if (k == "--depth") depth = std::stoi(v);
     else if (k == "--rounds") rounds = std::max(1, std::stoi(v));
     else if (k == "--fixture") fixture = v;
+    else if (k == "--ringbuf-kib") ringbuf_bytes = std::stoul(v) * 1024;
     else return usage(), 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack);
+  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack, ringbuf_bytes);
   if (mode == "lost" && !fixture.empty()) return lost(fixture, hz, seconds, threads);
   usage();
   return 2;

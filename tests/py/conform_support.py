@@ -1,7 +1,7 @@
 """Helpers for the `tracecorr conform` tests: running the command line, reading
 its JSON report, the mutant list and the kill matrix.
 
-Build outputs come from $TRACECORR_BUILD (default /work/main/build):
+Build outputs come from $TRACECORR_BUILD (default: build/ in this repository):
 <build>/bin/tracecorr and <build>/fixtures/<arch>/{reference,mutants/<name>}/.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ what it sent. The test holds the two against each other:
     fixture's fixed ids, as journaled);
   * without privilege, `agent` fails clearly and suggests --reader ptrace.
 
-Build outputs come from $TRACECORR_BUILD (default /work/main/build):
+Build outputs come from $TRACECORR_BUILD (default: build/ in this repository):
 <build>/bin/tracecorr and <build>/fixtures/x86_64/reference/tracecorr-fixture.
 """
 import collections
@@ -29,7 +29,7 @@ import pytest
 
 from json_otlp_receiver import JsonOtlpReceiver
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
+BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
 TRACECORR = BUILD / "bin" / "tracecorr"
 ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 FIXTURE = BUILD / "fixtures" / ARCH / "reference" / "tracecorr-fixture"

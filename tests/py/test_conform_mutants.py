@@ -90,6 +90,9 @@ def test_mutant_is_caught_by_its_own_requirement(runs, mutant):
     cs.assert_mutant_caught(ARCH, mutant, run)
     expected = cs.expected_violation_verdict(requirement, cs.strict_for(requirement))
     assert run.result(requirement)["gate_failure"] == (expected == "fail")
+    # The repeat command reproduces this run's judgement, --strict included.
+    repeat = run.result(requirement)["repeat_command"]
+    assert repeat.startswith(f"tracecorr conform --only {requirement}") and ("--strict" in repeat) == cs.strict_for(requirement), repeat
     # --only judges exactly the requirement asked for.
     assert list(run.verdicts()) == [requirement]
 

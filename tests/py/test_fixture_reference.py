@@ -4,7 +4,7 @@ Runs the x86-64 reference natively and the arm64 one under qemu-aarch64, each
 with an in-test OTLP/HTTP JSON receiver and a journal, and plays the profiler
 by sending datagrams to the fixture's socket.
 
-Build outputs are found under $TRACECORR_BUILD (default /work/main/build):
+Build outputs are found under $TRACECORR_BUILD (default: build/ in this repository):
 <build>/fixtures/<arch>/reference/tracecorr-fixture.
 """
 import base64
@@ -24,7 +24,7 @@ import pytest
 
 from json_otlp_receiver import JsonOtlpReceiver
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
+BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
 REGISTRY = json.loads((Path(__file__).resolve().parents[2] / "spec" / "elastic-v1.json").read_text())
 MESSAGES = {m["name"]: m for m in REGISTRY["layouts"]["messages"]}
 CORRELATION = MESSAGES["correlation"]

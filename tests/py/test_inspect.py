@@ -4,7 +4,7 @@ what the fixture journaled it published (storage fields, every thread's ids).
 The x86-64 fixture is read with ptrace; the arm64 one runs under
 `qemu-aarch64 -g PORT` and its thread pointers come from qemu's gdbstub.
 
-Build outputs are found under $TRACECORR_BUILD (default /work/main/build):
+Build outputs are found under $TRACECORR_BUILD (default: build/ in this repository):
 <build>/fixtures/<arch>/reference/tracecorr-fixture and <build>/bin/tracecorr.
 $TRACECORR_CLI overrides the tracecorr binary.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
+BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
 CLI = Path(os.environ.get("TRACECORR_CLI", BUILD / "bin" / "tracecorr"))
 QEMU = shutil.which("qemu-aarch64")
 AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"

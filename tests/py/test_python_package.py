@@ -268,7 +268,7 @@ def test_plugin_rejects_unknown_requirement(pytester):
 # ---- installation --------------------------------------------------------------------------------------------
 def _cmake_build_dir():
     """A configured CMake build directory with the extension target: $TRACECORR_PY_CMAKE_BUILD, else
-    $TRACECORR_BUILD, else /work/main/build-py."""
+    $TRACECORR_BUILD, else build-py/ in this repository."""
     for candidate in (os.environ.get("TRACECORR_PY_CMAKE_BUILD"), os.environ.get("TRACECORR_BUILD"),
                       str(REPO / "build-py")):
         if candidate and "TRACECORR_PYTHON_OUTPUT_DIR" in _read(Path(candidate) / "CMakeCache.txt"):

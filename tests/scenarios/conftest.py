@@ -1,7 +1,7 @@
 """Scenario defaults: the reference fixture as the agent under test, and shared helpers.
 
 Run against any agent with ``--tracecorr-cmd "CMD ARGS"`` (or ``--tracecorr-pid PID``);
-without either, the reference fixture from $TRACECORR_BUILD (default /work/main/build)
+without either, the reference fixture from $TRACECORR_BUILD (default: build/ in this repository)
 is launched with two workload threads. The agent must keep running transactions
 (local root spans) on its threads: the scenarios read the ids from the threads' records.
 """

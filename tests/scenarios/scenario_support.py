@@ -14,7 +14,7 @@ except ImportError:  # in-tree: the CMake build writes the extension into python
 
 from tracecorr import _tracecorr  # noqa: E402
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", "/work/main/build"))
+BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
 ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 FIXTURE = BUILD / "fixtures" / ARCH / "reference" / "tracecorr-fixture"
 WAIT_S = 15.0  # bound on waiting for an export: a missing span fails the test, it never slows a pass

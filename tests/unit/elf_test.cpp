@@ -3,6 +3,8 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 
 #include "tracecorr/elf.hpp"
@@ -69,6 +72,49 @@ TEST(ElfAnalysis, TlsdescLibraryHasTheDescriptorAndWellFormedSymbols) {
   ASSERT_TRUE(a->tls_access.descriptor_vaddr);
   EXPECT_NE(*a->tls_access.descriptor_vaddr, 0u);
   EXPECT_TRUE(has(a->tls_access.relocations, "R_X86_64_TLSDESC"));
+}
+
+// The file offset of a symbol's address, found through its section header
+// (independently of the program headers the analysis uses).
+std::optional<std::uint64_t> file_offset_of_symbol(const std::string& path, const std::string& name) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  elf_version(EV_CURRENT);
+  Elf* e = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  std::optional<std::uint64_t> out;
+  for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn && !out; scn = elf_nextscn(e, scn)) {
+    GElf_Shdr sh;
+    gelf_getshdr(scn, &sh);
+    if (sh.sh_type != SHT_DYNSYM) continue;
+    Elf_Data* d = elf_getdata(scn, nullptr);
+    for (std::size_t i = 0; i < sh.sh_size / sh.sh_entsize; ++i) {
+      GElf_Sym sym;
+      gelf_getsym(d, static_cast<int>(i), &sym);
+      if (name != elf_strptr(e, sh.sh_link, sym.st_name)) continue;
+      GElf_Shdr home;
+      gelf_getshdr(elf_getscn(e, sym.st_shndx), &home);
+      out = home.sh_offset + (sym.st_value - home.sh_addr);
+      break;
+    }
+  }
+  elf_end(e);
+  return out;
+}
+
+// While the loader has mapped the data segment but not yet zeroed .bss, the
+// storage pointer's address shows the file's bytes there: the analysis must
+// know them, so that discovery does not take them for a published pointer.
+TEST(ElfAnalysis, KnowsTheFileBytesAtTheStoragePointer) {
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  auto offset = file_offset_of_symbol(TC_TESTLIB_DESC, std::string(spec::kProcessStorageSymbol));
+  ASSERT_TRUE(offset);
+  ASSERT_LE(*offset + 8, bytes.size());
+  const std::uint64_t marker = 0x2e3231206e616962;  // "bian 12.": .comment text seen there under qemu-user
+  std::memcpy(bytes.data() + *offset, &marker, sizeof marker);
+  TempFile patched(bytes);
+  auto a = analyze_path(patched.path());
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_TRUE(a->storage_bytes_in_file);
+  EXPECT_EQ(*a->storage_bytes_in_file, marker);
 }
 
 TEST(ElfAnalysis, TraditionalDialectIsRecognisedByTheRegistryNames) {

@@ -54,6 +54,11 @@ struct LibraryAnalysis {
   Machine machine = Machine::Other;
   std::uint64_t first_load_vaddr = 0;  // p_vaddr of the first PT_LOAD (usually 0 for a .so)
   std::optional<Symbol> process_storage;
+  // The 8 bytes the file holds at the storage pointer's place (native byte
+  // order). While the loader has mapped that page but not yet zeroed .bss or
+  // applied relocations, a read of the pointer shows exactly these bytes (for
+  // a .bss pointer often text of a following section such as .comment).
+  std::optional<std::uint64_t> storage_bytes_in_file;
   std::optional<Symbol> tls;
   TlsAccess tls_access;
   std::size_t dynamic_symbol_count = 0;

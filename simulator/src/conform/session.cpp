@@ -110,12 +110,12 @@ Status Session::discover(Clock::time_point deadline) {
       if (!target_alive()) break;
     } else if (*found && (*found)->storage_pointer_addr) {
       // Mapped is not loaded: the loader first maps the whole file with the
-      // first segment's (read-only) protection and only then places the
-      // writable data segment over it. Until then the storage symbol's address
-      // shows unrelated file bytes (seen under qemu-user as a "pointer" made
-      // of the .comment text), and so does the TLS descriptor. The storage is
-      // a writable data object: wait until its page is writable.
-      if (data_segment_placed(*(*found)->storage_pointer_addr)) {
+      // first segment's (read-only) protection, then places the writable data
+      // segment over it, and only then zeroes the .bss part of its last file
+      // page. Until both are done the storage symbol's address shows unrelated
+      // file bytes (seen under qemu-user as a "pointer" made of .comment
+      // text), and so does the TLS descriptor.
+      if (storage_page_loaded(**found)) {
         library_ = **found;
         return Ok{};
       }
@@ -135,11 +135,16 @@ Status Session::discover(Clock::time_point deadline) {
                     "pid " + std::to_string(pid()));
 }
 
-bool Session::data_segment_placed(std::uint64_t address) const {
+bool Session::storage_page_loaded(const AgentLibrary& library) const {
+  const std::uint64_t address = *library.storage_pointer_addr;
   auto maps = read_maps(target_->pid());
   if (!maps) return false;
   const auto* m = find_mapping(*maps, address);
-  return m && m->write;
+  if (!m || !m->write) return false;  // the data segment is not placed yet
+  const auto& file_bytes = library.elf.storage_bytes_in_file;
+  if (!file_bytes || *file_bytes == 0) return true;
+  auto value = memory_->read_u64(address);
+  return value && *value != *file_bytes;  // still the file's bytes: not zeroed or relocated yet
 }
 
 void Session::sight_storage(std::uint64_t pointer_addr) {

@@ -7,6 +7,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -148,6 +149,32 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_pat
   return analyze_library(fd, display_path, std::string(spec::kProcessStorageSymbol), std::string(spec::kTlsSymbol));
 }
 
+namespace {
+
+// The 8 file bytes that the PT_LOAD segment holding `vaddr` maps there, if
+// the file has them (a .bss address past the segment's file part maps the
+// rest of its last file page, which holds whatever section follows).
+std::optional<std::uint64_t> bytes_in_file_at(int fd, std::uint64_t file_size, const std::vector<GElf_Phdr>& loads,
+                                              std::uint64_t vaddr) {
+  for (const auto& ph : loads) {
+    if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_memsz) continue;
+    const std::uint64_t delta = vaddr - ph.p_vaddr;
+    // Past the file part, only the rest of the last file page shows file
+    // bytes; the page size is at most the segment's alignment.
+    const std::uint64_t align = ph.p_align > 1 ? ph.p_align : 1;
+    if (delta >= ph.p_filesz && delta - ph.p_filesz >= align) return std::nullopt;
+    if (ph.p_offset > file_size || delta > file_size - ph.p_offset || file_size - ph.p_offset - delta < 8)
+      return std::nullopt;
+    std::uint64_t v = 0;
+    if (::pread(fd, &v, sizeof v, static_cast<off_t>(ph.p_offset + delta)) != static_cast<ssize_t>(sizeof v))
+      return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const std::string& storage_symbol,
                                           const std::string& tls_symbol) {
   if (!init_libelf()) return make_error("libelf refuses to initialise: " + libelf_error(), path);
@@ -178,18 +205,15 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     return make_error(std::to_string(phnum) + " program headers at offset " + std::to_string(eh.e_phoff) +
                           " do not fit in the " + std::to_string(file_size) + "-byte file",
                       path + " e_phnum");
-  bool have_load = false;
+  std::vector<GElf_Phdr> loads;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(elf.get(), static_cast<int>(i), &ph))
       return make_error("unreadable program header: " + libelf_error(), path + " program header " + std::to_string(i));
-    if (ph.p_type == PT_LOAD) {
-      out.first_load_vaddr = ph.p_vaddr;
-      have_load = true;
-      break;
-    }
+    if (ph.p_type == PT_LOAD) loads.push_back(ph);
   }
-  if (!have_load) return make_error("no PT_LOAD segment: nothing of this file is mapped", path);
+  if (loads.empty()) return make_error("no PT_LOAD segment: nothing of this file is mapped", path);
+  out.first_load_vaddr = loads.front().p_vaddr;
 
   // Sections: the dynamic symbol table and the dynamic relocations.
   std::size_t shnum = 0;
@@ -244,6 +268,9 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
       if (out.tls->value == sym.st_value && out.tls->section == sym.st_shndx) tls_index = i;
     }
   }
+
+  if (out.process_storage && out.process_storage->defined())
+    out.storage_bytes_in_file = bytes_in_file_at(fd, file_size, loads, out.process_storage->value);
 
   // Relocations against the TLS symbol, in every RELA section tied to .dynsym
   // (.rela.dyn, and .rela.plt where aarch64 linkers sometimes put TLSDESC).

@@ -175,7 +175,7 @@ class Session {
  private:
   Session() = default;
   Status discover(Clock::time_point deadline);
-  bool data_segment_placed(std::uint64_t address) const;
+  bool storage_page_loaded(const AgentLibrary& library) const;
   void watch_storage();
   void sight_storage(std::uint64_t pointer);
   Status connect_gdbstub(Clock::time_point deadline);
