@@ -1,0 +1,111 @@
+"""`tracecorr conform` as a CI gate sees it: attach mode, the exit codes for
+usage and environment errors, and the expectations file's life cycle
+(expected failure, stale entry, unknown id, --update-expectations)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import conform_support as cs
+
+ARCH = "x86_64"
+REFERENCE = cs.fixture_program(ARCH)
+PADDED = cs.fixture_program(ARCH, "attr-padded-base64")  # breaks ATTR-03 only
+CONFIG = cs.REGISTRY["config"]
+
+pytestmark = pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists() and PADDED.exists()),
+                                reason=f"tracecorr or the {ARCH} fixtures are not built under {cs.BUILD}")
+
+
+def conform(*args: str, timeout: float = cs.RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run([str(cs.TRACECORR), "conform", "--quiet", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# ---- attach mode -------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def running_reference(tmp_path):
+    """The reference, started the way an agent team would start its own agent
+    for attach mode: correlation on, its exports sent to a fixed port."""
+    port = cs.free_tcp_port()
+    env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+               **{CONFIG["enabled"]["env"]: "true", CONFIG["socket_dir"]["env"]: str(tmp_path)})
+    proc = subprocess.Popen([str(REFERENCE), "--threads", "2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert "socket=" in proc.stdout.readline(), "the reference did not start"
+    yield proc.pid, port
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+def test_attach_mode_judges_what_needs_no_restart_and_says_why_it_skips_the_rest(running_reference, tmp_path):
+    pid, port = running_reference
+    report_path = tmp_path / "report.json"
+    run = conform("--pid", str(pid), "--otlp-port", str(port), "--json", str(report_path))
+    report = json.loads(report_path.read_text())
+    verdicts = {r["id"]: r for r in report["results"]}
+    assert run.returncode == cs.EXIT_OK, run.stdout[-4000:]
+    # Judged live: the library, storage, records (watched store by store), socket, messages, attribute.
+    for rid in ("ELF-04", "PROC-01", "TLS-04", "TLS-05", "SOCK-02", "MSG-04", "ATTR-04", "DEFER-01", "HOST-01"):
+        assert verdicts[rid]["verdict"] == "pass", verdicts[rid]
+    # Not judgeable without watching the start or restarting with other settings: skipped, with the reason.
+    assert verdicts["PROC-04"]["verdict"] == "skip" and "attach" in verdicts["PROC-04"]["reason"]
+    for rid in ("DEFER-04", "DEFER-06", "CONF-01", "CONF-04", "HOST-02"):
+        assert verdicts[rid]["verdict"] == "skip" and "needs a launch" in verdicts[rid]["reason"], verdicts[rid]
+    assert os.path.exists(f"/proc/{pid}"), "attach mode must leave the agent running"
+
+
+# ---- exit codes --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("only", ["NOPE-99", " ", "ELF-01,MSG-99"])
+def test_a_filter_naming_no_requirement_is_a_usage_error(only):
+    run = conform("--only", only, "--", str(REFERENCE), timeout=30)
+    assert run.returncode == cs.EXIT_USAGE, run.stderr
+    assert "unknown requirement id" in run.stderr
+
+
+def test_an_agent_that_cannot_start_is_an_environment_error():
+    run = conform("--only", "ELF-01", "--", "/nonexistent/agent", timeout=60)
+    assert run.returncode == cs.EXIT_ENVIRONMENT, run.stdout
+    assert "cannot execute" in run.stdout
+
+
+# ---- the expectations file ---------------------------------------------------------------------------------
+
+def write_expectations(path: Path, entries: list[tuple[str, str]]) -> None:
+    path.write_text(json.dumps({"version": 1, "expected_failures": [{"id": i, "reason": r} for i, r in entries]}))
+
+
+def test_expectations_life_cycle(tmp_path):
+    expect = tmp_path / "expectations.json"
+    # A failure nobody expected fails the gate.
+    assert conform("--only", "ATTR-03", "--", str(PADDED)).returncode == cs.EXIT_FAILURE
+    # --update-expectations records it...
+    run = conform("--only", "ATTR-03", "--expect", str(expect), "--update-expectations", "--", str(PADDED))
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    assert [e["id"] for e in json.loads(expect.read_text())["expected_failures"]] == ["ATTR-03"]
+    # ...after which the same failure is expected and the gate passes.
+    report = tmp_path / "expected.json"
+    run = conform("--only", "ATTR-03", "--expect", str(expect), "--json", str(report), "--", str(PADDED))
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    result = json.loads(report.read_text())["results"][0]
+    assert result["verdict"] == "fail" and result["expectation"]["status"] == "xfail" and not result["gate_failure"], result
+    # Once fixed (the reference), the entry is stale: that fails the gate so the file is cleaned up.
+    run = conform("--only", "ATTR-03", "--expect", str(expect), "--", str(REFERENCE))
+    assert run.returncode == cs.EXIT_FAILURE, run.stdout[-3000:]
+    assert "ATTR-03" in run.stdout
+
+
+def test_an_expectation_naming_an_unknown_requirement_is_a_usage_error(tmp_path):
+    expect = tmp_path / "expectations.json"
+    write_expectations(expect, [("ATTR-99", "no such requirement")])
+    run = conform("--only", "ELF-01", "--expect", str(expect), "--", str(REFERENCE), timeout=60)
+    assert run.returncode == cs.EXIT_USAGE, run.stdout + run.stderr
+    assert "ATTR-99" in run.stdout + run.stderr
