@@ -288,3 +288,32 @@ def test_agent_rejects_a_missing_process_and_bad_arguments(tracecorr):
     assert r.returncode == 3 and "no such process" in r.stderr
     r = subprocess.run([str(tracecorr), "agent", "--duration", "1"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
+
+
+def test_agent_all_finds_agents_started_later_and_retires_those_that_exit(tracecorr, bpf_works, tmp_path):
+    """--all: agents that start while the host agent runs are found (the
+    rescan), and one that exits is retired, not sampled or sent to again."""
+    out = tmp_path / "all.json"
+    agent = subprocess.Popen([str(tracecorr), "agent", "--all", "--duration", "7", "--json", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    fixtures = []
+    try:
+        time.sleep(1.0)  # the host agent is running before either agent process exists
+        for name in ("staying", "leaving"):
+            (tmp_path / name).mkdir()
+            fixtures.append(Fixture(tmp_path / name, ["--threads", "2"], {ENABLED_ENV: "true"}))
+        staying, leaving = fixtures
+        time.sleep(3.0)
+        leaving.stop()
+        _, stderr = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        for fx in fixtures:
+            fx.stop()
+    assert agent.returncode == 0, stderr
+    processes = {p["pid"]: p for p in json.loads(out.read_text())["processes"]}
+    assert staying.pid in processes and leaving.pid in processes, f"not discovered: {sorted(processes)}\n{stderr}"
+    assert processes[staying.pid]["correlated"] > 0 and not processes[staying.pid]["exited"]
+    assert processes[leaving.pid]["exited"], processes[leaving.pid]
+    assert processes[leaving.pid]["correlated"] > 0, "sampled while it ran"
