@@ -2,8 +2,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "command.hpp"
+#include "probe.hpp"
 #include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::cli {
@@ -18,16 +21,28 @@ const char* level_name(spec::Level l) {
   return "?";
 }
 
+// The probe's file, e.g. probes/msg_probe.cpp, or "-" (a profiler-side
+// requirement tracecorr's own host agent follows, not something to judge).
+std::string probe_name(std::string_view id) {
+  const auto* probe = conform::probe_for(std::string(id));
+  return probe ? probe->name() : "-";
+}
+
 int run_list(bool json) {
   if (json) {
     auto registry = nlohmann::json::parse(spec::kRegistryJson);
+    for (auto& r : registry["requirements"]) {
+      const auto* probe = conform::probe_for(r["id"].get<std::string>());
+      r["probe"] = probe ? nlohmann::json("probes/" + probe->name() + "_probe.cpp") : nlohmann::json(nullptr);
+    }
     std::puts(registry.dump(2).c_str());
     return kExitOk;
   }
+  std::printf("%-8s %-6s %-8s %-6s %s\n", "ID", "LEVEL", "ROLE", "PROBE", "REQUIREMENT");
   for (const auto& r : spec::kRequirements) {
-    std::printf("%-8s %-6s %-8s %.*s\n", std::string(r.id).c_str(), level_name(r.level),
-                r.role == spec::Role::Agent ? "agent" : "profiler", static_cast<int>(r.summary.size()),
-                r.summary.data());
+    std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), level_name(r.level),
+                r.role == spec::Role::Agent ? "agent" : "profiler", probe_name(r.id).c_str(),
+                static_cast<int>(r.summary.size()), r.summary.data());
   }
   return kExitOk;
 }

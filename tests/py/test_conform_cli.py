@@ -109,3 +109,24 @@ def test_an_expectation_naming_an_unknown_requirement_is_a_usage_error(tmp_path)
     run = conform("--only", "ELF-01", "--expect", str(expect), "--", str(REFERENCE), timeout=60)
     assert run.returncode == cs.EXIT_USAGE, run.stdout + run.stderr
     assert "ATTR-99" in run.stdout + run.stderr
+
+
+# ---- tracecorr list ------------------------------------------------------------------------------------------
+
+def test_list_names_the_probe_of_every_agent_requirement():
+    out = subprocess.run([str(cs.TRACECORR), "list", "--json"], capture_output=True, text=True, check=True).stdout
+    listed = json.loads(out)
+    for r in listed["requirements"]:
+        if r["role"] == "agent":
+            assert r["probe"] and (cs.REPO / r["probe"]).is_file(), r
+        else:  # the profiler's duties: tracecorr's own host agent follows them, nothing judges them
+            assert r["probe"] is None, r
+    # Otherwise the registry itself, unchanged.
+    for r in listed["requirements"]:
+        del r["probe"]
+    assert listed == cs.REGISTRY
+    text = subprocess.run([str(cs.TRACECORR), "list"], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert text[0].split()[:4] == ["ID", "LEVEL", "ROLE", "PROBE"]
+    rows = {line.split()[0]: line.split() for line in text[1:]}
+    assert set(rows) == {r["id"] for r in cs.REGISTRY["requirements"]}
+    assert rows["MSG-04"][3] == "msg" and rows["ATTR-01"][3] == "attr"
