@@ -60,7 +60,7 @@ void bind_wire(py::module_& m) {
   m.def(
       "find_requirement",
       [](const std::string& id) -> std::optional<spec::Requirement> {
-        if (const auto* r = conform::find_requirement(id)) return *r;
+        if (const auto* r = spec::find_requirement(id)) return *r;
         return std::nullopt;
       },
       py::arg("id"), "The requirement with this id, or None.");

@@ -135,7 +135,7 @@ void print_human(const Inspection& in) {
   std::printf("findings\n");
   if (in.findings.empty()) std::printf("  none\n");
   for (const auto& f : in.findings)
-    std::printf("  %-8s %-6s %s\n", f.requirement.c_str(), to_string(f.level), f.message.c_str());
+    std::printf("  %-8s %-6s %s\n", f.requirement.c_str(), std::string(to_string(f.level)).c_str(), f.message.c_str());
 }
 
 int run_inspect(const InspectArgs& a) {

@@ -12,15 +12,6 @@
 namespace tracecorr::cli {
 namespace {
 
-const char* level_name(spec::Level l) {
-  switch (l) {
-    case spec::Level::Must: return "MUST";
-    case spec::Level::Should: return "SHOULD";
-    case spec::Level::May: return "MAY";
-  }
-  return "?";
-}
-
 // The probe's file, e.g. probes/msg_probe.cpp, or "-" (a profiler-side
 // requirement tracecorr's own host agent follows, not something to judge).
 std::string probe_name(std::string_view id) {
@@ -40,8 +31,8 @@ int run_list(bool json) {
   }
   std::printf("%-8s %-6s %-8s %-6s %s\n", "ID", "LEVEL", "ROLE", "PROBE", "REQUIREMENT");
   for (const auto& r : spec::kRequirements) {
-    std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), level_name(r.level),
-                r.role == spec::Role::Agent ? "agent" : "profiler", probe_name(r.id).c_str(),
+    std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), std::string(to_string(r.level)).c_str(),
+                std::string(to_string(r.role)).c_str(), probe_name(r.id).c_str(),
                 static_cast<int>(r.summary.size()), r.summary.data());
   }
   return kExitOk;

@@ -35,8 +35,8 @@ TEST(Findings, CarryTheRegistryLevel) {
   EXPECT_EQ(make_finding("TLS-07", "x").level, spec::Level::Should);
   EXPECT_EQ(make_finding("ELF-04", "x").level, spec::Level::Must);
   EXPECT_EQ(make_finding("SOCK-04", "x").requirement, "SOCK-04");
-  EXPECT_NE(find_requirement("PROC-03"), nullptr);
-  EXPECT_EQ(find_requirement("PROC-99"), nullptr);
+  EXPECT_NE(spec::find_requirement("PROC-03"), nullptr);
+  EXPECT_EQ(spec::find_requirement("PROC-99"), nullptr);
   // make_finding("NOPE-01", ...) does not compile: RequirementId is consteval.
 }
 

@@ -36,9 +36,6 @@ struct RequirementId {
     throw "requirement id is not in spec/elastic-v1.json";  // not a constant expression: build error
   }
 };
-// Run-time lookup for ids that arrive as data (an Error's requirement).
-const spec::Requirement* find_requirement(std::string_view id);
-const char* to_string(spec::Level l);  // "MUST", "SHOULD", "MAY"
 
 struct Finding {
   std::string requirement;  // registry id, e.g. "ELF-04"

@@ -44,7 +44,7 @@ Expected<Expectations> parse_expectations(std::string_view text, std::string_vie
     if (!entry.contains("id") || !entry["id"].is_string()) return make_error("missing \"id\"", at);
     std::string id = entry["id"].get<std::string>();
     at += " (" + id + ")";
-    if (!find_requirement(id)) return make_error("unknown requirement id \"" + id + "\"; see `tracecorr list`", at);
+    if (!spec::find_requirement(id)) return make_error("unknown requirement id \"" + id + "\"; see `tracecorr list`", at);
     if (!seen.insert(id).second) return make_error("listed twice", at);
     if (!entry.contains("reason") || !entry["reason"].is_string())
       return make_error("missing \"reason\": say why the failure is expected", at);

@@ -17,17 +17,6 @@ std::string_view to_string(Verdict verdict) {
   return "error";
 }
 
-std::string_view to_string(spec::Level level) {
-  switch (level) {
-    case spec::Level::Must: return "MUST";
-    case spec::Level::Should: return "SHOULD";
-    case spec::Level::May: return "MAY";
-  }
-  return "MUST";
-}
-
-std::string_view to_string(spec::Role role) { return role == spec::Role::Agent ? "agent" : "profiler"; }
-
 std::string_view to_string(ExpectationStatus status) {
   switch (status) {
     case ExpectationStatus::None: return "";
@@ -38,14 +27,8 @@ std::string_view to_string(ExpectationStatus status) {
   return "";
 }
 
-const spec::Requirement* find_requirement(std::string_view id) {
-  for (const auto& r : spec::kRequirements)
-    if (r.id == id) return &r;
-  return nullptr;
-}
-
 Expected<RequirementResult> make_result(std::string_view id) {
-  const spec::Requirement* r = find_requirement(id);
+  const spec::Requirement* r = spec::find_requirement(id);
   if (!r) return make_error("unknown requirement id \"" + std::string(id) + "\"", "spec/elastic-v1.json");
   RequirementResult result;
   result.id = r->id;
@@ -60,7 +43,7 @@ Expected<RequirementResult> make_result(std::string_view id) {
 std::vector<std::string> validate_ids(const std::vector<std::string>& ids) {
   std::vector<std::string> unknown;
   for (const auto& id : ids)
-    if (!find_requirement(id)) unknown.push_back(id);
+    if (!spec::find_requirement(id)) unknown.push_back(id);
   return unknown;
 }
 

@@ -64,7 +64,7 @@ void check_symbol(const std::optional<elf::Symbol>& sym, const std::string& name
 // Turns an Error whose requirement is the target's fault into a finding.
 void finding_from_error(const Error& e, std::vector<Finding>& findings) {
   if (e.requirement.empty()) return;
-  const auto* r = find_requirement(e.requirement);
+  const auto* r = spec::find_requirement(e.requirement);
   if (!r) return;
   findings.push_back(Finding{std::string(r->id), r->level, e.message()});
 }
@@ -203,21 +203,6 @@ nlohmann::json symbol_json(const std::optional<elf::Symbol>& s) {
 nlohmann::json optional_hex(const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(hex_address(*v)) : nlohmann::json(nullptr); }
 
 }  // namespace
-
-const spec::Requirement* find_requirement(std::string_view id) {
-  for (const auto& r : spec::kRequirements)
-    if (r.id == id) return &r;
-  return nullptr;
-}
-
-const char* to_string(spec::Level l) {
-  switch (l) {
-    case spec::Level::Must: return "MUST";
-    case spec::Level::Should: return "SHOULD";
-    case spec::Level::May: return "MAY";
-  }
-  return "?";
-}
 
 Finding make_finding(RequirementId id, std::string message) {
   return Finding{std::string(id.id), id.level, std::move(message)};

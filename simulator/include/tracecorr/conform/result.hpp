@@ -24,8 +24,6 @@ inline constexpr std::string_view kReportSchema = "tracecorr-report/1";
 
 enum class Verdict { Pass, Fail, Warn, Skip, Error };
 std::string_view to_string(Verdict verdict);  // "pass", "fail", "warn", "skip", "error"
-std::string_view to_string(spec::Level level);  // "MUST", "SHOULD", "MAY"
-std::string_view to_string(spec::Role role);    // "agent", "profiler"
 
 // Raw bytes shown as hex, with the fields a decoder found in them.
 struct DecodedField {
@@ -72,7 +70,6 @@ struct RequirementResult {
 // A RequirementResult filled from the registry (level, words, area, source,
 // role); an unknown id is an Error.
 Expected<RequirementResult> make_result(std::string_view id);
-const spec::Requirement* find_requirement(std::string_view id);
 // The ids that are not in the registry, in the order given (empty: all known).
 // The CLI turns a non-empty answer into a usage error (exit 2).
 std::vector<std::string> validate_ids(const std::vector<std::string>& ids);
