@@ -27,13 +27,9 @@ struct RequirementId {
   std::string_view id;
   spec::Level level;
   consteval RequirementId(const char* text) : id(text), level(spec::Level::Must) {
-    for (const auto& r : spec::kRequirements) {
-      if (r.id == id) {
-        level = r.level;
-        return;
-      }
-    }
-    throw "requirement id is not in spec/elastic-v1.json";  // not a constant expression: build error
+    const spec::Requirement* r = spec::find_requirement(id);
+    if (!r) throw "requirement id is not in spec/elastic-v1.json";  // not a constant expression: build error
+    level = r->level;
   }
 };
 
