@@ -44,10 +44,8 @@ class AttrProbe final : public Probe {
         if (!t) continue;
         if (t->attribute(spec::kAttributeName)) {
           ++exported, ++with;
-        } else if (t->received_at_system < first_sent + kSettleTime) {
-          // Forwarded before the agent could have read the first message (as
-          // in check_counts): not evidence either way.
-          ++early;
+        } else if (arrived_before_settled(*t, first_sent)) {
+          ++early;  // forwarded before the agent could have read the first message
         } else {
           ++exported;
           if (!example) example = t;

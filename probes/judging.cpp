@@ -280,7 +280,7 @@ CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& s
     // the last message naming it: the agent may have forwarded it before it
     // could read the message (a loaded machine, a send that waited for room in
     // the socket queue). Not evidence either way. Too many is always wrong.
-    if (actual < e.total && txn->received_at_system < e.last_sent + kSettleTime) {
+    if (actual < e.total && arrived_before_settled(*txn, e.last_sent)) {
       ++out.unexported;
       continue;
     }

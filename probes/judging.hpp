@@ -79,6 +79,12 @@ struct CountMismatch {
 // How long an agent may take to read a correlation from its socket before a
 // transaction it forwarded meanwhile counts as forwarded without it.
 inline constexpr std::chrono::milliseconds kSettleTime{150};
+// True when the span reached tracecorr within kSettleTime of `sent`: the agent
+// may have forwarded it before it could read that message, so a missing
+// stack id is not evidence either way.
+inline bool arrived_before_settled(const otlp::ReceivedSpan& span, std::chrono::system_clock::time_point sent) {
+  return span.received_at_system < sent + kSettleTime;
+}
 struct CountCheck {
   std::size_t checked = 0;     // (transaction, id) pairs judged
   std::size_t unexported = 0;  // pairs whose transaction never arrived, or arrived too soon to judge: not judged
