@@ -15,6 +15,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/maps.hpp"
+#include "tracecorr/memory.hpp"
 
 namespace tracecorr {
 
@@ -66,6 +67,15 @@ Expected<UniqueFd> open_mapped_file(pid_t pid, const Mapping& m);
 // The agent library in one process, or nullopt when there is none. Errors are
 // reserved for a process that cannot be examined (gone, no permission).
 Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache);
+
+// True once the loader is done with the page holding the storage pointer, so
+// that what a read finds there is the agent's. Mapped is not loaded: the
+// loader first maps the whole file with the first segment's (read-only)
+// protection, then places the writable data segment over it, and only then
+// zeroes the .bss part of its last file page and applies relocations. Until
+// then the pointer's address shows unrelated file bytes (seen under qemu-user
+// as a "pointer" made of .comment text).
+bool storage_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory);
 
 // Does `path` match the library name regex? Fills the suffix group.
 bool library_name_matches(const std::string& path, const std::string& regex, std::string* suffix = nullptr);

@@ -186,6 +186,10 @@ void HostAgent::refresh(Process& p) {
   }
   const bool ebpf = options_.personality == Personality::EbpfProfiler;
   if (*storage_ptr != p.storage_address && !(ebpf && p.storage)) {
+    if (!storage_pointer_settled(lib, mem)) {
+      set_state("waiting for the loader to finish with the library (its data page still shows file bytes)");
+      return;
+    }
     auto storage = wire::decode_process_storage(mem.source_at(*storage_ptr));
     if (!storage) {
       set_state("process storage unreadable: " + storage.error().message());

@@ -109,13 +109,9 @@ Status Session::discover(Clock::time_point deadline) {
       last_error = found.error();
       if (!target_alive()) break;
     } else if (*found && (*found)->storage_pointer_addr) {
-      // Mapped is not loaded: the loader first maps the whole file with the
-      // first segment's (read-only) protection, then places the writable data
-      // segment over it, and only then zeroes the .bss part of its last file
-      // page. Until both are done the storage symbol's address shows unrelated
-      // file bytes (seen under qemu-user as a "pointer" made of .comment
-      // text), and so does the TLS descriptor.
-      if (storage_page_loaded(**found)) {
+      // Until the loader is done with that page the pointer (and the TLS
+      // descriptor) show unrelated file bytes.
+      if (storage_pointer_settled(**found, *memory_)) {
         library_ = **found;
         return Ok{};
       }
@@ -133,18 +129,6 @@ Status Session::discover(Clock::time_point deadline) {
                         std::to_string(target_spec_.discovery_timeout.count()) + " ms" +
                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
-}
-
-bool Session::storage_page_loaded(const AgentLibrary& library) const {
-  const std::uint64_t address = *library.storage_pointer_addr;
-  auto maps = read_maps(target_->pid());
-  if (!maps) return false;
-  const auto* m = find_mapping(*maps, address);
-  if (!m || !m->write) return false;  // the data segment is not placed yet
-  const auto& file_bytes = library.elf.storage_bytes_in_file;
-  if (!file_bytes || *file_bytes == 0) return true;
-  auto value = memory_->read_u64(address);
-  return value && *value != *file_bytes;  // still the file's bytes: not zeroed or relocated yet
 }
 
 void Session::sight_storage(std::uint64_t pointer_addr) {

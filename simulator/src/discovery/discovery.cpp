@@ -169,6 +169,19 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
   return best;
 }
 
+bool storage_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory) {
+  if (!library.storage_pointer_addr) return false;
+  const std::uint64_t address = *library.storage_pointer_addr;
+  auto maps = read_maps(library.pid);
+  if (!maps) return false;
+  const auto* m = find_mapping(*maps, address);
+  if (!m || !m->write) return false;  // the data segment is not placed yet
+  const auto& file_bytes = library.elf.storage_bytes_in_file;
+  if (!file_bytes || *file_bytes == 0) return true;
+  auto value = memory.read_u64(address);
+  return value && *value != *file_bytes;  // still the file's bytes: not zeroed or relocated yet
+}
+
 std::vector<pid_t> list_processes() {
   std::vector<pid_t> pids;
   DIR* d = ::opendir("/proc");

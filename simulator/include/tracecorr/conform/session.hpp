@@ -175,7 +175,6 @@ class Session {
  private:
   Session() = default;
   Status discover(Clock::time_point deadline);
-  bool storage_page_loaded(const AgentLibrary& library) const;
   void watch_storage();
   void sight_storage(std::uint64_t pointer);
   Status connect_gdbstub(Clock::time_point deadline);
