@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "tracecorr/maps.hpp"
+#include "tracecorr/procfs.hpp"
 
 namespace tracecorr {
 namespace {
@@ -64,6 +67,21 @@ TEST(Maps, NonexistentProcessSaysItIsGone) {
   auto maps = read_maps(0x3ffffff0);
   ASSERT_FALSE(maps.ok());
   EXPECT_NE(maps.error().message().find("gone"), std::string::npos) << maps.error().message();
+}
+
+}  // namespace
+}  // namespace tracecorr
+
+namespace tracecorr {
+namespace {
+
+TEST(NumberedEntries, ListsThreadsAndDescriptorsSortedAndNothingForAMissingDirectory) {
+  auto tids = numbered_entries("/proc/self/task");
+  EXPECT_TRUE(std::find(tids.begin(), tids.end(), static_cast<int>(::gettid())) != tids.end());
+  EXPECT_TRUE(std::is_sorted(tids.begin(), tids.end()));
+  auto fds = numbered_entries("/proc/self/fd");
+  EXPECT_TRUE(std::find(fds.begin(), fds.end(), 2) != fds.end());  // stderr; "." and ".." skipped
+  EXPECT_TRUE(numbered_entries("/proc/self/not-a-directory").empty());
 }
 
 }  // namespace

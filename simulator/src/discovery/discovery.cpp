@@ -1,6 +1,5 @@
 #include "tracecorr/discovery.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <regex>
 
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/socket.hpp"
 #include "tracecorr/spec_registry.hpp"
 
@@ -184,16 +184,8 @@ bool storage_pointer_settled(const AgentLibrary& library, const ProcessMemory& m
 
 std::vector<pid_t> list_processes() {
   std::vector<pid_t> pids;
-  DIR* d = ::opendir("/proc");
-  if (!d) return pids;
-  while (dirent* e = ::readdir(d)) {
-    pid_t pid = 0;
-    auto len = std::strlen(e->d_name);
-    auto [p, ec] = std::from_chars(e->d_name, e->d_name + len, pid);
-    if (ec == std::errc() && p == e->d_name + len && pid > 0) pids.push_back(pid);
-  }
-  ::closedir(d);
-  std::sort(pids.begin(), pids.end());
+  for (int pid : numbered_entries("/proc"))
+    if (pid > 0) pids.push_back(pid);
   return pids;
 }
 

@@ -1,6 +1,5 @@
 #include "tracecorr/socket.hpp"
 
-#include <dirent.h>
 #include <linux/openat2.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include <string_view>
 
 #include "tracecorr/maps.hpp"
+#include "tracecorr/procfs.hpp"
 
 namespace tracecorr {
 namespace {
@@ -138,25 +138,19 @@ Expected<SocketFacts> examine_socket(pid_t pid, const std::string& path) {
 
   // /proc/PID/fd: does the target hold it, and non-blocking?
   if (!f.socket_inode) return f;
-  std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
-  if (DIR* d = ::opendir(fd_dir.c_str())) {
-    std::string want = "socket:[" + std::to_string(f.socket_inode) + "]";
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      char link[128];
-      std::string entry = fd_dir + "/" + e->d_name;
-      ssize_t n = ::readlink(entry.c_str(), link, sizeof link - 1);
-      if (n <= 0) continue;
-      link[n] = '\0';
-      if (want != link) continue;
-      f.bound_by_target = true;
-      int fdnum = 0;
-      std::from_chars(e->d_name, e->d_name + std::strlen(e->d_name), fdnum);
-      f.target_fd = fdnum;
-      if (auto flags = fdinfo_flags(pid, fdnum)) f.target_nonblocking = (*flags & O_NONBLOCK) != 0;
-      break;
-    }
-    ::closedir(d);
+  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  const std::string want = "socket:[" + std::to_string(f.socket_inode) + "]";
+  for (int fdnum : numbered_entries(fd_dir)) {
+    char link[128];
+    const std::string entry = fd_dir + "/" + std::to_string(fdnum);
+    ssize_t n = ::readlink(entry.c_str(), link, sizeof link - 1);
+    if (n <= 0) continue;
+    link[n] = '\0';
+    if (want != link) continue;
+    f.bound_by_target = true;
+    f.target_fd = fdnum;
+    if (auto flags = fdinfo_flags(pid, fdnum)) f.target_nonblocking = (*flags & O_NONBLOCK) != 0;
+    break;
   }
   return f;
 }

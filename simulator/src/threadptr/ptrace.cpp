@@ -1,7 +1,6 @@
 // Thread pointers through ptrace. PTRACE_SEIZE does not stop the thread and
 // PTRACE_INTERRUPT stops it without a signal, so nothing the target can
 // observe (no SIGSTOP, no EINTR for SA_RESTART handlers) is injected.
-#include <dirent.h>
 #include <elf.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -14,6 +13,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/threadptr.hpp"
 
 namespace tracecorr {
@@ -128,17 +128,8 @@ class PtraceSource final : public ThreadPointerSource {
 
 std::vector<pid_t> list_threads(pid_t pid) {
   std::vector<pid_t> tids;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return tids;
-  while (dirent* e = ::readdir(d)) {
-    pid_t tid = 0;
-    auto len = std::strlen(e->d_name);
-    auto [p, ec] = std::from_chars(e->d_name, e->d_name + len, tid);
-    if (ec == std::errc() && p == e->d_name + len && tid > 0) tids.push_back(tid);
-  }
-  ::closedir(d);
-  std::sort(tids.begin(), tids.end());
+  for (int tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
+    if (tid > 0) tids.push_back(tid);
   return tids;
 }
 
