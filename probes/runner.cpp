@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "figures.hpp"
 #include "probe.hpp"
 #include "tracecorr/spec_registry.hpp"
 
@@ -140,6 +141,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     }
     run.results.push_back(std::move(r));
   }
+  run.figures = collect_figures(sessions);
   run.finished = std::chrono::system_clock::now();
   return run;
 }

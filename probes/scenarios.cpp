@@ -7,7 +7,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tracecorr/sampler.hpp"
 #include "tracecorr/spec_registry.hpp"
+#include "tracecorr/symbols.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -248,6 +250,51 @@ std::thread watch_update_order_async(Session& s, Millis per_thread) {
   });
 }
 
+// Real stacks of the target for the report's flame graphs: tracecorr's ptrace
+// sampler (no BPF needed) stops each thread for a few microseconds at 99 Hz,
+// reading its stack and its record, so each sample names the transaction that
+// was current. Runs after the TLS-04 watch, whose ptrace attachment it would
+// collide with, and ends before the timing boundary. Frames are named while
+// the target is alive (its maps and files are needed).
+constexpr unsigned kStackSamplingHz = 99;
+
+std::thread sample_stacks_async(Session& s, Millis duration) {
+  return std::thread([&s, duration] {
+    const auto& descriptor = s.tls_descriptor();
+    if (!descriptor || descriptor->model != TlsModel::StaticOffset) return;
+    PtraceSamplerOptions options;
+    options.frequency_hz = kStackSamplingHz;
+    auto sampler = make_ptrace_sampler(options);
+    if (!sampler->track(s.pid(), descriptor->tp_offset)) return;
+    std::vector<Sample> raw;
+    auto end = Clock::now() + duration;
+    while (Clock::now() < end && raw.size() < 20000) {
+      auto polled = sampler->poll([&](const Sample& sample) { raw.push_back(sample); }, 50ms);
+      if (!polled) break;
+    }
+    StackSamples out;
+    out.source = "tracecorr's ptrace sampler during session enabled: every thread stopped at " +
+                 std::to_string(kStackSamplingHz) + " Hz (wall clock) for " + std::to_string(duration.count()) +
+                 " ms after the TLS-04 watch; the transaction is the one in the thread's record at that instant; "
+                 "stacks walked by frame pointers";
+    Symbolizer symbols(s.pid());
+    for (const auto& r : raw) {
+      StackSample sample;
+      sample.tid = r.tid;
+      sample.time_ns = r.time_ns;
+      if (r.error == SampleError::Ok && r.record) {
+        auto record = wire::decode_tls_record(*r.record);
+        if (record && record->valid && record->trace_present)
+          sample.transaction = std::make_pair(record->trace_id, record->transaction_id);
+      }
+      if (!sample.transaction) ++out.without_transaction;
+      for (std::size_t i = 0; i < r.frames.size(); ++i) sample.frames.push_back(symbols.name(r.frames[i], i > 0));
+      out.samples.push_back(std::move(sample));
+    }
+    s.set_stack_samples(std::move(out));
+  });
+}
+
 void drain(Session& s, Millis timeout) {
   // Wait until every transaction a message expects to see has been exported.
   std::set<TransactionKey> expected;
@@ -270,6 +317,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   auto watcher = watch_update_order_async(s, scaled(o, 350ms));
   traffic.pump(scaled(o, 1300ms), "ATTR-04", true);
   watcher.join();
+  auto sampling = sample_stacks_async(s, scaled(o, 1800ms));
 
   s.register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
   traffic.pump(scaled(o, 150ms), "ATTR-04", true);
@@ -282,6 +330,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
                       "MSG-03");
   traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
 
+  sampling.join();
   send_boundary_registrations(s);
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),

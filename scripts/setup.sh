@@ -12,6 +12,7 @@ packages=(
   pybind11-dev python3-dev python3-pytest python3-jsonschema python3-pip python3-setuptools
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
   time  # tests/bench/conform_walltime.sh (peak RSS)
+  chromium  # tests/py/test_html_report.py and scripts/report-screenshot.sh render the HTML report
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -20,7 +20,7 @@ using namespace tracecorr::conform;
 struct ConformArgs {
   std::vector<std::string> command;
   int pid = 0;
-  std::string junit, json, expect, only, personality = "spec", gdbstub;
+  std::string junit, json, html, expect, only, personality = "spec", gdbstub;
   bool strict = false, update_expectations = false, quiet = false;
   double duration = 0;
   int otlp_port = 0;
@@ -101,6 +101,7 @@ int run_conform(const ConformArgs& a) {
     return true;
   };
   if (!write(a.junit, render_junit(*run)) || !write(a.json, render_json(*run))) return kExitEnvironment;
+  if (!a.html.empty() && !write(a.html, render_html(*run))) return kExitEnvironment;
   if (a.update_expectations) {
     if (a.expect.empty()) {
       std::fprintf(stderr, "tracecorr conform: --update-expectations needs --expect FILE\n");
@@ -120,6 +121,7 @@ RegisterCommand conform_command(
       app.add_option("--pid", a->pid, "Attach to a running agent (no restarts: probes needing other settings skip)");
       app.add_option("--junit", a->junit, "Write a JUnit XML report");
       app.add_option("--json", a->json, "Write a JSON report (schema: spec/report-schema-v1.json)");
+      app.add_option("--html", a->html, "Write a self-contained HTML report (verdicts, evidence, pictures)");
       app.add_flag("--strict", a->strict, "A missed SHOULD fails the gate");
       app.add_option("--only", a->only, "Comma-separated requirement ids to judge (see tracecorr list)");
       app.add_option("--expect", a->expect, "Expectations file: ids expected to fail, each with a reason");

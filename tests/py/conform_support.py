@@ -102,7 +102,8 @@ class ConformRun:
 
 def run_conform(command: list[str], only: list[str] | None = None, *, strict: bool = False,
                 gdbstub: str | None = None, out_dir: Path | None = None, junit: bool = False,
-                env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S) -> ConformRun:
+                env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S,
+                extra_args: list[str] | None = None) -> ConformRun:
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="tracecorr-conform-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "report.json"
@@ -116,7 +117,7 @@ def run_conform(command: list[str], only: list[str] | None = None, *, strict: bo
         argv.append("--strict")
     if gdbstub:
         argv += ["--gdbstub", gdbstub]
-    argv += ["--", *command]
+    argv += [*(extra_args or []), "--", *command]
     started = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, **(env or {})))

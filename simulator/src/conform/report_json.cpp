@@ -1,6 +1,7 @@
 // JSON report, described by spec/report-schema-v1.json.
 #include <nlohmann/json.hpp>
 
+#include "figures_json.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/ids.hpp"
 
@@ -75,7 +76,8 @@ std::string render_json(const RunResult& run) {
       {"gate", {{"exit_code", code}, {"passed", code == kExitOk}}},
       {"results", results},
       {"expectations", expectations},
-      {"counters", counters}};
+      {"counters", counters},
+      {"figures", figures_to_json(run.figures)}};
   return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

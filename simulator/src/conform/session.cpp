@@ -395,4 +395,14 @@ void Session::close() {
   }
 }
 
+void Session::set_stack_samples(StackSamples samples) {
+  std::lock_guard lock(mutex_);
+  stack_samples_ = std::move(samples);
+}
+
+std::optional<StackSamples> Session::stack_samples() const {
+  std::lock_guard lock(mutex_);
+  return stack_samples_;
+}
+
 }  // namespace tracecorr::conform

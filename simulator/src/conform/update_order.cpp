@@ -395,6 +395,7 @@ class OrderChecker {
         }
       }
     }
+    if (report_.states.size() < UpdateOrderReport::kMaxKeptStates) report_.states.push_back(next);
     report_.last = std::move(next);
   }
 
@@ -516,6 +517,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
   auto initial = read_state(memory, record_address, 0, 0);
   if (!initial) return initial.error().within(thread_where(pid, tid));
   report.initial = report.last = *initial;
+  report.states.push_back(*initial);
 
   OrderChecker checker(report);
   const auto deadline = Clock::now() + duration;

@@ -44,3 +44,18 @@ std::string printable_text(std::string_view text, bool keep_newlines = false);
 Status write_text_file(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace tracecorr::conform
+
+namespace tracecorr::conform {
+
+// One self-contained HTML page (report_html.cpp): the summary, every judged
+// requirement with its evidence, the session timelines and inline SVG pictures
+// of the figures. No network, no external scripts or fonts; readable without
+// JavaScript (a small inline script only filters and folds).
+std::string render_html(const RunResult& run);
+
+// Reads a report written by render_json back into the model (for
+// `tracecorr report --html`). The file is hostile input: sizes are bounded,
+// and what is malformed is named with its place.
+Expected<RunResult> parse_json_report(std::string_view text, std::string_view origin);
+
+}  // namespace tracecorr::conform

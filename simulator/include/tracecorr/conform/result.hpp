@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tracecorr/conform/figures.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/spec_registry.hpp"
 
@@ -102,6 +103,7 @@ struct RunResult {
   std::vector<RequirementResult> results;
   std::vector<ExpectationOutcome> expectations;
   std::map<std::string, std::uint64_t> counters;  // "messages_sent", "spans_received", ...
+  Figures figures;  // what the HTML report draws (figures.hpp)
 };
 
 struct Summary {

@@ -94,6 +94,22 @@ struct SentRegistration {
   bool judged = true;   // false for boundary values whose effect is not specified
 };
 
+// Stacks of the target sampled during a scenario (the HTML report's flame
+// graphs), symbolised while the target was alive.
+struct StackSample {
+  pid_t tid = 0;
+  std::uint64_t time_ns = 0;  // CLOCK_MONOTONIC (steady_clock)
+  // The transaction current in the thread's record when it was sampled
+  // (valid and trace present); nullopt otherwise.
+  std::optional<std::pair<TraceId, SpanId>> transaction;
+  std::vector<std::string> frames;  // innermost first
+};
+struct StackSamples {
+  std::string source;  // "tracecorr's ptrace sampler, 99 Hz, ..."
+  std::vector<StackSample> samples;
+  std::uint64_t without_transaction = 0;
+};
+
 class Session {
  public:
   static Expected<std::unique_ptr<Session>> open(const TargetSpec& target, const SessionSettings& settings);
@@ -165,6 +181,10 @@ class Session {
   // were released by its shutdown, not by its deferral rules.
   std::optional<std::chrono::system_clock::time_point> stop_requested_at() const;
 
+  // Stack samples (one set per session; a later call replaces it).
+  void set_stack_samples(StackSamples samples);
+  std::optional<StackSamples> stack_samples() const;
+
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
@@ -212,6 +232,7 @@ class Session {
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
   std::atomic<std::uint64_t> messages_lost_{0};
+  std::optional<StackSamples> stack_samples_;
 
   std::atomic<bool> storage_watch_running_{false};
   std::thread storage_thread_;

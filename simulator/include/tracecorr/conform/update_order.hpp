@@ -99,8 +99,12 @@ struct UpdateOrderReport {
   bool thread_exited = false;         // the watch ended because the thread went away
   std::string ended_because;          // "duration elapsed", "max updates reached", "thread exited"
   std::string limits;                 // what this watch could not see, in words
+  // Every observed state in store order, the initial one first; the first
+  // kMaxKeptStates (the HTML report draws them).
+  std::vector<RecordState> states;
 
   static constexpr std::size_t kMaxKeptViolations = 64;
+  static constexpr std::size_t kMaxKeptStates = 256;
   bool conforms() const { return violations_seen == 0; }
 };
 

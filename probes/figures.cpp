@@ -1,0 +1,189 @@
+#include "figures.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "judging.hpp"
+#include "scenarios.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The margin the defer probe leaves around registrations: a span ending that
+// close to one is drawn as "delay unclear", as the probe does not judge it.
+constexpr auto kDeferralMargin = 150ms;
+
+// Converts a session's clocks to "ms since the session opened".
+class SessionClock {
+ public:
+  explicit SessionClock(const Session& s)
+      : opened_(s.opened_at()),
+        opened_system_(std::chrono::system_clock::now() -
+                       std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - s.opened_at())) {}
+  double ms(Clock::time_point t) const { return std::chrono::duration<double, std::milli>(t - opened_).count(); }
+  double ms(std::chrono::system_clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(t - opened_system_).count();
+  }
+  double ms_monotonic_ns(std::uint64_t ns) const {
+    return ms(Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns))));
+  }
+
+ private:
+  Clock::time_point opened_;
+  std::chrono::system_clock::time_point opened_system_;
+};
+
+std::vector<DeferralPoint> deferral_points(const std::string& name, const Session& s) {
+  SessionClock clock(s);
+  SpanIndex spans(s.receiver().spans());
+  std::vector<DeferralPoint> out;
+  for (const auto& sp : spans.spans()) {
+    DeferralPoint p;
+    p.session = name;
+    p.trace_id = to_hex(sp.trace_id);
+    p.span_id = to_hex(sp.span_id);
+    p.transaction = spans.is_transaction(sp);
+    p.sampled = sp.sampled();
+    auto end = SpanIndex::end_time(sp);
+    p.ended_ms = clock.ms(end);
+    p.export_delay_ms = SpanIndex::export_delay_ms(sp);
+    if (auto d = s.delay_in_force(end, kDeferralMargin)) p.delay_in_force_ms = *d;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string changed_fields(const wire::TlsRecordBytes& before, const wire::TlsRecordBytes& after) {
+  std::string out;
+  for (const auto& f : decode_record_fields(after)) {
+    bool changed = false;
+    for (std::size_t i = f.offset; i < f.offset + f.size && i < before.size(); ++i) changed |= before[i] != after[i];
+    if (changed) out += (out.empty() ? "" : ", ") + f.name;
+  }
+  return out;
+}
+
+std::vector<RecordStore> record_stores(const std::string& name, const Session& s) {
+  std::vector<RecordStore> out;
+  for (const auto& report : s.update_order_reports()) {
+    if (!report) continue;
+    const auto& states = report->states;
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      RecordStore r;
+      r.session = name;
+      r.tid = report->tid;
+      r.record_address = report->record_address;
+      r.index = i;
+      r.at_ms = std::chrono::duration<double, std::milli>(states[i].at - states.front().at).count();
+      r.valid = states[i].valid();
+      r.pc_after_store = states[i].pc_after_store;
+      if (i > 0) r.changed = changed_fields(states[i - 1].bytes, states[i].bytes);
+      for (const auto& v : report->violations)
+        if (v.after.at == states[i].at && v.after.bytes == states[i].bytes) r.violation = true;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+FlameGraphs flame_graphs(const Session& s) {
+  FlameGraphs out;
+  auto samples = s.stack_samples();
+  if (!samples) return out;
+  out.source = samples->source;
+  out.samples = samples->samples.size();
+  out.samples_without_transaction = samples->without_transaction;
+  std::map<std::pair<TraceId, SpanId>, std::map<std::vector<std::string>, std::uint64_t>> by_transaction;
+  for (const auto& sample : samples->samples) {
+    if (!sample.transaction) continue;
+    std::vector<std::string> outermost_first(sample.frames.rbegin(), sample.frames.rend());
+    ++by_transaction[*sample.transaction][outermost_first];
+  }
+  out.transactions_total = by_transaction.size();
+  for (const auto& [key, stacks] : by_transaction) {
+    TransactionFlame t;
+    t.trace_id = to_hex(key.first);
+    t.transaction_id = to_hex(key.second);
+    for (const auto& [frames, count] : stacks) {
+      t.samples += count;
+      t.stacks.push_back({frames, count});
+    }
+    std::sort(t.stacks.begin(), t.stacks.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+    if (t.stacks.size() > kMaxStacksPerTransaction) t.stacks.resize(kMaxStacksPerTransaction);
+    out.transactions.push_back(std::move(t));
+  }
+  std::stable_sort(out.transactions.begin(), out.transactions.end(),
+                   [](const auto& a, const auto& b) { return a.samples > b.samples; });
+  if (out.transactions.size() > kMaxFlameTransactions) out.transactions.resize(kMaxFlameTransactions);
+  return out;
+}
+
+SessionTimeline timeline(const std::string& name, const Session& s) {
+  SessionClock clock(s);
+  SessionTimeline t;
+  t.session = name;
+  auto add = [&](double at, std::string kind, std::string text) { t.events.push_back({at, std::move(kind), std::move(text)}); };
+  for (const auto& r : s.registrations())
+    add(clock.ms(r.at), "registration",
+        std::string(r.sent ? "" : "(not sent) ") + "registration minor " + std::to_string(r.message.minor) +
+            ", samples-delay-ms " + std::to_string(r.message.samples_delay_ms) + ", host-id \"" + r.message.host_id +
+            "\"" + (r.judged ? "" : " (boundary value, not judged)"));
+  // Messages come in bursts (the battery sends ~150): one event per burst of
+  // the same requirement.
+  auto sent = s.sent_messages();
+  for (std::size_t i = 0; i < sent.size();) {
+    std::size_t j = i + 1;
+    while (j < sent.size() && sent[j].requirement == sent[i].requirement && sent[j].at - sent[j - 1].at < 20ms) ++j;
+    std::string text = sent[i].requirement + ": " + (j - i == 1 ? sent[i].label : std::to_string(j - i) + " messages, first: " + sent[i].label);
+    add(clock.ms(sent[i].at), "message", text);
+    i = j;
+  }
+  std::map<std::size_t, std::pair<double, std::size_t>> exports;  // request index -> (arrival, spans)
+  for (const auto& sp : s.receiver().spans()) {
+    auto& e = exports[sp.request_index];
+    e.first = clock.ms(sp.received_at);
+    ++e.second;
+  }
+  for (const auto& [index, e] : exports)
+    add(e.first, "export", "OTLP export #" + std::to_string(index) + ": " + std::to_string(e.second) + " spans");
+  for (const auto& report : s.update_order_reports())
+    if (report) {
+      add(clock.ms(report->initial.at), "watch",
+          "TLS-04 watch of thread " + std::to_string(report->tid) + " began");
+      add(clock.ms(report->last.at), "watch",
+          "TLS-04 watch of thread " + std::to_string(report->tid) + ": " + std::to_string(report->stores_seen) +
+              " stores, " + std::to_string(report->violations_seen) + " violations (" + report->ended_because + ")");
+    }
+  if (auto samples = s.stack_samples(); samples && !samples->samples.empty()) {
+    add(clock.ms_monotonic_ns(samples->samples.front().time_ns), "sampling",
+        "stack sampling began (" + std::to_string(samples->samples.size()) + " samples)");
+    add(clock.ms_monotonic_ns(samples->samples.back().time_ns), "sampling", "stack sampling ended");
+  }
+  if (auto b = s.timing_boundary()) add(clock.ms(*b), "boundary", "timing boundary: deferral not judged after this");
+  if (auto stop = s.stop_requested_at()) add(clock.ms(*stop), "stop", "tracecorr asked the target to stop");
+  std::stable_sort(t.events.begin(), t.events.end(), [](const auto& a, const auto& b) { return a.at_ms < b.at_ms; });
+  if (t.events.size() > kMaxTimelineEvents) t.events.resize(kMaxTimelineEvents);
+  for (const auto& e : t.events) t.duration_ms = std::max(t.duration_ms, e.at_ms);
+  return t;
+}
+
+}  // namespace
+
+Figures collect_figures(const SessionSet& sessions) {
+  Figures f;
+  for (const auto& name : all_session_names()) {
+    const Session* s = sessions.find(name);
+    if (!s) continue;
+    f.timelines.push_back(timeline(name, *s));
+    if (name == kEnabledSession) {
+      f.deferral = deferral_points(name, *s);
+      f.record_stores = record_stores(name, *s);
+      f.flames = flame_graphs(*s);
+    }
+  }
+  return f;
+}
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,12 @@
+// Gathers what the HTML report draws (tracecorr/conform/figures.hpp) from the
+// sessions' evidence, after the probes judged. Reads, never judges.
+#pragma once
+
+#include "probe.hpp"
+#include "tracecorr/conform/figures.hpp"
+
+namespace tracecorr::conform {
+
+Figures collect_figures(const SessionSet& sessions);
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerates docs/report-screenshot.png, the README's picture of the HTML
+# report: a real `tracecorr conform --html` run against the reference fixture,
+# rendered by headless Chromium (Debian's chromium; scripts/setup.sh installs it).
+#
+#   scripts/report-screenshot.sh [BUILD_DIR]     (default: build)
+#
+# The page is drawn at a small device scale so the PNG stays under 300 KB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-${TRACECORR_BUILD:-build}}
+out=$(mktemp -d)
+profile=$(mktemp -d)
+trap 'rm -rf "$out" "$profile"' EXIT
+
+# The gate's exit code is not this script's business: any finished run has a page.
+"$build/bin/tracecorr" conform --quiet --json "$out/report.json" --html "$out/report.html" \
+  -- "$build/fixtures/x86_64/reference/tracecorr-fixture" >/dev/null || true
+test -s "$out/report.html"
+
+# Show the pictures first: the screenshot opens on the failing rows (none for
+# the reference) and then jumps to the figures via the page's own anchors.
+chromium --headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars \
+  --user-data-dir="$profile" --force-device-scale-factor=0.6 --window-size=1100,2600 \
+  --screenshot="$out/shot.png" "file://$out/report.html" 2>/dev/null
+size=$(stat -c %s "$out/shot.png")
+if ((size > 300 * 1024)); then
+  echo "report-screenshot: $size bytes, more than 300 KB: not replacing docs/report-screenshot.png" >&2
+  exit 1
+fi
+cp "$out/shot.png" docs/report-screenshot.png
+cp "$out/report.html" "${build}/report-screenshot.html"
+echo "report-screenshot: docs/report-screenshot.png ($size bytes); the page: ${build}/report-screenshot.html"

@@ -1,0 +1,156 @@
+// Reading a JSON report (spec/report-schema-v1.json) back into the result
+// model, so `tracecorr report --html` renders what `conform --json` saved.
+#include <nlohmann/json.hpp>
+
+#include "figures_json.hpp"
+#include "tracecorr/conform/report.hpp"
+#include "tracecorr/ids.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::size_t kMaxReportBytes = 64u << 20;
+constexpr std::size_t kMaxResults = 4096;
+constexpr std::size_t kMaxEvidence = 64;
+constexpr std::size_t kMaxEvidenceBytes = 1u << 20;
+
+std::string str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+template <typename Enum, std::size_t N>
+Expected<Enum> one_of(const json& j, const char* key, const std::array<Enum, N>& values, const std::string& where) {
+  std::string name = str(j, key);
+  for (Enum v : values)
+    if (to_string(v) == name) return v;
+  return make_error("unknown " + std::string(key) + " \"" + printable_text(name) + "\"", where);
+}
+
+std::vector<std::uint8_t> bytes_from_hex(const std::string& hex) {
+  std::vector<std::uint8_t> out;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (std::size_t i = 0; i + 1 < hex.size() && out.size() < kMaxEvidenceBytes; i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) break;
+    out.push_back(static_cast<std::uint8_t>(hi << 4 | lo));
+  }
+  return out;
+}
+
+std::chrono::system_clock::time_point parse_utc(const std::string& text) {
+  std::tm tm{};
+  int ms = 0;
+  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec, &ms) < 6)
+    return {};
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+Expected<RunResult> parse_json_report(std::string_view text, std::string_view origin) {
+  std::string where(origin);
+  if (text.size() > kMaxReportBytes)
+    return make_error("report is " + std::to_string(text.size()) + " bytes, more than the " +
+                          std::to_string(kMaxReportBytes) + " read", where);
+  json doc = json::parse(text.begin(), text.end(), nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return make_error("not a JSON object", where);
+  if (str(doc, "schema") != kReportSchema)
+    return make_error("schema is \"" + printable_text(str(doc, "schema")) + "\", not \"" + std::string(kReportSchema) + "\"",
+                      where);
+  RunResult run;
+  if (doc.contains("tool") && doc["tool"].is_object()) run.tool_version = str(doc["tool"], "version");
+  if (doc.contains("target") && doc["target"].is_object()) {
+    const auto& t = doc["target"];
+    run.target.description = str(t, "description");
+    run.target.arch = str(t, "arch");
+    if (t.contains("pid") && t["pid"].is_number_integer()) run.target.pid = t["pid"].get<std::int64_t>();
+  }
+  run.personality = str(doc, "personality");
+  run.strict = doc.contains("strict") && doc["strict"].is_boolean() && doc["strict"].get<bool>();
+  run.started = parse_utc(str(doc, "started"));
+  run.finished = parse_utc(str(doc, "finished"));
+  if (!doc.contains("results") || !doc["results"].is_array()) return make_error("no \"results\" array", where);
+  std::size_t index = 0;
+  for (const auto& r : doc["results"]) {
+    std::string at = where + ": results[" + std::to_string(index++) + "]";
+    if (run.results.size() >= kMaxResults) return make_error("more than " + std::to_string(kMaxResults) + " results", at);
+    if (!r.is_object()) return make_error("not an object", at);
+    RequirementResult result;
+    result.id = str(r, "id");
+    if (result.id.empty()) return make_error("no \"id\"", at);
+    auto level = one_of(r, "level", std::array{spec::Level::Must, spec::Level::Should, spec::Level::May}, at);
+    if (!level) return level.error();
+    result.level = *level;
+    auto role = one_of(r, "role", std::array{spec::Role::Agent, spec::Role::Profiler}, at);
+    if (!role) return role.error();
+    result.role = *role;
+    auto verdict = one_of(r, "verdict",
+                          std::array{Verdict::Pass, Verdict::Fail, Verdict::Warn, Verdict::Skip, Verdict::Error}, at);
+    if (!verdict) return verdict.error();
+    result.verdict = *verdict;
+    result.area = str(r, "area");
+    result.source = str(r, "source");
+    result.words = str(r, "words");
+    result.reason = str(r, "reason");
+    result.probe = str(r, "probe");
+    result.repeat_command = str(r, "repeat_command");
+    if (r.contains("duration_ms") && r["duration_ms"].is_number())
+      result.duration = std::chrono::nanoseconds(static_cast<std::int64_t>(r["duration_ms"].get<double>() * 1e6));
+    if (r.contains("expectation") && r["expectation"].is_object()) {
+      auto status = one_of(r["expectation"], "status",
+                           std::array{ExpectationStatus::ExpectedFailure, ExpectationStatus::UnexpectedPass,
+                                      ExpectationStatus::NotEvaluated},
+                           at + ".expectation");
+      if (!status) return status.error();
+      result.expectation = *status;
+      result.expectation_reason = str(r["expectation"], "reason");
+    }
+    if (r.contains("evidence") && r["evidence"].is_array()) {
+      for (const auto& e : r["evidence"]) {
+        if (result.evidence.size() >= kMaxEvidence || !e.is_object()) break;
+        Evidence evidence{str(e, "label"), str(e, "expected"), str(e, "actual"), bytes_from_hex(str(e, "bytes_hex")), {}};
+        if (e.contains("fields") && e["fields"].is_array())
+          for (const auto& f : e["fields"]) {
+            if (!f.is_object() || evidence.fields.size() >= 256) break;
+            DecodedField field;
+            field.offset = f.contains("offset") && f["offset"].is_number_unsigned() ? f["offset"].get<std::size_t>() : 0;
+            field.size = f.contains("size") && f["size"].is_number_unsigned() ? f["size"].get<std::size_t>() : 0;
+            field.name = str(f, "name");
+            field.value = str(f, "value");
+            evidence.fields.push_back(std::move(field));
+          }
+        result.evidence.push_back(std::move(evidence));
+      }
+    }
+    run.results.push_back(std::move(result));
+  }
+  if (doc.contains("expectations") && doc["expectations"].is_array())
+    for (const auto& e : doc["expectations"]) {
+      if (!e.is_object() || run.expectations.size() >= kMaxResults) break;
+      auto status = one_of(e, "status",
+                           std::array{ExpectationStatus::None, ExpectationStatus::ExpectedFailure,
+                                      ExpectationStatus::UnexpectedPass, ExpectationStatus::NotEvaluated},
+                           where + ": expectations");
+      run.expectations.push_back({str(e, "id"), str(e, "reason"), status ? *status : ExpectationStatus::NotEvaluated});
+    }
+  if (doc.contains("counters") && doc["counters"].is_object())
+    for (const auto& [name, value] : doc["counters"].items()) {
+      if (run.counters.size() >= kMaxResults) break;
+      if (value.is_number_unsigned()) run.counters[name] = value.get<std::uint64_t>();
+    }
+  if (doc.contains("figures")) run.figures = figures_from_json(doc["figures"]);
+  return run;
+}
+
+}  // namespace tracecorr::conform

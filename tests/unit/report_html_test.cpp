@@ -1,0 +1,140 @@
+// The HTML report: self-contained, every requirement named, hostile strings
+// escaped everywhere (text, attributes, SVG), pictures drawn from the
+// figures, and a saved JSON report renders to the same page.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "report_test_support.hpp"
+#include "tracecorr/conform/report.hpp"
+#include "tracecorr/symbols.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+const std::string kHostile = std::string("</svg><script>alert(1)</script>\"'&\x01\x1b[31m\xff", 45);
+
+RunResult run_with_figures() {
+  RunResult run = test_support::sample_run();
+  Figures& f = run.figures;
+  for (int i = 0; i < 6; ++i) {
+    f.deferral.push_back({"enabled", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b" + std::to_string(i), true,
+                          true, 100.0 * i, 1000 + 10.0 * i, i < 5 ? std::optional<double>(1000) : std::nullopt});
+    f.deferral.push_back({"enabled", "4bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b" + std::to_string(i), false,
+                          true, 100.0 * i, 3 + i, 1000});
+  }
+  for (unsigned i = 0; i < 5; ++i)
+    f.record_stores.push_back({"enabled", 77, 0x7f0000001000, i, 0.1 * i, i % 2, i ? "valid" : "", 0x401000 + i, i == 3});
+  TransactionFlame flame;
+  flame.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  flame.transaction_id = "00f067aa0ba902b7";
+  flame.stacks = {{{"main (app)", "work (libwork.so)", "spin (libwork.so)"}, 30},
+                  {{"main (app)", "work (libwork.so)", kHostile}, 10},
+                  {{"main (app)", "idle (app)"}, 5}};
+  flame.samples = 45;
+  f.flames.source = "a test's samples";
+  f.flames.samples = 50;
+  f.flames.samples_without_transaction = 5;
+  f.flames.transactions_total = 1;
+  f.flames.transactions.push_back(flame);
+  f.timelines.push_back({"enabled", 3000, {{10, "registration", "samples-delay-ms 300"}, {20, "message", kHostile}}});
+  return run;
+}
+
+std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(HtmlReport, NamesEveryRequirementWithVerdictAndSummary) {
+  RunResult run = run_with_figures();
+  std::string page = render_html(run);
+  for (const auto& r : run.results) {
+    EXPECT_NE(page.find("id=\"req-" + r.id + "\""), std::string::npos) << r.id;
+  }
+  EXPECT_NE(page.find("data-verdict=\"fail\""), std::string::npos);
+  EXPECT_NE(page.find("elastic-profiling-correlation v1"), std::string::npos);
+  EXPECT_NE(page.find("0.1.0-test"), std::string::npos);
+  EXPECT_NE(page.find("id=\"exit-code\"><b>1</b>"), std::string::npos);  // ATTR-02 failed
+  // Evidence decoded field by field, with the field's own bytes.
+  EXPECT_NE(page.find("<td>trace_id</td><td class=\"mono\">4bf92f3577b34da6a3ce929d0e0e4736</td>"), std::string::npos);
+  EXPECT_NE(page.find("tracecorr conform --only ATTR-02"), std::string::npos);
+}
+
+TEST(HtmlReport, SelfContainedAndHostileStringsEscaped) {
+  std::string page = render_html(run_with_figures());
+  EXPECT_EQ(count(page, "<script"), 1u);  // only the report's own filter script
+  EXPECT_EQ(page.find("<tag"), std::string::npos);
+  EXPECT_EQ(page.find("alert(1)</script>"), std::string::npos);
+  EXPECT_NE(page.find("&lt;/svg&gt;&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_EQ(page.find('\x1b'), std::string::npos);
+  EXPECT_EQ(page.find('\x01'), std::string::npos);
+  EXPECT_EQ(page.find("\xff"), std::string::npos);
+  EXPECT_EQ(page.find(std::string(1, '\0')), std::string::npos);
+  // No network: nothing is loaded from anywhere.
+  EXPECT_EQ(page.find(" src="), std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos);
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+  EXPECT_EQ(page.find("@import"), std::string::npos);
+  EXPECT_EQ(page.find("url("), std::string::npos);
+}
+
+TEST(HtmlReport, DrawsTheFigures) {
+  std::string page = render_html(run_with_figures());
+  // Deferral: one circle per transaction, one square per child span, the step line.
+  auto start = page.find("data-figure=\"deferral\"");
+  ASSERT_NE(start, std::string::npos);
+  std::string deferral = page.substr(start, page.find("</svg>", start) - start);
+  EXPECT_EQ(count(deferral, "<circle"), 6u + 2u);  // + two legend markers
+  EXPECT_EQ(count(deferral, "<rect x"), 6u + 2u);  // + frame and legend
+  EXPECT_NE(deferral.find("stroke-dasharray"), std::string::npos);
+  // Flame graph: a rectangle per distinct frame path, and the top function.
+  start = page.find("data-figure=\"flame\"");
+  ASSERT_NE(start, std::string::npos);
+  std::string flame = page.substr(start, page.find("</svg>", start) - start);
+  EXPECT_EQ(count(flame, "<rect"), 5u);  // main, work, spin, hostile, idle
+  EXPECT_NE(page.find("<td class=\"mono\">spin (libwork.so)</td><td>30 (67%)</td>"), std::string::npos);
+  EXPECT_NE(page.find("a test&#39;s samples"), std::string::npos);
+  // TLS-04: one column per state, the violating one red.
+  start = page.find("data-figure=\"tls04\"");
+  ASSERT_NE(start, std::string::npos);
+  std::string tls = page.substr(start, page.find("</svg>", start) - start);
+  EXPECT_EQ(count(tls, "<g><title>"), 5u);
+  EXPECT_EQ(count(tls, "#c62828"), 1u);
+  EXPECT_NE(page.find("data-figure=\"timeline\""), std::string::npos);
+}
+
+TEST(HtmlReport, SavedJsonRendersTheSamePage) {
+  RunResult run = run_with_figures();
+  auto parsed = parse_json_report(render_json(run), "report.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  EXPECT_EQ(render_html(*parsed), render_html(run));
+}
+
+TEST(HtmlReport, MalformedJsonIsNamed) {
+  auto bad = parse_json_report("{\"schema\":\"other\"}", "x.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("x.json"), std::string::npos);
+  std::string json = render_json(test_support::sample_run());
+  json.replace(json.find("\"verdict\": \"pass\""), 17, "\"verdict\": \"maybe\"");
+  bad = parse_json_report(json, "y.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("results[0]"), std::string::npos) << bad.error().message();
+  EXPECT_FALSE(parse_json_report("[1,2", "z.json").ok());
+}
+
+__attribute__((noinline)) int symbolised_function_for_test(int x) { return x * 3 + 1; }
+
+TEST(Symbolizer, NamesAFunctionOfThisProcessFromItsElfSymbols) {
+  Symbolizer symbols(getpid());
+  auto address = reinterpret_cast<std::uint64_t>(&symbolised_function_for_test);
+  std::string name = symbols.name(address + 1);
+  EXPECT_NE(name.find("symbolised_function_for_test"), std::string::npos) << name;
+  EXPECT_NE(name.find("(tracecorr_unit_tests)"), std::string::npos) << name;
+  EXPECT_EQ(symbols.name(0), "[unknown]");
+}
+
+}  // namespace
+}  // namespace tracecorr::conform
