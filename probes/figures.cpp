@@ -5,6 +5,7 @@
 
 #include "judging.hpp"
 #include "scenarios.hpp"
+#include "tracecorr/conform/flames.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -88,38 +89,6 @@ std::vector<RecordStore> record_stores(const std::string& name, const Session& s
   return out;
 }
 
-FlameGraphs flame_graphs(const Session& s) {
-  FlameGraphs out;
-  auto samples = s.stack_samples();
-  if (!samples) return out;
-  out.source = samples->source;
-  out.samples = samples->samples.size();
-  out.samples_without_transaction = samples->without_transaction;
-  std::map<std::pair<TraceId, SpanId>, std::map<std::vector<std::string>, std::uint64_t>> by_transaction;
-  for (const auto& sample : samples->samples) {
-    if (!sample.transaction) continue;
-    std::vector<std::string> outermost_first(sample.frames.rbegin(), sample.frames.rend());
-    ++by_transaction[*sample.transaction][outermost_first];
-  }
-  out.transactions_total = by_transaction.size();
-  for (const auto& [key, stacks] : by_transaction) {
-    TransactionFlame t;
-    t.trace_id = to_hex(key.first);
-    t.transaction_id = to_hex(key.second);
-    for (const auto& [frames, count] : stacks) {
-      t.samples += count;
-      t.stacks.push_back({frames, count});
-    }
-    std::sort(t.stacks.begin(), t.stacks.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
-    if (t.stacks.size() > kMaxStacksPerTransaction) t.stacks.resize(kMaxStacksPerTransaction);
-    out.transactions.push_back(std::move(t));
-  }
-  std::stable_sort(out.transactions.begin(), out.transactions.end(),
-                   [](const auto& a, const auto& b) { return a.samples > b.samples; });
-  if (out.transactions.size() > kMaxFlameTransactions) out.transactions.resize(kMaxFlameTransactions);
-  return out;
-}
-
 SessionTimeline timeline(const std::string& name, const Session& s) {
   SessionClock clock(s);
   SessionTimeline t;
@@ -180,7 +149,7 @@ Figures collect_figures(const SessionSet& sessions) {
     if (name == kEnabledSession) {
       f.deferral = deferral_points(name, *s);
       f.record_stores = record_stores(name, *s);
-      f.flames = flame_graphs(*s);
+      if (auto samples = s->stack_samples()) f.flames = flame_graphs_of(*samples);
     }
   }
   return f;

@@ -61,7 +61,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   if (ids.empty()) return make_error("the filter matches no agent requirement (profiler requirements are tracecorr agent's)", "--only");
 
   RunResult run;
-  run.tool_version = "tracecorr 0.1.0";
+  run.tool_version = std::string(kToolVersion);
   run.target.description = o.target.pid ? "pid " + std::to_string(*o.target.pid) : shell_join(o.target.command);
   if (o.target.pid) run.target.pid = *o.target.pid;
   struct utsname u{};

@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tracecorr/conform/flames.hpp"
 #include "tracecorr/sampler.hpp"
 #include "tracecorr/spec_registry.hpp"
-#include "tracecorr/symbols.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -278,19 +278,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
                  " ms after the TLS-04 watch; the transaction is the one in the thread's record at that instant; "
                  "stacks walked by frame pointers";
     Symbolizer symbols(s.pid());
-    for (const auto& r : raw) {
-      StackSample sample;
-      sample.tid = r.tid;
-      sample.time_ns = r.time_ns;
-      if (r.error == SampleError::Ok && r.record) {
-        auto record = wire::decode_tls_record(*r.record);
-        if (record && record->valid && record->trace_present)
-          sample.transaction = std::make_pair(record->trace_id, record->transaction_id);
-      }
-      if (!sample.transaction) ++out.without_transaction;
-      for (std::size_t i = 0; i < r.frames.size(); ++i) sample.frames.push_back(symbols.name(r.frames[i], i > 0));
-      out.samples.push_back(std::move(sample));
-    }
+    for (const auto& r : raw) out.samples.push_back(stack_sample_of(r, symbols));
     s.set_stack_samples(std::move(out));
   });
 }

@@ -5,10 +5,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "command.hpp"
 #include "tracecorr/agent/host_agent.hpp"
+#include "tracecorr/conform/flames.hpp"
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/sampler.hpp"
 #if defined(TRACECORR_HAVE_BPF)
 #include "bpf_sampler.hpp"
@@ -31,8 +34,57 @@ struct AgentArgs {
   unsigned flush_interval_ms = 1000;
   std::string reader = "bpf";
   std::string json_path;
+  std::string html_path;
   bool quiet = false;
 };
+
+// Passes the host agent's sampler through, keeping what it delivers (up to a
+// bound) so --html can draw the agent's own samples as flame graphs.
+class RecordingSampler final : public Sampler {
+ public:
+  static constexpr std::size_t kMaxKept = 200000;
+  explicit RecordingSampler(Sampler& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  Status track(pid_t pid, std::int64_t tls_offset) override { return inner_.track(pid, tls_offset); }
+  Status untrack(pid_t pid) override { return inner_.untrack(pid); }
+  Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
+    return inner_.poll(
+        [&](const Sample& s) {
+          if (kept_.size() < kMaxKept) kept_.push_back(s);
+          callback(s);
+        },
+        timeout);
+  }
+  SamplerCounters counters() const override { return inner_.counters(); }
+  const std::vector<Sample>& kept() const { return kept_; }
+
+ private:
+  Sampler& inner_;
+  std::vector<Sample> kept_;
+};
+
+// The page of an agent run: no requirement is judged, only the pictures of
+// its samples. Frames are named now, while the sampled processes still run.
+conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& recorded) {
+  conform::RunResult run;
+  run.tool_version = std::string(conform::kToolVersion);
+  run.target.description = a.all ? std::string("every agent process (--all)") : "tracecorr agent --pid";
+  for (int pid : a.pids) run.target.description += " " + std::to_string(pid);
+  run.personality = a.personality;
+  conform::StackSamples samples;
+  samples.source = "tracecorr agent's own " + recorded.name() + " sampler at " + std::to_string(a.frequency) +
+                   " Hz" + (recorded.name() == "bpf" ? " per CPU (on-CPU samples)" : " per thread (wall clock)") +
+                   "; the transaction is the one in the thread's record when it was sampled";
+  std::map<pid_t, std::unique_ptr<Symbolizer>> symbolizers;
+  for (const auto& s : recorded.kept()) {
+    auto& symbols = symbolizers[s.pid];
+    if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
+    samples.samples.push_back(conform::stack_sample_of(s, *symbols));
+  }
+  run.figures.flames = conform::flame_graphs_of(samples);
+  run.counters["samples"] = recorded.kept().size();
+  return run;
+}
 
 Expected<std::unique_ptr<Sampler>> make_sampler(const AgentArgs& a) {
   if (a.reader == "ptrace") {
@@ -85,14 +137,25 @@ int run_agent(const AgentArgs& a) {
                  sampler.error().message().c_str());
     return kExitEnvironment;
   }
+  auto started = std::chrono::system_clock::now();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  agent::HostAgent host(o, **sampler);
+  RecordingSampler recording(**sampler);
+  agent::HostAgent host(o, recording);
   Status st = host.run(g_stop);
+  if (!a.html_path.empty()) {
+    auto page = agent_page(a, recording);
+    page.started = started;
+    page.finished = std::chrono::system_clock::now();
+    if (auto written = conform::write_text_file(a.html_path, conform::render_html(page)); !written) {
+      std::fprintf(stderr, "tracecorr agent: %s\n", written.error().message().c_str());
+      return kExitEnvironment;
+    }
+  }
   auto summary = host.summary();
   if (!a.json_path.empty()) {
     if (a.json_path == "-") {
@@ -133,6 +196,7 @@ RegisterCommand agent_command(
       app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
           ->check(CLI::IsMember({"bpf", "ptrace"}));
       app.add_option("--json", a->json_path, "Write the final summary as JSON to FILE ('-': stdout)");
+      app.add_option("--html", a->html_path, "Write an HTML page with flame graphs of the samples, per transaction");
       app.add_flag("--quiet", a->quiet, "No live summary on stderr");
       return [a] { return run_agent(*a); };
     });

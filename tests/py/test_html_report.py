@@ -120,3 +120,28 @@ def test_saved_json_report_renders_the_same_page(report, tmp_path):
     again = tmp_path / "again.html"
     subprocess.run([str(TRACECORR), "report", "--html", str(again), str(run.json_path)], check=True, timeout=60)
     assert again.read_text() == html_path.read_text()
+
+
+def test_agent_page_draws_flame_graphs_of_its_own_samples(tmp_path):
+    # The reference holding two transactions open (--hold), sampled by the
+    # host agent's ptrace reader (needs no BPF): every flame graph is one of
+    # the journaled transactions, with frames named from the fixture's symbols.
+    from test_agent_e2e import Fixture  # the fixture launcher of the agent tests
+
+    fx = Fixture(tmp_path, ["--hold", "--threads", "2"])
+    page = tmp_path / "agent.html"
+    try:
+        subprocess.run([str(TRACECORR), "agent", "--pid", str(fx.pid), "--duration", "1.5", "--reader", "ptrace",
+                        "--frequency", "50", "--quiet", "--html", str(page)], check=True, timeout=120,
+                       capture_output=True)
+        held = {ev["transaction_id"] for ev in fx.events("record") if ev.get("valid") and ev.get("trace_present")}
+    finally:
+        fx.stop()
+    dom = Dom()
+    dom.feed(chromium("--dump-dom", page.as_uri()).stdout)
+    flames = [a for t, a, _ in dom.elements if t == "h3" and a.get("id", "").startswith("flame-")]
+    assert flames, "the agent page has no flame graph"
+    assert {a["id"][len("flame-"):] for a in flames} <= held, (flames, held)
+    assert dom.inside("flame", "rect") >= len(flames)
+    assert "(tracecorr-fixture)" in page.read_text()
+    assert dom.count("svg", **{"data-figure": "deferral"}) == 0  # an agent run judges no deferral

@@ -22,7 +22,7 @@ RunResult run_with_figures() {
     f.deferral.push_back({"enabled", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b" + std::to_string(i), true,
                           true, 100.0 * i, 1000 + 10.0 * i, i < 5 ? std::optional<double>(1000) : std::nullopt});
     f.deferral.push_back({"enabled", "4bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b" + std::to_string(i), false,
-                          true, 100.0 * i, 3 + i, 1000});
+                          true, 100.0 * i, 3.0 + i, 1000});
   }
   for (unsigned i = 0; i < 5; ++i)
     f.record_stores.push_back({"enabled", 77, 0x7f0000001000, i, 0.1 * i, i % 2, i ? "valid" : "", 0x401000 + i, i == 3});

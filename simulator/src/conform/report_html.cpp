@@ -50,8 +50,6 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-std::string short_id(const std::string& hex) { return hex.size() > 8 ? hex.substr(0, 8) + "…" : hex; }
-
 // The registry's protocol name and version (the spec this kit judges by).
 std::string protocol_of_registry() {
   auto registry = nlohmann::ordered_json::parse(spec::kRegistryJson, nullptr, false);
@@ -95,6 +93,7 @@ table.fields{width:auto;font-size:12px;margin:4px 0}
 svg{background:#fff;border:1px solid #d5d9e0;border-radius:4px;display:block;margin:6px 0;max-width:100%;height:auto}
 svg text{font-family:system-ui,"DejaVu Sans",sans-serif}
 .fig{margin-bottom:18px}
+table.top-functions td:first-child{min-width:360px}
 )css";
 
 // The verdict filter: hides rows by verdict. Without it every row shows.
@@ -118,7 +117,8 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   auto card = [&](const char* cls, std::size_t n, const char* label) {
     o << "<div class=\"card " << cls << "\"><b>" << n << "</b><span>" << label << "</span></div>";
   };
-  o << "<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">";
+  const bool judged = !run.results.empty();  // false: a tracecorr agent page (pictures only)
+  o << "<section id=\"summary\"><h2>Summary</h2><div class=\"cards\"" << (judged ? "" : " hidden") << ">";
   card("pass", s.passed, "passed");
   card("fail", s.failed, "failed");
   card("warn", s.warnings, "warnings");
@@ -132,7 +132,7 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   auto row = [&](const char* name, const std::string& value) {
     o << "<tr><th>" << name << "</th><td class=\"mono\">" << esc(value) << "</td></tr>";
   };
-  row("gate", summary_line(s) + (code == kExitOk ? " — gate passes" : " — gate fails"));
+  if (judged) row("gate", summary_line(s) + (code == kExitOk ? " — gate passes" : " — gate fails"));
   row("target", run.target.description);
   if (run.target.pid) row("pid", std::to_string(*run.target.pid));
   row("architecture", run.target.arch);
@@ -143,8 +143,28 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   row("report schema", run.schema_version);
   row("started", format_utc(run.started));
   row("finished", format_utc(run.finished));
-  for (const auto& [name, value] : run.counters) row(("counter " + name).c_str(), std::to_string(value));
-  o << "</table></section>\n";
+  o << "</table>";
+  if (!run.counters.empty()) {
+    o << "<details><summary>" << run.counters.size() << " counters</summary><table class=\"facts\">";
+    for (const auto& [name, value] : run.counters) row(name.c_str(), std::to_string(value));
+    o << "</table></details>";
+  }
+  // What needs attention first, linked to its row.
+  std::vector<const RequirementResult*> attention;
+  for (const auto* r : in_registry_order(run))
+    if (r->verdict == Verdict::Fail || r->verdict == Verdict::Warn || r->verdict == Verdict::Error) attention.push_back(r);
+  if (judged) {
+    o << "<h3>Needs attention</h3>";
+    if (attention.empty()) o << "<p class=\"note\">Nothing failed, warned or errored.</p>";
+    else {
+      o << "<ul id=\"attention\">";
+      for (const auto* r : attention)
+        o << "<li><span class=\"v " << to_string(r->verdict) << "\">" << to_string(r->verdict) << "</span> <a href=\"#req-"
+          << esc(r->id) << "\">" << esc(r->id) << "</a> " << esc(r->reason) << "</li>";
+      o << "</ul>";
+    }
+  }
+  o << "</section>\n";
 }
 
 void evidence_html(std::ostringstream& o, const Evidence& e) {
@@ -171,6 +191,11 @@ void evidence_html(std::ostringstream& o, const Evidence& e) {
 }
 
 void requirements_section(std::ostringstream& o, const RunResult& run) {
+  if (run.results.empty()) {
+    o << "<section id=\"requirements\"><h2>Requirements judged</h2><p class=\"note\">None: this page shows a "
+         "tracecorr agent run's samples, not a conformance run.</p></section>\n";
+    return;
+  }
   o << "<section id=\"requirements\"><h2>Requirements judged</h2>"
        "<div class=\"filter\" id=\"filter\" hidden>show: ";
   for (const char* v : {"pass", "fail", "warn", "skip", "error"})
@@ -347,7 +372,7 @@ void record_store_picture(std::ostringstream& o, const Figures& f) {
         << "</text><text x=\"" << num(x + (cell - 2) / 2, 1) << "\" y=\"" << top + row + 11
         << "\" font-size=\"9\" text-anchor=\"middle\" fill=\"#5a6374\">" << s.index << "</text>"
         << "<text transform=\"translate(" << num(x + cell / 2, 1) << " " << top + row * 2 + 4
-        << ") rotate(60)\" font-size=\"10\" fill=\"#1d2330\">" << esc(s.changed.empty() ? "(start)" : s.changed)
+        << ") rotate(60)\" font-size=\"10\" fill=\"#1d2330\">" << esc(i == 0 ? "(start)" : s.changed.empty() ? "(same bytes)" : s.changed)
         << "</text></g>";
     }
     o << "</svg>";
@@ -380,7 +405,12 @@ void draw_flame(std::ostringstream& o, const FlameNode& node, double x, double w
         << "\" fill=\"rgb(" << r << "," << g << "," << b << ")\" rx=\"1\"/>";
       std::size_t chars = static_cast<std::size_t>(w / 6.6);
       if (chars >= 3) {
-        std::string label = name.size() > chars ? name.substr(0, chars - 1) + "…" : name;
+        std::string label = name;
+        if (label.size() > chars) {
+          std::size_t cut = chars - 1;  // at a UTF-8 character boundary
+          while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;
+          label = label.substr(0, cut) + "…";
+        }
         o << "<text x=\"" << num(child_x + 3, 1) << "\" y=\"" << num(y + 12, 1) << "\" font-size=\"11\" fill=\"#111\">"
           << esc(label) << "</text>";
       }
@@ -411,20 +441,26 @@ void flame_pictures(std::ostringstream& o, const Figures& f) {
     o << " (the " << flames.transactions.size() << " with the most are drawn)";
   o << ". Frames are symbolised from the target's ELF symbols; outermost frame at the bottom.</p>";
   if (flames.transactions.empty()) o << "<p class=\"note\">No sample fell inside a transaction.</p>";
+  constexpr std::size_t kShownOpen = 3;  // the rest fold, to keep the page short
+  std::size_t drawn_transactions = 0;
   for (const auto& t : flames.transactions) {
+    if (drawn_transactions++ == kShownOpen)
+      o << "<details><summary>" << flames.transactions.size() - kShownOpen << " more transactions</summary>";
     FlameNode root;
     std::map<std::string, std::uint64_t> self, total;
     for (const auto& s : t.stacks) {
       FlameNode* node = &root;
       node->count += s.count;
       std::set<std::string> seen;
-      for (const auto& frame : s.frames) {
+      for (const auto& raw : s.frames) {
+        // Named, hashed and cut as shown, so a saved report draws the same.
+        std::string frame = printable_text(raw);
         node = &node->children[frame];
         node->name = frame;
         node->count += s.count;
         if (seen.insert(frame).second) total[frame] += s.count;
       }
-      if (!s.frames.empty()) self[s.frames.back()] += s.count;
+      if (!s.frames.empty()) self[printable_text(s.frames.back())] += s.count;
     }
     const double W = 900, pad = 4;
     std::size_t depth = std::min<std::size_t>(depth_of(root), 64);
@@ -448,6 +484,7 @@ void flame_pictures(std::ostringstream& o, const Figures& f) {
         << "%)</td><td>" << total[name] << "</td></tr>";
     o << "</table>";
   }
+  if (drawn_transactions > kShownOpen) o << "</details>";
   o << "</div>\n";
 }
 
@@ -513,15 +550,15 @@ std::string render_html(const RunResult& run) {
        "script-src 'unsafe-inline'; img-src data:\">"
        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
     << "<title>tracecorr report: " << esc(summary_line(s)) << "</title><style>" << kStyle << "</style></head><body>\n";
-  o << "<header><h1>tracecorr conformance report</h1><div class=\"sub\">" << esc(run.target.description) << " — "
+  o << "<header><h1>tracecorr " << (run.results.empty() ? "agent samples" : "conformance report") << "</h1><div class=\"sub\">" << esc(run.target.description) << " — "
     << esc(summary_line(s)) << "</div></header><main>\n";
   summary_section(o, run);
-  requirements_section(o, run);
   o << "<section id=\"pictures\"><h2>Pictures</h2>";
-  deferral_picture(o, run.figures);
+  if (!run.results.empty()) deferral_picture(o, run.figures);
   flame_pictures(o, run.figures);
-  record_store_picture(o, run.figures);
+  if (!run.results.empty()) record_store_picture(o, run.figures);
   o << "</section>\n";
+  requirements_section(o, run);
   timelines_section(o, run.figures);
   o << "</main><script>" << kScript << "</script></body></html>\n";
   return o.str();

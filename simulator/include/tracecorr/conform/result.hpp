@@ -22,6 +22,8 @@
 namespace tracecorr::conform {
 
 inline constexpr std::string_view kReportSchema = "tracecorr-report/1";
+// The kit's version, as every report names it.
+inline constexpr std::string_view kToolVersion = "tracecorr 0.1.0";
 
 enum class Verdict { Pass, Fail, Warn, Skip, Error };
 std::string_view to_string(Verdict verdict);  // "pass", "fail", "warn", "skip", "error"

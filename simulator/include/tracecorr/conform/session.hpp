@@ -107,7 +107,6 @@ struct StackSample {
 struct StackSamples {
   std::string source;  // "tracecorr's ptrace sampler, 99 Hz, ..."
   std::vector<StackSample> samples;
-  std::uint64_t without_transaction = 0;
 };
 
 class Session {

@@ -1,0 +1,56 @@
+#include "tracecorr/conform/flames.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "tracecorr/ids.hpp"
+
+namespace tracecorr::conform {
+
+StackSample stack_sample_of(const Sample& r, Symbolizer& symbols) {
+  StackSample sample;
+  sample.tid = r.tid;
+  sample.time_ns = r.time_ns;
+  if (r.error == SampleError::Ok && r.record) {
+    auto record = wire::decode_tls_record(*r.record);
+    if (record && record->valid && record->trace_present)
+      sample.transaction = std::make_pair(record->trace_id, record->transaction_id);
+  }
+  // Frames past the first are return addresses: named by the call before them.
+  for (std::size_t i = 0; i < r.frames.size(); ++i) sample.frames.push_back(symbols.name(r.frames[i], i > 0));
+  return sample;
+}
+
+FlameGraphs flame_graphs_of(const StackSamples& samples) {
+  FlameGraphs out;
+  out.source = samples.source;
+  out.samples = samples.samples.size();
+  std::map<std::pair<TraceId, SpanId>, std::map<std::vector<std::string>, std::uint64_t>> by_transaction;
+  for (const auto& sample : samples.samples) {
+    if (!sample.transaction) {
+      ++out.samples_without_transaction;
+      continue;
+    }
+    std::vector<std::string> outermost_first(sample.frames.rbegin(), sample.frames.rend());
+    ++by_transaction[*sample.transaction][outermost_first];
+  }
+  out.transactions_total = by_transaction.size();
+  for (const auto& [key, stacks] : by_transaction) {
+    TransactionFlame t;
+    t.trace_id = to_hex(key.first);
+    t.transaction_id = to_hex(key.second);
+    for (const auto& [frames, count] : stacks) {
+      t.samples += count;
+      t.stacks.push_back({frames, count});
+    }
+    std::stable_sort(t.stacks.begin(), t.stacks.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+    if (t.stacks.size() > kMaxStacksPerTransaction) t.stacks.resize(kMaxStacksPerTransaction);
+    out.transactions.push_back(std::move(t));
+  }
+  std::stable_sort(out.transactions.begin(), out.transactions.end(),
+                   [](const auto& a, const auto& b) { return a.samples > b.samples; });
+  if (out.transactions.size() > kMaxFlameTransactions) out.transactions.resize(kMaxFlameTransactions);
+  return out;
+}
+
+}  // namespace tracecorr::conform
