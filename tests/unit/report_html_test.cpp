@@ -138,3 +138,36 @@ TEST(Symbolizer, NamesAFunctionOfThisProcessFromItsElfSymbols) {
 
 }  // namespace
 }  // namespace tracecorr::conform
+
+namespace tracecorr {
+namespace {
+
+// Hostile ELF files: garbage and a copy of this binary cut short are refused
+// or read partially, never crash.
+TEST(FunctionSymbols, GarbageAndTruncatedFilesAreHandled) {
+  char garbage_path[] = "/tmp/tracecorr-symbols-XXXXXX";
+  int fd = mkstemp(garbage_path);
+  ASSERT_GE(fd, 0);
+  std::string junk = "\x7f" "ELF" + std::string(200, '\xff');
+  ASSERT_EQ(write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  EXPECT_FALSE(read_function_symbols(fd, garbage_path).ok());
+  close(fd);
+  unlink(garbage_path);
+
+  char cut_path[] = "/tmp/tracecorr-symbols-XXXXXX";
+  fd = mkstemp(cut_path);
+  ASSERT_GE(fd, 0);
+  FILE* self = std::fopen("/proc/self/exe", "rb");
+  ASSERT_NE(self, nullptr);
+  std::vector<char> head(64 * 1024);
+  std::size_t n = std::fread(head.data(), 1, head.size(), self);
+  std::fclose(self);
+  ASSERT_EQ(write(fd, head.data(), n), static_cast<ssize_t>(n));
+  auto symbols = read_function_symbols(fd, cut_path);  // section headers lie past the end
+  if (symbols.ok()) EXPECT_TRUE(symbols->functions.empty());
+  close(fd);
+  unlink(cut_path);
+}
+
+}  // namespace
+}  // namespace tracecorr

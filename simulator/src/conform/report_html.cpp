@@ -235,6 +235,13 @@ std::pair<double, double> axis(double max) {
   return {max, max / 4};
 }
 
+// Decimals that show every tick of a ms axis in seconds exactly (250 ms -> 2).
+int second_decimals(double step_ms) {
+  if (std::fmod(step_ms, 1000) == 0) return 0;
+  if (std::fmod(step_ms, 100) == 0) return 1;
+  return 2;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
@@ -266,7 +273,7 @@ void deferral_picture(std::ostringstream& o, const Figures& f) {
       << "\" font-size=\"11\" text-anchor=\"end\" fill=\"#5a6374\">" << num(v) << "</text>";
   for (double v = 0; v <= xa + 1e-9; v += xstep)
     o << "<text x=\"" << num(X(v), 1) << "\" y=\"" << top + ph + 16 << "\" font-size=\"11\" text-anchor=\"middle\" "
-      << "fill=\"#5a6374\">" << num(v / 1000, xstep < 1000 ? 1 : 0) << "</text>";
+      << "fill=\"#5a6374\">" << num(v / 1000, second_decimals(xstep)) << "</text>";
   o << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 6
     << "\" font-size=\"12\" text-anchor=\"middle\" fill=\"#1d2330\">span ended (s since the session opened)</text>"
     << "<text transform=\"translate(14 " << top + ph / 2 << ") rotate(-90)\" font-size=\"12\" text-anchor=\"middle\" "
@@ -492,7 +499,7 @@ void timelines_section(std::ostringstream& o, const Figures& f) {
   o << "<section id=\"timelines\"><h2>Session timelines</h2>";
   if (f.timelines.empty()) o << "<p class=\"note\">No session timeline in this report.</p>";
   static const std::map<std::string, const char*> colours = {
-      {"registration", "#2457a6"}, {"correlation", "#e07b00"}, {"span", "#1a7f37"}, {"watch", "#6a1b9a"},
+      {"registration", "#2457a6"}, {"message", "#e07b00"}, {"span", "#1a7f37"}, {"watch", "#6a1b9a"},
       {"sampling", "#00838f"},     {"boundary", "#c62828"},    {"stop", "#1d2330"}};
   for (const auto& t : f.timelines) {
     const double W = 900, left = 10, right = 10, lane = 14, top = 8;
@@ -526,8 +533,8 @@ void timelines_section(std::ostringstream& o, const Figures& f) {
       << "\" stroke=\"#8a93a3\"/>";
     auto [xa, xstep] = axis(span);
     for (double v = 0; v <= span + 1e-9; v += xstep)
-      o << "<text x=\"" << num(left + pw * v / span, 1) << "\" y=\"" << num(axis_y + 14)
-        << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#5a6374\">" << num(v / 1000, xstep < 1000 ? 1 : 0)
+      o << "<text x=\"" << num(left + pw * v / span, 1) << "\" y=\"" << num(axis_y + 14) << "\" font-size=\"10\" text-anchor=\""
+        << (v == 0 ? "start" : "middle") << "\" fill=\"#5a6374\">" << num(v / 1000, second_decimals(xstep))
         << " s</text>";
     (void)xa;
     o << "</svg><details><summary>" << t.events.size() << " events</summary><table><tr><th>ms</th><th>kind</th>"
