@@ -1,5 +1,6 @@
 // tracecorr agent: the reference host agent (profiler side of the protocol).
 #include <signal.h>
+#include <sys/utsname.h>
 
 #include <atomic>
 #include <cerrno>
@@ -71,6 +72,8 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
   run.target.description = a.all ? std::string("every agent process (--all)") : "tracecorr agent --pid";
   for (int pid : a.pids) run.target.description += " " + std::to_string(pid);
   run.personality = a.personality;
+  struct utsname host {};
+  if (uname(&host) == 0) run.target.arch = host.machine;
   conform::StackSamples samples;
   samples.source = "tracecorr agent's own " + recorded.name() + " sampler at " + std::to_string(a.frequency) +
                    " Hz" + (recorded.name() == "bpf" ? " per CPU (on-CPU samples)" : " per thread (wall clock)") +

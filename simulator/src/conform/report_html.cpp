@@ -60,6 +60,7 @@ std::string protocol_of_registry() {
 }
 
 constexpr const char* kStyle = R"css(
+[hidden]{display:none!important}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 header{background:#1d2330;color:#fff;padding:14px 24px}
 header h1{margin:0;font-size:20px;font-weight:600}
@@ -556,9 +557,11 @@ std::string render_html(const RunResult& run) {
        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
        "script-src 'unsafe-inline'; img-src data:\">"
        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-    << "<title>tracecorr report: " << esc(summary_line(s)) << "</title><style>" << kStyle << "</style></head><body>\n";
-  o << "<header><h1>tracecorr " << (run.results.empty() ? "agent samples" : "conformance report") << "</h1><div class=\"sub\">" << esc(run.target.description) << " — "
-    << esc(summary_line(s)) << "</div></header><main>\n";
+    << "<title>tracecorr report: " << esc(run.results.empty() ? "agent samples" : summary_line(s)) << "</title><style>" << kStyle << "</style></head><body>\n";
+  std::string outcome = run.results.empty() ? std::to_string(run.figures.flames.samples) + " samples"
+                                            : summary_line(s);
+  o << "<header><h1>tracecorr " << (run.results.empty() ? "agent samples" : "conformance report")
+    << "</h1><div class=\"sub\">" << esc(run.target.description) << " — " << esc(outcome) << "</div></header><main>\n";
   summary_section(o, run);
   o << "<section id=\"pictures\"><h2>Pictures</h2>";
   if (!run.results.empty()) deferral_picture(o, run.figures);
