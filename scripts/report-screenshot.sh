@@ -13,13 +13,18 @@ out=$(mktemp -d)
 profile=$(mktemp -d)
 trap 'rm -rf "$out" "$profile"' EXIT
 
-# The gate's exit code is not this script's business: any finished run has a page.
-"$build/bin/tracecorr" conform --quiet --json "$out/report.json" --html "$out/report.html" \
-  -- "$build/fixtures/x86_64/reference/tracecorr-fixture" >/dev/null || true
+# The README shows the reference passing: on a machine too busy for its
+# timing checks, try again (up to 3 runs), and say so if it never passed.
+for attempt in 1 2 3; do
+  if "$build/bin/tracecorr" conform --quiet --json "$out/report.json" --html "$out/report.html" \
+    -- "$build/fixtures/x86_64/reference/tracecorr-fixture" >"$out/console.txt"; then
+    break
+  fi
+  echo "report-screenshot: run $attempt: $(tail -1 "$out/console.txt")" >&2
+done
 test -s "$out/report.html"
 
-# Show the pictures first: the screenshot opens on the failing rows (none for
-# the reference) and then jumps to the figures via the page's own anchors.
+# The top of the page: summary, what needs attention, then the pictures.
 chromium --headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars \
   --user-data-dir="$profile" --force-device-scale-factor=0.6 --window-size=1100,2600 \
   --screenshot="$out/shot.png" "file://$out/report.html" 2>/dev/null
