@@ -106,6 +106,19 @@ TEST(HtmlReport, DrawsTheFigures) {
   EXPECT_NE(page.find("data-figure=\"timeline\""), std::string::npos);
 }
 
+TEST(HtmlReport, Tls04WindowShowsALateViolation) {
+  RunResult run = test_support::sample_run();
+  for (unsigned i = 0; i < 100; ++i)
+    run.figures.record_stores.push_back({"enabled", 5, 0x1000, i, 0.01 * i, 1, "span_id", 0x401000, i == 70});
+  std::string page = render_html(run);
+  EXPECT_NE(page.find("(states 62..99 of 100)"), std::string::npos);
+  auto start = page.find("data-figure=\"tls04\"");
+  ASSERT_NE(start, std::string::npos);
+  std::string tls = page.substr(start, page.find("</svg>", start) - start);
+  EXPECT_EQ(count(tls, "#c62828"), 1u);
+  EXPECT_EQ(count(tls, "<g><title>"), 38u);
+}
+
 TEST(HtmlReport, SavedJsonRendersTheSamePage) {
   RunResult run = run_with_figures();
   auto parsed = parse_json_report(render_json(run), "report.json");

@@ -95,6 +95,7 @@ svg{background:#fff;border:1px solid #d5d9e0;border-radius:4px;display:block;mar
 svg text{font-family:system-ui,"DejaVu Sans",sans-serif}
 .fig{margin-bottom:18px}
 table.top-functions td:first-child{min-width:360px}
+td.words{min-width:260px;max-width:380px}
 )css";
 
 // The verdict filter: hides rows by verdict. Without it every row shows.
@@ -211,7 +212,7 @@ void requirements_section(std::ostringstream& o, const RunResult& run) {
       << verdict << "\">" << verdict << "</span>";
     if (r->expectation != ExpectationStatus::None)
       o << "<div class=\"note\">" << esc(to_string(r->expectation)) << ": " << esc(r->expectation_reason) << "</div>";
-    o << "</td><td>" << esc(r->words);
+    o << "</td><td class=\"words\">" << esc(r->words);
     if (!r->source.empty()) o << "<div class=\"note\">" << esc(r->source) << "</div>";
     o << "</td><td>" << esc(r->reason);
     bool open = r->verdict == Verdict::Fail || r->verdict == Verdict::Warn || r->verdict == Verdict::Error;
@@ -355,20 +356,29 @@ void record_store_picture(std::ostringstream& o, const Figures& f) {
   for (const auto& s : f.record_stores) watches[{s.tid, s.record_address}].push_back(&s);
   constexpr std::size_t kMaxColumns = 48;
   for (const auto& [key, stores] : watches) {
-    std::size_t n = std::min(stores.size(), kMaxColumns);
+    // The first kMaxColumns states, or a window opening just before the first
+    // violation when that lies further on.
+    std::size_t first = 0;
+    auto violation = std::find_if(stores.begin(), stores.end(), [](const RecordStore* r) { return r->violation; });
+    if (violation != stores.end() && static_cast<std::size_t>(violation - stores.begin()) >= kMaxColumns)
+      first = static_cast<std::size_t>(violation - stores.begin()) - 8;
+    std::size_t n = std::min(stores.size() - first, kMaxColumns);
     const double cell = 17, left = 60, top = 22, row = 16;
     double W = left + cell * static_cast<double>(n) + 20, H = top + row * 2 + 120;
     o << "<svg class=\"picture\" data-figure=\"tls04\" viewBox=\"0 0 " << num(W) << " " << num(H) << "\" width=\""
       << num(W) << "\" height=\"" << num(H) << "\" role=\"img\" aria-label=\"record stores of thread "
       << key.first << "\">";
     o << "<text x=\"4\" y=\"14\" font-size=\"12\">thread " << key.first << ", record at " << hex64(key.second)
-      << (stores.size() > n ? " (first " + std::to_string(n) + " of " + std::to_string(stores.size()) + " states)" : "")
+      << (stores.size() > n ? " (states " + std::to_string(first) + ".." + std::to_string(first + n - 1) + " of " +
+                                  std::to_string(stores.size()) + ")"
+                            : "")
       << "</text>";
     o << "<text x=\"4\" y=\"" << top + 12 << "\" font-size=\"11\" fill=\"#5a6374\">valid</text><text x=\"4\" y=\""
       << top + row + 12 << "\" font-size=\"11\" fill=\"#5a6374\">state</text>";
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t column = 0; column < n; ++column) {
+      std::size_t i = first + column;
       const auto& s = *stores[i];
-      double x = left + cell * static_cast<double>(i);
+      double x = left + cell * static_cast<double>(column);
       const char* fill = s.violation ? "#c62828" : s.valid ? "#1a7f37" : "#b7bfcc";
       std::string title = "state " + std::to_string(s.index) + " at " + num(s.at_ms, 3) + " ms: valid=" +
                           std::to_string(s.valid) + (s.changed.empty() ? "" : ", changed " + s.changed) +
