@@ -262,6 +262,21 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
   return std::thread([&s, duration] {
     const auto& descriptor = s.tls_descriptor();
     if (!descriptor || descriptor->model != TlsModel::StaticOffset) return;
+#if defined(__x86_64__)
+    constexpr auto host = elf::Machine::X86_64;
+#elif defined(__aarch64__)
+    constexpr auto host = elf::Machine::AArch64;
+#else
+    constexpr auto host = elf::Machine::Other;
+#endif
+    if (!s.library() || s.library()->elf.machine != host) {
+      // Under qemu-user the threads' registers and stacks are qemu's own, not
+      // the guest agent's: samples would name qemu's code and misread records.
+      s.set_stack_samples({"not sampled: the agent is not native to this host (emulated), so its threads' "
+                           "registers and stacks are the emulator's",
+                           {}});
+      return;
+    }
     PtraceSamplerOptions options;
     options.frequency_hz = kStackSamplingHz;
     auto sampler = make_ptrace_sampler(options);
