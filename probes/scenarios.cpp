@@ -261,7 +261,12 @@ constexpr Millis kStackSamplingTime{900};
 std::thread sample_stacks_async(Session& s, Millis duration) {
   return std::thread([&s, duration] {
     const auto& descriptor = s.tls_descriptor();
-    if (!descriptor || descriptor->model != TlsModel::StaticOffset) return;
+    if (!descriptor || descriptor->model != TlsModel::StaticOffset) {
+      s.set_stack_samples({"not sampled: the TLS descriptor gives no static thread-pointer offset (TLS-07), so a "
+                           "sample could not read the thread's record to name its transaction",
+                           {}});
+      return;
+    }
 #if defined(__x86_64__)
     constexpr auto host = elf::Machine::X86_64;
 #elif defined(__aarch64__)

@@ -452,6 +452,10 @@ void flame_pictures(std::ostringstream& o, const Figures& f) {
     o << "<p class=\"note\">No stack samples were taken in this run.</p></div>";
     return;
   }
+  if (flames.samples == 0) {
+    o << "<p class=\"note\"><b>Samples:</b> " << esc(flames.source) << ".</p></div>";
+    return;
+  }
   o << "<p class=\"note\"><b>Samples:</b> " << esc(flames.source) << ". " << flames.samples << " samples, "
     << flames.samples_without_transaction << " without a current transaction; " << flames.transactions_total
     << " transactions had samples";
