@@ -135,6 +135,8 @@ void bind_conform(py::module_& m) {
       py::arg("run"), py::arg("color") = false, py::arg("show_passes") = true);
   m.def("render_junit", &render_junit, py::arg("run"));
   m.def("render_json", &render_json, py::arg("run"), "JSON matching spec/report-schema-v1.json.");
+  m.def("render_html", &render_html, py::arg("run"),
+        "One self-contained HTML page: summary, every requirement with its evidence, pictures.");
   m.def(
       "write_text_file", [](const std::string& path, const std::string& text) { check(write_text_file(path, text)); },
       py::arg("path"), py::arg("text"), "Replaces the file atomically.");

@@ -42,6 +42,7 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     from_hex,
     inspect_process,
     render_console,
+    render_html,
     render_json,
     render_junit,
     requirements,
@@ -60,7 +61,8 @@ __all__ = [
     "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TlsRecord", "TracecorrError",
     "UnknownMessage", "Verdict", "attribute_name", "base64url_decode", "base64url_nopad", "decode_message",
     "exit_code", "find_requirement", "from_hex", "inspect_process", "messages", "registry", "render_console",
-    "render_json", "render_junit", "requirements", "run_conformance", "summary_line", "to_hex", "validate_ids",
+    "render_html", "render_json", "render_junit", "requirements", "run_conformance", "summary_line", "to_hex",
+    "validate_ids",
 ]
 
 

@@ -20,7 +20,7 @@ the target's socket), ``tracecorr_reader`` (``"bpf"`` when the BPF sampler loads
 those requirements in libtracecorr's RunResult model (the model ``tracecorr conform``
 reports with): passed -> PASS; failed -> FAIL for a MUST, WARN for a SHOULD/MAY (FAIL with
 ``--tracecorr-strict`` for a SHOULD); skipped -> SKIP; setup/teardown error -> ERROR.
-``--tracecorr-report-json FILE`` and ``--tracecorr-report-junit FILE`` write the reports
+``--tracecorr-report-json FILE``, ``--tracecorr-report-junit FILE`` and ``--tracecorr-report-html FILE`` write the reports
 with the C++ renderers. An id the registry does not define is a usage error.
 """
 from __future__ import annotations
@@ -67,6 +67,8 @@ def pytest_addoption(parser):
                     help="Write requirement verdicts as a tracecorr-report/1 JSON file")
     group.addoption("--tracecorr-report-junit", default=None, metavar="FILE",
                     help="Write requirement verdicts as JUnit XML (one testsuite per area)")
+    group.addoption("--tracecorr-report-html", default=None, metavar="FILE",
+                    help="Write requirement verdicts as one self-contained HTML page")
     group.addoption("--tracecorr-strict", action="store_true", default=False,
                     help="A failed SHOULD is a FAIL (not a WARN)")
 
@@ -224,6 +226,9 @@ def pytest_sessionfinish(session, exitstatus):
         _tracecorr.write_text_file(json_path, _tracecorr.render_json(state.run))
     if junit_path:
         _tracecorr.write_text_file(junit_path, _tracecorr.render_junit(state.run))
+    html_path = session.config.getoption("--tracecorr-report-html")
+    if html_path:
+        _tracecorr.write_text_file(html_path, _tracecorr.render_html(state.run))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

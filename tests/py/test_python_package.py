@@ -153,6 +153,8 @@ def test_result_model_renders_through_cpp():
     jsonschema.validate(report, json.loads((REPO / "spec" / "report-schema-v1.json").read_text()))
     assert {r["id"]: r["verdict"] for r in report["results"]} == {"MSG-03": "pass", "SOCK-03": "warn"}
     assert "<testsuite" in tracecorr.render_junit(run)
+    page = tracecorr.render_html(run)
+    assert 'id="req-MSG-03"' in page and 'id="req-SOCK-03"' in page and 'data-verdict="warn"' in page
     assert "1 passed" in tracecorr.summary_line(run)
     with pytest.raises(tracecorr.TracecorrError):
         _tracecorr.make_result("NOPE-01")
@@ -233,8 +235,10 @@ def test_plugin_records_requirement_verdicts(pytester):
             pass
     """)
     out_json, out_junit = pytester.path / "r.json", pytester.path / "r.xml"
+    out_html = pytester.path / "r.html"
     result = pytester.runpytest_inprocess(f"--tracecorr-report-json={out_json}",
-                                          f"--tracecorr-report-junit={out_junit}")
+                                          f"--tracecorr-report-junit={out_junit}",
+                                          f"--tracecorr-report-html={out_html}")
     result.assert_outcomes(passed=2, failed=1, skipped=1, errors=1)
     report = json.loads(out_json.read_text())
     verdicts = {r["id"]: r["verdict"] for r in report["results"]}
@@ -245,6 +249,7 @@ def test_plugin_records_requirement_verdicts(pytester):
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(report, json.loads((REPO / "spec" / "report-schema-v1.json").read_text()))
     assert out_junit.read_text().count("<testcase") == 5
+    assert all(f'id="req-{i}"' in out_html.read_text() for i in verdicts)
 
     strict = pytester.runpytest_inprocess(f"--tracecorr-report-json={out_json}", "--tracecorr-strict")
     strict.assert_outcomes(passed=2, failed=1, skipped=1, errors=1)
