@@ -41,6 +41,7 @@ std::vector<DeferralPoint> deferral_points(const std::string& name, const Sessio
   SpanIndex spans(s.receiver().spans());
   std::vector<DeferralPoint> out;
   for (const auto& sp : spans.spans()) {
+    if (out.size() >= kMaxDeferralPoints) break;
     DeferralPoint p;
     p.session = name;
     p.trace_id = to_hex(sp.trace_id);
@@ -71,7 +72,7 @@ std::vector<RecordStore> record_stores(const std::string& name, const Session& s
   for (const auto& report : s.update_order_reports()) {
     if (!report) continue;
     const auto& states = report->states;
-    for (std::size_t i = 0; i < states.size(); ++i) {
+    for (std::size_t i = 0; i < states.size() && out.size() < kMaxRecordStores; ++i) {
       RecordStore r;
       r.session = name;
       r.tid = report->tid;

@@ -30,9 +30,7 @@ const json& list(const json& j, const char* key) {
   return it != j.end() && it->is_array() ? *it : empty;
 }
 
-// Bounds for what a saved report may make us render.
-constexpr std::size_t kMaxDeferralPoints = 5000;
-constexpr std::size_t kMaxRecordStores = 2000;
+// Bounds for what a saved report may make us render (the others: figures.hpp).
 constexpr std::size_t kMaxFrames = 128;
 
 }  // namespace

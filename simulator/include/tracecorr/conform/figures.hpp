@@ -40,6 +40,8 @@ struct DeferralPoint {
   std::optional<double> delay_in_force_ms;  // nullopt: a registration or the timing boundary was too close to tell
 };
 
+inline constexpr std::size_t kMaxDeferralPoints = 5000;
+
 // One observed state of a watched record (TLS-04), in store order.
 struct RecordStore {
   std::string session;
@@ -52,6 +54,8 @@ struct RecordStore {
   std::uint64_t pc_after_store = 0;
   bool violation = false;      // a field changed while valid stayed set (or unwatched bytes did)
 };
+
+inline constexpr std::size_t kMaxRecordStores = 2000;
 
 // Stacks sampled while a transaction was current in the sampled thread.
 struct StackCount {
