@@ -286,15 +286,30 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
     options.frequency_hz = kStackSamplingHz;
     auto sampler = make_ptrace_sampler(options);
     if (!sampler->track(s.pid(), descriptor->tp_offset)) return;
+    // On a busy machine each stop waits for the thread to be scheduled, so a
+    // round takes longer: keep going (up to three times as long) until some
+    // samples fell inside transactions.
+    constexpr std::size_t kWantedInTransactions = 30;
     std::vector<Sample> raw;
-    auto end = Clock::now() + duration;
-    while (Clock::now() < end && raw.size() < 20000) {
-      auto polled = sampler->poll([&](const Sample& sample) { raw.push_back(sample); }, 50ms);
+    std::size_t in_transactions = 0;
+    auto start = Clock::now();
+    auto enough = [&] {
+      auto now = Clock::now();
+      return now >= start + 3 * duration || (now >= start + duration && in_transactions >= kWantedInTransactions);
+    };
+    while (!enough() && raw.size() < 20000) {
+      auto polled = sampler->poll(
+          [&](const Sample& sample) {
+            if (transaction_of(sample)) ++in_transactions;
+            raw.push_back(sample);
+          },
+          50ms);
       if (!polled) break;
     }
+    auto sampled_for = std::chrono::duration_cast<Millis>(Clock::now() - start);
     StackSamples out;
     out.source = "tracecorr's ptrace sampler during session enabled: every thread stopped at " +
-                 std::to_string(kStackSamplingHz) + " Hz (wall clock) for " + std::to_string(duration.count()) +
+                 std::to_string(kStackSamplingHz) + " Hz (wall clock) for " + std::to_string(sampled_for.count()) +
                  " ms after the timing boundary (while the agent drained, so no judged timing was disturbed); "
                  "the transaction is the one in the thread's record at that instant; stacks walked by frame pointers";
     Symbolizer symbols(s.pid());

@@ -7,15 +7,18 @@
 
 namespace tracecorr::conform {
 
+std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& r) {
+  if (r.error != SampleError::Ok || !r.record) return std::nullopt;
+  auto record = wire::decode_tls_record(*r.record);
+  if (!record || !record->valid || !record->trace_present) return std::nullopt;
+  return std::make_pair(record->trace_id, record->transaction_id);
+}
+
 StackSample stack_sample_of(const Sample& r, Symbolizer& symbols) {
   StackSample sample;
   sample.tid = r.tid;
   sample.time_ns = r.time_ns;
-  if (r.error == SampleError::Ok && r.record) {
-    auto record = wire::decode_tls_record(*r.record);
-    if (record && record->valid && record->trace_present)
-      sample.transaction = std::make_pair(record->trace_id, record->transaction_id);
-  }
+  sample.transaction = transaction_of(r);
   // Frames past the first are return addresses: named by the call before them.
   for (std::size_t i = 0; i < r.frames.size(); ++i) sample.frames.push_back(symbols.name(r.frames[i], i > 0));
   return sample;

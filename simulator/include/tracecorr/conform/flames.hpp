@@ -10,6 +10,9 @@
 
 namespace tracecorr::conform {
 
+// The transaction a sample's record held (valid and trace present), if any.
+std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& sample);
+
 // A sample with its frames named and the transaction its record held (valid
 // and trace present), if any. Needs the sampled process alive (its maps).
 StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols);
