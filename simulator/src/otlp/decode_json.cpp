@@ -408,6 +408,7 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
       convert_attributes(ctx, field_path(resource_path, "attributes"),
                          array_member(ctx, *resource, resource_path, "attributes"), resource_attributes);
     }
+    auto resource = std::make_shared<const Attributes>(std::move(resource_attributes));
     const json* scope_spans = array_member(ctx, rs, rs_path, "scopeSpans", "scope_spans");
     for (std::size_t s = 0; scope_spans && s < scope_spans->size() && !ctx.failed(); ++s) {
       const json& ss = (*scope_spans)[s];
@@ -416,11 +417,12 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
         ctx.fatal(ss_path, std::string("expected an object, got ") + ss.type_name());
         break;
       }
-      std::string scope_name, scope_version;
+      Scope scope_read;
       if (const json* scope = object_member(ctx, ss, ss_path, "scope")) {
-        scope_name = string_member(ctx, *scope, field_path(ss_path, "scope"), "name");
-        scope_version = string_member(ctx, *scope, field_path(ss_path, "scope"), "version");
+        scope_read.name = string_member(ctx, *scope, field_path(ss_path, "scope"), "name");
+        scope_read.version = string_member(ctx, *scope, field_path(ss_path, "scope"), "version");
       }
+      auto scope = std::make_shared<const Scope>(std::move(scope_read));
       const json* spans = array_member(ctx, ss, ss_path, "spans");
       for (std::size_t i = 0; spans && i < spans->size() && !ctx.failed(); ++i) {
         std::string at = index_path(ss_path, "spans", i);
@@ -431,9 +433,8 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
         }
         ReceivedSpan span;
         convert_span(ctx, at, from, span);
-        span.resource_attributes = resource_attributes;
-        span.scope_name = scope_name;
-        span.scope_version = scope_version;
+        span.resource = resource;
+        span.scope = scope;
         ctx.out.spans.push_back(std::move(span));
       }
     }

@@ -110,9 +110,12 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
     Attributes resource_attributes;
     convert_attributes(ctx, field_path(rs_path, "resource.attributes"), rs.resource().attributes(),
                        resource_attributes, 0);
+    auto resource = std::make_shared<const Attributes>(std::move(resource_attributes));
     for (int s = 0; s < rs.scope_spans_size() && !ctx.failed(); ++s) {
       const auto& ss = rs.scope_spans(s);
       std::string ss_path = index_path(rs_path, "scopeSpans", s);
+      auto scope = std::make_shared<const Scope>(Scope{text(ctx, field_path(ss_path, "scope.name"), ss.scope().name()),
+                                                       text(ctx, field_path(ss_path, "scope.version"), ss.scope().version())});
       for (int i = 0; i < ss.spans_size() && !ctx.failed(); ++i) {
         const pb_trace::Span& from = ss.spans(i);
         std::string at = index_path(ss_path, "spans", i);
@@ -132,9 +135,8 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
         span.dropped_attributes_count = from.dropped_attributes_count();
         span.status_code = static_cast<std::int32_t>(from.status().code());
         span.status_message = text(ctx, field_path(at, "status.message"), from.status().message());
-        span.resource_attributes = resource_attributes;
-        span.scope_name = text(ctx, field_path(ss_path, "scope.name"), ss.scope().name());
-        span.scope_version = text(ctx, field_path(ss_path, "scope.version"), ss.scope().version());
+        span.resource = resource;
+        span.scope = scope;
         detail::finish_span(ctx, at, span);
         ctx.out.spans.push_back(std::move(span));
       }
