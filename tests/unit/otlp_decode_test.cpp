@@ -1,6 +1,7 @@
 // Decoding OTLP exports (binary protobuf and JSON) into the tracecorr model,
 // without a server. The receiver tests cover the HTTP side.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
 
@@ -340,6 +341,44 @@ TEST(OtlpDecodeHostile, CorruptedAndTruncatedBodiesNeverCrash) {
     }
   }
   EXPECT_GT(rejected, 0u);
+}
+
+
+// Two bytes on the wire ("12 00": an empty span) are a few hundred in memory:
+// 4 MB of them must be refused before protobuf allocates 2 million spans.
+std::string varint(std::size_t n) {
+  std::string out;
+  do {
+    out += static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    n >>= 7;
+  } while (n);
+  return out;
+}
+
+TEST(OtlpDecodeProtobuf, CountsFieldsBeforeAllocating) {
+  std::string scope_spans;
+  for (int i = 0; i < 2'000'000; ++i) scope_spans += std::string("\x12\x00", 2);
+  std::string resource_spans = "\x12" + varint(scope_spans.size()) + scope_spans;
+  std::string body = "\x0a" + varint(resource_spans.size()) + resource_spans;
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  auto decoded = decode_protobuf(body);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.first_fatal->reason, RejectReason::LimitExceeded);
+  EXPECT_NE(decoded.first_fatal->what.find("protobuf fields"), std::string::npos) << decoded.first_fatal->what;
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 50 << 10);  // KiB
+}
+
+TEST(OtlpDecodeJson, CountsValuesBeforeParsing) {
+  std::string body = R"({"resourceSpans":[],"padding":[0)";
+  for (int i = 0; i < 1'100'000; ++i) body += ",0";
+  body += "]}";
+  auto decoded = decode_json(body);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.first_fatal->reason, RejectReason::LimitExceeded);
+  EXPECT_NE(decoded.first_fatal->what.find("JSON values"), std::string::npos) << decoded.first_fatal->what;
 }
 
 }  // namespace

@@ -198,6 +198,10 @@ struct ReceiverLimits {
   std::size_t max_body_bytes = 16u << 20;     // as sent (before gzip is undone)
   std::size_t max_decoded_bytes = 64u << 20;  // after gzip: the gzip-bomb bound
   std::size_t max_spans_per_request = 100'000;
+  // Every field and value of one export (protobuf fields counted on the wire,
+  // JSON values while tokenising), checked before the decoder allocates: two
+  // bytes on the wire can be a few hundred in memory.
+  std::size_t max_fields_per_request = 1'000'000;
   std::size_t max_attributes_per_span = 4096;    // also per resource, per kvlist
   std::size_t max_value_bytes = 1u << 20;        // one string or bytes value
   std::size_t max_array_elements = 65'536;       // one array value

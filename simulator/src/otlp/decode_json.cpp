@@ -19,9 +19,16 @@ using detail::field_path;
 using detail::index_path;
 using json = nlohmann::json;
 
-// nlohmann's parser is iterative, but our conversion recurses: refuse deep
-// documents before parsing, counting brackets outside strings.
-std::optional<std::size_t> nesting_too_deep(std::string_view text, std::size_t max_depth) {
+// Before parsing, one pass over the text outside strings: nlohmann's parser is
+// iterative but our conversion recurses, so deep documents are refused; and a
+// JSON value costs as little as two bytes of text but tens in memory, so the
+// values are counted (an upper bound: every value follows '[', ',' or ':').
+struct JsonShape {
+  std::optional<std::size_t> too_deep_at;
+  std::size_t values = 1;
+};
+JsonShape json_shape(std::string_view text, std::size_t max_depth) {
+  JsonShape shape;
   std::size_t depth = 0;
   bool in_string = false, escaped = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -33,12 +40,18 @@ std::optional<std::size_t> nesting_too_deep(std::string_view text, std::size_t m
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return i;
+      if (c == '[') ++shape.values;
+      if (++depth > max_depth) {
+        shape.too_deep_at = i;
+        return shape;
+      }
     } else if ((c == '}' || c == ']') && depth > 0) {
       --depth;
+    } else if (c == ',' || c == ':') {
+      ++shape.values;
     }
   }
-  return std::nullopt;
+  return shape;
 }
 
 // A member, with the lowerCamelCase name OTLP uses or the proto field name
@@ -364,8 +377,16 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
   // Request > resourceSpans > [] > scopeSpans > [] > spans > [] > attributes > [] > value,
   // then three levels per nesting (arrayValue > values > AnyValue).
   std::size_t max_depth = 12 + 3 * limits.max_nesting_depth;
-  if (auto at = nesting_too_deep(body, max_depth)) {
-    ctx.fatal("", "JSON nested more than " + std::to_string(max_depth) + " levels deep at byte " + std::to_string(*at),
+  JsonShape shape = json_shape(body, max_depth);
+  if (shape.too_deep_at) {
+    ctx.fatal("", "JSON nested more than " + std::to_string(max_depth) + " levels deep at byte " +
+                      std::to_string(*shape.too_deep_at),
+              RejectReason::LimitExceeded);
+    return std::move(ctx.out);
+  }
+  if (shape.values > limits.max_fields_per_request) {
+    ctx.fatal("", "more than " + std::to_string(limits.max_fields_per_request) +
+                      " JSON values in one export (counted before decoding)",
               RejectReason::LimitExceeded);
     return std::move(ctx.out);
   }
