@@ -47,15 +47,18 @@ struct AttributeValue {
 
   std::variant<Empty, std::string, bool, std::int64_t, double, Bytes, Array, KvList> value;
 
+  // Defined below KeyValue: constructing the variant checks every
+  // alternative, and vector<KeyValue> needs KeyValue complete for that
+  // (clang with libstdc++ 12 insists).
   AttributeValue() = default;
-  AttributeValue(std::string s) : value(std::move(s)) {}
-  AttributeValue(const char* s) : value(std::string(s)) {}
-  AttributeValue(bool b) : value(b) {}
-  AttributeValue(std::int64_t i) : value(i) {}
-  AttributeValue(double d) : value(d) {}
-  AttributeValue(Bytes b) : value(std::move(b)) {}
-  AttributeValue(Array a) : value(std::move(a)) {}
-  AttributeValue(KvList kv) : value(std::move(kv)) {}
+  AttributeValue(std::string s);
+  AttributeValue(const char* s);
+  AttributeValue(bool b);
+  AttributeValue(std::int64_t i);
+  AttributeValue(double d);
+  AttributeValue(Bytes b);
+  AttributeValue(Array a);
+  AttributeValue(KvList kv);
 
   Type type() const { return static_cast<Type>(value.index()); }
   const std::string* as_string() const { return std::get_if<std::string>(&value); }
@@ -79,6 +82,15 @@ struct KeyValue {
   AttributeValue value;
   bool operator==(const KeyValue&) const = default;
 };
+
+inline AttributeValue::AttributeValue(std::string s) : value(std::move(s)) {}
+inline AttributeValue::AttributeValue(const char* s) : value(std::string(s)) {}
+inline AttributeValue::AttributeValue(bool b) : value(b) {}
+inline AttributeValue::AttributeValue(std::int64_t i) : value(i) {}
+inline AttributeValue::AttributeValue(double d) : value(d) {}
+inline AttributeValue::AttributeValue(Bytes b) : value(std::move(b)) {}
+inline AttributeValue::AttributeValue(Array a) : value(std::move(a)) {}
+inline AttributeValue::AttributeValue(KvList kv) : value(std::move(kv)) {}
 
 std::string_view to_string(AttributeValue::Type type);
 
