@@ -376,5 +376,22 @@ TEST(OtlpReceiverAttack, LargeResourceOnManySpansIsStoredOnce) {
   EXPECT_LT(grown_kb, 100 << 10);
 }
 
+
+TEST(OtlpReceiverAttack, BodiesInFlightOverTheBudgetAre503) {
+  ReceiverOptions options;
+  options.limits.max_inflight_bytes = 1024;  // all connections together
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  auto result = client.Post("/v1/traces", std::string(4096, 'x'), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 503);
+  EXPECT_EQ((*receiver)->counters().rejected[RejectReason::Busy], 1u);
+  // The budget is released with the request: a small export still goes through.
+  result = client.Post("/v1/traces", one_span_request().SerializeAsString(), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+}
+
 }  // namespace
 }  // namespace tracecorr::otlp
