@@ -393,5 +393,27 @@ TEST(OtlpReceiverAttack, BodiesInFlightOverTheBudgetAre503) {
   EXPECT_EQ(result->status, 200);
 }
 
+
+TEST(OtlpReceiverAttack, DeclaredOversizedBodyIsAnsweredWithoutReadingIt) {
+  ReceiverOptions options;
+  options.limits.max_body_bytes = 1024;
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  int fd = attack::connect_to((*receiver)->port());
+  ASSERT_GE(fd, 0);
+  // Declares 1 GB, sends none of it: the answer comes anyway.
+  std::string head = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                     "Content-Length: 1000000000\r\n\r\n";
+  ASSERT_GT(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+  char buffer[256];
+  ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+  ::close(fd);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buffer, static_cast<std::size_t>(n)).rfind("HTTP/1.1 413", 0), 0u);
+  auto counters = (*receiver)->counters();
+  EXPECT_EQ(counters.requests, 1u);
+  EXPECT_EQ(counters.rejected[RejectReason::BodyTooLarge], 1u);
+}
+
 }  // namespace
 }  // namespace tracecorr::otlp

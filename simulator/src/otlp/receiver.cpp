@@ -127,6 +127,7 @@ struct Upload {
   std::string body;
   std::size_t reserved = 0;  // bytes of Server::inflight_ this upload holds
   std::optional<RejectReason> overflow;  // body over a limit: the rest is discarded, then answered
+  bool answered = false;                 // finish() ran: nothing more to record for this request
 };
 
 struct OtlpReceiver::Server {
@@ -234,13 +235,20 @@ struct OtlpReceiver::Server {
       if (upload->type == kProtobufType) request.encoding = Encoding::Protobuf;
       else if (upload->type == kJsonType) request.encoding = Encoding::Json;
       upload->encoding = body_encoding(content_encoding);
-      // A declared length over the limit is refused before any byte is read.
+      // A declared length over the limit is answered before any byte is read
+      // (MHD then closes the connection instead of reading the body).
       if (auto length = content_length(header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH));
-          length && *length > limits.max_body_bytes)
+          length && *length > limits.max_body_bytes) {
         upload->overflow = RejectReason::BodyTooLarge;
+        return self->finish(connection, *upload) ? MHD_YES : MHD_NO;
+      }
       return MHD_YES;
     }
 
+    if (upload->answered) {
+      *upload_data_size = 0;
+      return MHD_YES;
+    }
     if (*upload_data_size != 0) {
       std::size_t size = *upload_data_size;
       *upload_data_size = 0;  // consumed (kept or discarded)
@@ -272,6 +280,7 @@ struct OtlpReceiver::Server {
 };
 
 bool OtlpReceiver::Server::finish(MHD_Connection* connection, Upload& upload) {
+  upload.answered = true;
   const ReceiverLimits& limits = owner->options_.limits;
   ReceivedRequest& request = upload.request;
   bool answered = false;
