@@ -31,6 +31,10 @@ PEAK_RSS_LIMIT_KB = 300 << 10
 # 32 KiB header buffer plus what the kernel's socket buffers hold.
 CUT_OFF_BOUND = 16 << 20
 CHUNK = b"a" * (64 << 10)
+# Judged on when exports arrived (deferral, settings and registrations taking
+# effect, host ids from a point in time on): these read export timing.
+DELAY_JUDGED = ({f"DEFER-0{i}" for i in range(1, 8)} | {f"CONF-0{i}" for i in range(1, 6)} |
+                {"MSG-02", "MSG-03", "HOST-01", "HOST-02"})
 
 
 class Attack:
@@ -183,7 +187,23 @@ def test_flooded_receiver_keeps_verdicts_and_memory(tmp_path):
     still_open = [opened for opened, closed in attack.slow if closed is None]
     assert not still_open, f"{len(still_open)} slow connections outlived the run"
 
-    # Same verdicts as without the attack, in bounded memory.
-    assert run.verdicts() == baseline.verdicts(), run.explain()
-    assert run.returncode == baseline.returncode, run.explain()
+    # Same verdicts as without the attack, in bounded memory. The requirements
+    # judged on export timing flip between pass and fail between two unflooded
+    # runs on a loaded machine (seen here at load 13-28 on 2 CPUs: DEFER-04
+    # failed in a baseline run whose exporter waited up to 3 s for the CPU;
+    # MSG-02 and CONF-03 flipped), so for those the flooded run
+    # must reach a judgement whenever the baseline did: a starved receiver
+    # shows as skips, errors or no report at all (before issue 16: DEFER-01
+    # failed with 15 skips, the run took 92 s).
+    baseline_verdicts, flooded_verdicts = baseline.verdicts(), run.verdicts()
+    assert flooded_verdicts.keys() == baseline_verdicts.keys()
+    judged = {"pass", "fail", "warn"}
+    changed = {}
+    for requirement, verdict in flooded_verdicts.items():
+        expected = baseline_verdicts[requirement]
+        if requirement in DELAY_JUDGED and verdict in judged and expected in judged:
+            continue
+        if verdict != expected:
+            changed[requirement] = f"{expected} -> {verdict}"
+    assert not changed, f"verdicts changed under the flood: {changed}\n{run.explain()}"
     assert peak_rss_kb < PEAK_RSS_LIMIT_KB, f"peak RSS {peak_rss_kb} KiB"

@@ -383,7 +383,11 @@ Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions opti
   ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), address_size) != 0)
     return make_error(std::string("cannot bind (") + std::strerror(errno) + ")", where);
-  if (::listen(listener.get(), 128) != 0) return make_error(std::string("listen: ") + std::strerror(errno), where);
+  // A deep accept queue: a burst of attacker connections must not fill it, or
+  // the agent's SYN is dropped and retried a second later, which the DEFER
+  // probes would see as a deferred export (the kernel caps it at somaxconn).
+  if (::listen(listener.get(), SOMAXCONN) != 0)
+    return make_error(std::string("listen: ") + std::strerror(errno), where);
   if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &address_size) != 0)
     return make_error(std::string("getsockname: ") + std::strerror(errno), where);
   receiver->port_ = ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&address)->sin_port
