@@ -74,12 +74,12 @@ void bind_otlp(py::module_& m) {
       .def_property_readonly("attributes", [](const otlp::ReceivedSpan& s) { return to_py(s.attributes); },
                              "dict name -> Python value (see attribute_type for the OTLP type)")
       .def_property_readonly("resource_attributes",
-                             [](const otlp::ReceivedSpan& s) { return to_py(s.resource_attributes); })
+                             [](const otlp::ReceivedSpan& s) { return to_py(s.resource_attributes()); })
       .def_readonly("dropped_attributes_count", &otlp::ReceivedSpan::dropped_attributes_count)
       .def_readonly("status_code", &otlp::ReceivedSpan::status_code)
       .def_readonly("status_message", &otlp::ReceivedSpan::status_message)
-      .def_readonly("scope_name", &otlp::ReceivedSpan::scope_name)
-      .def_readonly("scope_version", &otlp::ReceivedSpan::scope_version)
+      .def_property_readonly("scope_name", &otlp::ReceivedSpan::scope_name)
+      .def_property_readonly("scope_version", &otlp::ReceivedSpan::scope_version)
       .def_readonly("received_at", &otlp::ReceivedSpan::received_at_system)
       .def_readonly("request_index", &otlp::ReceivedSpan::request_index)
       .def(

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -264,6 +265,105 @@ TEST(ElfAnalysis, SectionDataPastTheEndOfTheFileIsRefused) {
   auto a = analyze_path(f.path());
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.error().message().find(".dynsym"), std::string::npos) << a.error().message();
+}
+
+
+// ---- limits before allocation (issue 16) ------------------------------------
+
+long peak_rss_kib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// The test library with its header and section headers edited, extended
+// (sparsely: no disk, no memory) to `size` bytes so that the declared tables
+// "fit in the file".
+struct SparseElf {
+  std::vector<std::uint8_t> bytes = slurp(TC_TESTLIB_DESC);
+  Elf64_Ehdr eh() const {
+    Elf64_Ehdr h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    return h;
+  }
+  Elf64_Shdr section(unsigned i) const {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh().e_shoff + i * sizeof sh, sizeof sh);
+    return sh;
+  }
+  void set_section(unsigned i, const Elf64_Shdr& sh) {
+    std::memcpy(bytes.data() + eh().e_shoff + i * sizeof sh, &sh, sizeof sh);
+  }
+  // The index of the first section of `type`.
+  unsigned find(std::uint32_t type) const {
+    for (unsigned i = 0; i < eh().e_shnum; ++i)
+      if (section(i).sh_type == type) return i;
+    ADD_FAILURE() << "no section of type " << type;
+    return 0;
+  }
+  Expected<LibraryAnalysis> analyze(std::uint64_t size) const {
+    TempFile f(bytes);
+    EXPECT_EQ(::truncate(f.path().c_str(), static_cast<off_t>(size)), 0);
+    return analyze_path(f.path());
+  }
+};
+
+TEST(ElfLimits, FourMillionSectionsAreRefusedBeforeLibelfAllocates) {
+  SparseElf elf;
+  Elf64_Ehdr eh = elf.eh();
+  Elf64_Shdr first = elf.section(0);
+  first.sh_size = 4'000'000;  // extended numbering: e_shnum 0, the count in section 0
+  elf.set_section(0, first);
+  eh.e_shnum = 0;
+  std::memcpy(elf.bytes.data(), &eh, sizeof eh);
+  long before = peak_rss_kib();
+  auto a = elf.analyze(eh.e_shoff + 4'000'000ull * sizeof(Elf64_Shdr));  // 256 MB, sparse
+  long grown = peak_rss_kib() - before;
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message().find("4000000 section headers, more than the 4096"), std::string::npos)
+      << a.error().message();
+  EXPECT_NE(a.error().where.find("e_shnum"), std::string::npos);
+  EXPECT_LT(grown, 50 << 10) << "KiB";  // libelf took 1 GB for this
+}
+
+TEST(ElfLimits, HugeSymbolAndRelocationSectionsAreNotRead) {
+  for (std::uint32_t type : {std::uint32_t{SHT_DYNSYM}, std::uint32_t{SHT_RELA}}) {
+    SparseElf elf;
+    unsigned index = elf.find(type);
+    Elf64_Shdr sh = elf.section(index);
+    const std::uint64_t size = 512u << 20;  // "in the file": the file is extended, sparsely
+    sh.sh_size = size;
+    elf.set_section(index, sh);
+    long before = peak_rss_kib();
+    auto a = elf.analyze(sh.sh_offset + size);
+    long grown = peak_rss_kib() - before;
+    ASSERT_FALSE(a.ok()) << "section type " << type;
+    EXPECT_NE(a.error().message().find("tracecorr reads"), std::string::npos) << a.error().message();
+    EXPECT_LT(grown, 50 << 10) << "KiB, section type " << type;
+  }
+}
+
+TEST(ElfLimits, WrongHeaderEntrySizesAndByteOrderAreRefused) {
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  {
+    auto b = bytes;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, b.data(), sizeof eh);
+    eh.e_shentsize = 32;
+    std::memcpy(b.data(), &eh, sizeof eh);
+    TempFile f(b);
+    auto a = analyze_path(f.path());
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().where.find("e_shentsize"), std::string::npos) << a.error().message();
+  }
+  {
+    auto b = bytes;
+    b[EI_DATA] = ELFDATA2MSB;
+    TempFile f(b);
+    auto a = analyze_path(f.path());
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().message().find("little-endian"), std::string::npos) << a.error().message();
+  }
 }
 
 }  // namespace

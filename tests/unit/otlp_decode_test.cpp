@@ -1,6 +1,7 @@
 // Decoding OTLP exports (binary protobuf and JSON) into the tracecorr model,
 // without a server. The receiver tests cover the HTTP side.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
 
@@ -27,7 +28,7 @@ TEST(OtlpDecodeProtobuf, DecodesSpanFieldsAndResource) {
   EXPECT_EQ(span.end_unix_nano, 1'700'000'000'500'000'000ull);
   EXPECT_EQ(span.flags, 0x101u);
   EXPECT_TRUE(span.sampled());
-  EXPECT_EQ(span.scope_name, "tracecorr-test");
+  EXPECT_EQ(span.scope_name(), "tracecorr-test");
   ASSERT_NE(span.resource_attribute("service.name"), nullptr);
   EXPECT_EQ(*span.resource_attribute("service.name")->as_string(), "checkout");
 }
@@ -140,14 +141,14 @@ TEST(OtlpDecodeProtobuf, DuplicateAttributeKeepsFirstAndNotesIt) {
 TEST(OtlpDecodeProtobuf, EnforcesAttributeCountAndValueLength) {
   ReceiverLimits limits;
   limits.max_attributes_per_span = 2;
-  limits.max_value_bytes = 12;  // "service.name" still fits
+  limits.max_value_bytes = 14;  // "service.name" and the scope "tracecorr-test" still fit
   auto request = one_span_request();
   add_attribute(request, "a")->set_string_value("short");
   add_attribute(request, "b")->set_string_value("much too long a value");
   auto decoded = decode_protobuf(request.SerializeAsString(), limits);
   ASSERT_FALSE(decoded.ok());
   EXPECT_EQ(decoded.first_fatal->reason, RejectReason::LimitExceeded);
-  EXPECT_NE(decoded.first_fatal->what.find("12-byte limit"), std::string::npos);
+  EXPECT_NE(decoded.first_fatal->what.find("14-byte limit"), std::string::npos);
 
   request = one_span_request();
   for (const char* key : {"a", "b", "c"}) add_attribute(request, key)->set_string_value("x");
@@ -252,16 +253,45 @@ TEST(OtlpEncode, ProtobufAndJsonRoundTrip) {
   span.attributes["ids"] = AttributeValue(AttributeValue::Array{AttributeValue("a"), AttributeValue("b")});
   span.attributes["n"] = AttributeValue(std::int64_t{-5});
   span.attributes["raw"] = AttributeValue(AttributeValue::Bytes{1, 2, 3, 4});
-  span.resource_attributes["host.id"] = AttributeValue("h1");
+  span.set_resource_attributes({{"host.id", AttributeValue("h1")}});
   for (auto decode : {+[](const std::vector<ReceivedSpan>& s) { return decode_protobuf(encode_protobuf(s)); },
                       +[](const std::vector<ReceivedSpan>& s) { return decode_json(encode_json(s)); }}) {
     auto decoded = decode({span, span});
     ASSERT_TRUE(decoded.ok()) << decoded.first_fatal->message();
     ASSERT_EQ(decoded.spans.size(), 2u);
     EXPECT_EQ(decoded.spans[1].attributes, span.attributes);
-    EXPECT_EQ(decoded.spans[1].resource_attributes, span.resource_attributes);
+    EXPECT_EQ(decoded.spans[1].resource_attributes(), span.resource_attributes());
     EXPECT_EQ(decoded.spans[1].kind, SpanKind::Consumer);
     EXPECT_FALSE(decoded.spans[1].parent_span_id.has_value());
+  }
+}
+
+// A 1 MB resource attribute on 3000 spans (a 1.2 MB export) once took 3 GB:
+// every span owned a copy. Both decoders keep one resource and one scope per
+// entry, shared by its spans.
+TEST(OtlpDecode, SharesResourceAndScopeAcrossSpans) {
+  std::vector<ReceivedSpan> spans(3000);
+  auto resource = std::make_shared<const Attributes>(Attributes{{"big", AttributeValue(std::string(1u << 20, 'r'))}});
+  auto scope = std::make_shared<const Scope>(Scope{"lib", "1.0"});
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    from_hex(kTraceIdHex, spans[i].trace_id);
+    spans[i].span_id = span_id(kSpanIdHex);
+    spans[i].span_id[0] = static_cast<std::uint8_t>(i);
+    spans[i].span_id[1] = static_cast<std::uint8_t>(i >> 8);
+    spans[i].resource = resource;
+    spans[i].scope = scope;
+  }
+  for (auto decode : {+[](const std::vector<ReceivedSpan>& s) { return decode_protobuf(encode_protobuf(s)); },
+                      +[](const std::vector<ReceivedSpan>& s) { return decode_json(encode_json(s)); }}) {
+    auto decoded = decode(spans);
+    ASSERT_TRUE(decoded.ok()) << decoded.first_fatal->message();
+    ASSERT_EQ(decoded.spans.size(), spans.size());
+    EXPECT_EQ(decoded.spans.front().resource_attribute("big")->as_string()->size(), 1u << 20);
+    EXPECT_EQ(decoded.spans.front().scope_version(), "1.0");
+    for (const auto& span : decoded.spans) {
+      ASSERT_EQ(span.resource.get(), decoded.spans.front().resource.get());
+      ASSERT_EQ(span.scope.get(), decoded.spans.front().scope.get());
+    }
   }
 }
 
@@ -311,6 +341,44 @@ TEST(OtlpDecodeHostile, CorruptedAndTruncatedBodiesNeverCrash) {
     }
   }
   EXPECT_GT(rejected, 0u);
+}
+
+
+// Two bytes on the wire ("12 00": an empty span) are a few hundred in memory:
+// 4 MB of them must be refused before protobuf allocates 2 million spans.
+std::string varint(std::size_t n) {
+  std::string out;
+  do {
+    out += static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    n >>= 7;
+  } while (n);
+  return out;
+}
+
+TEST(OtlpDecodeProtobuf, CountsFieldsBeforeAllocating) {
+  std::string scope_spans;
+  for (int i = 0; i < 2'000'000; ++i) scope_spans += std::string("\x12\x00", 2);
+  std::string resource_spans = "\x12" + varint(scope_spans.size()) + scope_spans;
+  std::string body = "\x0a" + varint(resource_spans.size()) + resource_spans;
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  auto decoded = decode_protobuf(body);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.first_fatal->reason, RejectReason::LimitExceeded);
+  EXPECT_NE(decoded.first_fatal->what.find("protobuf fields"), std::string::npos) << decoded.first_fatal->what;
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 50 << 10);  // KiB
+}
+
+TEST(OtlpDecodeJson, CountsValuesBeforeParsing) {
+  std::string body = R"({"resourceSpans":[],"padding":[0)";
+  for (int i = 0; i < 1'100'000; ++i) body += ",0";
+  body += "]}";
+  auto decoded = decode_json(body);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.first_fatal->reason, RejectReason::LimitExceeded);
+  EXPECT_NE(decoded.first_fatal->what.find("JSON values"), std::string::npos) << decoded.first_fatal->what;
 }
 
 }  // namespace

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "google/rpc/status.pb.h"
@@ -221,6 +226,193 @@ TEST_F(OtlpReceiverTest, ClearForgetsSpansButNeverReusesARequestIndex) {
   EXPECT_FALSE(receiver->find_span(span_id(kSpanIdHex)).has_value());
   ASSERT_EQ(post(one_span_request().SerializeAsString(), "application/x-protobuf")->status, 200);
   EXPECT_EQ(receiver->spans().at(0).request_index, 1u);
+}
+
+// ---- a local attacker (issue 16) -------------------------------------------
+
+namespace attack {
+
+// A raw TCP client: the attacks are not well-formed HTTP.
+int connect_to(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{10, 0};  // only reached when the receiver is broken
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `prefix`, then `filler` repeatedly up to `total` bytes; returns how
+// many bytes went out before the receiver closed the connection.
+std::size_t flood(std::uint16_t port, const std::string& prefix, const std::string& filler, std::size_t total,
+                  std::string* answer) {
+  int fd = connect_to(port);
+  if (fd < 0) return 0;
+  std::size_t sent = 0;
+  if (::send(fd, prefix.data(), prefix.size(), MSG_NOSIGNAL) > 0) {
+    while (sent < total) {
+      ssize_t n = ::send(fd, filler.data(), filler.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<std::size_t>(n);
+    }
+  }
+  char buffer[512];
+  ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+  if (answer && n > 0) answer->assign(buffer, static_cast<std::size_t>(n));
+  ::close(fd);
+  return sent;
+}
+
+}  // namespace attack
+
+TEST(OtlpReceiverAttack, HeaderFloodIsCutOffAtTheHeaderBuffer) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  std::string line = "X-Flood: " + std::string(1000, 'h') + "\r\n";
+  std::string block;
+  for (int i = 0; i < 64; ++i) block += line;
+  std::string answer;
+  std::size_t sent = attack::flood((*receiver)->port(), "POST /v1/traces HTTP/1.1\r\nHost: x\r\n", block, 100u << 20, &answer);
+  // 32 KiB of header buffer, plus what the socket buffers took in.
+  EXPECT_LT(sent, 16u << 20);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer.substr(0, 80);
+  // Still serving.
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  auto result = client.Post("/v1/traces", one_span_request().SerializeAsString(), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+}
+
+TEST(OtlpReceiverAttack, LongRequestLineIsCutOff) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  std::string answer;
+  std::size_t sent = attack::flood((*receiver)->port(), "POST /", std::string(64u << 10, 'a'), 200u << 20, &answer);
+  EXPECT_LT(sent, 16u << 20);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 414", 0), 0u) << answer.substr(0, 80);
+}
+
+TEST(OtlpReceiverAttack, TricklingClientIsCutAtTheRequestDeadline) {
+  ReceiverOptions options;
+  options.limits.max_request_time = 300ms;
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  int fd = attack::connect_to((*receiver)->port());
+  ASSERT_GE(fd, 0);
+  std::string start = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  ASSERT_GT(::send(fd, start.data(), start.size(), MSG_NOSIGNAL), 0);
+  // One byte every 50 ms never trips the idle timeout; only the deadline ends it.
+  bool closed = false;
+  for (int i = 0; i < 200 && !closed; ++i) {
+    std::this_thread::sleep_for(50ms);
+    char c = 's';
+    if (::send(fd, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) closed = true;
+    char buffer[64];
+    if (::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT) == 0) closed = true;
+  }
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ((*receiver)->counters().connections_cut, 1u);
+}
+
+TEST(OtlpReceiverAttack, ShutdownDoesNotWaitForSlowClients) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  std::vector<int> slow;
+  for (int i = 0; i < 50; ++i) {
+    int fd = attack::connect_to((*receiver)->port());
+    ASSERT_GE(fd, 0);
+    ::send(fd, "POST /v1/traces HTTP/1.1\r\n", 26, MSG_NOSIGNAL);
+    slow.push_back(fd);
+  }
+  (*receiver).reset();  // the default request deadline is 10 s: this must not wait for it
+  for (int fd : slow) {
+    char buffer[64];
+    EXPECT_LE(::recv(fd, buffer, sizeof buffer, 0), 0);  // closed (the 10 s SO_RCVTIMEO only if not)
+    ::close(fd);
+  }
+}
+
+// A 1 MB resource attribute on 3000 tiny spans (a 1.2 MB export) took 3 GB
+// when every span owned a copy of its resource.
+TEST(OtlpReceiverAttack, LargeResourceOnManySpansIsStoredOnce) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  pb_collector::ExportTraceServiceRequest request = one_span_request();
+  auto* big = request.mutable_resource_spans(0)->mutable_resource()->add_attributes();
+  big->set_key("big");
+  big->mutable_value()->set_string_value(std::string(1u << 20, 'r'));
+  auto* spans = request.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans();
+  for (int i = 1; i < 3000; ++i) {
+    auto* span = spans->Add();
+    *span = spans->Get(0);
+    std::string id = span->span_id();
+    id[0] = static_cast<char>(i);
+    id[1] = static_cast<char>(i >> 8);
+    span->set_span_id(id);
+  }
+  std::string body = request.SerializeAsString();
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  auto result = client.Post("/v1/traces", body, "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  auto received = (*receiver)->spans();  // a snapshot copies spans, not resources
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  ASSERT_EQ(received.size(), 3000u);
+  EXPECT_EQ(received.back().resource_attribute("big")->as_string()->size(), 1u << 20);
+  EXPECT_EQ(received.front().resource.get(), received.back().resource.get());
+  long grown_kb = after.ru_maxrss - before.ru_maxrss;
+  std::printf("1.2 MB export (%zu bytes), 3000 spans: peak RSS grew %ld KiB\n", body.size(), grown_kb);
+  EXPECT_LT(grown_kb, 100 << 10);
+}
+
+
+TEST(OtlpReceiverAttack, BodiesInFlightOverTheBudgetAre503) {
+  ReceiverOptions options;
+  options.limits.max_inflight_bytes = 1024;  // all connections together
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  auto result = client.Post("/v1/traces", std::string(4096, 'x'), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 503);
+  EXPECT_EQ((*receiver)->counters().rejected[RejectReason::Busy], 1u);
+  // The budget is released with the request: a small export still goes through.
+  result = client.Post("/v1/traces", one_span_request().SerializeAsString(), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+}
+
+
+TEST(OtlpReceiverAttack, DeclaredOversizedBodyIsAnsweredWithoutReadingIt) {
+  ReceiverOptions options;
+  options.limits.max_body_bytes = 1024;
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  int fd = attack::connect_to((*receiver)->port());
+  ASSERT_GE(fd, 0);
+  // Declares 1 GB, sends none of it: the answer comes anyway.
+  std::string head = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                     "Content-Length: 1000000000\r\n\r\n";
+  ASSERT_GT(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+  char buffer[256];
+  ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+  ::close(fd);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buffer, static_cast<std::size_t>(n)).rfind("HTTP/1.1 413", 0), 0u);
+  auto counters = (*receiver)->counters();
+  EXPECT_EQ(counters.requests, 1u);
+  EXPECT_EQ(counters.rejected[RejectReason::BodyTooLarge], 1u);
 }
 
 }  // namespace

@@ -64,6 +64,17 @@ struct LibraryAnalysis {
   std::size_t dynamic_symbol_count = 0;
 };
 
+// Fixed bounds on what analyze_library reads, checked before libelf allocates
+// (real agent libraries use a few dozen sections and well under a megabyte of
+// symbols): a file over them is an Error naming the field.
+namespace layout_limits {
+inline constexpr std::uint64_t kMaxSections = 4096;
+inline constexpr std::uint64_t kMaxProgramHeaders = 1024;
+inline constexpr std::uint64_t kMaxSymbolTableBytes = 16u << 20;    // .dynsym: 699,050 symbols
+inline constexpr std::uint64_t kMaxStringTableBytes = 16u << 20;    // .dynstr
+inline constexpr std::uint64_t kMaxRelocationBytes = 32u << 20;     // each RELA section: 1.4 M entries
+}  // namespace layout_limits
+
 // Symbol names default to the registry's. Every problem in the file itself
 // (not ELF, truncated, no dynamic symbols) is an Error naming the file.
 // `fd` is read only; the caller keeps ownership.

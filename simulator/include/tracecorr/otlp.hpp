@@ -6,10 +6,12 @@
 // OTLP type exactly: ATTR-02 needs to tell a string-array from a string, an
 // int-array or a kvlist.
 //
-// Everything received is hostile: body size, decompressed size, span count,
-// attribute count, value length and nesting are bounded (ReceiverLimits), and a
-// rejected export is kept as evidence (ReceivedRequest::problems) rather than
-// dropped silently.
+// Everything received is hostile, and any local user can connect: the request
+// line and headers, connections, the time one request may take, body size,
+// decompressed size, bytes in flight and stored, span count, attribute count,
+// value length and nesting are all bounded (ReceiverLimits), and a rejected
+// export is kept as evidence (ReceivedRequest::problems) rather than dropped
+// silently.
 #pragma once
 
 #include <chrono>
@@ -45,15 +47,18 @@ struct AttributeValue {
 
   std::variant<Empty, std::string, bool, std::int64_t, double, Bytes, Array, KvList> value;
 
+  // Defined below KeyValue: constructing the variant checks every
+  // alternative, and vector<KeyValue> needs KeyValue complete for that
+  // (clang with libstdc++ 12 insists).
   AttributeValue() = default;
-  AttributeValue(std::string s) : value(std::move(s)) {}
-  AttributeValue(const char* s) : value(std::string(s)) {}
-  AttributeValue(bool b) : value(b) {}
-  AttributeValue(std::int64_t i) : value(i) {}
-  AttributeValue(double d) : value(d) {}
-  AttributeValue(Bytes b) : value(std::move(b)) {}
-  AttributeValue(Array a) : value(std::move(a)) {}
-  AttributeValue(KvList kv) : value(std::move(kv)) {}
+  AttributeValue(std::string s);
+  AttributeValue(const char* s);
+  AttributeValue(bool b);
+  AttributeValue(std::int64_t i);
+  AttributeValue(double d);
+  AttributeValue(Bytes b);
+  AttributeValue(Array a);
+  AttributeValue(KvList kv);
 
   Type type() const { return static_cast<Type>(value.index()); }
   const std::string* as_string() const { return std::get_if<std::string>(&value); }
@@ -78,6 +83,15 @@ struct KeyValue {
   bool operator==(const KeyValue&) const = default;
 };
 
+inline AttributeValue::AttributeValue(std::string s) : value(std::move(s)) {}
+inline AttributeValue::AttributeValue(const char* s) : value(std::string(s)) {}
+inline AttributeValue::AttributeValue(bool b) : value(b) {}
+inline AttributeValue::AttributeValue(std::int64_t i) : value(i) {}
+inline AttributeValue::AttributeValue(double d) : value(d) {}
+inline AttributeValue::AttributeValue(Bytes b) : value(std::move(b)) {}
+inline AttributeValue::AttributeValue(Array a) : value(std::move(a)) {}
+inline AttributeValue::AttributeValue(KvList kv) : value(std::move(kv)) {}
+
 std::string_view to_string(AttributeValue::Type type);
 
 // name -> value. Duplicate keys in one export keep the first value; the
@@ -86,6 +100,13 @@ using Attributes = std::map<std::string, AttributeValue, std::less<>>;
 
 enum class SpanKind : std::int32_t { Unspecified = 0, Internal = 1, Server = 2, Client = 3, Producer = 4, Consumer = 5 };
 std::string to_string(SpanKind kind);  // "SPAN_KIND_SERVER", or "SPAN_KIND(42)" for values OTLP does not define
+
+// The instrumentation scope of a scopeSpans entry.
+struct Scope {
+  std::string name;
+  std::string version;
+  bool operator==(const Scope&) const = default;
+};
 
 struct ReceivedSpan {
   TraceId trace_id{};
@@ -101,9 +122,11 @@ struct ReceivedSpan {
   std::uint32_t dropped_attributes_count = 0;
   std::int32_t status_code = 0;
   std::string status_message;
-  Attributes resource_attributes;
-  std::string scope_name;
-  std::string scope_version;
+  // Resource and scope are shared by every span of their resourceSpans /
+  // scopeSpans entry: stored once per export, never copied per span (a 1 MB
+  // resource attribute on 3000 spans stays 1 MB). Null means empty.
+  std::shared_ptr<const Attributes> resource;
+  std::shared_ptr<const Scope> scope;
   // Arrival of the export that carried the span.
   std::chrono::steady_clock::time_point received_at{};
   std::chrono::system_clock::time_point received_at_system{};
@@ -112,6 +135,17 @@ struct ReceivedSpan {
   bool sampled() const { return flags & 0x01; }
   const AttributeValue* attribute(std::string_view key) const;
   const AttributeValue* resource_attribute(std::string_view key) const;
+  const Attributes& resource_attributes() const;
+  const std::string& scope_name() const;
+  const std::string& scope_version() const;
+  // For spans built by hand (tests, encoders' callers): each call makes a new
+  // shared object; decoders share one per resourceSpans / scopeSpans entry.
+  void set_resource_attributes(Attributes attributes) {
+    resource = std::make_shared<const Attributes>(std::move(attributes));
+  }
+  void set_scope(std::string name, std::string version = {}) {
+    scope = std::make_shared<const Scope>(Scope{std::move(name), std::move(version)});
+  }
 };
 
 enum class Encoding { Protobuf, Json };
@@ -119,12 +153,13 @@ enum class Encoding { Protobuf, Json };
 // Why an export was turned away; one counter each.
 enum class RejectReason {
   UnsupportedContentType,      // 415: neither application/x-protobuf nor application/json
-  UnsupportedContentEncoding,  // 415: not identity or gzip (or another encoding httplib decodes)
+  UnsupportedContentEncoding,  // 415: not identity, gzip or deflate
   BodyTooLarge,                // 413: Content-Length or bytes read over ReceiverLimits::max_body_bytes
   DecompressedTooLarge,        // 413: decoded body over ReceiverLimits::max_decoded_bytes (gzip bomb)
   MalformedBody,               // 400: not a parseable ExportTraceServiceRequest (protobuf, JSON, gzip)
   InvalidSpan,                 // 400: parsed, but a span breaks OTLP (id length, missing id)
   LimitExceeded,               // 400: too many spans or attributes, value too long, nesting too deep
+  Busy,                        // 503: bodies in flight over ReceiverLimits::max_inflight_bytes (retry later)
 };
 std::string_view to_string(RejectReason reason);
 
@@ -160,15 +195,34 @@ struct ReceivedRequest {
 };
 
 struct ReceiverLimits {
+  // HTTP, enforced by libmicrohttpd before any handler runs. The request line
+  // and every header line of a request share one buffer of this size per
+  // connection: a longer request line or more headers are answered 414/431.
+  std::size_t max_header_bytes = 32u << 10;
+  std::size_t max_connections = 512;  // open at once; beyond, a new connection is closed at accept
+  std::chrono::seconds idle_timeout{3};  // a connection that sends nothing this long is closed
+  // From a connection's first byte (or its previous response) to the end of
+  // the next response: a client that trickles its request is cut off here.
+  std::chrono::milliseconds max_request_time{10'000};
+  // Bodies being received, all connections together (each is at most
+  // max_body_bytes); an export that would go over is answered 503.
+  std::size_t max_inflight_bytes = 64u << 20;
   std::size_t max_body_bytes = 16u << 20;     // as sent (before gzip is undone)
   std::size_t max_decoded_bytes = 64u << 20;  // after gzip: the gzip-bomb bound
   std::size_t max_spans_per_request = 100'000;
+  // Every field and value of one export (protobuf fields counted on the wire,
+  // JSON values while tokenising), checked before the decoder allocates: two
+  // bytes on the wire can be a few hundred in memory.
+  std::size_t max_fields_per_request = 1'000'000;
   std::size_t max_attributes_per_span = 4096;    // also per resource, per kvlist
   std::size_t max_value_bytes = 1u << 20;        // one string or bytes value
   std::size_t max_array_elements = 65'536;       // one array value
   std::size_t max_nesting_depth = 32;            // arrays and kvlists inside each other
   std::size_t max_stored_spans = 1'000'000;      // beyond: spans are counted, not kept
   std::size_t max_stored_requests = 100'000;
+  // Decoded bytes of the exports whose spans are kept; beyond, spans are
+  // counted, not kept (like max_stored_spans).
+  std::size_t max_stored_bytes = 128u << 20;
 };
 
 // The decoded content of one export (what the receiver stores per request).
@@ -194,12 +248,15 @@ std::string encode_json(const std::vector<ReceivedSpan>& spans);
 // exceed max_output bytes, so it is safe on hostile input.
 std::string gzip_compress(std::string_view data);
 Expected<std::string> gunzip(std::string_view data, std::size_t max_output);
+// HTTP "deflate": a zlib stream (RFC 1950), bounded the same way.
+Expected<std::string> inflate_zlib(std::string_view data, std::size_t max_output);
 
 struct ReceiverCounters {
   std::uint64_t requests = 0;  // every POST /v1/traces
   std::uint64_t accepted = 0;
   std::uint64_t spans = 0;          // spans in accepted exports
-  std::uint64_t spans_not_kept = 0; // over ReceiverLimits::max_stored_spans
+  std::uint64_t spans_not_kept = 0; // over ReceiverLimits::max_stored_spans or max_stored_bytes
+  std::uint64_t connections_cut = 0;  // closed at ReceiverLimits::max_request_time
   std::map<RejectReason, std::uint64_t> rejected;
   std::uint64_t rejected_total() const;
 };
@@ -244,6 +301,7 @@ class OtlpReceiver {
   struct Server;
   explicit OtlpReceiver(ReceiverOptions options);
   void record(ReceivedRequest request, std::vector<ReceivedSpan> spans);
+  void count_connection_cut();
 
   ReceiverOptions options_;
   std::uint16_t port_ = 0;
@@ -253,6 +311,7 @@ class OtlpReceiver {
   std::vector<ReceivedRequest> requests_;
   ReceiverCounters counters_;
   std::size_t next_request_index_ = 0;
+  std::size_t stored_bytes_ = 0;
   std::unique_ptr<Server> server_;  // last: destroyed (stopped, joined) first
 };
 

@@ -1,6 +1,8 @@
-// ELF analysis of the agent library with libelf. The file is hostile: every
-// count and offset is checked against the file size before libelf is asked
-// for data, and libelf's own errors become Errors naming the file.
+// ELF analysis of the agent library with libelf. The file is hostile: the ELF
+// header, the section and program header counts and the sizes of the sections
+// read are checked against the file size and fixed bounds (layout_limits)
+// before libelf allocates anything for them, and libelf's own errors become
+// Errors naming the file.
 #include "tracecorr/elf.hpp"
 
 #include <elf.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -44,10 +47,67 @@ Machine machine_of(unsigned e_machine) {
   }
 }
 
-// A section's data is inside the file (SHT_NOBITS has none).
-bool section_in_file(const GElf_Shdr& sh, std::uint64_t file_size) {
-  if (sh.sh_type == SHT_NOBITS) return true;
-  return sh.sh_offset <= file_size && sh.sh_size <= file_size - sh.sh_offset;
+// Reads `size` bytes at `offset`; false when the file has fewer.
+bool read_exact(int fd, void* into, std::size_t size, std::uint64_t offset) {
+  return ::pread(fd, into, size, static_cast<off_t>(offset)) == static_cast<ssize_t>(size);
+}
+
+// What elf_begin would allocate for, checked from the raw header first:
+// libelf allocates one descriptor per declared section before anyone can
+// look at the count (a sparse file declaring 4 million sections took 1 GB).
+Status check_layout(int fd, std::uint64_t file_size, const std::string& path) {
+  Elf64_Ehdr eh;
+  if (!read_exact(fd, &eh, sizeof eh, 0)) return make_error("unreadable ELF header", path);
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return make_error("not an ELF file", path);
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64)
+    return make_error("not a 64-bit ELF file (the protocol's pointers are 8 bytes)", path + " ELF header e_ident[EI_CLASS]");
+  if (eh.e_ident[EI_DATA] != ELFDATA2LSB)
+    return make_error("not a little-endian ELF file (x86_64 and aarch64 libraries are)", path + " ELF header e_ident[EI_DATA]");
+  std::uint64_t shnum = eh.e_shnum, phnum = eh.e_phnum;
+  if (eh.e_shoff != 0 && eh.e_shentsize != sizeof(Elf64_Shdr))
+    return make_error("section header size " + std::to_string(eh.e_shentsize) + ", expected " +
+                          std::to_string(sizeof(Elf64_Shdr)), path + " e_shentsize");
+  if (phnum != 0 && eh.e_phentsize != sizeof(Elf64_Phdr))
+    return make_error("program header size " + std::to_string(eh.e_phentsize) + ", expected " +
+                          std::to_string(sizeof(Elf64_Phdr)), path + " e_phentsize");
+  // Extended numbering: the real counts live in section header 0.
+  if (eh.e_shoff != 0 && (shnum == 0 || phnum == PN_XNUM)) {
+    Elf64_Shdr first;
+    if (eh.e_shoff > file_size || !read_exact(fd, &first, sizeof first, eh.e_shoff))
+      return make_error("section header 0 (extended counts) at offset " + std::to_string(eh.e_shoff) +
+                            " is past the end of the file", path + " e_shoff");
+    if (shnum == 0) shnum = first.sh_size;
+    if (phnum == PN_XNUM) phnum = first.sh_info;
+  }
+  auto table_fits = [&](std::uint64_t count, std::uint64_t entry, std::uint64_t offset, std::uint64_t bound,
+                        const char* what, const char* field) -> Status {
+    if (count > bound)
+      return make_error(std::to_string(count) + " " + what + ", more than the " + std::to_string(bound) +
+                            " tracecorr reads", path + " " + field);
+    if (offset > file_size || count * entry > file_size - offset)
+      return make_error(std::to_string(count) + " " + what + " at offset " + std::to_string(offset) +
+                            " do not fit in the " + std::to_string(file_size) + "-byte file", path + " " + field);
+    return Ok{};
+  };
+  if (auto fits = table_fits(shnum, sizeof(Elf64_Shdr), eh.e_shoff, layout_limits::kMaxSections, "section headers",
+                             "e_shnum");
+      !fits)
+    return fits;
+  return table_fits(phnum, sizeof(Elf64_Phdr), eh.e_phoff, layout_limits::kMaxProgramHeaders, "program headers",
+                    "e_phnum");
+}
+
+// A section that tracecorr reads whole (symbols, their names, relocations):
+// inside the file and under a fixed size.
+Status check_section_read(const GElf_Shdr& sh, std::uint64_t file_size, std::uint64_t bound, const std::string& where) {
+  if (sh.sh_type == SHT_NOBITS) return Ok{};
+  if (sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset)
+    return make_error("section data at offset " + std::to_string(sh.sh_offset) + " size " + std::to_string(sh.sh_size) +
+                          " runs past the end of the file", where);
+  if (sh.sh_size > bound)
+    return make_error("section of " + std::to_string(sh.sh_size) + " bytes, more than the " + std::to_string(bound) +
+                          " tracecorr reads", where);
+  return Ok{};
 }
 
 Symbol to_symbol(const char* name, const GElf_Sym& s) {
@@ -185,6 +245,7 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
   if (file_size < sizeof(Elf64_Ehdr))
     return make_error("file is " + std::to_string(file_size) + " bytes, too short for an ELF header", path);
 
+  if (auto layout = check_layout(fd, file_size, path); !layout) return layout.error();
   ElfHandle elf(elf_begin(fd, ELF_C_READ, nullptr));
   if (!elf) return make_error("libelf cannot open the file: " + libelf_error(), path);
   if (elf_kind(elf.get()) != ELF_K_ELF) return make_error("not an ELF file", path);
@@ -238,17 +299,19 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     }
   }
   if (!dynsym) return make_error("no dynamic symbol table (.dynsym): the library exports nothing", path);
-  if (!section_in_file(dynsym_hdr, file_size))
-    return make_error("section data at offset " + std::to_string(dynsym_hdr.sh_offset) + " size " +
-                          std::to_string(dynsym_hdr.sh_size) + " runs past the end of the file",
-                      path + " .dynsym");
+  if (auto readable = check_section_read(dynsym_hdr, file_size, layout_limits::kMaxSymbolTableBytes, path + " .dynsym");
+      !readable)
+    return readable.error();
   if (dynsym_hdr.sh_link == 0 || dynsym_hdr.sh_link >= shnum)
     return make_error("string table index " + std::to_string(dynsym_hdr.sh_link) + " is invalid", path + " .dynsym sh_link");
   {
     Elf_Scn* strtab = elf_getscn(elf.get(), dynsym_hdr.sh_link);
     GElf_Shdr strhdr;
-    if (!strtab || !gelf_getshdr(strtab, &strhdr) || !section_in_file(strhdr, file_size))
-      return make_error("the dynamic string table is unreadable or runs past the end of the file", path + " .dynstr");
+    if (!strtab || !gelf_getshdr(strtab, &strhdr))
+      return make_error("the dynamic string table is unreadable", path + " .dynstr");
+    if (auto readable = check_section_read(strhdr, file_size, layout_limits::kMaxStringTableBytes, path + " .dynstr");
+        !readable)
+      return readable.error();
   }
 
   Elf_Data* symdata = elf_getdata(dynsym, nullptr);
@@ -281,7 +344,8 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     if (!gelf_getshdr(scn, &sh)) return make_error("unreadable section header: " + libelf_error(), path);
     if (sh.sh_type != SHT_RELA || sh.sh_link != dynsym_index) continue;
     std::string where = path + " relocation section " + std::to_string(elf_ndxscn(scn));
-    if (!section_in_file(sh, file_size)) return make_error("section data runs past the end of the file", where);
+    if (auto readable = check_section_read(sh, file_size, layout_limits::kMaxRelocationBytes, where); !readable)
+      return readable.error();
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (!data) return make_error("cannot read relocations: " + libelf_error(), where);
     const std::size_t relsize = gelf_fsize(elf.get(), ELF_T_RELA, 1, EV_CURRENT);

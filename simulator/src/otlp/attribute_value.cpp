@@ -138,6 +138,7 @@ std::string_view to_string(RejectReason reason) {
     case RejectReason::MalformedBody: return "malformed-body";
     case RejectReason::InvalidSpan: return "invalid-span";
     case RejectReason::LimitExceeded: return "limit-exceeded";
+    case RejectReason::Busy: return "busy";
   }
   return "unknown";
 }
@@ -148,8 +149,24 @@ const AttributeValue* ReceivedSpan::attribute(std::string_view key) const {
 }
 
 const AttributeValue* ReceivedSpan::resource_attribute(std::string_view key) const {
-  auto it = resource_attributes.find(key);
-  return it == resource_attributes.end() ? nullptr : &it->second;
+  const Attributes& all = resource_attributes();
+  auto it = all.find(key);
+  return it == all.end() ? nullptr : &it->second;
+}
+
+const Attributes& ReceivedSpan::resource_attributes() const {
+  static const Attributes kNone;
+  return resource ? *resource : kNone;
+}
+
+const std::string& ReceivedSpan::scope_name() const {
+  static const std::string kNone;
+  return scope ? scope->name : kNone;
+}
+
+const std::string& ReceivedSpan::scope_version() const {
+  static const std::string kNone;
+  return scope ? scope->version : kNone;
 }
 
 std::uint64_t ReceiverCounters::rejected_total() const {

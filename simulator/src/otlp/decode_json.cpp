@@ -19,9 +19,16 @@ using detail::field_path;
 using detail::index_path;
 using json = nlohmann::json;
 
-// nlohmann's parser is iterative, but our conversion recurses: refuse deep
-// documents before parsing, counting brackets outside strings.
-std::optional<std::size_t> nesting_too_deep(std::string_view text, std::size_t max_depth) {
+// Before parsing, one pass over the text outside strings: nlohmann's parser is
+// iterative but our conversion recurses, so deep documents are refused; and a
+// JSON value costs as little as two bytes of text but tens in memory, so the
+// values are counted (an upper bound: every value follows '[', ',' or ':').
+struct JsonShape {
+  std::optional<std::size_t> too_deep_at;
+  std::size_t values = 1;
+};
+JsonShape json_shape(std::string_view text, std::size_t max_depth) {
+  JsonShape shape;
   std::size_t depth = 0;
   bool in_string = false, escaped = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -33,12 +40,18 @@ std::optional<std::size_t> nesting_too_deep(std::string_view text, std::size_t m
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return i;
+      if (c == '[') ++shape.values;
+      if (++depth > max_depth) {
+        shape.too_deep_at = i;
+        return shape;
+      }
     } else if ((c == '}' || c == ']') && depth > 0) {
       --depth;
+    } else if (c == ',' || c == ':') {
+      ++shape.values;
     }
   }
-  return std::nullopt;
+  return shape;
 }
 
 // A member, with the lowerCamelCase name OTLP uses or the proto field name
@@ -364,8 +377,16 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
   // Request > resourceSpans > [] > scopeSpans > [] > spans > [] > attributes > [] > value,
   // then three levels per nesting (arrayValue > values > AnyValue).
   std::size_t max_depth = 12 + 3 * limits.max_nesting_depth;
-  if (auto at = nesting_too_deep(body, max_depth)) {
-    ctx.fatal("", "JSON nested more than " + std::to_string(max_depth) + " levels deep at byte " + std::to_string(*at),
+  JsonShape shape = json_shape(body, max_depth);
+  if (shape.too_deep_at) {
+    ctx.fatal("", "JSON nested more than " + std::to_string(max_depth) + " levels deep at byte " +
+                      std::to_string(*shape.too_deep_at),
+              RejectReason::LimitExceeded);
+    return std::move(ctx.out);
+  }
+  if (shape.values > limits.max_fields_per_request) {
+    ctx.fatal("", "more than " + std::to_string(limits.max_fields_per_request) +
+                      " JSON values in one export (counted before decoding)",
               RejectReason::LimitExceeded);
     return std::move(ctx.out);
   }
@@ -408,6 +429,7 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
       convert_attributes(ctx, field_path(resource_path, "attributes"),
                          array_member(ctx, *resource, resource_path, "attributes"), resource_attributes);
     }
+    auto resource = std::make_shared<const Attributes>(std::move(resource_attributes));
     const json* scope_spans = array_member(ctx, rs, rs_path, "scopeSpans", "scope_spans");
     for (std::size_t s = 0; scope_spans && s < scope_spans->size() && !ctx.failed(); ++s) {
       const json& ss = (*scope_spans)[s];
@@ -416,11 +438,12 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
         ctx.fatal(ss_path, std::string("expected an object, got ") + ss.type_name());
         break;
       }
-      std::string scope_name, scope_version;
+      Scope scope_read;
       if (const json* scope = object_member(ctx, ss, ss_path, "scope")) {
-        scope_name = string_member(ctx, *scope, field_path(ss_path, "scope"), "name");
-        scope_version = string_member(ctx, *scope, field_path(ss_path, "scope"), "version");
+        scope_read.name = string_member(ctx, *scope, field_path(ss_path, "scope"), "name");
+        scope_read.version = string_member(ctx, *scope, field_path(ss_path, "scope"), "version");
       }
+      auto scope = std::make_shared<const Scope>(std::move(scope_read));
       const json* spans = array_member(ctx, ss, ss_path, "spans");
       for (std::size_t i = 0; spans && i < spans->size() && !ctx.failed(); ++i) {
         std::string at = index_path(ss_path, "spans", i);
@@ -431,9 +454,8 @@ DecodedExport decode_json(std::string_view body, const ReceiverLimits& limits) {
         }
         ReceivedSpan span;
         convert_span(ctx, at, from, span);
-        span.resource_attributes = resource_attributes;
-        span.scope_name = scope_name;
-        span.scope_version = scope_version;
+        span.resource = resource;
+        span.scope = scope;
         ctx.out.spans.push_back(std::move(span));
       }
     }

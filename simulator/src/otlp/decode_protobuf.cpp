@@ -80,10 +80,89 @@ void convert_attributes(DecodeContext& ctx, const std::string& where,
   }
 }
 
+// Before protobuf allocates anything: every field of the export counted on the
+// wire, walking into the messages the schema names (and into groups, which
+// protobuf would keep as unknown fields). A field costs two bytes on the wire
+// but up to a few hundred in memory (an empty Span), so a 64 MiB body could
+// otherwise become gigabytes. Returns false once the count passes `limit`.
+enum class Wire { Request, ResourceSpans, Resource, ScopeSpans, Scope, Span, Status, KeyValue, AnyValue, Array,
+                  KvList, Opaque };
+
+Wire field_type(Wire parent, std::uint32_t field) {
+  switch (parent) {
+    case Wire::Request: return field == 1 ? Wire::ResourceSpans : Wire::Opaque;
+    case Wire::ResourceSpans: return field == 1 ? Wire::Resource : field == 2 ? Wire::ScopeSpans : Wire::Opaque;
+    case Wire::Resource: return field == 1 ? Wire::KeyValue : Wire::Opaque;
+    case Wire::ScopeSpans: return field == 1 ? Wire::Scope : field == 2 ? Wire::Span : Wire::Opaque;
+    case Wire::Scope: return field == 3 ? Wire::KeyValue : Wire::Opaque;
+    case Wire::Span: return field == 9 ? Wire::KeyValue : field == 15 ? Wire::Status : Wire::Opaque;
+    case Wire::KeyValue: return field == 2 ? Wire::AnyValue : Wire::Opaque;
+    case Wire::AnyValue: return field == 5 ? Wire::Array : field == 6 ? Wire::KvList : Wire::Opaque;
+    case Wire::Array: return field == 1 ? Wire::AnyValue : Wire::Opaque;
+    case Wire::KvList: return field == 1 ? Wire::KeyValue : Wire::Opaque;
+    default: return Wire::Opaque;
+  }
+}
+
+struct FieldCounter {
+  std::size_t count = 0;
+  std::size_t limit;
+  std::size_t max_depth;
+
+  // Walks one message's bytes; false when over the limit (malformed bytes
+  // stop the walk and are left for protobuf to name).
+  bool walk(google::protobuf::io::CodedInputStream& in, Wire type, std::size_t depth, std::uint32_t end_group = 0) {
+    while (std::uint32_t tag = in.ReadTag()) {
+      if (++count > limit) return false;
+      if (end_group && tag == end_group) return true;
+      std::uint32_t field = tag >> 3;
+      switch (tag & 7) {
+        case 0: {
+          std::uint64_t v;
+          if (!in.ReadVarint64(&v)) return true;
+          break;
+        }
+        case 1: if (!in.Skip(8)) return true; break;
+        case 5: if (!in.Skip(4)) return true; break;
+        case 2: {
+          std::uint32_t length;
+          if (!in.ReadVarint32(&length)) return true;
+          Wire child = field_type(type, field);
+          if (child == Wire::Opaque || depth >= max_depth) {
+            if (!in.Skip(static_cast<int>(length))) return true;
+            break;
+          }
+          auto limit_token = in.PushLimit(static_cast<int>(length));
+          if (!walk(in, child, depth + 1)) return false;
+          in.PopLimit(limit_token);
+          break;
+        }
+        case 3:  // a group: protobuf keeps it as nested unknown fields
+          if (depth >= max_depth) return true;  // protobuf's recursion limit refuses it
+          if (!walk(in, Wire::Opaque, depth + 1, (field << 3) | 4)) return false;
+          break;
+        default: return true;  // an end-group without a start, or wire type 6/7: protobuf rejects it
+      }
+    }
+    return true;
+  }
+};
+
 }  // namespace
 
 DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limits) {
   DecodeContext ctx(limits);
+  {
+    google::protobuf::io::CodedInputStream input(reinterpret_cast<const std::uint8_t*>(body.data()),
+                                                 static_cast<int>(std::min<std::size_t>(body.size(), INT32_MAX)));
+    FieldCounter counter{0, limits.max_fields_per_request, 8 + 3 * limits.max_nesting_depth};
+    if (!counter.walk(input, Wire::Request, 0)) {
+      ctx.fatal("", "more than " + std::to_string(limits.max_fields_per_request) +
+                        " protobuf fields in one export (counted before decoding)",
+                RejectReason::LimitExceeded);
+      return std::move(ctx.out);
+    }
+  }
   opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest request;
   {
     google::protobuf::io::CodedInputStream input(reinterpret_cast<const std::uint8_t*>(body.data()),
@@ -110,9 +189,12 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
     Attributes resource_attributes;
     convert_attributes(ctx, field_path(rs_path, "resource.attributes"), rs.resource().attributes(),
                        resource_attributes, 0);
+    auto resource = std::make_shared<const Attributes>(std::move(resource_attributes));
     for (int s = 0; s < rs.scope_spans_size() && !ctx.failed(); ++s) {
       const auto& ss = rs.scope_spans(s);
       std::string ss_path = index_path(rs_path, "scopeSpans", s);
+      auto scope = std::make_shared<const Scope>(Scope{text(ctx, field_path(ss_path, "scope.name"), ss.scope().name()),
+                                                       text(ctx, field_path(ss_path, "scope.version"), ss.scope().version())});
       for (int i = 0; i < ss.spans_size() && !ctx.failed(); ++i) {
         const pb_trace::Span& from = ss.spans(i);
         std::string at = index_path(ss_path, "spans", i);
@@ -132,9 +214,8 @@ DecodedExport decode_protobuf(std::string_view body, const ReceiverLimits& limit
         span.dropped_attributes_count = from.dropped_attributes_count();
         span.status_code = static_cast<std::int32_t>(from.status().code());
         span.status_message = text(ctx, field_path(at, "status.message"), from.status().message());
-        span.resource_attributes = resource_attributes;
-        span.scope_name = text(ctx, field_path(ss_path, "scope.name"), ss.scope().name());
-        span.scope_version = text(ctx, field_path(ss_path, "scope.version"), ss.scope().version());
+        span.resource = resource;
+        span.scope = scope;
         detail::finish_span(ctx, at, span);
         ctx.out.spans.push_back(std::move(span));
       }

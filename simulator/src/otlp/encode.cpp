@@ -25,12 +25,13 @@ std::vector<std::vector<Group>> group(const std::vector<ReceivedSpan>& spans) {
   for (const auto& span : spans) {
     std::vector<Group>* resource = nullptr;
     for (auto& r : resources)
-      if (*r.front().resource == span.resource_attributes) resource = &r;
+      if (*r.front().resource == span.resource_attributes()) resource = &r;
     if (!resource) resource = &resources.emplace_back();
     Group* scope = nullptr;
     for (auto& g : *resource)
-      if (g.scope_name == span.scope_name && g.scope_version == span.scope_version) scope = &g;
-    if (!scope) scope = &resource->emplace_back(Group{&span.resource_attributes, span.scope_name, span.scope_version, {}});
+      if (g.scope_name == span.scope_name() && g.scope_version == span.scope_version()) scope = &g;
+    if (!scope)
+      scope = &resource->emplace_back(Group{&span.resource_attributes(), span.scope_name(), span.scope_version(), {}});
     scope->spans.push_back(&span);
   }
   return resources;

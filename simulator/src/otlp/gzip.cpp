@@ -11,10 +11,11 @@ namespace {
 class ZStream {
  public:
   enum class Mode { Deflate, Inflate };
-  explicit ZStream(Mode mode) : mode_(mode) {
-    // windowBits 15 + 16: gzip header and trailer (RFC 1952), not raw zlib.
-    ok_ = (mode == Mode::Deflate ? deflateInit2(&stream_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY)
-                                 : inflateInit2(&stream_, 15 + 16)) == Z_OK;
+  // windowBits 15 + 16: gzip header and trailer (RFC 1952); 15: zlib (RFC 1950).
+  explicit ZStream(Mode mode, int window_bits = 15 + 16) : mode_(mode) {
+    ok_ = (mode == Mode::Deflate
+               ? deflateInit2(&stream_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY)
+               : inflateInit2(&stream_, window_bits)) == Z_OK;
   }
   ~ZStream() {
     if (ok_) (mode_ == Mode::Deflate ? deflateEnd(&stream_) : inflateEnd(&stream_));
@@ -46,9 +47,12 @@ std::string gzip_compress(std::string_view data) {
   return out;
 }
 
-Expected<std::string> gunzip(std::string_view data, std::size_t max_output) {
-  ZStream z(ZStream::Mode::Inflate);
-  if (!z.ok()) return make_error("zlib could not start inflating", "gzip");
+namespace {
+
+Expected<std::string> inflate_bounded(std::string_view data, std::size_t max_output, int window_bits,
+                                      const std::string& format) {
+  ZStream z(ZStream::Mode::Inflate, window_bits);
+  if (!z.ok()) return make_error("zlib could not start inflating", format);
   std::string out;
   char buffer[16384];
   z.get()->next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
@@ -60,19 +64,29 @@ Expected<std::string> gunzip(std::string_view data, std::size_t max_output) {
     std::size_t produced = sizeof buffer - z.get()->avail_out;
     if (out.size() + produced > max_output)
       return make_error("decompressed size exceeds the " + std::to_string(max_output) + "-byte limit",
-                        "gzip body at input offset " + std::to_string(z.get()->total_in));
+                        format + " body at input offset " + std::to_string(z.get()->total_in));
     out.append(buffer, produced);
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR && z.get()->avail_in == 0)
-      return make_error("truncated: the gzip stream ends before its trailer", "gzip body at input offset " +
+      return make_error("truncated: the stream ends before its trailer", format + " body at input offset " +
                                                                                  std::to_string(z.get()->total_in));
     if (rc != Z_OK && rc != Z_BUF_ERROR)
-      return make_error(std::string("not gzip: ") + (z.get()->msg ? z.get()->msg : "inflate failed"),
-                        "gzip body at input offset " + std::to_string(z.get()->total_in));
+      return make_error("not " + format + ": " + (z.get()->msg ? z.get()->msg : "inflate failed"),
+                        format + " body at input offset " + std::to_string(z.get()->total_in));
   }
   if (z.get()->avail_in != 0)
-    return make_error(std::to_string(z.get()->avail_in) + " bytes after the end of the gzip stream", "gzip body");
+    return make_error(std::to_string(z.get()->avail_in) + " bytes after the end of the " + format + " stream", format + " body");
   return out;
+}
+
+}  // namespace
+
+Expected<std::string> gunzip(std::string_view data, std::size_t max_output) {
+  return inflate_bounded(data, max_output, 15 + 16, "gzip");
+}
+
+Expected<std::string> inflate_zlib(std::string_view data, std::size_t max_output) {
+  return inflate_bounded(data, max_output, 15, "deflate");
 }
 
 }  // namespace tracecorr::otlp

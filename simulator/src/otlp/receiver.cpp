@@ -1,26 +1,29 @@
-// The OTLP/HTTP receiver: cpp-httplib serves POST /v1/traces on a background
-// thread; every export is bounded, decoded and recorded, accepted or not.
-#include <httplib.h>
+// The OTLP/HTTP receiver: libmicrohttpd serves POST /v1/traces from one event
+// loop thread; every export is bounded, decoded and recorded, accepted or not.
+//
+// Why libmicrohttpd: any local user can reach the receiver. It bounds the
+// request line and all headers of a request together in one per-connection
+// buffer (cpp-httplib 0.11 bounds neither), caps connections, and serves every
+// connection from one poll loop, so slow clients hold a socket each but never
+// a worker. What it does not bound, the time one request may take, the
+// Server's deadline watcher adds by shutting the connection's socket down.
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unordered_map>
 
 #include "google/rpc/status.pb.h"
+#include "tracecorr/fd.hpp"
 #include "tracecorr/otlp.hpp"
 
 namespace tracecorr::otlp {
-
-struct OtlpReceiver::Server {
-  httplib::Server http;
-  std::thread thread;
-
-  ~Server() {
-    http.stop();
-    if (thread.joinable()) thread.join();
-  }
-};
 
 namespace {
 
@@ -37,6 +40,12 @@ std::string media_type(std::string_view header) {
   return lower;
 }
 
+std::string lowercase(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower;
+}
+
 // Header values end up in messages and reports: keep them short and printable.
 std::string printable(std::string_view text, std::size_t max = 80) {
   std::string out;
@@ -45,28 +54,302 @@ std::string printable(std::string_view text, std::size_t max = 80) {
   return out;
 }
 
-// OTLP/HTTP: a 4xx carries a google.rpc.Status in the request's encoding.
-void answer_error(httplib::Response& res, int http_status, std::optional<Encoding> encoding,
+std::string header(MHD_Connection* connection, const char* name) {
+  const char* value = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, name);
+  return value ? value : "";
+}
+
+// Queues a response (status, body, content type); false when MHD refused it.
+bool respond(MHD_Connection* connection, unsigned status, const std::string& body, const char* content_type,
+             const char* allow = nullptr) {
+  MHD_Response* response =
+      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (!response) return false;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (allow) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
+  MHD_Result queued = MHD_queue_response(connection, status, response);
+  MHD_destroy_response(response);
+  return queued == MHD_YES;
+}
+
+// OTLP/HTTP: a 4xx/5xx carries a google.rpc.Status in the request's encoding.
+bool answer_error(MHD_Connection* connection, int http_status, std::optional<Encoding> encoding,
                   const std::string& raw_message) {
-  res.status = http_status;
   // Messages quote attribute keys and header values sent to us: keep them ASCII.
   std::string message = printable(raw_message, 2048);
-  // google.rpc.Code: INVALID_ARGUMENT for a bad export, RESOURCE_EXHAUSTED for an oversized one.
-  int rpc_code = http_status == 413 ? 8 : 3;
+  // google.rpc.Code: INVALID_ARGUMENT for a bad export, RESOURCE_EXHAUSTED for
+  // an oversized one, UNAVAILABLE when the receiver is busy.
+  int rpc_code = http_status == 413 ? 8 : http_status == 503 ? 14 : 3;
   if (encoding == Encoding::Protobuf) {
     google::rpc::Status status;
     status.set_code(rpc_code);
     status.set_message(message);
-    res.set_content(status.SerializeAsString(), kProtobufType);
-  } else if (encoding == Encoding::Json) {
-    nlohmann::json status = {{"code", rpc_code}, {"message", message}};
-    res.set_content(status.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
-  } else {
-    res.set_content(message + "\n", "text/plain");
+    return respond(connection, http_status, status.SerializeAsString(), kProtobufType);
   }
+  if (encoding == Encoding::Json) {
+    nlohmann::json status = {{"code", rpc_code}, {"message", message}};
+    return respond(connection, http_status, status.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                   kJsonType);
+  }
+  return respond(connection, http_status, message + "\n", "text/plain");
+}
+
+// A Content-Length header's value; nullopt when absent or not a number (MHD
+// itself refuses a malformed one before the handler runs).
+std::optional<std::uint64_t> content_length(std::string_view value) {
+  if (value.empty() || value.size() > 18) return value.empty() ? std::nullopt : std::optional<std::uint64_t>(UINT64_MAX);
+  std::uint64_t n = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return n;
+}
+
+// Content-Encoding the receiver undoes itself (after the whole body is read,
+// bounded by max_decoded_bytes).
+enum class BodyEncoding { Identity, Gzip, Deflate, Unknown };
+BodyEncoding body_encoding(std::string_view header_value) {
+  std::string value = lowercase(header_value);
+  if (value.empty() || value == "identity") return BodyEncoding::Identity;
+  if (value == "gzip" || value == "x-gzip") return BodyEncoding::Gzip;
+  if (value == "deflate") return BodyEncoding::Deflate;
+  return BodyEncoding::Unknown;
 }
 
 }  // namespace
+
+// One request being received: headers seen, body collected so far.
+struct Upload {
+  ReceivedRequest request;
+  std::string type;  // media type, lower case
+  BodyEncoding encoding = BodyEncoding::Identity;
+  std::string body;
+  std::size_t reserved = 0;  // bytes of Server::inflight_ this upload holds
+  std::optional<RejectReason> overflow;  // body over a limit: the rest is discarded, then answered
+  bool answered = false;                 // finish() ran: nothing more to record for this request
+};
+
+struct OtlpReceiver::Server {
+  OtlpReceiver* owner = nullptr;
+  MHD_Daemon* daemon = nullptr;
+
+  // The deadline watcher: every open connection's socket and when its current
+  // request began. Entries leave in MHD's "closed" notification, which MHD
+  // sends before it closes the socket, so a socket found here is still ours.
+  struct Open {
+    int fd = -1;
+    std::chrono::steady_clock::time_point since;
+    bool cut = false;
+  };
+  std::mutex open_mutex;
+  std::condition_variable open_changed;
+  std::unordered_map<MHD_Connection*, Open> open;
+  bool stopping = false;
+  std::thread watcher;
+
+  // Bytes held by uploads in progress (only the MHD thread touches it).
+  std::size_t inflight = 0;
+
+  ~Server() {
+    {
+      std::lock_guard lock(open_mutex);
+      stopping = true;
+    }
+    open_changed.notify_all();
+    if (watcher.joinable()) watcher.join();
+    // Closes every connection and joins the event loop thread. Handlers are
+    // short (bounded decode), and no client can hold the loop: shutdown is
+    // bounded by one decode.
+    if (daemon) MHD_stop_daemon(daemon);
+  }
+
+  void watch_deadlines() {
+    const auto limit = owner->options_.limits.max_request_time;
+    const auto tick = std::clamp<std::chrono::milliseconds>(limit / 4, std::chrono::milliseconds(10),
+                                                            std::chrono::milliseconds(250));
+    std::unique_lock lock(open_mutex);
+    while (!stopping) {
+      open_changed.wait_for(lock, tick, [&] { return stopping; });
+      auto now = std::chrono::steady_clock::now();
+      for (auto& [connection, entry] : open) {
+        if (entry.cut || now - entry.since < limit) continue;
+        // MHD sees the connection end and closes it on its own thread.
+        ::shutdown(entry.fd, SHUT_RDWR);
+        entry.cut = true;
+        owner->count_connection_cut();
+      }
+    }
+  }
+
+  static void on_connection(void* cls, MHD_Connection* connection, void** /*socket_context*/,
+                            MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<Server*>(cls);
+    std::lock_guard lock(self->open_mutex);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      if (info) self->open[connection] = {info->connect_fd, std::chrono::steady_clock::now(), false};
+    } else {
+      self->open.erase(connection);
+    }
+  }
+
+  // A request ended (answered, or its connection died): release its upload
+  // and start the connection's clock again for the next request.
+  static void on_completed(void* cls, MHD_Connection* connection, void** con_cls, MHD_RequestTerminationCode) {
+    auto* self = static_cast<Server*>(cls);
+    auto* upload = static_cast<Upload*>(*con_cls);
+    if (upload) {
+      self->inflight -= upload->reserved;
+      delete upload;
+      *con_cls = nullptr;
+    }
+    std::lock_guard lock(self->open_mutex);
+    if (auto it = self->open.find(connection); it != self->open.end())
+      it->second.since = std::chrono::steady_clock::now();
+  }
+
+  static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                               const char* /*version*/, const char* upload_data, std::size_t* upload_data_size,
+                               void** con_cls) {
+    auto* self = static_cast<Server*>(cls);
+    const ReceiverLimits& limits = self->owner->options_.limits;
+    auto* upload = static_cast<Upload*>(*con_cls);
+    if (!upload) {
+      // Headers are complete; the body (if any) follows in later calls.
+      if (std::strcmp(url, "/v1/traces") != 0)
+        return respond(connection, 404, "only /v1/traces is served\n", "text/plain") ? MHD_YES : MHD_NO;
+      if (std::strcmp(method, "POST") != 0)
+        return respond(connection, 405, "only POST is supported on /v1/traces\n", "text/plain", "POST") ? MHD_YES
+                                                                                                          : MHD_NO;
+      upload = new Upload;
+      *con_cls = upload;
+      ReceivedRequest& request = upload->request;
+      request.received_at = std::chrono::steady_clock::now();
+      request.received_at_system = std::chrono::system_clock::now();
+      std::string content_type = header(connection, MHD_HTTP_HEADER_CONTENT_TYPE);
+      std::string content_encoding = header(connection, MHD_HTTP_HEADER_CONTENT_ENCODING);
+      request.content_type = printable(content_type);
+      request.content_encoding = printable(content_encoding);
+      upload->type = media_type(content_type);
+      if (upload->type == kProtobufType) request.encoding = Encoding::Protobuf;
+      else if (upload->type == kJsonType) request.encoding = Encoding::Json;
+      upload->encoding = body_encoding(content_encoding);
+      // A declared length over the limit is answered before any byte is read
+      // (MHD then closes the connection instead of reading the body).
+      if (auto length = content_length(header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH));
+          length && *length > limits.max_body_bytes) {
+        upload->overflow = RejectReason::BodyTooLarge;
+        return self->finish(connection, *upload) ? MHD_YES : MHD_NO;
+      }
+      return MHD_YES;
+    }
+
+    if (upload->answered) {
+      *upload_data_size = 0;
+      return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+      std::size_t size = *upload_data_size;
+      *upload_data_size = 0;  // consumed (kept or discarded)
+      if (upload->overflow) return MHD_YES;
+      if (upload->body.size() + size > limits.max_body_bytes) {
+        upload->overflow = RejectReason::BodyTooLarge;
+      } else if (self->inflight + size > limits.max_inflight_bytes) {
+        upload->overflow = RejectReason::Busy;
+      } else {
+        upload->body.append(upload_data, size);
+        upload->reserved += size;
+        self->inflight += size;
+        return MHD_YES;
+      }
+      // Over a limit: free what was collected; the rest is read and dropped
+      // until the client finishes (or its request time runs out).
+      self->inflight -= upload->reserved;
+      upload->reserved = 0;
+      std::string().swap(upload->body);
+      return MHD_YES;
+    }
+
+    // The whole body has arrived.
+    return self->finish(connection, *upload) ? MHD_YES : MHD_NO;
+  }
+
+  // Undoes the encoding, decodes, answers and records one export.
+  bool finish(MHD_Connection* connection, Upload& upload);
+};
+
+bool OtlpReceiver::Server::finish(MHD_Connection* connection, Upload& upload) {
+  upload.answered = true;
+  const ReceiverLimits& limits = owner->options_.limits;
+  ReceivedRequest& request = upload.request;
+  bool answered = false;
+  auto reject = [&](RejectReason reason, int http_status, std::string message) {
+    request.rejected = reason;
+    request.http_status = http_status;
+    request.response_message = message;
+    answered = answer_error(connection, http_status, request.encoding, message);
+    owner->record(std::move(request), {});
+    return answered;
+  };
+
+  if (upload.overflow == RejectReason::BodyTooLarge)
+    return reject(RejectReason::BodyTooLarge, 413,
+                  "body exceeds the " + std::to_string(limits.max_body_bytes) + "-byte limit");
+  if (upload.overflow == RejectReason::Busy)
+    return reject(RejectReason::Busy, 503,
+                  "receiver busy: bodies in flight exceed " + std::to_string(limits.max_inflight_bytes) +
+                      " bytes; retry later");
+  if (upload.encoding == BodyEncoding::Unknown)
+    return reject(RejectReason::UnsupportedContentEncoding, 415,
+                  "Content-Encoding \"" + request.content_encoding +
+                      "\" is not supported: send gzip, deflate or no encoding");
+  if (upload.type.rfind("multipart/", 0) == 0 || !request.encoding)
+    return reject(RejectReason::UnsupportedContentType, 415,
+                  "Content-Type \"" + request.content_type +
+                      "\" is not supported: send application/x-protobuf or application/json");
+
+  std::string decoded_body;
+  std::string_view body = upload.body;
+  if (upload.encoding != BodyEncoding::Identity) {
+    auto inflated = upload.encoding == BodyEncoding::Gzip ? gunzip(upload.body, limits.max_decoded_bytes)
+                                                          : inflate_zlib(upload.body, limits.max_decoded_bytes);
+    if (!inflated.ok()) {
+      request.decoded_bytes = 0;
+      if (inflated.error().what.find("exceeds") != std::string::npos)
+        return reject(RejectReason::DecompressedTooLarge, 413,
+                      "decoded body exceeds the " + std::to_string(limits.max_decoded_bytes) +
+                          "-byte limit (Content-Encoding: " + request.content_encoding + ")");
+      return reject(RejectReason::MalformedBody, 400,
+                    "body is not valid " + request.content_encoding + " data: " + inflated.error().message());
+    }
+    decoded_body = std::move(*inflated);
+    body = decoded_body;
+  } else if (body.size() > limits.max_decoded_bytes) {
+    return reject(RejectReason::DecompressedTooLarge, 413,
+                  "decoded body exceeds the " + std::to_string(limits.max_decoded_bytes) + "-byte limit");
+  }
+  request.decoded_bytes = body.size();
+  request.body_prefix = std::string(body.substr(0, ReceivedRequest::kBodyPrefixBytes));
+
+  DecodedExport decoded = *request.encoding == Encoding::Protobuf ? decode_protobuf(body, limits)
+                                                                  : decode_json(body, limits);
+  request.problems = std::move(decoded.problems);
+  if (!decoded.ok()) {
+    const DecodeProblem& first = *decoded.first_fatal;
+    std::string message = first.message();
+    if (decoded.problems_not_kept + request.problems.size() > 1)
+      message += " (and " + std::to_string(decoded.problems_not_kept + request.problems.size() - 1) + " more problems)";
+    return reject(first.reason, 400, message);
+  }
+  request.http_status = 200;
+  request.span_count = decoded.spans.size();
+  // An empty ExportTraceServiceResponse serialises to zero bytes.
+  answered = *request.encoding == Encoding::Protobuf ? respond(connection, 200, "", kProtobufType)
+                                                     : respond(connection, 200, "{}", kJsonType);
+  owner->record(std::move(request), std::move(decoded.spans));
+  return answered;
+}
 
 OtlpReceiver::OtlpReceiver(ReceiverOptions options) : options_(std::move(options)) {}
 
@@ -74,147 +357,60 @@ OtlpReceiver::~OtlpReceiver() { server_.reset(); }
 
 Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions options) {
   std::unique_ptr<OtlpReceiver> receiver(new OtlpReceiver(std::move(options)));
-  auto server = std::make_unique<Server>();
-  OtlpReceiver* self = receiver.get();
-  const ReceiverLimits& limits = self->options_.limits;
+  const ReceiverOptions& o = receiver->options_;
+  const std::string where = "OTLP receiver on " + o.host + ":" + std::to_string(o.port);
 
-  server->http.set_payload_max_length(limits.max_body_bytes);
-  // httplib's default also sets SO_REUSEPORT, which would let a second
-  // receiver bind a port that is in use and share its exports. Only REUSEADDR.
-  server->http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  // Short keep-alive: the destructor waits for idle connections to time out.
-  server->http.set_keep_alive_timeout(1);
-  server->http.Post("/v1/traces", [self](const httplib::Request& req, httplib::Response& res,
-                                         const httplib::ContentReader& read_body) {
-    const ReceiverLimits& limits = self->options_.limits;
-    ReceivedRequest request;
-    request.received_at = std::chrono::steady_clock::now();
-    request.received_at_system = std::chrono::system_clock::now();
-    request.content_type = printable(req.get_header_value("Content-Type"));
-    request.content_encoding = printable(req.get_header_value("Content-Encoding"));
-    std::string type = media_type(req.get_header_value("Content-Type"));
-    if (type == kProtobufType) request.encoding = Encoding::Protobuf;
-    else if (type == kJsonType) request.encoding = Encoding::Json;
-
-    auto reject = [&](RejectReason reason, int http_status, std::string message) {
-      request.rejected = reason;
-      request.http_status = http_status;
-      request.response_message = message;
-      answer_error(res, http_status, request.encoding, message);
-      self->record(std::move(request), {});
-    };
-
-    // httplib hands multipart bodies to a multipart reader we do not install:
-    // refuse them before reading.
-    if (type.rfind("multipart/", 0) == 0) {
-      reject(RejectReason::UnsupportedContentType, 415,
-             "Content-Type \"" + request.content_type + "\" is not supported: send application/x-protobuf or application/json");
-      return;
-    }
-
-    // httplib undoes gzip, deflate and br, and passes any other encoding
-    // through as if it were identity: name those here instead of failing to
-    // parse compressed bytes. (The body is still read below, so the
-    // connection stays in step.)
-    static constexpr std::string_view kDecodedEncodings[] = {"", "identity", "gzip", "deflate", "br"};
-    std::string encoding_header = req.get_header_value("Content-Encoding");
-    bool known_encoding = std::find(std::begin(kDecodedEncodings), std::end(kDecodedEncodings), encoding_header) !=
-                          std::end(kDecodedEncodings);
-
-    // httplib undoes Content-Encoding (gzip) while it reads; the receiver
-    // below sees decoded bytes and stops at the decoded-size limit, which is
-    // what defeats a gzip bomb. The raw size is bounded by set_payload_max_length.
-    std::string body;
-    bool decoded_too_large = false;
-    bool complete = read_body([&](const char* data, std::size_t size) {
-      if (body.size() + size > limits.max_decoded_bytes) {
-        decoded_too_large = true;
-        return false;
-      }
-      body.append(data, size);
-      return true;
-    });
-    request.decoded_bytes = body.size();
-    request.body_prefix = body.substr(0, ReceivedRequest::kBodyPrefixBytes);
-
-    if (!complete) {
-      // httplib has put its own verdict in res.status (413 over the payload
-      // limit, 415 for an encoding it cannot undo, 400 otherwise).
-      int httplib_status = res.status;
-      if (decoded_too_large)
-        return reject(RejectReason::DecompressedTooLarge, 413,
-                      "decoded body exceeds the " + std::to_string(limits.max_decoded_bytes) +
-                          "-byte limit (Content-Encoding: " + (request.content_encoding.empty() ? "none" : request.content_encoding) + ")");
-      if (httplib_status == 413)
-        return reject(RejectReason::BodyTooLarge, 413,
-                      "body exceeds the " + std::to_string(limits.max_body_bytes) + "-byte limit");
-      if (httplib_status == 415)
-        return reject(RejectReason::UnsupportedContentEncoding, 415,
-                      "Content-Encoding \"" + request.content_encoding + "\" is not supported: send gzip or no encoding");
-      return reject(RejectReason::MalformedBody, 400,
-                    request.content_encoding.empty()
-                        ? "body could not be read (connection closed or chunking broken)"
-                        : "body is not valid " + request.content_encoding + " data");
-    }
-    if (!known_encoding)
-      return reject(RejectReason::UnsupportedContentEncoding, 415,
-                    "Content-Encoding \"" + request.content_encoding + "\" is not supported: send gzip or no encoding");
-    if (!request.encoding)
-      return reject(RejectReason::UnsupportedContentType, 415,
-                    "Content-Type \"" + request.content_type +
-                        "\" is not supported: send application/x-protobuf or application/json");
-
-    DecodedExport decoded = *request.encoding == Encoding::Protobuf ? decode_protobuf(body, limits)
-                                                                    : decode_json(body, limits);
-    request.problems = std::move(decoded.problems);
-    if (!decoded.ok()) {
-      const DecodeProblem& first = *decoded.first_fatal;
-      std::string message = first.message();
-      if (decoded.problems_not_kept + request.problems.size() > 1)
-        message += " (and " + std::to_string(decoded.problems_not_kept + request.problems.size() - 1) + " more problems)";
-      return reject(first.reason, 400, message);
-    }
-    request.http_status = 200;
-    request.span_count = decoded.spans.size();
-    if (*request.encoding == Encoding::Protobuf) {
-      // An empty ExportTraceServiceResponse serialises to zero bytes.
-      res.set_content(std::string(), kProtobufType);
-    } else {
-      res.set_content("{}", kJsonType);
-    }
-    res.status = 200;
-    self->record(std::move(request), std::move(decoded.spans));
-  });
-  // Other methods on the export path: say which one works.
-  auto only_post = [](const httplib::Request&, httplib::Response& res) {
-    res.status = 405;
-    res.set_header("Allow", "POST");
-    res.set_content("only POST is supported on /v1/traces\n", "text/plain");
-  };
-  server->http.Get("/v1/traces", only_post);
-  server->http.Put("/v1/traces", only_post);
-  server->http.Delete("/v1/traces", only_post);
-
-  const std::string& host = self->options_.host;
-  if (self->options_.port == 0) {
-    int port = server->http.bind_to_any_port(host);
-    if (port <= 0) return make_error("cannot bind an ephemeral port", "OTLP receiver on " + host);
-    self->port_ = static_cast<std::uint16_t>(port);
+  // Our own listening socket: SO_REUSEADDR only (never SO_REUSEPORT, which
+  // would let a second receiver share a port in use and its exports).
+  sockaddr_storage address{};
+  socklen_t address_size = 0;
+  int family = AF_INET;
+  if (auto* v4 = reinterpret_cast<sockaddr_in*>(&address); inet_pton(AF_INET, o.host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(o.port);
+    address_size = sizeof(sockaddr_in);
+  } else if (auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
+             inet_pton(AF_INET6, o.host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = family = AF_INET6;
+    v6->sin6_port = htons(o.port);
+    address_size = sizeof(sockaddr_in6);
   } else {
-    if (!server->http.bind_to_port(host, self->options_.port))
-      return make_error("cannot bind (in use, or not a local address)",
-                        "OTLP receiver on " + host + ":" + std::to_string(self->options_.port));
-    self->port_ = self->options_.port;
+    return make_error("not a numeric IPv4 or IPv6 address", where);
   }
-  Server* raw = server.get();
-  server->thread = std::thread([raw] { raw->http.listen_after_bind(); });
-  // stop() is a no-op until the listen loop runs; wait for it so the
-  // destructor can never miss it. Connections made meanwhile wait in the
-  // backlog, so this is not needed for correctness of requests.
-  while (!raw->http.is_running()) std::this_thread::yield();
+  UniqueFd listener(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener) return make_error(std::string("socket: ") + std::strerror(errno), where);
+  int yes = 1;
+  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), address_size) != 0)
+    return make_error(std::string("cannot bind (") + std::strerror(errno) + ")", where);
+  // A deep accept queue: a burst of attacker connections must not fill it, or
+  // the agent's SYN is dropped and retried a second later, which the DEFER
+  // probes would see as a deferred export (the kernel caps it at somaxconn).
+  if (::listen(listener.get(), SOMAXCONN) != 0)
+    return make_error(std::string("listen: ") + std::strerror(errno), where);
+  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &address_size) != 0)
+    return make_error(std::string("getsockname: ") + std::strerror(errno), where);
+  receiver->port_ = ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&address)->sin_port
+                                            : reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+
+  auto server = std::make_unique<Server>();
+  server->owner = receiver.get();
+  const ReceiverLimits& limits = o.limits;
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+  if (family == AF_INET6) flags |= MHD_USE_IPv6;
+  int listen_fd = listener.get();
+  server->daemon = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &Server::on_request, server.get(),                               //
+      MHD_OPTION_LISTEN_SOCKET, listen_fd,                                                         //
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<std::size_t>(limits.max_header_bytes),       //
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(limits.max_connections),                  //
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(std::max<long long>(1, limits.idle_timeout.count())),
+      MHD_OPTION_NOTIFY_COMPLETED, &Server::on_completed, server.get(),                            //
+      MHD_OPTION_NOTIFY_CONNECTION, &Server::on_connection, server.get(),                          //
+      MHD_OPTION_END);
+  if (!server->daemon) return make_error("libmicrohttpd could not start", where);
+  listener.release();  // MHD closes it in MHD_stop_daemon
+  server->watcher = std::thread([raw = server.get()] { raw->watch_deadlines(); });
   receiver->server_ = std::move(server);
   return receiver;
 }
@@ -235,8 +431,10 @@ void OtlpReceiver::record(ReceivedRequest request, std::vector<ReceivedSpan> spa
       ++counters_.accepted;
       counters_.spans += spans.size();
     }
+    bool keep = stored_bytes_ + request.decoded_bytes <= options_.limits.max_stored_bytes;
+    if (keep && !spans.empty()) stored_bytes_ += request.decoded_bytes;
     for (auto& span : spans) {
-      if (spans_.size() >= options_.limits.max_stored_spans) {
+      if (!keep || spans_.size() >= options_.limits.max_stored_spans) {
         ++counters_.spans_not_kept;
         continue;
       }
@@ -248,6 +446,11 @@ void OtlpReceiver::record(ReceivedRequest request, std::vector<ReceivedSpan> spa
     if (requests_.size() < options_.limits.max_stored_requests) requests_.push_back(std::move(request));
   }
   arrived_.notify_all();
+}
+
+void OtlpReceiver::count_connection_cut() {
+  std::lock_guard lock(mutex_);
+  ++counters_.connections_cut;
 }
 
 std::vector<ReceivedSpan> OtlpReceiver::spans() const {
@@ -283,6 +486,7 @@ void OtlpReceiver::clear() {
   spans_.clear();
   requests_.clear();
   counters_ = {};
+  stored_bytes_ = 0;
 }
 
 }  // namespace tracecorr::otlp

@@ -1,0 +1,12 @@
+// libFuzzer: OTLP/HTTP JSON exports, with small receiver limits.
+#include <string_view>
+
+#include "fuzz_limits.hpp"
+#include "tracecorr/otlp.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view body(reinterpret_cast<const char*>(data), size);
+  auto decoded = tracecorr::otlp::decode_json(body, tracecorr::fuzz::small_limits());
+  tracecorr::fuzz::check(decoded);
+  return 0;
+}
