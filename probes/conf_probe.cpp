@@ -101,7 +101,7 @@ class ConfProbe final : public Probe {
     SpanIndex spans(s->receiver().spans());
     if (!s->storage())
       return auto_supported ? violated("CONF-03", "auto is supported, but without the option the feature is off")
-                            : met("CONF-03", "without the option the feature is off (auto not supported)");
+                            : met("CONF-03", 1, "without the option the feature is off (auto not supported)");
     auto regs = s->registrations();
     auto first = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
     auto d = median_delay_before(spans, first);
@@ -118,7 +118,7 @@ class ConfProbe final : public Probe {
     if (!st) return not_applicable("CONF-04", "no process storage (see PROC)");
     auto dir = std::filesystem::path(st->socket_file_path).parent_path();
     auto want = std::filesystem::path(s->socket_dir());
-    if (dir == want) return met("CONF-04", "the socket is in " + want.string());
+    if (dir == want) return met("CONF-04", 1, "the socket is in " + want.string());
     return violated("CONF-04", "the socket is not in the configured directory",
                     {text_evidence("socket-file-path", "in " + want.string(), st->socket_file_path)});
   }
@@ -140,7 +140,7 @@ class ConfProbe final : public Probe {
       if (SpanIndex::export_delay_ms(*t) < 1500 && t->received_at_system < stopped) ++prompt;
     }
     if (prompt > 0)
-      return met("CONF-05", std::to_string(prompt) + " transactions passed a full queue of " +
+      return met("CONF-05", prompt, std::to_string(prompt) + " transactions passed a full queue of " +
                                 std::to_string(scenario::kSmallQueueSize) + " at once");
     return violated("CONF-05", "with BUFFER_SIZE=" + std::to_string(scenario::kSmallQueueSize) +
                                    " and a " + std::to_string(scenario::kLongDelayMs) +

@@ -103,7 +103,7 @@ class DeferProbe final : public Probe {
                                             "exported " + ms(SpanIndex::export_delay_ms(*immediate_example)) +
                                                 " after it ended")}));
     else
-      out.push_back(met("DEFER-01", std::to_string(judged) + " transactions, all deferred"));
+      out.push_back(met("DEFER-01", judged, std::to_string(judged) + " transactions, all deferred"));
 
     // DEFER-02: each judged registration's delay, by the median of its window.
     std::size_t windows = 0;
@@ -122,7 +122,7 @@ class DeferProbe final : public Probe {
                                       ms(want) + " .. " + ms(want + kLateSlackMs), ms(m))});
     }
     out.push_back(bad ? *bad
-                      : windows ? met("DEFER-02", std::to_string(windows) + " registrations' delays honoured")
+                      : windows ? met("DEFER-02", windows, std::to_string(windows) + " registrations' delays honoured")
                                 : not_applicable("DEFER-02", "no transaction ended while a registration was in force"));
     // DEFER-03
     if (unregistered.empty())
@@ -136,7 +136,7 @@ class DeferProbe final : public Probe {
                                                   " transactions before registration",
                                               "1000 ms .. " + ms(want + kLateSlackMs), ms(m))}));
       else
-        out.push_back(met("DEFER-03", "median " + ms(m) + " over " + std::to_string(unregistered.size()) + " transactions"));
+        out.push_back(met("DEFER-03", unregistered.size(), "median " + ms(m) + " over " + std::to_string(unregistered.size()) + " transactions"));
     }
     // DEFER-05 (children; unsampled transactions are never exported over OTLP)
     if (!children)
@@ -146,7 +146,7 @@ class DeferProbe final : public Probe {
                              {span_evidence(*child_example, "exported promptly (not deferred)",
                                             "exported " + ms(SpanIndex::export_delay_ms(*child_example)) + " after it ended")}));
     else
-      out.push_back(met("DEFER-05", std::to_string(children) +
+      out.push_back(met("DEFER-05", children, std::to_string(children) +
                                         " child spans exported promptly (unsampled transactions are not exported over "
                                         "OTLP, so only child spans can be judged)"));
   }
@@ -167,7 +167,7 @@ class DeferProbe final : public Probe {
       return violated("DEFER-04", std::to_string(late) + " of " + std::to_string(n) +
                                       " transactions were held back with the feature disabled",
                       {span_evidence(*example, "exported at once", "exported " + ms(SpanIndex::export_delay_ms(*example)) + " after it ended")});
-    return met("DEFER-04", std::to_string(n) + " transactions exported at once");
+    return met("DEFER-04", n, std::to_string(n) + " transactions exported at once");
   }
 
   // DEFER-06: with BUFFER_SIZE=2 and a 4 s delay, every transaction after the
@@ -215,7 +215,7 @@ class DeferProbe final : public Probe {
     if (!prompt)
       return not_applicable("DEFER-06", "every transaction was held until the agent stopped: the queue never filled, "
                                         "so BUFFER_SIZE=2 was not honoured (CONF-05)");
-    return met("DEFER-06", std::to_string(exported) + " of " + std::to_string(ended) +
+    return met("DEFER-06", exported, std::to_string(exported) + " of " + std::to_string(ended) +
                                " transactions exported while the queue was full");
   }
 

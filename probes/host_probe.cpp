@@ -51,7 +51,7 @@ class HostProbe final : public Probe {
       }
     }
     if (!judged) return not_applicable("HOST-01", "no span ended after a registration");
-    return met("HOST-01", std::to_string(judged) + " registrations' host-ids adopted");
+    return met("HOST-01", judged, std::to_string(judged) + " registrations' host-ids adopted");
   }
 
   static Finding judge_own(const Session* s) {
@@ -74,7 +74,7 @@ class HostProbe final : public Probe {
     if (output.find("host.id") == std::string::npos && output.find("host id") == std::string::npos)
       return violated("HOST-02", "the agent kept its host.id but printed no warning about the mismatch",
                       {text_evidence("agent output", "a warning naming host.id", output.empty() ? "(nothing)" : output.substr(0, 300))});
-    return met("HOST-02", "own host.id kept on " + std::to_string(after) + " spans, mismatch warned");
+    return met("HOST-02", after, "own host.id kept on " + std::to_string(after) + " spans, mismatch warned");
   }
 };
 

@@ -8,8 +8,8 @@
 namespace tracecorr::conform {
 
 // ---- findings ---------------------------------------------------------------
-Finding met(std::string id, std::string reason, std::vector<Evidence> evidence) {
-  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence)};
+Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence), evidence_count};
 }
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence) {
   return {std::move(id), Finding::Outcome::Violated, std::move(reason), std::move(evidence)};

@@ -42,7 +42,7 @@ Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& s
   if (!check.checked)
     return not_applicable(id, check.unexported ? "the transactions the messages named were never exported"
                                                : "no messages could be sent (no socket or no live transaction)");
-  return met(id, std::to_string(check.checked) + " " + what + " counted exactly as required");
+  return met(id, check.checked, std::to_string(check.checked) + " " + what + " counted exactly as required");
 }
 
 bool died_during(const Session& s, std::string* how) {
@@ -127,7 +127,7 @@ class MsgProbe final : public Probe {
                         {registration_evidence(windows[i], e)});
     }
     if (!judged) return not_applicable("MSG-03", "no span ended after a later registration");
-    return met("MSG-03", std::to_string(judged) + " later registration(s) each took effect");
+    return met("MSG-03", judged, std::to_string(judged) + " later registration(s) each took effect");
   }
 
   static Finding judge_truncation(const Session& s, const SpanIndex& spans) {

@@ -21,7 +21,7 @@ Finding judge_descriptor(const Session& s) {
   if (!d) return not_applicable("TLS-07", s.tls_error() ? s.tls_error()->message() : "no TLS descriptor (see ELF-04)");
   switch (d->model) {
     case TlsModel::StaticOffset:
-      return met("TLS-07", "static TLS: thread pointer offset " + std::to_string(d->tp_offset));
+      return met("TLS-07", 1, "static TLS: thread pointer offset " + std::to_string(d->tp_offset));
     case TlsModel::Dynamic:
       return violated("TLS-07", d->explanation,
                       {text_evidence("TLS descriptor", "resolver returns a thread-pointer offset", d->explanation)});
@@ -84,7 +84,7 @@ class TlsProbe final : public Probe {
       }
     }
     if (initialised.empty()) return not_applicable("TLS-01", "no initialised record was ever seen");
-    return met("TLS-01", std::to_string(initialised.size()) + " threads' records complete whenever visible");
+    return met("TLS-01", initialised.size(), std::to_string(initialised.size()) + " threads' records complete whenever visible");
   }
 
   static Finding judge_minor(const std::vector<RecordObservation>& obs) {
@@ -97,7 +97,7 @@ class TlsProbe final : public Probe {
                         {record_evidence("record of thread " + std::to_string(o.tid), o.bytes, "layout_minor_version 1", "0")});
     }
     if (!valid) return not_applicable("TLS-02", "no valid record was seen");
-    return met("TLS-02", std::to_string(valid) + " valid record states, all with minor >= 1");
+    return met("TLS-02", valid, std::to_string(valid) + " valid record states, all with minor >= 1");
   }
 
   static Finding judge_sharing(const RecordWatcher& records) {
@@ -113,7 +113,7 @@ class TlsProbe final : public Probe {
       }
     }
     if (owner.size() < 2) return not_applicable("TLS-03", "fewer than two threads had records");
-    return met("TLS-03", std::to_string(owner.size()) + " threads, " + std::to_string(owner.size()) + " distinct records");
+    return met("TLS-03", owner.size(), std::to_string(owner.size()) + " threads, " + std::to_string(owner.size()) + " distinct records");
   }
 
   static Finding judge_update_order(const Session& s) {
@@ -136,7 +136,7 @@ class TlsProbe final : public Probe {
       }
       updates += report->updates_seen;
     }
-    if (updates > 0) return met("TLS-04", std::to_string(updates) + " updates watched store by store, all through valid = 0");
+    if (updates > 0) return met("TLS-04", updates, std::to_string(updates) + " updates watched store by store, all through valid = 0");
     if (!errors.empty()) return kit_error("TLS-04", "the update order could not be watched: " + errors);
     return not_applicable("TLS-04", "no record update happened while the writing threads were watched");
   }
@@ -175,7 +175,7 @@ class TlsProbe final : public Probe {
     }
     if (bad) return violated("TLS-05", std::to_string(bad) + " of " + std::to_string(checked) + " records name ids the agent did not export as such", examples);
     if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
-    return met("TLS-05", std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such");
+    return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such");
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/spec_registry.hpp"
 #include "tracecorr/threadptr.hpp"
 
@@ -94,10 +95,37 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   }
   auto storage_wait = std::min(settings.storage_wait, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
   if (s->library_ && s->wait_for_storage(storage_wait)) s->connect_socket();
+  s->run_queue_at_open_ = read_run_queue_wait(s->target_->pid());
+  s->run_queue_since_ = Clock::now();
   return s;
 }
 
 Session::~Session() { close(); }
+
+std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid) {
+  std::map<pid_t, std::uint64_t> out;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for (int tid : numbered_entries(task)) {
+    // "<ns on cpu> <ns waiting on a run queue> <timeslices>"
+    std::FILE* f = std::fopen((task + "/" + std::to_string(tid) + "/schedstat").c_str(), "re");
+    if (!f) continue;
+    unsigned long long on_cpu = 0, waiting = 0;
+    if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) out[tid] = waiting;
+    std::fclose(f);
+  }
+  return out;
+}
+
+std::string RunQueueWait::describe() const {
+  auto whole = [](double v) { return std::to_string(static_cast<long long>(v)); };
+  return std::to_string(threads) + " target threads waited " + whole(total_ms) + " ms in run queues in total (one thread at most " +
+         whole(max_thread_ms) + " ms) over " + whole(wall_ms) + " ms";
+}
+
+std::optional<RunQueueWait> Session::run_queue_wait() const {
+  std::lock_guard lock(mutex_);
+  return run_queue_wait_;
+}
 
 Status Session::discover(Clock::time_point deadline) {
   auto options = DiscoveryOptions::defaults();
@@ -379,6 +407,19 @@ void Session::close() {
   gdbstub_.reset();
   if (target_ && target_->launched() && closed_output_.empty()) {
     bool was_alive = target_alive();
+    if (auto now = read_run_queue_wait(target_->pid()); !now.empty()) {
+      RunQueueWait w;
+      w.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - run_queue_since_).count();
+      for (const auto& [tid, ns] : now) {
+        auto before = run_queue_at_open_.find(tid);
+        std::uint64_t waited = ns - (before == run_queue_at_open_.end() ? 0 : std::min(before->second, ns));
+        ++w.threads;
+        w.total_ms += static_cast<double>(waited) / 1e6;
+        w.max_thread_ms = std::max(w.max_thread_ms, static_cast<double>(waited) / 1e6);
+      }
+      std::lock_guard lock(mutex_);
+      run_queue_wait_ = w;
+    }
     if (was_alive) {
       std::lock_guard lock(mutex_);
       stop_requested_at_ = std::chrono::system_clock::now();

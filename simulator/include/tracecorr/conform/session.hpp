@@ -94,6 +94,20 @@ struct SentRegistration {
   bool judged = true;   // false for boundary values whose effect is not specified
 };
 
+// How long the target's threads waited in the run queue for a CPU during
+// the session (/proc/PID/task/TID/schedstat, second field), from the end of
+// opening to the stop request: the environment's share of any lateness the
+// timing judges see, named in their error figures.
+struct RunQueueWait {
+  std::size_t threads = 0;
+  double total_ms = 0;       // summed over the threads
+  double max_thread_ms = 0;  // the thread that waited longest
+  double wall_ms = 0;        // the interval measured
+  std::string describe() const;  // "3 threads waited 12 ms in total (at most 9 ms) over 5200 ms"
+};
+// Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
+std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid);
+
 class Session {
  public:
   static Expected<std::unique_ptr<Session>> open(const TargetSpec& target, const SessionSettings& settings);
@@ -164,6 +178,8 @@ class Session {
   // When close() asked a live launched target to stop: spans received later
   // were released by its shutdown, not by its deferral rules.
   std::optional<std::chrono::system_clock::time_point> stop_requested_at() const;
+  // Measured at close(); nullopt before, or when schedstat is unreadable.
+  std::optional<RunQueueWait> run_queue_wait() const;
 
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
@@ -212,6 +228,9 @@ class Session {
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
   std::atomic<std::uint64_t> messages_lost_{0};
+  std::map<pid_t, std::uint64_t> run_queue_at_open_;
+  Clock::time_point run_queue_since_;
+  std::optional<RunQueueWait> run_queue_wait_;
 
   std::atomic<bool> storage_watch_running_{false};
   std::thread storage_thread_;
