@@ -37,13 +37,18 @@ class HostProbe final : public Probe {
       if (!e.spans) continue;
       ++judged;
       if (!e.host_id_adopted()) {
+        // The first span that lacks it after the agent had shown it (or the
+        // first in the window when it never did).
         const otlp::ReceivedSpan* example = nullptr;
+        bool shown = false;
         for (const auto& sp : spans.spans()) {
-          if (sp.received_at_system >= w.from && sp.received_at_system + w.margin <= w.next &&
-              host_id_of(sp) != w.registration.message.host_id) {
+          if (sp.received_at_system < w.from || sp.received_at_system + w.margin > w.next) continue;
+          bool carries = host_id_of(sp) == w.registration.message.host_id;
+          if (!carries && (shown || e.since_adoption == 0)) {
             example = &sp;
             break;
           }
+          shown = shown || carries;
         }
         return violated("HOST-01", "spans exported after a registration do not carry its host-id",
                         {span_evidence(*example, "resource host.id \"" + w.registration.message.host_id + "\"",
@@ -61,7 +66,7 @@ class HostProbe final : public Probe {
     SpanIndex spans(s->receiver().spans());
     std::size_t after = 0;
     for (const auto& sp : spans.spans()) {
-      if (sp.received_at_system < regs.front().at_system + kMargin) continue;
+      if (sp.received_at_system < regs.front().effective_from() + kMargin) continue;
       ++after;
       if (host_id_of(sp) != scenario::kOwnHostId)
         return violated("HOST-02", "the agent replaced its own host.id with the registration's",

@@ -1,5 +1,7 @@
 #include "judging.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "probe.hpp"
@@ -23,7 +25,55 @@ Finding kit_error(std::string id, std::string reason) {
 
 // ---- spans ------------------------------------------------------------------
 SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
-  for (std::size_t i = 0; i < spans_.size(); ++i) by_id_.try_emplace(spans_[i].span_id, i);
+  // spans_ is in arrival order, and within one export in the exporter's order.
+  std::uint64_t latest_end = 0;
+  held_ms_.reserve(spans_.size());
+  for (std::size_t i = 0; i < spans_.size(); ++i) {
+    by_id_.try_emplace(spans_[i].span_id, i);
+    latest_end = std::max(latest_end, spans_[i].end_unix_nano);
+    held_ms_.push_back(static_cast<double>(latest_end - spans_[i].end_unix_nano) / 1e6);
+  }
+}
+
+double SpanIndex::held_at_least_ms(const otlp::ReceivedSpan& s) const {
+  if (spans_.empty() || &s < spans_.data() || &s >= spans_.data() + spans_.size()) return 0;
+  return held_ms_[static_cast<std::size_t>(&s - spans_.data())];
+}
+
+double TimingBaseline::quantile(double q) const {
+  if (held_ms.empty()) return 0;
+  auto v = held_ms;
+  auto k = std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+double TimingBaseline::share_at_least(double ms) const {
+  if (held_ms.empty()) return 0;
+  auto n = std::count_if(held_ms.begin(), held_ms.end(), [&](double h) { return h >= ms; });
+  return static_cast<double>(n) / static_cast<double>(held_ms.size());
+}
+
+std::string TimingBaseline::describe() const {
+  std::string out;
+  if (held_ms.empty()) out = "no never-deferred span to measure a baseline";
+  else
+    out = "never-deferred spans held p50 " + ms(quantile(0.5)) + ", p95 " + ms(quantile(0.95)) + ", max " +
+          ms(*std::max_element(held_ms.begin(), held_ms.end())) + " (n=" + std::to_string(held_ms.size()) + ")";
+  if (run_queue) out += "; " + run_queue->describe();
+  return out;
+}
+
+TimingBaseline baseline_of(const Session& s, const SpanIndex& spans, bool all) {
+  TimingBaseline b;
+  b.run_queue = s.run_queue_wait();
+  auto stop = s.stop_requested_at();
+  for (const auto& sp : spans.spans()) {
+    if (!all && spans.is_transaction(sp)) continue;
+    if (stop && sp.received_at_system >= *stop) continue;  // the shutdown's flush
+    b.held_ms.push_back(spans.held_at_least_ms(sp));
+  }
+  return b;
 }
 
 const otlp::ReceivedSpan* SpanIndex::find(const SpanId& id) const {
@@ -325,10 +375,15 @@ std::string host_id_of(const otlp::ReceivedSpan& s) {
 std::vector<RegistrationWindow> registration_windows(const Session& s, std::chrono::milliseconds margin) {
   auto regs = s.registrations();
   auto boundary = s.timing_boundary().value_or(std::chrono::system_clock::time_point::max());
+  if (auto stop = s.stop_requested_at()) boundary = std::min(boundary, *stop);
   std::vector<RegistrationWindow> out;
+  std::uint32_t previous = static_cast<std::uint32_t>(spec::kDefaultDelayMs);
   for (std::size_t i = 0; i < regs.size(); ++i) {
-    if (!regs[i].judged || !regs[i].sent) continue;
-    RegistrationWindow w{regs[i], regs[i].at_system + margin, boundary, margin};
+    if (!regs[i].sent) continue;
+    std::uint32_t before = previous;
+    previous = regs[i].message.samples_delay_ms;
+    if (!regs[i].judged) continue;
+    RegistrationWindow w{regs[i], before, regs[i].effective_from() + margin, boundary, margin};
     if (i + 1 < regs.size()) w.next = std::min(w.next, regs[i + 1].at_system);
     if (w.next > w.from + margin) out.push_back(std::move(w));
   }
@@ -342,31 +397,46 @@ std::optional<double> RegistrationEffect::median_delay_ms() const {
   return d[d.size() / 2];
 }
 
-bool RegistrationEffect::delay_applied(std::uint32_t delay_ms) const {
+std::optional<bool> RegistrationEffect::delay_applied() const {
   auto m = median_delay_ms();
-  return m && *m >= delay_ms - 60.0 && *m <= delay_ms + 500.0;
+  if (!m || delay_ms == previous_delay_ms) return std::nullopt;
+  double want = delay_ms, before = previous_delay_ms;
+  bool near = *m >= want - 100.0 && *m <= want + 600.0;
+  return near && std::abs(*m - want) < std::abs(*m - before);
 }
 
 std::string RegistrationEffect::describe() const {
   auto m = median_delay_ms();
-  return std::to_string(with_host_id) + " of " + std::to_string(spans) + " spans carried its host.id; " +
-         (m ? "median transaction export delay " + ms(*m) + " over " + std::to_string(transaction_delays_ms.size()) +
-                  " transactions"
-            : "no transaction ended in its window");
+  return std::to_string(with_host_id) + " of " + std::to_string(spans) + " spans carried its host.id (" +
+         std::to_string(since_adoption_with) + " of " + std::to_string(since_adoption) +
+         " from the first that did); " +
+         (m ? "median transaction hold " + ms(*m) + " over " + std::to_string(transaction_delays_ms.size()) +
+                  " transactions (registered " + std::to_string(delay_ms) + " ms, before it " +
+                  std::to_string(previous_delay_ms) + " ms)"
+            : "no transaction ended in its window long enough before the next registration");
 }
 
 RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans) {
   RegistrationEffect e;
-  auto delay = std::chrono::milliseconds(w.registration.message.samples_delay_ms);
+  e.delay_ms = w.registration.message.samples_delay_ms;
+  e.previous_delay_ms = w.previous_delay_ms;
+  // Judged: transactions due before the next registration under either delay,
+  // so the next one cannot have released them early.
+  auto longest = std::chrono::milliseconds(std::max(e.delay_ms, e.previous_delay_ms));
   for (const auto& s : spans.spans()) {
     // host.id is a resource attribute: what counts is when the span was exported.
     if (s.received_at_system >= w.from && s.received_at_system + w.margin <= w.next) {
       ++e.spans;
-      if (host_id_of(s) == w.registration.message.host_id) ++e.with_host_id;
+      bool carries = host_id_of(s) == w.registration.message.host_id;
+      if (carries) ++e.with_host_id;
+      if (carries || e.since_adoption) {
+        ++e.since_adoption;
+        if (carries) ++e.since_adoption_with;
+      }
     }
     auto end = SpanIndex::end_time(s);
-    if (spans.is_transaction(s) && s.sampled() && end >= w.from && end + delay + w.margin <= w.next)
-      e.transaction_delays_ms.push_back(SpanIndex::export_delay_ms(s));
+    if (spans.is_transaction(s) && s.sampled() && end >= w.from && end + longest + w.margin <= w.next)
+      e.transaction_delays_ms.push_back(spans.held_at_least_ms(s));
   }
   return e;
 }

@@ -2,6 +2,8 @@
 // both minor versions, a profiler restart, every truncation, unknown types,
 // trailing bytes and boundary values. The message battery (scenarios.cpp)
 // gives every message its own stack id, so each verdict points at one datagram.
+#include <algorithm>
+
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
@@ -22,11 +24,24 @@ Evidence registration_evidence(const RegistrationWindow& w, const RegistrationEf
                           e.describe());
 }
 
-// nullopt: no span ended in the window, nothing to conclude.
-std::optional<bool> took_effect(const RegistrationWindow& w, const SpanIndex& spans, RegistrationEffect* effect) {
+// Whether the agent applied a registration: its host.id adopted, or the
+// transactions in its window held for its delay rather than the previous one.
+// Without either, a host.id not adopted counts against it only for an agent
+// seen adopting some registration's host.id in the same session (one that
+// ignores host.id altogether is HOST-01's business, not this one's).
+// nullopt: nothing in its window to conclude from.
+std::optional<bool> took_effect(const RegistrationWindow& w, const SpanIndex& spans, bool adopts_host_ids,
+                                RegistrationEffect* effect) {
   *effect = effect_of(w, spans);
-  if (effect->spans == 0) return std::nullopt;
-  return effect->took_effect(w.registration.message.samples_delay_ms);
+  if (effect->host_id_adopted()) return true;
+  if (auto applied = effect->delay_applied()) return *applied;
+  if (adopts_host_ids && effect->spans > 0) return false;
+  return std::nullopt;
+}
+
+bool adopts_host_ids(const std::vector<RegistrationWindow>& windows, const SpanIndex& spans) {
+  return std::any_of(windows.begin(), windows.end(),
+                     [&](const RegistrationWindow& w) { return effect_of(w, spans).host_id_adopted(); });
 }
 
 Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& what) {
@@ -69,7 +84,7 @@ class MsgProbe final : public Probe {
     SpanIndex spans(s->receiver().spans());
     auto windows = registration_windows(*s, kMargin);
     std::vector<Finding> out;
-    out.push_back(judge_minor_versions(sessions, *s, spans, windows));
+    out.push_back(judge_minor_versions(sessions, spans, windows));
     out.push_back(judge_reregistration(spans, windows));
     out.push_back(judge_truncation(*s, spans));
     out.push_back(judge_counts("MSG-05", *s, spans, "messages of unknown type or minor 0 (and their controls)"));
@@ -79,18 +94,23 @@ class MsgProbe final : public Probe {
   }
 
  private:
-  static Finding judge_minor_versions(const SessionSet& sessions, const Session& s, const SpanIndex& spans,
+  static Finding judge_minor_versions(const SessionSet& sessions, const SpanIndex& spans,
                                       const std::vector<RegistrationWindow>& windows) {
     std::vector<Evidence> ev;
     std::string proven;
+    std::size_t judged = 0;
     // Minor 1 with trailing bytes: the enabled session's first registration.
     if (!windows.empty() && windows.front().registration.message.minor == 1) {
       RegistrationEffect e;
-      auto ok = took_effect(windows.front(), spans, &e);
+      auto ok = took_effect(windows.front(), spans, adopts_host_ids(windows, spans), &e);
       if (ok && !*ok)
-        return violated("MSG-02", "the registration at minor 1 with trailing bytes had no effect",
+        return violated("MSG-02", "the registration at minor 1 with trailing bytes had no effect, while later "
+                                  "registrations at minor 2 did",
                         {registration_evidence(windows.front(), e)});
-      if (ok) proven += "minor 1 + trailing bytes accepted (" + e.describe() + ")";
+      if (ok) {
+        ++judged;
+        proven += "minor 1 + trailing bytes accepted (" + e.describe() + ")";
+      }
     }
     // Minor 2 with trailing bytes: the small-queue session's first registration
     // (judged by host.id only: a full queue blurs the delay).
@@ -106,20 +126,23 @@ class MsgProbe final : public Probe {
         if (e.spans > 0 && !agent_has_own && !e.host_id_adopted())
           return violated("MSG-02", "the registration at minor 2 with trailing bytes had no effect",
                           {registration_evidence(qwindows.front(), e)});
-        if (e.spans > 0 && e.host_id_adopted())
-          proven += std::string(proven.empty() ? "" : "; ") + "minor 2 + trailing bytes accepted";
+        if (e.spans > 0 && e.host_id_adopted()) {
+          ++judged;
+          proven += std::string(proven.empty() ? "" : "; ") + "minor 2 + trailing bytes accepted (" + e.describe() + ")";
+        }
       }
     }
     if (proven.empty()) return not_applicable("MSG-02", "no span ended while a registration was in force");
-    return met("MSG-02", proven);
+    return met("MSG-02", judged, proven);
   }
 
   static Finding judge_reregistration(const SpanIndex& spans, const std::vector<RegistrationWindow>& windows) {
     if (windows.size() < 2) return not_applicable("MSG-03", "fewer than two registrations could be judged");
     std::size_t judged = 0;
+    bool adopts = adopts_host_ids(windows, spans);
     for (std::size_t i = 1; i < windows.size(); ++i) {
       RegistrationEffect e;
-      auto ok = took_effect(windows[i], spans, &e);
+      auto ok = took_effect(windows[i], spans, adopts, &e);
       if (!ok) continue;
       ++judged;
       if (!*ok)

@@ -367,14 +367,33 @@ SessionSettings session_settings(const std::string& name) {
   return s;
 }
 
+namespace {
+// Before the session stops the agent, one more export must arrive: an
+// exporter that batches (the OTel SDK's default is every 5 s) then delivers
+// what the agent handed over during the scenario, instead of it all arriving
+// in the shutdown's flush, where judges cannot tell it from what the agent
+// still held.
+void await_next_export(Session& s) {
+  if (s.launched() && !s.target_alive()) return;
+  auto after = std::chrono::steady_clock::now();
+  s.receiver().wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        return std::any_of(spans.rbegin(), spans.rend(), [&](const otlp::ReceivedSpan& sp) { return sp.received_at > after; });
+      },
+      scenario::kBatchPatience);
+}
+}  // namespace
+
 Status run_scenario(Session& session, const ScenarioOptions& options) {
   const auto& name = session.settings().name;
-  if (name == kEnabledSession) return run_enabled(session, options);
-  if (name == kDisabledSession) return run_disabled(session, options);
-  if (name == kAutoSession) return run_auto(session, options);
-  if (name == kSmallQueueSession) return run_small_queue(session, options);
-  if (name == kOwnHostIdSession) return run_own_host_id(session, options);
-  return make_error("no scenario for session '" + name + "'");
+  Status st = make_error("no scenario for session '" + name + "'");
+  if (name == kEnabledSession) st = run_enabled(session, options);
+  if (name == kDisabledSession) st = run_disabled(session, options);
+  if (name == kAutoSession) st = run_auto(session, options);
+  if (name == kSmallQueueSession) st = run_small_queue(session, options);
+  if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
+  if (st) await_next_export(session);
+  return st;
 }
 
 std::vector<std::string> registered_host_ids(const Session& session) {

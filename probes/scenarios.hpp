@@ -46,6 +46,9 @@ inline constexpr std::uint32_t kLongDelayMs = 4000;    // small-queue: longer th
 inline constexpr unsigned kSmallQueueSize = 2;
 inline constexpr const char* kOwnHostId = "tracecorr-own-host";
 inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
+// How long a session waits for one more export before it stops the agent
+// (an exporter batching every 5 s, plus scheduling).
+inline constexpr std::chrono::milliseconds kBatchPatience{6000};
 }  // namespace scenario
 
 std::vector<std::string> all_session_names();

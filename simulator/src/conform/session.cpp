@@ -1,5 +1,7 @@
 #include "tracecorr/conform/session.hpp"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -348,8 +350,26 @@ const SentMessage& Session::send_correlation(const wire::Correlation& c, std::st
 
 void Session::register_profiler(wire::Registration r, std::string requirement, bool judged) {
   auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}));
+  // A registration takes effect when the agent reads it, not when it is sent:
+  // a slow poller (EDOT Java polls every 20 ms, others less often) reads it
+  // later. A datagram stays charged to the sender until the receiver takes it,
+  // so SIOCOUTQ on tracecorr's socket counts what the agent has not read yet.
+  std::optional<std::chrono::system_clock::time_point> taken_up;
+  if (judged && socket_ && m.outcome == SendOutcome::Sent) {
+    auto give_up = Clock::now() + kTakeUpPatience;
+    for (;;) {
+      int unread = 0;
+      if (ioctl(socket_->fd(), SIOCOUTQ, &unread) != 0) break;
+      if (unread == 0) {
+        taken_up = std::chrono::system_clock::now();
+        break;
+      }
+      if (Clock::now() >= give_up) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  }
   std::lock_guard lock(mutex_);
-  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged});
+  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, taken_up});
   sent_.push_back(std::move(m));
 }
 
@@ -367,12 +387,13 @@ std::optional<std::uint32_t> Session::delay_in_force(std::chrono::system_clock::
   std::lock_guard lock(mutex_);
   std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
   for (const auto& r : registrations_)
-    if (r.sent && r.at_system <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
+    if (r.sent && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
   if (!delay) return std::nullopt;
   auto from = t - margin, to = t + Millis(*delay) + margin;
   for (const auto& r : registrations_)
-    if (r.sent && r.at_system > from && r.at_system < to) return std::nullopt;
+    if (r.sent && r.effective_from() > from && r.at_system < to) return std::nullopt;  // sent..taken up overlaps
   if (timing_boundary_ && *timing_boundary_ < to) return std::nullopt;
+  if (stop_requested_at_ && *stop_requested_at_ < to) return std::nullopt;  // released by the shutdown
   return delay;
 }
 

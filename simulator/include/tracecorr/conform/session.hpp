@@ -92,7 +92,16 @@ struct SentRegistration {
   wire::Registration message;
   bool sent = false;
   bool judged = true;   // false for boundary values whose effect is not specified
+  // When the agent took it up: its socket's queue held none of tracecorr's
+  // bytes any more (SIOCOUTQ on the sending socket reached 0). nullopt: not
+  // seen within kTakeUpPatience (a slow or stuck reader), or not judged.
+  std::optional<std::chrono::system_clock::time_point> taken_up_at;
+  // From when the registration can have taken effect: taken up, or sent when
+  // the take-up was not seen.
+  std::chrono::system_clock::time_point effective_from() const { return taken_up_at.value_or(at_system); }
 };
+// How long register_profiler() waits to see a judged registration taken up.
+inline constexpr std::chrono::milliseconds kTakeUpPatience{1000};
 
 // How long the target's threads waited in the run queue for a CPU during
 // the session (/proc/PID/task/TID/schedstat, second field), from the end of
@@ -185,6 +194,7 @@ class Session {
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
   std::string target_output() const { return closed_output_.empty() ? target_->output() : closed_output_; }
+  std::vector<OutputLine> target_output_lines() const { return target_->output_lines(); }
   std::optional<std::string> target_exit() const { return exit_description_; }
   bool target_alive();
 
