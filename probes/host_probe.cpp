@@ -33,6 +33,7 @@ class HostProbe final : public Probe {
                                              "\" of its own before any registration (HOST-02 applies)");
     std::size_t judged = 0;
     for (const auto& w : windows) {
+      if (scenario::is_long_registration(w.registration.message)) continue;  // MSG-07 judges it
       auto e = effect_of(w, spans);
       if (!e.spans) continue;
       ++judged;

@@ -141,6 +141,7 @@ class MsgProbe final : public Probe {
     std::size_t judged = 0;
     bool adopts = adopts_host_ids(windows, spans);
     for (std::size_t i = 1; i < windows.size(); ++i) {
+      if (scenario::is_long_registration(windows[i].registration.message)) continue;  // MSG-07 judges it
       RegistrationEffect e;
       auto ok = took_effect(windows[i], spans, adopts, &e);
       if (!ok) continue;
@@ -184,7 +185,36 @@ class MsgProbe final : public Probe {
       if (last) ev.push_back(message_evidence(*last, "the agent survives", "last message sent before it died"));
       return violated("MSG-07", "the agent died during the session: " + how, ev);
     }
-    return judge_counts("MSG-07", s, spans, "boundary-value messages (and the controls after them)");
+    auto counts = judge_counts("MSG-07", s, spans, "boundary-value messages (and the controls after them)");
+    if (counts.outcome != Finding::Outcome::Met) return counts;
+    // A long registration is judged for its effect, like any other: an agent
+    // whose receive buffer is shorter drops it whole (or applies a truncated one).
+    auto windows = registration_windows(s, kMargin);
+    std::vector<RegistrationWindow> ordinary;
+    for (const auto& w : windows)
+      if (!scenario::is_long_registration(w.registration.message)) ordinary.push_back(w);
+    bool adopts = adopts_host_ids(ordinary, spans);
+    std::size_t long_judged = 0;
+    std::string long_note;
+    for (const auto& w : windows) {
+      if (!scenario::is_long_registration(w.registration.message)) continue;
+      RegistrationEffect e;
+      auto ok = took_effect(w, spans, adopts, &e);
+      auto bytes = wire::encode(w.registration.message).size();
+      if (ok && !*ok)
+        return violated("MSG-07", "a registration of " + std::to_string(bytes) + " bytes (host-id " +
+                                      std::to_string(w.registration.message.host_id.size()) +
+                                      " bytes) had no effect, while shorter ones did: the agent breaks at a length "
+                                      "between the longest registration it applied and " + std::to_string(bytes) + " bytes",
+                        {registration_evidence(w, e)});
+      if (ok) {
+        ++long_judged;
+        long_note = "; a " + std::to_string(bytes) + "-byte registration applied";
+      } else {
+        long_note = "; the " + std::to_string(bytes) + "-byte registration could not be judged (" + e.describe() + ")";
+      }
+    }
+    return met("MSG-07", counts.evidence_count + long_judged, counts.reason + long_note);
   }
 };
 

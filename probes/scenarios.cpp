@@ -282,6 +282,12 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
                       "MSG-03");
   traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
 
+  auto long_host_id = unique_host_id("tracecorr-host-long");
+  long_host_id.resize(scenario::kLongHostIdBytes, 'l');
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+                      "MSG-07");
+  traffic.pump(scaled(o, 700ms), "ATTR-04", true);
+
   send_boundary_registrations(s);
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),

@@ -15,6 +15,10 @@ namespace {
 // Observations this close to the end of the session may belong to
 // transactions the agent has not exported yet (deferral, batching).
 constexpr auto kExportHorizon = std::chrono::milliseconds(1500);
+// TLS-05: how far outside a span's start..end a record may name it (clock
+// conversion between steady and system time, and the writer's own ordering of
+// "publish" and "take the end timestamp").
+constexpr auto kContextTolerance = std::chrono::milliseconds(5);
 
 Finding judge_descriptor(const Session& s) {
   const auto& d = s.tls_descriptor();
@@ -151,10 +155,41 @@ class TlsProbe final : public Probe {
     std::vector<Evidence> examples;
     std::size_t bad = 0;
     std::set<std::pair<SpanId, SpanId>> judged;
+    // By time: a record names a span only between its start and its end. The
+    // watcher's read times bound when a state was visible (read_by: no later
+    // than; last_seen: no earlier than), so a late poll never convicts.
+    const auto system_minus_steady = std::chrono::system_clock::now().time_since_epoch() -
+                                     std::chrono::steady_clock::now().time_since_epoch();
+    auto unix_ns = [&](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch() + system_minus_steady).count();
+    };
+    const auto tolerance_ns = std::chrono::nanoseconds(kContextTolerance).count();
+    std::size_t timed = 0, stale = 0, early = 0;
+    std::vector<Evidence> time_examples;
     for (const auto& o : obs) {
       const auto& r = o.record;
       if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported
       if (o.at + kExportHorizon > last_arrival) continue;
+      if (const auto* named = spans.find(r.span_id); named && named->trace_id == r.trace_id) {
+        ++timed;
+        auto start = static_cast<long long>(named->start_unix_nano), end = static_cast<long long>(named->end_unix_nano);
+        long long seen_last = unix_ns(o.last_seen), seen_by = unix_ns(o.read_by);
+        std::string problem;
+        if (seen_last > end + tolerance_ns) {
+          ++stale;
+          problem = "still named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(seen_last - end) / 1e6) +
+                    " after it ended (trace-present not cleared)";
+        } else if (seen_by < start - tolerance_ns) {
+          ++early;
+          problem = "named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(start - seen_by) / 1e6) +
+                    " before it started";
+        }
+        if (!problem.empty() && time_examples.size() < kMaxExamples)
+          time_examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
+                                                  "ids only while that span is active (tolerance " +
+                                                      ms(static_cast<double>(kContextTolerance.count())) + ")",
+                                                  problem));
+      }
       if (!judged.insert({r.span_id, r.transaction_id}).second) continue;
       ++checked;
       std::string problem;
@@ -173,9 +208,16 @@ class TlsProbe final : public Probe {
         examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
                                            "ids of an exported span and its transaction", problem));
     }
+    if (stale || early)
+      return violated("TLS-05", std::to_string(stale) + " stale and " + std::to_string(early) + " early of " +
+                                    std::to_string(timed) + " record states judged by time name a span outside its "
+                                    "start and end",
+                      time_examples);
     if (bad) return violated("TLS-05", std::to_string(bad) + " of " + std::to_string(checked) + " records name ids the agent did not export as such", examples);
     if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
-    return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such");
+    return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such; " +
+                                      std::to_string(timed) + " record states each seen only between its span's start "
+                                      "and end (tolerance " + ms(static_cast<double>(kContextTolerance.count())) + ")");
   }
 };
 
