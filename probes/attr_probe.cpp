@@ -30,8 +30,8 @@ class AttrProbe final : public Probe {
     std::map<std::pair<TraceId, SpanId>, std::chrono::system_clock::time_point> targeted;
     for (const auto& m : sent)
       if (m.transaction && m.expected_count && *m.expected_count > 0) {
-        auto [it, inserted] = targeted.try_emplace(*m.transaction, m.at_system);
-        it->second = std::min(it->second, m.at_system);
+        auto [it, inserted] = targeted.try_emplace(*m.transaction, read_by(m));
+        it->second = std::min(it->second, read_by(m));
       }
 
     std::vector<Finding> out;
@@ -44,7 +44,7 @@ class AttrProbe final : public Probe {
         if (!t) continue;
         if (t->attribute(spec::kAttributeName)) {
           ++exported, ++with;
-        } else if (arrived_before_settled(*t, first_sent)) {
+        } else if (forwarded_before_taken_up(spans, *t, first_sent)) {
           ++early;  // forwarded before the agent could have read the first message
         } else {
           ++exported;

@@ -24,7 +24,7 @@ Holds holds_between(const SpanIndex& spans, std::chrono::system_clock::time_poin
   std::vector<double> d;
   for (const auto* t : spans.transactions()) {
     auto end = SpanIndex::end_time(*t);
-    if (t->sampled() && end >= from && end + kMargin < until) d.push_back(spans.held_at_least_ms(*t));
+    if (spans.sampled(*t) && end >= from && end + kMargin < until) d.push_back(spans.held_at_least_ms(*t));
   }
   Holds h;
   h.n = d.size();
@@ -184,7 +184,7 @@ class ConfProbe final : public Probe {
     auto stopped = s->stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
     std::size_t after = 0, prompt = 0;
     for (const auto* t : spans.transactions()) {
-      if (!t->sampled() || SpanIndex::end_time(*t) < regs.front().effective_from() + std::chrono::milliseconds(300)) continue;
+      if (!spans.sampled(*t) || SpanIndex::end_time(*t) < regs.front().effective_from() + std::chrono::milliseconds(300)) continue;
       ++after;
       if (spans.held_at_least_ms(*t) < 1500 && t->received_at_system < stopped) ++prompt;
     }

@@ -76,6 +76,7 @@ class DeferProbe final : public Probe {
     std::vector<double> unregistered;
     std::size_t children = 0, deferred_children = 0;
     double shortest_child_delay = 1e9;
+    std::vector<double> child_arrivals, long_delay_txn_holds;
     const otlp::ReceivedSpan* child_example = nullptr;
     for (const auto& sp : spans.spans()) {
       auto end = SpanIndex::end_time(sp);
@@ -85,6 +86,7 @@ class DeferProbe final : public Probe {
       if (!spans.is_transaction(sp)) {
         if (*delay >= 600) {
           ++children;
+          child_arrivals.push_back(SpanIndex::export_delay_ms(sp));
           shortest_child_delay = std::min(shortest_child_delay, *delay / 2.0);
           if (d >= *delay / 2.0) {
             ++deferred_children;
@@ -93,7 +95,8 @@ class DeferProbe final : public Probe {
         }
         continue;
       }
-      if (!sp.sampled()) continue;
+      if (!spans.sampled(sp)) continue;
+      if (*delay >= 600) long_delay_txn_holds.push_back(d);
       if (*delay >= scenario::kFirstDelayMs) {
         ++judged;
         if (d < *delay / 2.0) {
@@ -120,9 +123,12 @@ class DeferProbe final : public Probe {
     else if (immediate)
       out.push_back(kit_error("DEFER-01", std::to_string(immediate) + " of " + std::to_string(judged) +
                                               " transactions look held less than half their delay, too few to call "
-                                              "the agent non-deferring, too many to pass: " + baseline.describe()));
+                                              "the agent non-deferring, too many to pass: " + baseline.describe(),
+                              {span_evidence(*immediate_example, "held for the delay after it ended",
+                                             "held " + ms(spans.held_at_least_ms(*immediate_example)) + ", arrived " +
+                                                 ms(SpanIndex::export_delay_ms(*immediate_example)) + " after it ended")}));
     else
-      out.push_back(met("DEFER-01", judged, std::to_string(judged) + " transactions, all deferred"));
+      out.push_back(met("DEFER-01", judged, std::to_string(judged) + " transactions, all deferred" + spans.flags_note()));
 
     // DEFER-02: each judged registration's delay, by the median of its window.
     std::size_t windows = 0;
@@ -159,9 +165,33 @@ class DeferProbe final : public Probe {
       else
         out.push_back(met("DEFER-03", unregistered.size(), "median hold " + ms(m) + " over " + std::to_string(unregistered.size()) + " transactions"));
     }
-    // DEFER-05, children (the unsampled half: judge_unsampled).
+    // DEFER-05, children. Export order shows children held behind others; a
+    // delay applied to every span alike only shows in arrival times, against
+    // the disabled session's (nothing deferred there, same exporter).
+    // Unsampled transactions are never exported: that half is not observable
+    // over OTLP (README, "How tracecorr decides").
+    std::optional<Finding> absolute;
+    if (children && disabled && !baseline.arrival_ms.empty()) {
+      double shift = median(child_arrivals) - baseline.arrival_quantile(0.5);
+      double spread = baseline.arrival_quantile(0.9) - baseline.arrival_quantile(0.1);
+      std::string figures = "child spans arrived " + ms(median(child_arrivals)) + " (median, n=" +
+                            std::to_string(children) + ") after their end; " + baseline.describe();
+      // Transactions held well behind the children that ended with them show
+      // the children did not wait in the same queue.
+      bool children_ahead = !long_delay_txn_holds.empty() && median(long_delay_txn_holds) >= shortest_child_delay;
+      if (shift >= shortest_child_delay && spread < shortest_child_delay)
+        absolute = violated("DEFER-05", "child spans arrived " + ms(shift) + " later (median) than spans with the "
+                                        "feature off: they were deferred",
+                            {text_evidence("child spans' arrival after their end, against the disabled session's",
+                                           "no later than the baseline", figures)});
+      else if (shift >= shortest_child_delay && !children_ahead)
+        absolute = kit_error("DEFER-05", "child spans arrived " + ms(shift) + " later than the baseline, which is too "
+                                         "noisy to tell (p10..p90 spread " + ms(spread) + "): " + figures);
+    }
     if (!children)
       out.push_back(not_applicable("DEFER-05", "no child span ended while a long delay was in force"));
+    else if (absolute)
+      out.push_back(*absolute);
     else if (deferred_children * 2 >= children)
       out.push_back(violated("DEFER-05", std::to_string(deferred_children) + " of " + std::to_string(children) + " child spans were deferred",
                              {span_evidence(*child_example, "exported promptly (not deferred)",
@@ -278,7 +308,7 @@ class DeferProbe final : public Probe {
     std::size_t prompt = 0;
     for (const auto* t : spans.transactions()) {
       auto end = SpanIndex::end_time(*t);
-      if (!t->sampled() || t->received_at_system >= stopped || spans.held_at_least_ms(*t) >= kImmediateMs) continue;
+      if (!spans.sampled(*t) || t->received_at_system >= stopped || spans.held_at_least_ms(*t) >= kImmediateMs) continue;
       ++prompt;
       overflow = overflow ? std::min(*overflow, end) : end;
     }

@@ -19,12 +19,15 @@ Finding violated(std::string id, std::string reason, std::vector<Evidence> evide
 Finding not_applicable(std::string id, std::string reason) {
   return {std::move(id), Finding::Outcome::NotApplicable, std::move(reason), {}};
 }
-Finding kit_error(std::string id, std::string reason) {
-  return {std::move(id), Finding::Outcome::KitError, std::move(reason), {}};
+Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::KitError, std::move(reason), std::move(evidence)};
 }
 
 // ---- spans ------------------------------------------------------------------
 SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
+  flags_absent_ = !spans_.empty() && std::none_of(spans_.begin(), spans_.end(), [](const otlp::ReceivedSpan& s) {
+    return (s.flags & 0xFF) != 0;
+  });
   // spans_ is in arrival order, and within one export in the exporter's order.
   std::uint64_t latest_end = 0;
   held_ms_.reserve(spans_.size());
@@ -40,13 +43,17 @@ double SpanIndex::held_at_least_ms(const otlp::ReceivedSpan& s) const {
   return held_ms_[static_cast<std::size_t>(&s - spans_.data())];
 }
 
-double TimingBaseline::quantile(double q) const {
-  if (held_ms.empty()) return 0;
-  auto v = held_ms;
+namespace {
+double quantile_of(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
   auto k = std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())));
   std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
   return v[k];
 }
+}  // namespace
+
+double TimingBaseline::quantile(double q) const { return quantile_of(held_ms, q); }
+double TimingBaseline::arrival_quantile(double q) const { return quantile_of(arrival_ms, q); }
 
 double TimingBaseline::share_at_least(double ms) const {
   if (held_ms.empty()) return 0;
@@ -59,7 +66,9 @@ std::string TimingBaseline::describe() const {
   if (held_ms.empty()) out = "no never-deferred span to measure a baseline";
   else
     out = "never-deferred spans held p50 " + ms(quantile(0.5)) + ", p95 " + ms(quantile(0.95)) + ", max " +
-          ms(*std::max_element(held_ms.begin(), held_ms.end())) + " (n=" + std::to_string(held_ms.size()) + ")";
+          ms(*std::max_element(held_ms.begin(), held_ms.end())) + " (n=" + std::to_string(held_ms.size()) +
+          "), arrived p10 " + ms(arrival_quantile(0.1)) + ", p50 " + ms(arrival_quantile(0.5)) + ", p90 " +
+          ms(arrival_quantile(0.9)) + " after their end";
   if (run_queue) out += "; " + run_queue->describe();
   return out;
 }
@@ -72,6 +81,7 @@ TimingBaseline baseline_of(const Session& s, const SpanIndex& spans, bool all) {
     if (!all && spans.is_transaction(sp)) continue;
     if (stop && sp.received_at_system >= *stop) continue;  // the shutdown's flush
     b.held_ms.push_back(spans.held_at_least_ms(sp));
+    b.arrival_ms.push_back(SpanIndex::export_delay_ms(sp));
   }
   return b;
 }
@@ -303,7 +313,7 @@ CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& s
     if (!m.transaction || !m.stack_trace_id) continue;
     auto& e = expected[{*m.transaction, *m.stack_trace_id}];
     if (!e.first) e.first = &m;
-    e.last_sent = std::max(e.last_sent, m.at_system);
+    e.last_sent = std::max(e.last_sent, read_by(m));
     if (m.expected_count)
       e.total += *m.expected_count;
     else
@@ -330,7 +340,7 @@ CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& s
     // the last message naming it: the agent may have forwarded it before it
     // could read the message (a loaded machine, a send that waited for room in
     // the socket queue). Not evidence either way. Too many is always wrong.
-    if (actual < e.total && arrived_before_settled(*txn, e.last_sent)) {
+    if (actual < e.total && forwarded_before_taken_up(spans, *txn, e.last_sent)) {
       ++out.unexported;
       continue;
     }
@@ -435,7 +445,7 @@ RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans
       }
     }
     auto end = SpanIndex::end_time(s);
-    if (spans.is_transaction(s) && s.sampled() && end >= w.from && end + longest + w.margin <= w.next)
+    if (spans.is_transaction(s) && spans.sampled(s) && end >= w.from && end + longest + w.margin <= w.next)
       e.transaction_delays_ms.push_back(spans.held_at_least_ms(s));
   }
   return e;

@@ -22,6 +22,15 @@ class SpanIndex {
   explicit SpanIndex(std::vector<otlp::ReceivedSpan> spans);
 
   const std::vector<otlp::ReceivedSpan>& spans() const { return spans_; }
+  // Whether a span was sampled. OTLP's flags field is optional; when no span
+  // of the session carries any trace flag the exporter omits the field, and
+  // an exported span counts as sampled (OTel exports only sampled spans).
+  // Judges name this assumption (flags_note()) instead of guessing silently.
+  bool sampled(const otlp::ReceivedSpan& s) const { return flags_absent_ || s.sampled(); }
+  bool flags_absent() const { return flags_absent_; }
+  std::string flags_note() const {
+    return flags_absent_ ? " (the exporter sends no span flags: every exported span taken as sampled)" : "";
+  }
   const otlp::ReceivedSpan* find(const SpanId& id) const;
   // A transaction is a local root: no parent, or a parent this agent did not
   // export (a remote parent).
@@ -43,6 +52,7 @@ class SpanIndex {
   std::vector<otlp::ReceivedSpan> spans_;
   std::map<SpanId, std::size_t> by_id_;
   std::vector<double> held_ms_;  // held_at_least_ms, by position
+  bool flags_absent_ = false;
 };
 
 // The same-session baseline for timing judges: how long spans that are never
@@ -52,9 +62,14 @@ class SpanIndex {
 // half the smallest hold it must tell apart.
 struct TimingBaseline {
   std::vector<double> held_ms;             // of never-deferred spans
+  // Their arrival lateness (SpanIndex::export_delay_ms): what the exporter's
+  // batching and the transport add. Only this can show a delay applied to
+  // every span alike, which export order cannot.
+  std::vector<double> arrival_ms;
   std::optional<RunQueueWait> run_queue;   // of the session judged
   std::size_t size() const { return held_ms.size(); }
-  double quantile(double q) const;         // 0 when empty
+  double quantile(double q) const;         // of held_ms; 0 when empty
+  double arrival_quantile(double q) const; // of arrival_ms; 0 when empty
   // Share of baseline spans held at least `ms`.
   double share_at_least(double ms) const;
   bool too_noisy_for(double hold_ms) const { return !held_ms.empty() && quantile(0.95) >= hold_ms / 2; }
@@ -105,11 +120,21 @@ struct CountMismatch {
 // How long an agent may take to read a correlation from its socket before a
 // transaction it forwarded meanwhile counts as forwarded without it.
 inline constexpr std::chrono::milliseconds kSettleTime{150};
-// True when the span reached tracecorr within kSettleTime of `sent`: the agent
-// may have forwarded it before it could read that message, so a missing
-// stack id is not evidence either way.
-inline bool arrived_before_settled(const otlp::ReceivedSpan& span, std::chrono::system_clock::time_point sent) {
-  return span.received_at_system < sent + kSettleTime;
+// When the agent had read message `m` at the latest: measured (the socket's
+// queue seen empty after it, Session::taken_up_by), else sent + kSettleTime.
+inline std::chrono::system_clock::time_point read_by(const SentMessage& m) {
+  return m.taken_up_by.value_or(m.at_system + kSettleTime);
+}
+// True when the agent may have handed `span` to its exporter before it read a
+// message it took up by `taken_up`: then a missing stack id is not evidence
+// either way. The hand-over is bounded below by export order (end + held),
+// and above by the arrival; only a lower bound past the take-up (plus a
+// little for the agent to apply what it read) proves "after".
+inline bool forwarded_before_taken_up(const SpanIndex& spans, const otlp::ReceivedSpan& span,
+                                      std::chrono::system_clock::time_point taken_up) {
+  auto handed_over_after = SpanIndex::end_time(span) + std::chrono::microseconds(static_cast<long long>(
+                                                           spans.held_at_least_ms(span) * 1000.0));
+  return handed_over_after < taken_up + std::chrono::milliseconds(20);
 }
 struct CountCheck {
   std::size_t checked = 0;     // (transaction, id) pairs judged

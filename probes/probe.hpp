@@ -70,6 +70,6 @@ const Probe* probe_for(const std::string& requirement);
 Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence = {});
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 Finding not_applicable(std::string id, std::string reason);
-Finding kit_error(std::string id, std::string reason);
+Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 
 }  // namespace tracecorr::conform

@@ -124,6 +124,13 @@ std::string RunQueueWait::describe() const {
          whole(max_thread_ms) + " ms) over " + whole(wall_ms) + " ms";
 }
 
+std::optional<std::chrono::system_clock::time_point> Session::taken_up_by(std::chrono::system_clock::time_point sent) const {
+  std::lock_guard lock(mutex_);
+  auto it = std::upper_bound(drained_at_.begin(), drained_at_.end(), sent);
+  if (it == drained_at_.end()) return std::nullopt;
+  return *it;
+}
+
 std::optional<RunQueueWait> Session::run_queue_wait() const {
   std::lock_guard lock(mutex_);
   return run_queue_wait_;
@@ -369,13 +376,19 @@ void Session::register_profiler(wire::Registration r, std::string requirement, b
     }
   }
   std::lock_guard lock(mutex_);
+  if (taken_up) drained_at_.push_back(*taken_up);
   registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, taken_up});
   sent_.push_back(std::move(m));
 }
 
 std::vector<SentMessage> Session::sent_messages() const {
   std::lock_guard lock(mutex_);
-  return {sent_.begin(), sent_.end()};
+  std::vector<SentMessage> out(sent_.begin(), sent_.end());
+  for (auto& m : out) {
+    auto it = std::upper_bound(drained_at_.begin(), drained_at_.end(), m.at_system);
+    if (it != drained_at_.end()) m.taken_up_by = *it;
+  }
+  return out;
 }
 
 std::vector<SentRegistration> Session::registrations() const {

@@ -83,6 +83,8 @@ struct SentMessage {
   std::optional<std::pair<TraceId, SpanId>> transaction;
   std::optional<StackTraceId> stack_trace_id;
   std::optional<unsigned> expected_count;
+  // Filled by Session::sent_messages(): taken_up_by(at_system).
+  std::optional<std::chrono::system_clock::time_point> taken_up_by;
 };
 
 // A registration sent, and what it should change (DEFER-02, HOST-01, MSG-02/03).
@@ -167,6 +169,11 @@ class Session {
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
   std::uint64_t messages_lost() const { return messages_lost_; }
+  // When a message sent at `sent` had been read by the agent at the latest:
+  // the first moment after it that tracecorr found the agent's queue holding
+  // none of its bytes (SIOCOUTQ, sampled before every send and while waiting
+  // for a registration's take-up). nullopt: never seen drained after it.
+  std::optional<std::chrono::system_clock::time_point> taken_up_by(std::chrono::system_clock::time_point sent) const;
   // A profiler restart: drop the connection and connect anew.
   void reconnect_socket();
 
@@ -234,6 +241,7 @@ class Session {
   std::vector<StorageSighting> storage_sightings_;
   std::deque<SentMessage> sent_;  // deque: send() hands out references that must stay valid
   std::vector<SentRegistration> registrations_;
+  std::vector<std::chrono::system_clock::time_point> drained_at_;  // ascending
   std::vector<Expected<UpdateOrderReport>> update_order_reports_;
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
