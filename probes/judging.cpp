@@ -1,6 +1,8 @@
 #include "judging.hpp"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <cmath>
 #include <cstring>
 
@@ -29,12 +31,19 @@ SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(s
     return (s.flags & 0xFF) != 0;
   });
   // spans_ is in arrival order, and within one export in the exporter's order.
-  std::uint64_t latest_end = 0;
+  // The witnesses are the kHoldWitnesses latest ends seen so far: one span
+  // with a wrong end (a clock step, a bogus exporter) cannot make every later
+  // span look held.
+  std::array<std::uint64_t, kHoldWitnesses> latest{};  // descending
   held_ms_.reserve(spans_.size());
   for (std::size_t i = 0; i < spans_.size(); ++i) {
     by_id_.try_emplace(spans_[i].span_id, i);
-    latest_end = std::max(latest_end, spans_[i].end_unix_nano);
-    held_ms_.push_back(static_cast<double>(latest_end - spans_[i].end_unix_nano) / 1e6);
+    auto end = spans_[i].end_unix_nano;
+    if (end > latest.back()) {
+      latest.back() = end;
+      std::sort(latest.begin(), latest.end(), std::greater<>());
+    }
+    held_ms_.push_back(latest.back() > end ? static_cast<double>(latest.back() - end) / 1e6 : 0.0);
   }
 }
 

@@ -45,7 +45,10 @@ class SpanIndex {
   // over before it, and had ended by then. The latest end among them minus
   // s's end is a lower bound on s's hold time that export batching, the
   // network and tracecorr's own scheduling cannot inflate. Never negative.
+  // (Precisely: the kHoldWitnesses-th latest end among them, so that a few
+  // spans with wrong end times cannot make others look held.)
   double held_at_least_ms(const otlp::ReceivedSpan& s) const;
+  static constexpr std::size_t kHoldWitnesses = 3;
   static std::chrono::system_clock::time_point end_time(const otlp::ReceivedSpan& s);
 
  private:

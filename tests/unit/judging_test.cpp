@@ -67,13 +67,21 @@ otlp::ReceivedSpan span(std::uint8_t id, std::uint64_t end_ms, bool child, std::
 }
 
 TEST(HeldByExportOrder, ATransactionExportedAfterLaterSpansWasHeldAtLeastTheirLead) {
-  // Export order: child ends 100, transaction ends 50, child ends 400, the
-  // transaction 3 (ended 60) after it: held >= 340 ms.
-  SpanIndex spans({span(1, 100, true, 5000), span(2, 50, false, 5000), span(3, 400, true, 5000), span(4, 60, false, 5000)});
+  // Export order: children ending 100, 380, 390, 400, then a transaction that
+  // ended at 60: three spans that ended >= 330 ms after it went out first.
+  SpanIndex spans({span(1, 100, true, 5000), span(2, 380, true, 5000), span(3, 390, true, 5000),
+                   span(4, 400, true, 5000), span(5, 60, false, 5000), span(6, 395, true, 5000)});
   EXPECT_DOUBLE_EQ(spans.held_at_least_ms(spans.spans()[0]), 0);
-  EXPECT_DOUBLE_EQ(spans.held_at_least_ms(spans.spans()[1]), 50);
-  EXPECT_DOUBLE_EQ(spans.held_at_least_ms(spans.spans()[2]), 0);
-  EXPECT_DOUBLE_EQ(spans.held_at_least_ms(spans.spans()[3]), 340);
+  EXPECT_DOUBLE_EQ(spans.held_at_least_ms(spans.spans()[4]), 320);  // the third latest end (380) - 60
+  EXPECT_DOUBLE_EQ(spans.held_at_least_ms(spans.spans()[5]), 0);
+}
+
+TEST(HeldByExportOrder, OneSpanWithAWrongEndDoesNotMakeOthersLookHeld) {
+  // A span whose end is 10 s in the future (a clock step): the spans after it
+  // are not held.
+  SpanIndex spans({span(1, 100, true, 5000), span(2, 10'000, true, 5000), span(3, 110, true, 5000),
+                   span(4, 120, false, 5000), span(5, 130, true, 5000)});
+  for (std::size_t i = 2; i < 5; ++i) EXPECT_LT(spans.held_at_least_ms(spans.spans()[i]), 20) << i;
 }
 
 TEST(HeldByExportOrder, ABatchArrivingSecondsLaterIsNotAHold) {
