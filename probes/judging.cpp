@@ -309,28 +309,47 @@ namespace tracecorr::conform {
 
 CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& spans,
                         const std::function<bool(const SentMessage&)>& which) {
-  using Key = std::pair<std::pair<TraceId, SpanId>, StackTraceId>;
+  using Txn = std::pair<TraceId, SpanId>;
+  using Key = std::pair<Txn, StackTraceId>;
   struct Expectation {
     unsigned total = 0;
     bool any = false;      // some message says "either": no exact total
     bool selected = false;
     const SentMessage* first = nullptr;
-    std::chrono::system_clock::time_point last_sent{};
+    std::chrono::system_clock::time_point last_read_by{};
+    std::vector<std::pair<std::chrono::system_clock::time_point, unsigned>> messages;  // (sent, count)
   };
   std::map<Key, Expectation> expected;
   for (const auto& m : sent) {
     if (!m.transaction || !m.stack_trace_id) continue;
     auto& e = expected[{*m.transaction, *m.stack_trace_id}];
     if (!e.first) e.first = &m;
-    e.last_sent = std::max(e.last_sent, read_by(m));
+    e.last_read_by = std::max(e.last_read_by, read_by(m));
+    e.messages.emplace_back(m.at_system, m.expected_count.value_or(0));
     if (m.expected_count)
       e.total += *m.expected_count;
     else
       e.any = true;
     if (which(m)) e.selected = true;
   }
+  std::map<Txn, AttributeIds> attributes;
+  auto attribute_of = [&](const Txn& t, const otlp::ReceivedSpan& span) -> const AttributeIds& {
+    auto [it, inserted] = attributes.try_emplace(t);
+    if (inserted) it->second = attribute_ids(span);
+    return it->second;
+  };
+  // Read witnesses: an agent reads its socket in order, so a stack id carried
+  // by one message only and present in the attribute proves that everything
+  // sent before that message was read before the transaction left.
+  std::map<Txn, std::chrono::system_clock::time_point> read_up_to;
+  for (const auto& [key, e] : expected) {
+    if (e.messages.size() != 1 || e.any) continue;
+    const auto* txn = spans.transaction(key.first.first, key.first.second);
+    if (!txn || !attribute_of(key.first, *txn).counts.count(key.second)) continue;
+    auto& w = read_up_to[key.first];
+    w = std::max(w, e.messages.front().first);
+  }
   CountCheck out;
-  std::map<std::pair<TraceId, SpanId>, AttributeIds> attributes;
   for (const auto& [key, e] : expected) {
     if (!e.selected || e.any) continue;
     const auto* txn = spans.transaction(key.first.first, key.first.second);
@@ -338,18 +357,20 @@ CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& s
       ++out.unexported;
       continue;
     }
-    auto [it, inserted] = attributes.try_emplace(key.first);
-    if (inserted) it->second = attribute_ids(*txn);
-    const auto& ids = it->second;
+    const auto& ids = attribute_of(key.first, *txn);
     ++out.checked;
     unsigned actual = 0;
     if (auto c = ids.counts.find(key.second); c != ids.counts.end()) actual = c->second;
     if (actual == e.total) continue;
-    // Too few, for a transaction that reached tracecorr within kSettleTime of
-    // the last message naming it: the agent may have forwarded it before it
-    // could read the message (a loaded machine, a send that waited for room in
-    // the socket queue). Not evidence either way. Too many is always wrong.
-    if (actual < e.total && forwarded_before_taken_up(spans, *txn, e.last_sent)) {
+    // Too few: the messages proven read (sent no later than a witness) must
+    // all count; beyond them, a transaction the agent may have handed over
+    // before it read the last message naming it (a loaded machine, a slow
+    // poller) is not evidence either way. Too many is always wrong.
+    unsigned proven = 0;
+    if (auto w = read_up_to.find(key.first); w != read_up_to.end())
+      for (const auto& [at, count] : e.messages)
+        if (at <= w->second) proven += count;
+    if (actual < e.total && actual >= proven && forwarded_before_taken_up(spans, *txn, e.last_read_by)) {
       ++out.unexported;
       continue;
     }
