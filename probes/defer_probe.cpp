@@ -140,6 +140,12 @@ class DeferProbe final : public Probe {
       double m = median(e.transaction_delays_ms);
       double want = w.registration.message.samples_delay_ms;
       double late = want + kLateSlackMs + baseline.quantile(0.95);
+      // Held too long while never-deferred spans were held half as long: the
+      // machine, not the agent, may have held them. Too short is never noise.
+      if (m > late && baseline.too_noisy_for(want) && !bad)
+        bad = kit_error("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
+                                        " transactions were held " + ms(m) + " (median), but the session is too noisy to tell: " +
+                                        baseline.describe());
       if ((m < want - kEarlySlackMs || m > late) && !bad)
         bad = violated("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
                                        ", transactions were held " + ms(m) + " (median)",
@@ -157,7 +163,10 @@ class DeferProbe final : public Probe {
       double m = median(unregistered);
       double want = static_cast<double>(spec::kDefaultDelayMs);
       double late = want + kLateSlackMs + baseline.quantile(0.95);
-      if (m < want - kEarlySlackMs || m > late)
+      if (m > late && baseline.too_noisy_for(want))
+        out.push_back(kit_error("DEFER-03", "before any registration transactions were held " + ms(m) +
+                                                " (median), but the session is too noisy to tell: " + baseline.describe()));
+      else if (m < want - kEarlySlackMs || m > late)
         out.push_back(violated("DEFER-03", "before any registration transactions were held " + ms(m) + " (median)",
                                {text_evidence("median hold of " + std::to_string(unregistered.size()) +
                                                   " transactions before registration",
