@@ -211,7 +211,7 @@ class ConfProbe final : public Probe {
     }
     if (prompt > 0)
       return met("CONF-05", prompt, std::to_string(prompt) + " transactions passed a full queue of " +
-                                std::to_string(scenario::kSmallQueueSize) + " at once");
+                                std::to_string(scenario::kSmallQueueSize) + " at once" + spans.flags_note());
     return violated("CONF-05", "with BUFFER_SIZE=" + std::to_string(scenario::kSmallQueueSize) +
                                    " and a " + std::to_string(scenario::kLongDelayMs) +
                                    " ms delay no transaction was exported during the session: the size was not honoured");

@@ -154,7 +154,7 @@ class DeferProbe final : public Probe {
                                       ms(want - kEarlySlackMs) + " .. " + ms(late), ms(m) + "; " + baseline.describe())});
     }
     out.push_back(bad ? *bad
-                      : windows ? met("DEFER-02", windows, std::to_string(windows) + " registrations' delays honoured")
+                      : windows ? met("DEFER-02", windows, std::to_string(windows) + " registrations' delays honoured" + spans.flags_note())
                                 : not_applicable("DEFER-02", "no transaction ended while a registration was in force"));
     // DEFER-03
     if (unregistered.empty())
@@ -172,7 +172,7 @@ class DeferProbe final : public Probe {
                                                   " transactions before registration",
                                               ms(want - kEarlySlackMs) + " .. " + ms(late), ms(m) + "; " + baseline.describe())}));
       else
-        out.push_back(met("DEFER-03", unregistered.size(), "median hold " + ms(m) + " over " + std::to_string(unregistered.size()) + " transactions"));
+        out.push_back(met("DEFER-03", unregistered.size(), "median hold " + ms(m) + " over " + std::to_string(unregistered.size()) + " transactions" + spans.flags_note()));
     }
     // DEFER-05, children. Export order shows children held behind others; a
     // delay applied to every span alike only shows in arrival times, against
@@ -340,7 +340,7 @@ class DeferProbe final : public Probe {
     if (warning)
       return met("DEFER-07", 1, "a new line " + after_ms(*warning) + " after the first overflow (" +
                                     std::to_string(prompt) + " transactions passed the full queue): \"" +
-                                    warning->text.substr(0, 160) + "\"");
+                                    warning->text.substr(0, 160) + "\"" + spans.flags_note());
     std::string shown;
     for (const auto& l : lines)
       if (l.at >= *overflow && shown.size() < 300) shown += l.text.substr(0, 120) + " | ";
