@@ -136,6 +136,18 @@ class ConfProbe final : public Probe {
     auto delay = std::chrono::milliseconds(regs.front().message.samples_delay_ms);
     auto after_hold = holds_between(spans, taken + kMargin, until_stop(*s) - delay);
     auto baseline = baseline_of(*s, spans, false);
+    // The hold is a lower bound: "not deferred" is certain only for
+    // transactions that also arrived within kDeferredMs (their upper bound).
+    std::size_t arrived_at_once = 0;
+    for (const auto* t : spans.transactions())
+      if (spans.sampled(*t) && SpanIndex::end_time(*t) >= taken + kMargin &&
+          SpanIndex::end_time(*t) + kMargin < until_stop(*s) - delay && SpanIndex::export_delay_ms(*t) < kDeferredMs)
+        ++arrived_at_once;
+    if (after_hold.n >= 3 && after_hold.median < kDeferredMs && arrived_at_once * 2 < after_hold.n)
+      return kit_error("CONF-02", "after the registration transactions were held only " + ms(after_hold.median) +
+                                      " (median of " + std::to_string(after_hold.n) + ") by export order, but only " +
+                                      std::to_string(arrived_at_once) + " arrived within " + ms(kDeferredMs) +
+                                      ": cannot tell whether auto mode started (" + after_hold.figures() + ")");
     if (after_hold.n >= 3 && after_hold.median < kDeferredMs)
       return violated("CONF-02", "auto mode never started after the registration: " + std::to_string(after_hold.n) +
                                      " transactions that ended after it was taken up were held only " +

@@ -71,7 +71,10 @@ class DeferProbe final : public Probe {
     auto regs = s.registrations();
     auto first_registration = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
 
-    std::size_t judged = 0, immediate = 0;
+    // A hold is a lower bound (a starved process ends few spans to witness
+    // it), the arrival an upper bound: "not deferred" is certain only when the
+    // span arrived within half its delay; otherwise it is merely unproven.
+    std::size_t judged = 0, immediate = 0, certainly_immediate = 0;
     const otlp::ReceivedSpan* immediate_example = nullptr;
     std::vector<double> unregistered;
     std::size_t children = 0, deferred_children = 0;
@@ -101,7 +104,10 @@ class DeferProbe final : public Probe {
         ++judged;
         if (d < *delay / 2.0) {
           ++immediate;
-          if (!immediate_example) immediate_example = &sp;
+          bool certain = SpanIndex::export_delay_ms(sp) < *delay / 2.0;
+          certainly_immediate += certain;
+          if (!immediate_example || (certain && SpanIndex::export_delay_ms(*immediate_example) >= *delay / 2.0))
+            immediate_example = &sp;
         }
       }
       if (end + kMargin < first_registration) unregistered.push_back(d);
@@ -114,16 +120,18 @@ class DeferProbe final : public Probe {
 
     if (!judged)
       out.push_back(not_applicable("DEFER-01", "no sampled transaction was exported"));
-    else if (immediate * 2 >= judged)
-      out.push_back(violated("DEFER-01", std::to_string(immediate) + " of " + std::to_string(judged) +
+    else if (certainly_immediate * 2 >= judged)
+      out.push_back(violated("DEFER-01", std::to_string(certainly_immediate) + " of " + std::to_string(judged) +
                                              " transactions were exported without deferral",
                              {span_evidence(*immediate_example, "held for the delay after it ended",
-                                            "held " + ms(spans.held_at_least_ms(*immediate_example)) +
-                                                " (spans that ended later were exported after it)")}));
+                                            "arrived " + ms(SpanIndex::export_delay_ms(*immediate_example)) +
+                                                " after it ended")}));
     else if (immediate)
       out.push_back(kit_error("DEFER-01", std::to_string(immediate) + " of " + std::to_string(judged) +
-                                              " transactions look held less than half their delay, too few to call "
-                                              "the agent non-deferring, too many to pass: " + baseline.describe(),
+                                              " transactions look held less than half their delay (" +
+                                              std::to_string(certainly_immediate) + " certainly, by their arrival): "
+                                              "too few to call the agent non-deferring, too many to pass: " +
+                                              baseline.describe(),
                               {span_evidence(*immediate_example, "held for the delay after it ended",
                                              "held " + ms(spans.held_at_least_ms(*immediate_example)) + ", arrived " +
                                                  ms(SpanIndex::export_delay_ms(*immediate_example)) + " after it ended")}));

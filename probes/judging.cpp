@@ -442,7 +442,15 @@ std::optional<bool> RegistrationEffect::delay_applied() const {
   if (!m || delay_ms == previous_delay_ms) return std::nullopt;
   double want = delay_ms, before = previous_delay_ms;
   bool near = *m >= want - 100.0 && *m <= want + 600.0;
-  return near && std::abs(*m - want) < std::abs(*m - before);
+  if (near && std::abs(*m - want) < std::abs(*m - before)) return true;
+  // Holds are lower bounds: "held too short for the new, longer delay" is
+  // certain only when the arrivals (upper bounds) say so too.
+  if (want > before && !transaction_arrivals_ms.empty()) {
+    auto a = transaction_arrivals_ms;
+    std::nth_element(a.begin(), a.begin() + static_cast<long>(a.size() / 2), a.end());
+    if (std::abs(a[a.size() / 2] - want) < std::abs(a[a.size() / 2] - before)) return std::nullopt;
+  }
+  return false;
 }
 
 std::string RegistrationEffect::describe() const {
@@ -476,7 +484,10 @@ RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans
     }
     auto end = SpanIndex::end_time(s);
     if (spans.is_transaction(s) && spans.sampled(s) && end >= w.from && end + longest + w.margin <= w.next)
+    {
       e.transaction_delays_ms.push_back(spans.held_at_least_ms(s));
+      e.transaction_arrivals_ms.push_back(SpanIndex::export_delay_ms(s));
+    }
   }
   return e;
 }

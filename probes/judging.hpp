@@ -179,6 +179,7 @@ struct RegistrationEffect {
   // Export delays of sampled transactions that ended in the window and were
   // due (end + delay) before the next registration could release them early.
   std::vector<double> transaction_delays_ms;
+  std::vector<double> transaction_arrivals_ms;  // the same transactions' arrival lateness (an upper bound)
   std::optional<double> median_delay_ms() const;
   // Adopted: once the host.id first appears, every later span in the window carries it.
   bool host_id_adopted() const { return since_adoption > 0 && since_adoption_with == since_adoption; }
