@@ -37,7 +37,7 @@ class DeferProbe final : public Probe {
     return {"DEFER-01", "DEFER-02", "DEFER-03", "DEFER-04", "DEFER-05", "DEFER-06", "DEFER-07"};
   }
   std::vector<std::string> sessions() const override {
-    return {kEnabledSession, kDisabledSession, kSmallQueueSession};
+    return {kEnabledSession, kDisabledSession, kSmallQueueSession, kUnsampledSession};
   }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
@@ -47,6 +47,7 @@ class DeferProbe final : public Probe {
     } else {
       for (auto& f : not_run({"DEFER-01", "DEFER-02", "DEFER-03", "DEFER-05"})) out.push_back(f);
     }
+    if (const Session* u = sessions.find(kUnsampledSession)) merge_unsampled(judge_unsampled(*u), out);
     if (const Session* s = sessions.find(kDisabledSession))
       out.push_back(judge_disabled(*s));
     else
@@ -224,6 +225,68 @@ class DeferProbe final : public Probe {
                                                                            " late ones within the baseline: " +
                                                                            baseline.describe() + ")"
                                                                      : std::string())));
+  }
+
+  // DEFER-05, unsampled transactions. They are never exported, so their own
+  // timing is invisible; their effect on the queue is not: with BUFFER_SIZE=8
+  // and a 4 s delay the queue's contents freeze, and must be 8 sampled
+  // transactions (held past the stop), however many unsampled ones ended.
+  static Finding judge_unsampled(const Session& s) {
+    const auto* records = s.records();
+    auto regs = s.registrations();
+    if (!records || regs.empty()) return not_applicable("DEFER-05", "");
+    std::size_t unsampled = 0;
+    for (const auto& t : records->transactions()) unsampled += !t.sampled();
+    if (!unsampled)
+      return not_applicable("DEFER-05", "its unsampled half cannot be observed: the agent published no unsampled "
+                                        "transaction with OTEL_TRACES_SAMPLER=traceidratio 0.5");
+    SpanIndex spans(s.receiver().spans());
+    auto stopped = s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+    auto taken = regs.front().effective_from();
+    std::size_t held = 0, prompt = 0;
+    for (const auto* t : spans.transactions()) {
+      if (!spans.sampled(*t)) continue;
+      double h = spans.held_at_least_ms(*t);
+      if (h >= 2000) ++held;
+      else if (SpanIndex::end_time(*t) > taken + kMargin && h < 1500 && t->received_at_system < stopped) ++prompt;
+    }
+    const auto size = scenario::kUnsampledQueueSize;
+    if (!prompt || held > size)
+      return not_applicable("DEFER-05", "its unsampled half: the queue of " + std::to_string(size) +
+                                        " did not fill with the BUFFER_SIZE given (" + std::to_string(held) +
+                                        " held, " + std::to_string(prompt) + " passed at once; see CONF-05)");
+    if (held < size)
+      return violated("DEFER-05", "only " + std::to_string(held) + " of the " + std::to_string(size) +
+                                      " places of a full queue held sampled transactions (" + std::to_string(prompt) +
+                                      " passed it at once, " + std::to_string(unsampled) +
+                                      " unsampled transactions seen in the records): unsampled transactions were queued",
+                      {text_evidence("sampled transactions held past a 4 s delay, queue of " + std::to_string(size),
+                                     std::to_string(size), std::to_string(held))});
+    return met("DEFER-05", held, "unsampled transactions left the queue to sampled ones (" + std::to_string(held) +
+                                     " of " + std::to_string(size) + " places held by sampled transactions, " +
+                                     std::to_string(unsampled) + " unsampled seen)" + spans.flags_note());
+  }
+
+  // The children's finding and the unsampled half's, as one DEFER-05.
+  static void merge_unsampled(Finding unsampled, std::vector<Finding>& out) {
+    auto it = std::find_if(out.begin(), out.end(), [](const Finding& f) { return f.requirement == "DEFER-05"; });
+    if (it == out.end()) {
+      out.push_back(std::move(unsampled));
+      return;
+    }
+    Finding& children = *it;
+    if (unsampled.outcome == Finding::Outcome::Violated || children.outcome == Finding::Outcome::NotApplicable) {
+      if (unsampled.outcome != Finding::Outcome::NotApplicable || !unsampled.reason.empty()) children = unsampled;
+      return;
+    }
+    if (children.outcome == Finding::Outcome::Met) {
+      if (unsampled.outcome == Finding::Outcome::Met) {
+        children.evidence_count += unsampled.evidence_count;
+        children.reason += "; " + unsampled.reason;
+      } else if (!unsampled.reason.empty()) {
+        children.reason += " (" + unsampled.reason + ")";
+      }
+    }
   }
 
   // DEFER-04: with the feature off, transactions are handed over as soon as

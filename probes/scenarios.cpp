@@ -333,6 +333,18 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
   return Ok{};
 }
 
+// DEFER-05's unsampled half: a long delay freezes the queue's contents; they
+// must be the sampled transactions only.
+Status run_unsampled(Session& s, const ScenarioOptions& o) {
+  s.wait_for_records(1500ms);
+  s.sleep(scaled(o, 300ms));
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+                                   unique_host_id("tracecorr-host-unsampled")),
+                      "DEFER-05");
+  s.sleep(scaled(o, 2500ms));
+  return Ok{};
+}
+
 Status run_own_host_id(Session& s, const ScenarioOptions& o) {
   s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
   if (s.can_send()) {
@@ -353,7 +365,7 @@ Personality parse_personality(const std::string& name) {
 }
 
 std::vector<std::string> all_session_names() {
-  return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession};
+  return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession, kUnsampledSession};
 }
 
 SessionSettings session_settings(const std::string& name) {
@@ -366,6 +378,12 @@ SessionSettings session_settings(const std::string& name) {
   }
   if (name == kAutoSession) s.env[enabled] = "auto";
   if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
+  if (name == kUnsampledSession) {
+    s.env[enabled] = "true";
+    s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
+    s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
+    s.env["OTEL_TRACES_SAMPLER_ARG"] = "0.5";
+  }
   if (name == kOwnHostIdSession) {
     s.unset_env.push_back(enabled);
     s.env["OTEL_RESOURCE_ATTRIBUTES"] = std::string("host.id=") + scenario::kOwnHostId;
@@ -400,6 +418,7 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
   if (name == kAutoSession) st = run_auto(session, options);
   if (name == kSmallQueueSession) st = run_small_queue(session, options);
   if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
+  if (name == kUnsampledSession) st = run_unsampled(session, options);
   if (st) await_next_export(session);
   return st;
 }
