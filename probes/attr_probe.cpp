@@ -30,8 +30,8 @@ class AttrProbe final : public Probe {
     std::map<std::pair<TraceId, SpanId>, std::chrono::system_clock::time_point> targeted;
     for (const auto& m : sent)
       if (m.transaction && m.expected_count && *m.expected_count > 0) {
-        auto [it, inserted] = targeted.try_emplace(*m.transaction, m.at_system);
-        it->second = std::min(it->second, m.at_system);
+        auto [it, inserted] = targeted.try_emplace(*m.transaction, read_by(m));
+        it->second = std::min(it->second, read_by(m));
       }
 
     std::vector<Finding> out;
@@ -44,7 +44,7 @@ class AttrProbe final : public Probe {
         if (!t) continue;
         if (t->attribute(spec::kAttributeName)) {
           ++exported, ++with;
-        } else if (arrived_before_settled(*t, first_sent)) {
+        } else if (forwarded_before_taken_up(spans, *t, first_sent)) {
           ++early;  // forwarded before the agent could have read the first message
         } else {
           ++exported;
@@ -55,7 +55,7 @@ class AttrProbe final : public Probe {
       if (!exported)
         out.push_back(not_applicable("ATTR-01", "none of the transactions correlations were sent for was exported" + also));
       else if (with == exported)
-        out.push_back(met("ATTR-01", std::to_string(with) + " correlated transactions carry the attribute" + also));
+        out.push_back(met("ATTR-01", with, std::to_string(with) + " correlated transactions carry the attribute" + also));
       else
         out.push_back(violated("ATTR-01", std::to_string(exported - with) + " of " + std::to_string(exported) +
                                               " correlated transactions lack " + std::string(spec::kAttributeName) + also,
@@ -81,10 +81,10 @@ class AttrProbe final : public Probe {
     }
     std::string none = "no exported span carried the attribute";
     out.push_back(type_bad ? *type_bad
-                           : carrying ? met("ATTR-02", std::to_string(carrying) + " attributes, all string arrays")
+                           : carrying ? met("ATTR-02", carrying, std::to_string(carrying) + " attributes, all string arrays")
                                       : not_applicable("ATTR-02", none));
     out.push_back(encoding_bad ? *encoding_bad
-                               : carrying ? met("ATTR-03", "every element is canonical unpadded base64url of 16 bytes")
+                               : carrying ? met("ATTR-03", carrying, "every element is canonical unpadded base64url of 16 bytes")
                                           : not_applicable("ATTR-03", none));
     // ATTR-04: exact multisets, for the correlation traffic.
     if (type_bad) {
@@ -99,13 +99,13 @@ class AttrProbe final : public Probe {
                                               std::to_string(check.checked) + " stack ids appear a wrong number of times",
                                ev));
       } else if (check.checked) {
-        out.push_back(met("ATTR-04", std::to_string(check.checked) + " (transaction, stack id) counts exactly as sent"));
+        out.push_back(met("ATTR-04", check.checked, std::to_string(check.checked) + " (transaction, stack id) counts exactly as sent"));
       } else {
         out.push_back(not_applicable("ATTR-04", "no correlated transaction was exported"));
       }
     }
     out.push_back(placement_bad ? *placement_bad
-                                : carrying ? met("ATTR-05", "only transactions carry the attribute")
+                                : carrying ? met("ATTR-05", carrying, std::to_string(carrying) + " spans carry the attribute, all transactions")
                                            : not_applicable("ATTR-05", none));
     return out;
   }

@@ -9,18 +9,65 @@ namespace tracecorr::conform {
 namespace {
 
 constexpr auto kMargin = std::chrono::milliseconds(150);
-constexpr double kDeferredMs = 400;  // above: held back (the delays used are >= 300 ms + batching)
+// The shortest delay these sessions register (or the default, 1000 ms): a
+// median hold of half of it or more is deferral.
+constexpr double kDeferredMs = scenario::kFirstDelayMs / 2.0;
 
-// Median export delay of sampled transactions that ended before `until`.
-std::optional<double> median_delay_before(const SpanIndex& spans, std::chrono::system_clock::time_point until) {
+// Median hold (export order, SpanIndex::held_at_least_ms) of sampled
+// transactions that ended in [from, until).
+// With the child spans that ended in the same interval as the baseline: they
+// are never deferred, so when they look held as long, the machine (a starved
+// process) and not the agent's deferral is what the hold measures.
+struct Holds {
+  std::size_t n = 0;
+  double median = 0;
+  TimingBaseline children;
+  bool deferred() const { return n && median >= kDeferredMs; }
+  // The children explain the hold: too noisy to call it deferral.
+  bool noisy() const { return children.size() && children.quantile(0.9) >= kDeferredMs / 2; }
+  std::string figures() const {
+    return "transactions held " + ms(median) + " (median of " + std::to_string(n) + "); child spans of the same "
+           "interval: " + children.describe();
+  }
+};
+Holds holds_between(const SpanIndex& spans, std::chrono::system_clock::time_point from,
+                    std::chrono::system_clock::time_point until) {
   std::vector<double> d;
-  for (const auto* t : spans.transactions())
-    if (t->sampled() && SpanIndex::end_time(*t) + kMargin < until) d.push_back(SpanIndex::export_delay_ms(*t));
-  if (d.empty()) return std::nullopt;
+  Holds h;
+  for (const auto& sp : spans.spans()) {
+    auto end = SpanIndex::end_time(sp);
+    if (end < from || end + kMargin >= until) continue;
+    if (!spans.is_transaction(sp)) {
+      h.children.held_ms.push_back(spans.held_at_least_ms(sp));
+      h.children.arrival_ms.push_back(SpanIndex::export_delay_ms(sp));
+    } else if (spans.sampled(sp)) {
+      d.push_back(spans.held_at_least_ms(sp));
+    }
+  }
+  h.n = d.size();
+  if (d.empty()) return h;
   std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
-  return d[d.size() / 2];
+  h.median = d[d.size() / 2];
+  return h;
+}
+// A deferral that the session's own baseline cannot explain is a violation;
+// one it can is an error naming the figures.
+std::optional<Finding> judge_deferred(const std::string& id, const Holds& h, const std::string& what) {
+  if (!h.deferred()) return std::nullopt;
+  if (h.noisy()) return kit_error(id, what + ", but never-deferred spans were held about as long: too noisy to tell (" +
+                                          h.figures() + ")");
+  return violated(id, what + " (" + h.figures() + ")");
+}
+Holds holds_before(const SpanIndex& spans, std::chrono::system_clock::time_point until) {
+  return holds_between(spans, std::chrono::system_clock::time_point::min(), until);
 }
 
+std::chrono::system_clock::time_point until_stop(const Session& s) {
+  return s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+}
+
+// Correlations sent for `id` that must be ignored; the result's count is the
+// (transaction, stack id) pairs judged.
 Finding expect_ignored(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& when) {
   // The mismatches point into `sent`: it must outlive the evidence built from them.
   auto sent = s.sent_messages();
@@ -29,7 +76,7 @@ Finding expect_ignored(const std::string& id, const Session& s, const SpanIndex&
   });
   if (!check.mismatches.empty())
     return violated(id, "correlations sent " + when + " were attached", {mismatch_evidence(check.mismatches.front())});
-  return met(id, "");
+  return met(id, check.checked, std::to_string(check.checked) + " (transaction, stack id) pairs ignored");
 }
 
 class ConfProbe final : public Probe {
@@ -60,11 +107,12 @@ class ConfProbe final : public Probe {
     SpanIndex spans(off->receiver().spans());
     auto ignored = expect_ignored("CONF-01", *off, spans, "with ENABLED=false");
     if (ignored.outcome == Finding::Outcome::Violated) return ignored;
-    auto d = median_delay_before(spans, std::chrono::system_clock::time_point::max());
-    if (d && *d >= kDeferredMs)
-      return violated("CONF-01", "with ENABLED=false transactions were still deferred (median " + ms(*d) + ")");
-    return met("CONF-01", "ENABLED=false: nothing correlated" +
-                              std::string(off->storage() ? "" : " (no socket opened)") + ", nothing deferred");
+    auto d = holds_before(spans, until_stop(*off));
+    if (auto bad = judge_deferred("CONF-01", d, "with ENABLED=false transactions were still deferred")) return *bad;
+    return met("CONF-01", ignored.evidence_count + d.n,
+               "ENABLED=false: " + ignored.reason + (off->storage() ? "" : " (no socket opened)") +
+                   ", nothing deferred (median hold " + ms(d.median) + " over " + std::to_string(d.n) +
+                   " transactions)");
   }
 
   static Finding judge_auto(const SessionSet& sessions, bool* supported) {
@@ -77,9 +125,36 @@ class ConfProbe final : public Probe {
     auto first = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
     auto ignored = expect_ignored("CONF-02", *s, spans, "before any registration in auto mode");
     if (ignored.outcome == Finding::Outcome::Violated) return ignored;
-    auto d = median_delay_before(spans, first);
-    if (d && *d >= kDeferredMs)
-      return violated("CONF-02", "in auto mode transactions were buffered before any registration (median delay " + ms(*d) + ")");
+    auto before = holds_before(spans, first);
+    if (auto bad = judge_deferred("CONF-02", before, "in auto mode transactions were buffered before any registration"))
+      return *bad;
+    if (regs.empty()) return not_applicable("CONF-02", "no registration could be sent in auto mode");
+    // After the agent took the registration up, auto mode must have started:
+    // transactions deferred by the registered delay, as the never-deferred
+    // ones before it (the baseline) were not.
+    auto taken = regs.front().effective_from();
+    auto delay = std::chrono::milliseconds(regs.front().message.samples_delay_ms);
+    auto after_hold = holds_between(spans, taken + kMargin, until_stop(*s) - delay);
+    auto baseline = baseline_of(*s, spans, false);
+    // The hold is a lower bound: "not deferred" is certain only for
+    // transactions that also arrived within kDeferredMs (their upper bound).
+    std::size_t arrived_at_once = 0;
+    for (const auto* t : spans.transactions())
+      if (spans.sampled(*t) && SpanIndex::end_time(*t) >= taken + kMargin &&
+          SpanIndex::end_time(*t) + kMargin < until_stop(*s) - delay && SpanIndex::export_delay_ms(*t) < kDeferredMs)
+        ++arrived_at_once;
+    if (after_hold.n >= 3 && after_hold.median < kDeferredMs && arrived_at_once * 2 < after_hold.n)
+      return kit_error("CONF-02", "after the registration transactions were held only " + ms(after_hold.median) +
+                                      " (median of " + std::to_string(after_hold.n) + ") by export order, but only " +
+                                      std::to_string(arrived_at_once) + " arrived within " + ms(kDeferredMs) +
+                                      ": cannot tell whether auto mode started (" + after_hold.figures() + ")");
+    if (after_hold.n >= 3 && after_hold.median < kDeferredMs)
+      return violated("CONF-02", "auto mode never started after the registration: " + std::to_string(after_hold.n) +
+                                     " transactions that ended after it was taken up were held only " +
+                                     ms(after_hold.median) + " (median), not " + std::to_string(delay.count()) + " ms",
+                      {text_evidence("median hold after the registration", "about " + std::to_string(delay.count()) + " ms",
+                                     ms(after_hold.median) + "; before it: " + ms(before.median) + " over " +
+                                         std::to_string(before.n) + " transactions; " + baseline.describe())});
     // After the registration, only transactions that ended once the agent had
     // surely processed it (kMargin) are judged: one that ended in between was
     // rightly exported at once, undeferred, before its correlations arrived.
@@ -87,12 +162,18 @@ class ConfProbe final : public Probe {
     auto after = check_counts(sent, spans, [&](const SentMessage& m) {
       if (m.requirement != "CONF-02" || !m.expected_count || *m.expected_count == 0 || !m.transaction) return false;
       const auto* t = spans.transaction(m.transaction->first, m.transaction->second);
-      return t && SpanIndex::end_time(*t) >= first + kMargin;
+      return t && SpanIndex::end_time(*t) >= taken + kMargin;
     });
     if (!after.mismatches.empty())
       return violated("CONF-02", "after the registration, auto mode did not correlate", {mismatch_evidence(after.mismatches.front())});
-    return met("CONF-02", "auto: idle until the registration, correlating after it (" + std::to_string(after.checked) +
-                              " (transaction, stack id) pairs judged after it)");
+    // Both halves need evidence: idle before (pairs ignored, transactions not
+    // held) and active after (pairs counted, transactions held).
+    std::size_t idle = ignored.evidence_count + before.n, active = after.checked + after_hold.n;
+    return met("CONF-02", std::min(idle, active),
+               "auto: idle until the registration (" + ignored.reason + ", median hold " + ms(before.median) + " over " +
+                   std::to_string(before.n) + " transactions), correlating after it (" + std::to_string(after.checked) +
+                   " (transaction, stack id) pairs judged, median hold " + ms(after_hold.median) + " over " +
+                   std::to_string(after_hold.n) + " transactions)");
   }
 
   static Finding judge_default(const SessionSet& sessions, bool auto_supported) {
@@ -101,14 +182,15 @@ class ConfProbe final : public Probe {
     SpanIndex spans(s->receiver().spans());
     if (!s->storage())
       return auto_supported ? violated("CONF-03", "auto is supported, but without the option the feature is off")
-                            : met("CONF-03", "without the option the feature is off (auto not supported)");
+                            : met("CONF-03", 1, "without the option the feature is off (auto not supported)");
     auto regs = s->registrations();
-    auto first = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
-    auto d = median_delay_before(spans, first);
-    if (d && *d >= kDeferredMs)
-      return violated("CONF-03", "without the option the agent defers before any registration (median " + ms(*d) +
-                                     "): the default is 'true', not 'auto' or 'false'");
-    return met("CONF-03", "without the option the agent behaves as 'auto'");
+    auto first = regs.empty() ? until_stop(*s) : regs.front().at_system;
+    auto d = holds_before(spans, first);
+    if (auto bad = judge_deferred("CONF-03", d, "without the option the agent defers before any registration: the "
+                                                "default is 'true', not 'auto' or 'false'"))
+      return *bad;
+    return met("CONF-03", d.n, "without the option the agent behaves as 'auto' (median hold " + ms(d.median) +
+                                   " over " + std::to_string(d.n) + " transactions before any registration)");
   }
 
   static Finding judge_socket_dir(const SessionSet& sessions) {
@@ -118,7 +200,7 @@ class ConfProbe final : public Probe {
     if (!st) return not_applicable("CONF-04", "no process storage (see PROC)");
     auto dir = std::filesystem::path(st->socket_file_path).parent_path();
     auto want = std::filesystem::path(s->socket_dir());
-    if (dir == want) return met("CONF-04", "the socket is in " + want.string());
+    if (dir == want) return met("CONF-04", 1, "the socket is in " + want.string());
     return violated("CONF-04", "the socket is not in the configured directory",
                     {text_evidence("socket-file-path", "in " + want.string(), st->socket_file_path)});
   }
@@ -135,13 +217,13 @@ class ConfProbe final : public Probe {
     auto stopped = s->stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
     std::size_t after = 0, prompt = 0;
     for (const auto* t : spans.transactions()) {
-      if (!t->sampled() || SpanIndex::end_time(*t) < regs.front().at_system + std::chrono::milliseconds(300)) continue;
+      if (!spans.sampled(*t) || SpanIndex::end_time(*t) < regs.front().effective_from() + std::chrono::milliseconds(300)) continue;
       ++after;
-      if (SpanIndex::export_delay_ms(*t) < 1500 && t->received_at_system < stopped) ++prompt;
+      if (spans.held_at_least_ms(*t) < 1500 && t->received_at_system < stopped) ++prompt;
     }
     if (prompt > 0)
-      return met("CONF-05", std::to_string(prompt) + " transactions passed a full queue of " +
-                                std::to_string(scenario::kSmallQueueSize) + " at once");
+      return met("CONF-05", prompt, std::to_string(prompt) + " transactions passed a full queue of " +
+                                std::to_string(scenario::kSmallQueueSize) + " at once" + spans.flags_note());
     return violated("CONF-05", "with BUFFER_SIZE=" + std::to_string(scenario::kSmallQueueSize) +
                                    " and a " + std::to_string(scenario::kLongDelayMs) +
                                    " ms delay no transaction was exported during the session: the size was not honoured");

@@ -27,7 +27,7 @@ Finding judge_symbol(const std::string& id, const std::optional<elf::Symbol>& sy
   bool ok = sym->defined() && sym->type == wanted_type && sym->binding == STB_GLOBAL &&
             sym->visibility == STV_DEFAULT && sym->size == spec::kPointerSize;
   auto actual = describe_symbol(*sym);
-  if (ok) return met(id, std::string(name) + ": " + actual);
+  if (ok) return met(id, 1, std::string(name) + ": " + actual);
   return violated(id, std::string(name) + " is exported as " + actual, {text_evidence(std::string(name), expected, actual)});
 }
 
@@ -49,7 +49,7 @@ class ElfProbe final : public Probe {
     const auto& lib = *s->library();
     std::vector<Finding> out;
     if (lib.name_matches)
-      out.push_back(met("ELF-01", lib.path + " matches the name pattern"));
+      out.push_back(met("ELF-01", 1, lib.path + " matches the name pattern"));
     else
       out.push_back(violated("ELF-01",
                              lib.path + " defines the protocol's symbols, but its name does not match, so profilers "
@@ -61,7 +61,7 @@ class ElfProbe final : public Probe {
     std::string relocs;
     for (const auto& r : access.relocations) relocs += (relocs.empty() ? "" : ", ") + r;
     if (access.dialect == elf::TlsDialect::Descriptor && !access.mixed)
-      out.push_back(met("ELF-04", "TLS descriptor relocation: " + relocs));
+      out.push_back(met("ELF-04", 1, "TLS descriptor relocation: " + relocs));
     else
       out.push_back(violated("ELF-04",
                              std::string("the TLS variable is accessed with the ") + elf::to_string(access.dialect) +

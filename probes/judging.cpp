@@ -1,5 +1,9 @@
 #include "judging.hpp"
 
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <cmath>
 #include <cstring>
 
 #include "probe.hpp"
@@ -8,8 +12,8 @@
 namespace tracecorr::conform {
 
 // ---- findings ---------------------------------------------------------------
-Finding met(std::string id, std::string reason, std::vector<Evidence> evidence) {
-  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence)};
+Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence), evidence_count};
 }
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence) {
   return {std::move(id), Finding::Outcome::Violated, std::move(reason), std::move(evidence)};
@@ -17,13 +21,78 @@ Finding violated(std::string id, std::string reason, std::vector<Evidence> evide
 Finding not_applicable(std::string id, std::string reason) {
   return {std::move(id), Finding::Outcome::NotApplicable, std::move(reason), {}};
 }
-Finding kit_error(std::string id, std::string reason) {
-  return {std::move(id), Finding::Outcome::KitError, std::move(reason), {}};
+Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::KitError, std::move(reason), std::move(evidence)};
 }
 
 // ---- spans ------------------------------------------------------------------
 SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
-  for (std::size_t i = 0; i < spans_.size(); ++i) by_id_.try_emplace(spans_[i].span_id, i);
+  flags_absent_ = !spans_.empty() && std::none_of(spans_.begin(), spans_.end(), [](const otlp::ReceivedSpan& s) {
+    return (s.flags & 0xFF) != 0;
+  });
+  // spans_ is in arrival order, and within one export in the exporter's order.
+  // The witnesses are the kHoldWitnesses latest ends seen so far: one span
+  // with a wrong end (a clock step, a bogus exporter) cannot make every later
+  // span look held.
+  std::array<std::uint64_t, kHoldWitnesses> latest{};  // descending
+  held_ms_.reserve(spans_.size());
+  for (std::size_t i = 0; i < spans_.size(); ++i) {
+    by_id_.try_emplace(spans_[i].span_id, i);
+    auto end = spans_[i].end_unix_nano;
+    if (end > latest.back()) {
+      latest.back() = end;
+      std::sort(latest.begin(), latest.end(), std::greater<>());
+    }
+    held_ms_.push_back(latest.back() > end ? static_cast<double>(latest.back() - end) / 1e6 : 0.0);
+  }
+}
+
+double SpanIndex::held_at_least_ms(const otlp::ReceivedSpan& s) const {
+  if (spans_.empty() || &s < spans_.data() || &s >= spans_.data() + spans_.size()) return 0;
+  return held_ms_[static_cast<std::size_t>(&s - spans_.data())];
+}
+
+namespace {
+double quantile_of(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  auto k = std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+}  // namespace
+
+double TimingBaseline::quantile(double q) const { return quantile_of(held_ms, q); }
+double TimingBaseline::arrival_quantile(double q) const { return quantile_of(arrival_ms, q); }
+
+double TimingBaseline::share_at_least(double ms) const {
+  if (held_ms.empty()) return 0;
+  auto n = std::count_if(held_ms.begin(), held_ms.end(), [&](double h) { return h >= ms; });
+  return static_cast<double>(n) / static_cast<double>(held_ms.size());
+}
+
+std::string TimingBaseline::describe() const {
+  std::string out;
+  if (held_ms.empty()) out = "no never-deferred span to measure a baseline";
+  else
+    out = "never-deferred spans held p50 " + ms(quantile(0.5)) + ", p95 " + ms(quantile(0.95)) + ", max " +
+          ms(*std::max_element(held_ms.begin(), held_ms.end())) + " (n=" + std::to_string(held_ms.size()) +
+          "), arrived p10 " + ms(arrival_quantile(0.1)) + ", p50 " + ms(arrival_quantile(0.5)) + ", p90 " +
+          ms(arrival_quantile(0.9)) + " after their end";
+  if (run_queue) out += "; " + run_queue->describe();
+  return out;
+}
+
+TimingBaseline baseline_of(const Session& s, const SpanIndex& spans, bool all) {
+  TimingBaseline b;
+  b.run_queue = s.run_queue_wait();
+  auto stop = s.stop_requested_at();
+  for (const auto& sp : spans.spans()) {
+    if (!all && spans.is_transaction(sp)) continue;
+    if (stop && sp.received_at_system >= *stop) continue;  // the shutdown's flush
+    b.held_ms.push_back(spans.held_at_least_ms(sp));
+    b.arrival_ms.push_back(SpanIndex::export_delay_ms(sp));
+  }
+  return b;
 }
 
 const otlp::ReceivedSpan* SpanIndex::find(const SpanId& id) const {
@@ -240,28 +309,47 @@ namespace tracecorr::conform {
 
 CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& spans,
                         const std::function<bool(const SentMessage&)>& which) {
-  using Key = std::pair<std::pair<TraceId, SpanId>, StackTraceId>;
+  using Txn = std::pair<TraceId, SpanId>;
+  using Key = std::pair<Txn, StackTraceId>;
   struct Expectation {
     unsigned total = 0;
     bool any = false;      // some message says "either": no exact total
     bool selected = false;
     const SentMessage* first = nullptr;
-    std::chrono::system_clock::time_point last_sent{};
+    std::chrono::system_clock::time_point last_read_by{};
+    std::vector<std::pair<std::chrono::system_clock::time_point, unsigned>> messages;  // (sent, count)
   };
   std::map<Key, Expectation> expected;
   for (const auto& m : sent) {
     if (!m.transaction || !m.stack_trace_id) continue;
     auto& e = expected[{*m.transaction, *m.stack_trace_id}];
     if (!e.first) e.first = &m;
-    e.last_sent = std::max(e.last_sent, m.at_system);
+    e.last_read_by = std::max(e.last_read_by, read_by(m));
+    e.messages.emplace_back(m.at_system, m.expected_count.value_or(0));
     if (m.expected_count)
       e.total += *m.expected_count;
     else
       e.any = true;
     if (which(m)) e.selected = true;
   }
+  std::map<Txn, AttributeIds> attributes;
+  auto attribute_of = [&](const Txn& t, const otlp::ReceivedSpan& span) -> const AttributeIds& {
+    auto [it, inserted] = attributes.try_emplace(t);
+    if (inserted) it->second = attribute_ids(span);
+    return it->second;
+  };
+  // Read witnesses: an agent reads its socket in order, so a stack id carried
+  // by one message only and present in the attribute proves that everything
+  // sent before that message was read before the transaction left.
+  std::map<Txn, std::chrono::system_clock::time_point> read_up_to;
+  for (const auto& [key, e] : expected) {
+    if (e.messages.size() != 1 || e.any) continue;
+    const auto* txn = spans.transaction(key.first.first, key.first.second);
+    if (!txn || !attribute_of(key.first, *txn).counts.count(key.second)) continue;
+    auto& w = read_up_to[key.first];
+    w = std::max(w, e.messages.front().first);
+  }
   CountCheck out;
-  std::map<std::pair<TraceId, SpanId>, AttributeIds> attributes;
   for (const auto& [key, e] : expected) {
     if (!e.selected || e.any) continue;
     const auto* txn = spans.transaction(key.first.first, key.first.second);
@@ -269,18 +357,20 @@ CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& s
       ++out.unexported;
       continue;
     }
-    auto [it, inserted] = attributes.try_emplace(key.first);
-    if (inserted) it->second = attribute_ids(*txn);
-    const auto& ids = it->second;
+    const auto& ids = attribute_of(key.first, *txn);
     ++out.checked;
     unsigned actual = 0;
     if (auto c = ids.counts.find(key.second); c != ids.counts.end()) actual = c->second;
     if (actual == e.total) continue;
-    // Too few, for a transaction that reached tracecorr within kSettleTime of
-    // the last message naming it: the agent may have forwarded it before it
-    // could read the message (a loaded machine, a send that waited for room in
-    // the socket queue). Not evidence either way. Too many is always wrong.
-    if (actual < e.total && arrived_before_settled(*txn, e.last_sent)) {
+    // Too few: the messages proven read (sent no later than a witness) must
+    // all count; beyond them, a transaction the agent may have handed over
+    // before it read the last message naming it (a loaded machine, a slow
+    // poller) is not evidence either way. Too many is always wrong.
+    unsigned proven = 0;
+    if (auto w = read_up_to.find(key.first); w != read_up_to.end())
+      for (const auto& [at, count] : e.messages)
+        if (at <= w->second) proven += count;
+    if (actual < e.total && actual >= proven && forwarded_before_taken_up(spans, *txn, e.last_read_by)) {
       ++out.unexported;
       continue;
     }
@@ -325,10 +415,15 @@ std::string host_id_of(const otlp::ReceivedSpan& s) {
 std::vector<RegistrationWindow> registration_windows(const Session& s, std::chrono::milliseconds margin) {
   auto regs = s.registrations();
   auto boundary = s.timing_boundary().value_or(std::chrono::system_clock::time_point::max());
+  if (auto stop = s.stop_requested_at()) boundary = std::min(boundary, *stop);
   std::vector<RegistrationWindow> out;
+  std::uint32_t previous = static_cast<std::uint32_t>(spec::kDefaultDelayMs);
   for (std::size_t i = 0; i < regs.size(); ++i) {
-    if (!regs[i].judged || !regs[i].sent) continue;
-    RegistrationWindow w{regs[i], regs[i].at_system + margin, boundary, margin};
+    if (!regs[i].sent) continue;
+    std::uint32_t before = previous;
+    previous = regs[i].message.samples_delay_ms;
+    if (!regs[i].judged) continue;
+    RegistrationWindow w{regs[i], before, regs[i].effective_from() + margin, boundary, margin};
     if (i + 1 < regs.size()) w.next = std::min(w.next, regs[i + 1].at_system);
     if (w.next > w.from + margin) out.push_back(std::move(w));
   }
@@ -342,31 +437,57 @@ std::optional<double> RegistrationEffect::median_delay_ms() const {
   return d[d.size() / 2];
 }
 
-bool RegistrationEffect::delay_applied(std::uint32_t delay_ms) const {
+std::optional<bool> RegistrationEffect::delay_applied() const {
   auto m = median_delay_ms();
-  return m && *m >= delay_ms - 60.0 && *m <= delay_ms + 500.0;
+  if (!m || delay_ms == previous_delay_ms) return std::nullopt;
+  double want = delay_ms, before = previous_delay_ms;
+  bool near = *m >= want - 100.0 && *m <= want + 600.0;
+  if (near && std::abs(*m - want) < std::abs(*m - before)) return true;
+  // Holds are lower bounds: "held too short for the new, longer delay" is
+  // certain only when the arrivals (upper bounds) say so too.
+  if (want > before && !transaction_arrivals_ms.empty()) {
+    auto a = transaction_arrivals_ms;
+    std::nth_element(a.begin(), a.begin() + static_cast<long>(a.size() / 2), a.end());
+    if (std::abs(a[a.size() / 2] - want) < std::abs(a[a.size() / 2] - before)) return std::nullopt;
+  }
+  return false;
 }
 
 std::string RegistrationEffect::describe() const {
   auto m = median_delay_ms();
-  return std::to_string(with_host_id) + " of " + std::to_string(spans) + " spans carried its host.id; " +
-         (m ? "median transaction export delay " + ms(*m) + " over " + std::to_string(transaction_delays_ms.size()) +
-                  " transactions"
-            : "no transaction ended in its window");
+  return std::to_string(with_host_id) + " of " + std::to_string(spans) + " spans carried its host.id (" +
+         std::to_string(since_adoption_with) + " of " + std::to_string(since_adoption) +
+         " from the first that did); " +
+         (m ? "median transaction hold " + ms(*m) + " over " + std::to_string(transaction_delays_ms.size()) +
+                  " transactions (registered " + std::to_string(delay_ms) + " ms, before it " +
+                  std::to_string(previous_delay_ms) + " ms)"
+            : "no transaction ended in its window long enough before the next registration");
 }
 
 RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans) {
   RegistrationEffect e;
-  auto delay = std::chrono::milliseconds(w.registration.message.samples_delay_ms);
+  e.delay_ms = w.registration.message.samples_delay_ms;
+  e.previous_delay_ms = w.previous_delay_ms;
+  // Judged: transactions due before the next registration under either delay,
+  // so the next one cannot have released them early.
+  auto longest = std::chrono::milliseconds(std::max(e.delay_ms, e.previous_delay_ms));
   for (const auto& s : spans.spans()) {
     // host.id is a resource attribute: what counts is when the span was exported.
     if (s.received_at_system >= w.from && s.received_at_system + w.margin <= w.next) {
       ++e.spans;
-      if (host_id_of(s) == w.registration.message.host_id) ++e.with_host_id;
+      bool carries = host_id_of(s) == w.registration.message.host_id;
+      if (carries) ++e.with_host_id;
+      if (carries || e.since_adoption) {
+        ++e.since_adoption;
+        if (carries) ++e.since_adoption_with;
+      }
     }
     auto end = SpanIndex::end_time(s);
-    if (spans.is_transaction(s) && s.sampled() && end >= w.from && end + delay + w.margin <= w.next)
-      e.transaction_delays_ms.push_back(SpanIndex::export_delay_ms(s));
+    if (spans.is_transaction(s) && spans.sampled(s) && end >= w.from && end + longest + w.margin <= w.next)
+    {
+      e.transaction_delays_ms.push_back(spans.held_at_least_ms(s));
+      e.transaction_arrivals_ms.push_back(SpanIndex::export_delay_ms(s));
+    }
   }
   return e;
 }

@@ -22,6 +22,15 @@ class SpanIndex {
   explicit SpanIndex(std::vector<otlp::ReceivedSpan> spans);
 
   const std::vector<otlp::ReceivedSpan>& spans() const { return spans_; }
+  // Whether a span was sampled. OTLP's flags field is optional; when no span
+  // of the session carries any trace flag the exporter omits the field, and
+  // an exported span counts as sampled (OTel exports only sampled spans).
+  // Judges name this assumption (flags_note()) instead of guessing silently.
+  bool sampled(const otlp::ReceivedSpan& s) const { return flags_absent_ || s.sampled(); }
+  bool flags_absent() const { return flags_absent_; }
+  std::string flags_note() const {
+    return flags_absent_ ? " (the exporter sends no span flags: every exported span taken as sampled)" : "";
+  }
   const otlp::ReceivedSpan* find(const SpanId& id) const;
   // A transaction is a local root: no parent, or a parent this agent did not
   // export (a remote parent).
@@ -30,12 +39,47 @@ class SpanIndex {
   std::vector<const otlp::ReceivedSpan*> transactions() const;
   // Arrival minus end, in ms (negative when the agent's clock ran ahead).
   static double export_delay_ms(const otlp::ReceivedSpan& s);
+  // How long the agent held `s` at least, judged by export order: an exporter
+  // sends spans in the order the agent handed them over (a FIFO batch queue,
+  // whatever its batch period), so every span received before `s` was handed
+  // over before it, and had ended by then. The latest end among them minus
+  // s's end is a lower bound on s's hold time that export batching, the
+  // network and tracecorr's own scheduling cannot inflate. Never negative.
+  // (Precisely: the kHoldWitnesses-th latest end among them, so that a few
+  // spans with wrong end times cannot make others look held.)
+  double held_at_least_ms(const otlp::ReceivedSpan& s) const;
+  static constexpr std::size_t kHoldWitnesses = 3;
   static std::chrono::system_clock::time_point end_time(const otlp::ReceivedSpan& s);
 
  private:
   std::vector<otlp::ReceivedSpan> spans_;
   std::map<SpanId, std::size_t> by_id_;
+  std::vector<double> held_ms_;  // held_at_least_ms, by position
+  bool flags_absent_ = false;
 };
+
+// The same-session baseline for timing judges: how long spans that are never
+// deferred (child spans; everything with the feature off) were held by the
+// export-order measure, and how long the target's threads waited to run.
+// A judge calls the run too noisy to tell when the baseline's p95 reaches
+// half the smallest hold it must tell apart.
+struct TimingBaseline {
+  std::vector<double> held_ms;             // of never-deferred spans
+  // Their arrival lateness (SpanIndex::export_delay_ms): what the exporter's
+  // batching and the transport add. Only this can show a delay applied to
+  // every span alike, which export order cannot.
+  std::vector<double> arrival_ms;
+  std::optional<RunQueueWait> run_queue;   // of the session judged
+  std::size_t size() const { return held_ms.size(); }
+  double quantile(double q) const;         // of held_ms; 0 when empty
+  double arrival_quantile(double q) const; // of arrival_ms; 0 when empty
+  // Share of baseline spans held at least `ms`.
+  double share_at_least(double ms) const;
+  bool too_noisy_for(double hold_ms) const { return !held_ms.empty() && quantile(0.95) >= hold_ms / 2; }
+  std::string describe() const;  // "never-deferred spans held p50 2 ms, p95 9 ms, max 40 ms (n=212); <run queue>"
+};
+// Never-deferred spans of a session: its child spans, and with `all` every span.
+TimingBaseline baseline_of(const Session& s, const SpanIndex& spans, bool all);
 
 // The ids carried by the correlation attribute of a span, decoded to bytes.
 // nullopt when the attribute is missing; `problems` lists what is malformed.
@@ -79,11 +123,21 @@ struct CountMismatch {
 // How long an agent may take to read a correlation from its socket before a
 // transaction it forwarded meanwhile counts as forwarded without it.
 inline constexpr std::chrono::milliseconds kSettleTime{150};
-// True when the span reached tracecorr within kSettleTime of `sent`: the agent
-// may have forwarded it before it could read that message, so a missing
-// stack id is not evidence either way.
-inline bool arrived_before_settled(const otlp::ReceivedSpan& span, std::chrono::system_clock::time_point sent) {
-  return span.received_at_system < sent + kSettleTime;
+// When the agent had read message `m` at the latest: measured (the socket's
+// queue seen empty after it, Session::taken_up_by), else sent + kSettleTime.
+inline std::chrono::system_clock::time_point read_by(const SentMessage& m) {
+  return m.taken_up_by.value_or(m.at_system + kSettleTime);
+}
+// True when the agent may have handed `span` to its exporter before it read a
+// message it took up by `taken_up`: then a missing stack id is not evidence
+// either way. The hand-over is bounded below by export order (end + held),
+// and above by the arrival; only a lower bound past the take-up (plus a
+// little for the agent to apply what it read) proves "after".
+inline bool forwarded_before_taken_up(const SpanIndex& spans, const otlp::ReceivedSpan& span,
+                                      std::chrono::system_clock::time_point taken_up) {
+  auto handed_over_after = SpanIndex::end_time(span) + std::chrono::microseconds(static_cast<long long>(
+                                                           spans.held_at_least_ms(span) * 1000.0));
+  return handed_over_after < taken_up + std::chrono::milliseconds(20);
 }
 struct CountCheck {
   std::size_t checked = 0;     // (transaction, id) pairs judged
@@ -105,7 +159,8 @@ namespace tracecorr::conform {
 // Spans that ended while one registration was the latest the agent had.
 struct RegistrationWindow {
   SentRegistration registration;
-  std::chrono::system_clock::time_point from;  // the registration + margin
+  std::uint32_t previous_delay_ms = 0;         // the delay in force before it
+  std::chrono::system_clock::time_point from;  // taken up (or sent) + margin
   std::chrono::system_clock::time_point next;  // the next registration (any kind) or the timing boundary
   std::chrono::milliseconds margin{0};
 };
@@ -116,13 +171,22 @@ std::vector<RegistrationWindow> registration_windows(const Session& s, std::chro
 struct RegistrationEffect {
   std::size_t spans = 0;              // spans that arrived in the window
   std::size_t with_host_id = 0;       // ... whose resource host.id is the registration's
+  // Spans from the first that carried the host.id on (the agent's own take-up
+  // of a registration can lag the socket's: it may apply it at its next poll),
+  // and how many of those carried it.
+  std::size_t since_adoption = 0, since_adoption_with = 0;
+  std::uint32_t delay_ms = 0, previous_delay_ms = 0;
   // Export delays of sampled transactions that ended in the window and were
   // due (end + delay) before the next registration could release them early.
   std::vector<double> transaction_delays_ms;
+  std::vector<double> transaction_arrivals_ms;  // the same transactions' arrival lateness (an upper bound)
   std::optional<double> median_delay_ms() const;
-  bool host_id_adopted() const { return spans > 0 && with_host_id == spans; }
-  bool delay_applied(std::uint32_t delay_ms) const;
-  bool took_effect(std::uint32_t delay_ms) const { return host_id_adopted() || delay_applied(delay_ms); }
+  // Adopted: once the host.id first appears, every later span in the window carries it.
+  bool host_id_adopted() const { return since_adoption > 0 && since_adoption_with == since_adoption; }
+  // The median hold is nearer the registration's delay than the one in force
+  // before it, within the DEFER-02 tolerance. nullopt: no transaction judged,
+  // or the two delays are equal (the hold cannot tell them apart).
+  std::optional<bool> delay_applied() const;
   std::string describe() const;
 };
 RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans);

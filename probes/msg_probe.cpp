@@ -2,6 +2,8 @@
 // both minor versions, a profiler restart, every truncation, unknown types,
 // trailing bytes and boundary values. The message battery (scenarios.cpp)
 // gives every message its own stack id, so each verdict points at one datagram.
+#include <algorithm>
+
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
@@ -22,11 +24,24 @@ Evidence registration_evidence(const RegistrationWindow& w, const RegistrationEf
                           e.describe());
 }
 
-// nullopt: no span ended in the window, nothing to conclude.
-std::optional<bool> took_effect(const RegistrationWindow& w, const SpanIndex& spans, RegistrationEffect* effect) {
+// Whether the agent applied a registration: its host.id adopted, or the
+// transactions in its window held for its delay rather than the previous one.
+// Without either, a host.id not adopted counts against it only for an agent
+// seen adopting some registration's host.id in the same session (one that
+// ignores host.id altogether is HOST-01's business, not this one's).
+// nullopt: nothing in its window to conclude from.
+std::optional<bool> took_effect(const RegistrationWindow& w, const SpanIndex& spans, bool adopts_host_ids,
+                                RegistrationEffect* effect) {
   *effect = effect_of(w, spans);
-  if (effect->spans == 0) return std::nullopt;
-  return effect->took_effect(w.registration.message.samples_delay_ms);
+  if (effect->host_id_adopted()) return true;
+  if (auto applied = effect->delay_applied()) return *applied;
+  if (adopts_host_ids && effect->spans > 0) return false;
+  return std::nullopt;
+}
+
+bool adopts_host_ids(const std::vector<RegistrationWindow>& windows, const SpanIndex& spans) {
+  return std::any_of(windows.begin(), windows.end(),
+                     [&](const RegistrationWindow& w) { return effect_of(w, spans).host_id_adopted(); });
 }
 
 Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& what) {
@@ -42,7 +57,7 @@ Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& s
   if (!check.checked)
     return not_applicable(id, check.unexported ? "the transactions the messages named were never exported"
                                                : "no messages could be sent (no socket or no live transaction)");
-  return met(id, std::to_string(check.checked) + " " + what + " counted exactly as required");
+  return met(id, check.checked, std::to_string(check.checked) + " " + what + " counted exactly as required");
 }
 
 bool died_during(const Session& s, std::string* how) {
@@ -69,7 +84,7 @@ class MsgProbe final : public Probe {
     SpanIndex spans(s->receiver().spans());
     auto windows = registration_windows(*s, kMargin);
     std::vector<Finding> out;
-    out.push_back(judge_minor_versions(sessions, *s, spans, windows));
+    out.push_back(judge_minor_versions(sessions, spans, windows));
     out.push_back(judge_reregistration(spans, windows));
     out.push_back(judge_truncation(*s, spans));
     out.push_back(judge_counts("MSG-05", *s, spans, "messages of unknown type or minor 0 (and their controls)"));
@@ -79,18 +94,23 @@ class MsgProbe final : public Probe {
   }
 
  private:
-  static Finding judge_minor_versions(const SessionSet& sessions, const Session& s, const SpanIndex& spans,
+  static Finding judge_minor_versions(const SessionSet& sessions, const SpanIndex& spans,
                                       const std::vector<RegistrationWindow>& windows) {
     std::vector<Evidence> ev;
     std::string proven;
+    std::size_t judged = 0;
     // Minor 1 with trailing bytes: the enabled session's first registration.
     if (!windows.empty() && windows.front().registration.message.minor == 1) {
       RegistrationEffect e;
-      auto ok = took_effect(windows.front(), spans, &e);
+      auto ok = took_effect(windows.front(), spans, adopts_host_ids(windows, spans), &e);
       if (ok && !*ok)
-        return violated("MSG-02", "the registration at minor 1 with trailing bytes had no effect",
+        return violated("MSG-02", "the registration at minor 1 with trailing bytes had no effect, while later "
+                                  "registrations at minor 2 did",
                         {registration_evidence(windows.front(), e)});
-      if (ok) proven += "minor 1 + trailing bytes accepted (" + e.describe() + ")";
+      if (ok) {
+        ++judged;
+        proven += "minor 1 + trailing bytes accepted (" + e.describe() + ")";
+      }
     }
     // Minor 2 with trailing bytes: the small-queue session's first registration
     // (judged by host.id only: a full queue blurs the delay).
@@ -106,20 +126,24 @@ class MsgProbe final : public Probe {
         if (e.spans > 0 && !agent_has_own && !e.host_id_adopted())
           return violated("MSG-02", "the registration at minor 2 with trailing bytes had no effect",
                           {registration_evidence(qwindows.front(), e)});
-        if (e.spans > 0 && e.host_id_adopted())
-          proven += std::string(proven.empty() ? "" : "; ") + "minor 2 + trailing bytes accepted";
+        if (e.spans > 0 && e.host_id_adopted()) {
+          ++judged;
+          proven += std::string(proven.empty() ? "" : "; ") + "minor 2 + trailing bytes accepted (" + e.describe() + ")";
+        }
       }
     }
     if (proven.empty()) return not_applicable("MSG-02", "no span ended while a registration was in force");
-    return met("MSG-02", proven);
+    return met("MSG-02", judged, proven);
   }
 
   static Finding judge_reregistration(const SpanIndex& spans, const std::vector<RegistrationWindow>& windows) {
     if (windows.size() < 2) return not_applicable("MSG-03", "fewer than two registrations could be judged");
     std::size_t judged = 0;
+    bool adopts = adopts_host_ids(windows, spans);
     for (std::size_t i = 1; i < windows.size(); ++i) {
+      if (scenario::is_long_registration(windows[i].registration.message)) continue;  // MSG-07 judges it
       RegistrationEffect e;
-      auto ok = took_effect(windows[i], spans, &e);
+      auto ok = took_effect(windows[i], spans, adopts, &e);
       if (!ok) continue;
       ++judged;
       if (!*ok)
@@ -127,7 +151,7 @@ class MsgProbe final : public Probe {
                         {registration_evidence(windows[i], e)});
     }
     if (!judged) return not_applicable("MSG-03", "no span ended after a later registration");
-    return met("MSG-03", std::to_string(judged) + " later registration(s) each took effect");
+    return met("MSG-03", judged, std::to_string(judged) + " later registration(s) each took effect");
   }
 
   static Finding judge_truncation(const Session& s, const SpanIndex& spans) {
@@ -161,7 +185,36 @@ class MsgProbe final : public Probe {
       if (last) ev.push_back(message_evidence(*last, "the agent survives", "last message sent before it died"));
       return violated("MSG-07", "the agent died during the session: " + how, ev);
     }
-    return judge_counts("MSG-07", s, spans, "boundary-value messages (and the controls after them)");
+    auto counts = judge_counts("MSG-07", s, spans, "boundary-value messages (and the controls after them)");
+    if (counts.outcome != Finding::Outcome::Met) return counts;
+    // A long registration is judged for its effect, like any other: an agent
+    // whose receive buffer is shorter drops it whole (or applies a truncated one).
+    auto windows = registration_windows(s, kMargin);
+    std::vector<RegistrationWindow> ordinary;
+    for (const auto& w : windows)
+      if (!scenario::is_long_registration(w.registration.message)) ordinary.push_back(w);
+    bool adopts = adopts_host_ids(ordinary, spans);
+    std::size_t long_judged = 0;
+    std::string long_note;
+    for (const auto& w : windows) {
+      if (!scenario::is_long_registration(w.registration.message)) continue;
+      RegistrationEffect e;
+      auto ok = took_effect(w, spans, adopts, &e);
+      auto bytes = wire::encode(w.registration.message).size();
+      if (ok && !*ok)
+        return violated("MSG-07", "a registration of " + std::to_string(bytes) + " bytes (host-id " +
+                                      std::to_string(w.registration.message.host_id.size()) +
+                                      " bytes) had no effect, while shorter ones did: the agent breaks at a length "
+                                      "between the longest registration it applied and " + std::to_string(bytes) + " bytes",
+                        {registration_evidence(w, e)});
+      if (ok) {
+        ++long_judged;
+        long_note = "; a " + std::to_string(bytes) + "-byte registration applied";
+      } else {
+        long_note = "; the " + std::to_string(bytes) + "-byte registration could not be judged (" + e.describe() + ")";
+      }
+    }
+    return met("MSG-07", counts.evidence_count + long_judged, counts.reason + long_note);
   }
 };
 

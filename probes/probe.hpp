@@ -39,6 +39,9 @@ struct Finding {
   Outcome outcome = Outcome::NotApplicable;
   std::string reason;
   std::vector<Evidence> evidence;
+  // Observations a Met rests on; the runner compares it with the probe's
+  // minimum_evidence() and refuses a pass below it (enforce_evidence_minimum).
+  std::size_t evidence_count = 0;
 };
 
 class Probe {
@@ -50,6 +53,11 @@ class Probe {
   virtual std::vector<std::string> sessions() const = 0;
   // One Finding per requirement it covers (a requirement left out is an Error).
   virtual std::vector<Finding> judge(const SessionSet& sessions) const = 0;
+  // The least evidence a pass on `requirement` needs (Finding::evidence_count).
+  virtual std::size_t minimum_evidence(const std::string& requirement) const {
+    (void)requirement;
+    return 1;
+  }
 };
 
 // Every probe, in registry area order.
@@ -58,9 +66,10 @@ const std::vector<std::unique_ptr<Probe>>& all_probes();
 const Probe* probe_for(const std::string& requirement);
 
 // Shorthands for judges.
-Finding met(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+// A pass always states how many observations it rests on.
+Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence = {});
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 Finding not_applicable(std::string id, std::string reason);
-Finding kit_error(std::string id, std::string reason);
+Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 
 }  // namespace tracecorr::conform

@@ -60,7 +60,7 @@ class ProcProbe final : public Probe {
           break;
         }
       }
-      out.push_back(bad ? *bad : met("PROC-01", "complete and unchanged from the first read (" +
+      out.push_back(bad ? *bad : met("PROC-01", sightings.size(), "complete and unchanged from the first read (" +
                                                     std::to_string(sightings.size()) + " reads)"));
     }
     const wire::ProcessStorage* decoded = nullptr;
@@ -73,7 +73,7 @@ class ProcProbe final : public Probe {
       out.push_back(violated("PROC-02", "layout-minor-version is 0",
                              {sighting_evidence(*published.back(), "process storage", "layout_minor_version 1", "0")}));
     else
-      out.push_back(met("PROC-02", "layout-minor-version " + std::to_string(decoded->minor) +
+      out.push_back(met("PROC-02", 1, "layout-minor-version " + std::to_string(decoded->minor) +
                                        (decoded->minor > 1 ? " (a later minor: extra fields ignored)" : "")));
     // PROC-03
     {
@@ -93,7 +93,7 @@ class ProcProbe final : public Probe {
             break;
           }
       }
-      out.push_back(bad ? *bad : met("PROC-03", "service \"" + (decoded ? decoded->service_name : "") + "\", environment \"" +
+      out.push_back(bad ? *bad : met("PROC-03", decoded ? 1 : 0, "service \"" + (decoded ? decoded->service_name : "") + "\", environment \"" +
                                                     (decoded ? decoded->service_environment : "") + "\", socket \"" +
                                                     (decoded ? decoded->socket_file_path : "") + "\""));
     }
@@ -101,7 +101,7 @@ class ProcProbe final : public Probe {
     if (sessions.attach_mode)
       out.push_back(not_applicable("PROC-04", "attach mode: the process start was not watched"));
     else if (first.socket && first.socket->is_socket)
-      out.push_back(met("PROC-04", "the socket existed when the storage first became visible"));
+      out.push_back(met("PROC-04", 1, "the socket existed when the storage first became visible"));
     else if (!first.decoded)
       out.push_back(not_applicable("PROC-04", "the storage did not decode when first visible (see PROC-01)"));
     else

@@ -131,6 +131,9 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
       r.verdict = verdict_of(f.outcome);
       r.reason = f.reason;
       r.evidence = f.evidence;
+      r.evidence_count = f.evidence_count;
+      r.evidence_minimum = probe->minimum_evidence(id);
+      enforce_evidence_minimum(r);
       // A session that could not run is the environment's fault, not the agent's.
       for (const auto& s : probe->sessions())
         if (auto e = session_errors.find(s); e != session_errors.end() && r.verdict == Verdict::Skip) {

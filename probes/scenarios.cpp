@@ -352,6 +352,12 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
                       "MSG-03");
   traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
 
+  auto long_host_id = unique_host_id("tracecorr-host-long");
+  long_host_id.resize(scenario::kLongHostIdBytes, 'l');
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+                      "MSG-07");
+  traffic.pump(scaled(o, 700ms), "ATTR-04", true);
+
   send_boundary_registrations(s);
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
@@ -401,6 +407,18 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
   return Ok{};
 }
 
+// DEFER-05's unsampled half: a long delay freezes the queue's contents; they
+// must be the sampled transactions only.
+Status run_unsampled(Session& s, const ScenarioOptions& o) {
+  s.wait_for_records(1500ms);
+  s.sleep(scaled(o, 300ms));
+  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+                                   unique_host_id("tracecorr-host-unsampled")),
+                      "DEFER-05");
+  s.sleep(scaled(o, 2500ms));
+  return Ok{};
+}
+
 Status run_own_host_id(Session& s, const ScenarioOptions& o) {
   s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
   if (s.can_send()) {
@@ -421,7 +439,7 @@ Personality parse_personality(const std::string& name) {
 }
 
 std::vector<std::string> all_session_names() {
-  return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession};
+  return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession, kUnsampledSession};
 }
 
 SessionSettings session_settings(const std::string& name) {
@@ -434,6 +452,12 @@ SessionSettings session_settings(const std::string& name) {
   }
   if (name == kAutoSession) s.env[enabled] = "auto";
   if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
+  if (name == kUnsampledSession) {
+    s.env[enabled] = "true";
+    s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
+    s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
+    s.env["OTEL_TRACES_SAMPLER_ARG"] = "0.5";
+  }
   if (name == kOwnHostIdSession) {
     s.unset_env.push_back(enabled);
     s.env["OTEL_RESOURCE_ATTRIBUTES"] = std::string("host.id=") + scenario::kOwnHostId;
@@ -441,14 +465,36 @@ SessionSettings session_settings(const std::string& name) {
   return s;
 }
 
+namespace {
+// Before the session stops the agent, one more export must arrive: an
+// exporter that batches (the OTel SDK's default is every 5 s) then delivers
+// what the agent handed over during the scenario, instead of it all arriving
+// in the shutdown's flush, where judges cannot tell it from what the agent
+// still held.
+void await_next_export(Session& s) {
+  if (s.launched() && !s.target_alive()) return;
+  auto after = std::chrono::steady_clock::now();
+  s.receiver().wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        return std::any_of(spans.rbegin(), spans.rend(), [&](const otlp::ReceivedSpan& sp) { return sp.received_at > after; });
+      },
+      scenario::kBatchPatience);
+  // Judges leave out what arrives within their margin of the stop.
+  std::this_thread::sleep_for(200ms);
+}
+}  // namespace
+
 Status run_scenario(Session& session, const ScenarioOptions& options) {
   const auto& name = session.settings().name;
-  if (name == kEnabledSession) return run_enabled(session, options);
-  if (name == kDisabledSession) return run_disabled(session, options);
-  if (name == kAutoSession) return run_auto(session, options);
-  if (name == kSmallQueueSession) return run_small_queue(session, options);
-  if (name == kOwnHostIdSession) return run_own_host_id(session, options);
-  return make_error("no scenario for session '" + name + "'");
+  Status st = make_error("no scenario for session '" + name + "'");
+  if (name == kEnabledSession) st = run_enabled(session, options);
+  if (name == kDisabledSession) st = run_disabled(session, options);
+  if (name == kAutoSession) st = run_auto(session, options);
+  if (name == kSmallQueueSession) st = run_small_queue(session, options);
+  if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
+  if (name == kUnsampledSession) st = run_unsampled(session, options);
+  if (st) await_next_export(session);
+  return st;
 }
 
 std::vector<std::string> registered_host_ids(const Session& session) {

@@ -9,6 +9,8 @@
 //   auto         ENABLED=auto: nothing correlated or buffered before registration
 //   small-queue  BUFFER_SIZE=2 and a long delay: the queue fills
 //   own-host-id  the agent has a host.id of its own; ENABLED unset (the default)
+//   unsampled    OTEL_TRACES_SAMPLER=traceidratio 0.5, BUFFER_SIZE=8, a long delay:
+//                do unsampled transactions take the queue's places? (DEFER-05)
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,7 @@ inline constexpr const char* kDisabledSession = "disabled";
 inline constexpr const char* kAutoSession = "auto";
 inline constexpr const char* kSmallQueueSession = "small-queue";
 inline constexpr const char* kOwnHostIdSession = "own-host-id";
+inline constexpr const char* kUnsampledSession = "unsampled";
 
 // How tracecorr's host agent sends correlations during the scenarios.
 enum class Personality {
@@ -44,8 +47,17 @@ inline constexpr std::uint32_t kSecondDelayMs = 600;   // registration at minor 
 inline constexpr std::uint32_t kFinalDelayMs = 300;    // after the boundary registrations
 inline constexpr std::uint32_t kLongDelayMs = 4000;    // small-queue: longer than the session
 inline constexpr unsigned kSmallQueueSize = 2;
+inline constexpr unsigned kUnsampledQueueSize = 8;
 inline constexpr const char* kOwnHostId = "tracecorr-own-host";
 inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
+// MSG-07: a registration longer than a 1024-byte receive buffer (EDOT Java's),
+// with the delay already in force, so that only its host.id shows whether the
+// agent took it. HOST-01 and MSG-03 leave it to MSG-07.
+inline constexpr std::size_t kLongHostIdBytes = 1500;
+inline bool is_long_registration(const wire::Registration& r) { return r.host_id.size() >= kLongHostIdBytes; }
+// How long a session waits for one more export before it stops the agent
+// (an exporter batching every 5 s, plus scheduling).
+inline constexpr std::chrono::milliseconds kBatchPatience{6000};
 }  // namespace scenario
 
 std::vector<std::string> all_session_names();

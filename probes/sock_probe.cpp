@@ -36,7 +36,7 @@ class SockProbe final : public Probe {
     if (!facts->is_socket) {
       out.push_back(not_applicable("SOCK-01", path + " is not a socket"));
     } else if (facts->datagram) {
-      out.push_back(met("SOCK-01", "AF_UNIX SOCK_DGRAM (/proc/PID/net/unix type 0002)"));
+      out.push_back(met("SOCK-01", 1, "AF_UNIX SOCK_DGRAM (/proc/PID/net/unix type 0002)"));
     } else {
       out.push_back(violated("SOCK-01", "the socket is not a datagram socket",
                              {text_evidence("socket type in /proc/PID/net/unix", "0002 (SOCK_DGRAM)",
@@ -45,7 +45,7 @@ class SockProbe final : public Probe {
     }
     bool reachable = facts->is_socket && facts->bound_by_target && s->can_send();
     if (reachable)
-      out.push_back(met("SOCK-02", path + " resolves inside the target's root to a socket it holds, and accepts a connection"));
+      out.push_back(met("SOCK-02", 1, path + " resolves inside the target's root to a socket it holds, and accepts a connection"));
     else
       out.push_back(violated(
           "SOCK-02", "socket-file-path \"" + path + "\" does not name a socket the agent holds",
@@ -56,7 +56,7 @@ class SockProbe final : public Probe {
     if (!facts->bound_by_target)
       out.push_back(not_applicable("SOCK-03", "the target holds no descriptor for the socket"));
     else if (facts->target_nonblocking)
-      out.push_back(met("SOCK-03", "the target's descriptor has O_NONBLOCK"));
+      out.push_back(met("SOCK-03", 1, "the target's descriptor has O_NONBLOCK"));
     else
       out.push_back(violated("SOCK-03", "the agent's socket descriptor is blocking",
                              {text_evidence("/proc/PID/fdinfo/" + std::to_string(facts->target_fd) + " flags",
@@ -65,7 +65,7 @@ class SockProbe final : public Probe {
     std::string actual = "owner uid " + std::to_string(facts->owner) + " (target uid " +
                          std::to_string(facts->target_uid) + "), mode " + mode_string(facts->mode);
     if (private_socket)
-      out.push_back(met("SOCK-04", actual));
+      out.push_back(met("SOCK-04", 1, actual));
     else
       out.push_back(violated("SOCK-04", "other users can write to the socket: " + actual,
                              {text_evidence(path, "owned by the agent's user, no group/other write bits", actual)}));

@@ -15,13 +15,17 @@ namespace {
 // Observations this close to the end of the session may belong to
 // transactions the agent has not exported yet (deferral, batching).
 constexpr auto kExportHorizon = std::chrono::milliseconds(1500);
+// TLS-05: how far outside a span's start..end a record may name it (clock
+// conversion between steady and system time, and the writer's own ordering of
+// "publish" and "take the end timestamp").
+constexpr auto kContextTolerance = std::chrono::milliseconds(5);
 
 Finding judge_descriptor(const Session& s) {
   const auto& d = s.tls_descriptor();
   if (!d) return not_applicable("TLS-07", s.tls_error() ? s.tls_error()->message() : "no TLS descriptor (see ELF-04)");
   switch (d->model) {
     case TlsModel::StaticOffset:
-      return met("TLS-07", "static TLS: thread pointer offset " + std::to_string(d->tp_offset));
+      return met("TLS-07", 1, "static TLS: thread pointer offset " + std::to_string(d->tp_offset));
     case TlsModel::Dynamic:
       return violated("TLS-07", d->explanation,
                       {text_evidence("TLS descriptor", "resolver returns a thread-pointer offset", d->explanation)});
@@ -84,7 +88,7 @@ class TlsProbe final : public Probe {
       }
     }
     if (initialised.empty()) return not_applicable("TLS-01", "no initialised record was ever seen");
-    return met("TLS-01", std::to_string(initialised.size()) + " threads' records complete whenever visible");
+    return met("TLS-01", initialised.size(), std::to_string(initialised.size()) + " threads' records complete whenever visible");
   }
 
   static Finding judge_minor(const std::vector<RecordObservation>& obs) {
@@ -97,7 +101,7 @@ class TlsProbe final : public Probe {
                         {record_evidence("record of thread " + std::to_string(o.tid), o.bytes, "layout_minor_version 1", "0")});
     }
     if (!valid) return not_applicable("TLS-02", "no valid record was seen");
-    return met("TLS-02", std::to_string(valid) + " valid record states, all with minor >= 1");
+    return met("TLS-02", valid, std::to_string(valid) + " valid record states, all with minor >= 1");
   }
 
   static Finding judge_sharing(const RecordWatcher& records) {
@@ -113,7 +117,7 @@ class TlsProbe final : public Probe {
       }
     }
     if (owner.size() < 2) return not_applicable("TLS-03", "fewer than two threads had records");
-    return met("TLS-03", std::to_string(owner.size()) + " threads, " + std::to_string(owner.size()) + " distinct records");
+    return met("TLS-03", owner.size(), std::to_string(owner.size()) + " threads, " + std::to_string(owner.size()) + " distinct records");
   }
 
   static Finding judge_update_order(const Session& s) {
@@ -136,7 +140,7 @@ class TlsProbe final : public Probe {
       }
       updates += report->updates_seen;
     }
-    if (updates > 0) return met("TLS-04", std::to_string(updates) + " updates watched store by store, all through valid = 0");
+    if (updates > 0) return met("TLS-04", updates, std::to_string(updates) + " updates watched store by store, all through valid = 0");
     if (!errors.empty()) return kit_error("TLS-04", "the update order could not be watched: " + errors);
     return not_applicable("TLS-04", "no record update happened while the writing threads were watched");
   }
@@ -151,10 +155,41 @@ class TlsProbe final : public Probe {
     std::vector<Evidence> examples;
     std::size_t bad = 0;
     std::set<std::pair<SpanId, SpanId>> judged;
+    // By time: a record names a span only between its start and its end. The
+    // watcher's read times bound when a state was visible (read_by: no later
+    // than; last_seen: no earlier than), so a late poll never convicts.
+    const auto system_minus_steady = std::chrono::system_clock::now().time_since_epoch() -
+                                     std::chrono::steady_clock::now().time_since_epoch();
+    auto unix_ns = [&](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch() + system_minus_steady).count();
+    };
+    const auto tolerance_ns = std::chrono::nanoseconds(kContextTolerance).count();
+    std::size_t timed = 0, stale = 0, early = 0;
+    std::vector<Evidence> time_examples;
     for (const auto& o : obs) {
       const auto& r = o.record;
       if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported
       if (o.at + kExportHorizon > last_arrival) continue;
+      if (const auto* named = spans.find(r.span_id); named && named->trace_id == r.trace_id) {
+        ++timed;
+        auto start = static_cast<long long>(named->start_unix_nano), end = static_cast<long long>(named->end_unix_nano);
+        long long seen_last = unix_ns(o.last_seen), seen_by = unix_ns(o.read_by);
+        std::string problem;
+        if (seen_last > end + tolerance_ns) {
+          ++stale;
+          problem = "still named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(seen_last - end) / 1e6) +
+                    " after it ended (trace-present not cleared)";
+        } else if (seen_by < start - tolerance_ns) {
+          ++early;
+          problem = "named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(start - seen_by) / 1e6) +
+                    " before it started";
+        }
+        if (!problem.empty() && time_examples.size() < kMaxExamples)
+          time_examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
+                                                  "ids only while that span is active (tolerance " +
+                                                      ms(static_cast<double>(kContextTolerance.count())) + ")",
+                                                  problem));
+      }
       if (!judged.insert({r.span_id, r.transaction_id}).second) continue;
       ++checked;
       std::string problem;
@@ -173,9 +208,16 @@ class TlsProbe final : public Probe {
         examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
                                            "ids of an exported span and its transaction", problem));
     }
+    if (stale || early)
+      return violated("TLS-05", std::to_string(stale) + " stale and " + std::to_string(early) + " early of " +
+                                    std::to_string(timed) + " record states judged by time name a span outside its "
+                                    "start and end",
+                      time_examples);
     if (bad) return violated("TLS-05", std::to_string(bad) + " of " + std::to_string(checked) + " records name ids the agent did not export as such", examples);
     if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
-    return met("TLS-05", std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such");
+    return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such; " +
+                                      std::to_string(timed) + " record states each seen only between its span's start "
+                                      "and end (tolerance " + ms(static_cast<double>(kContextTolerance.count())) + ")");
   }
 };
 

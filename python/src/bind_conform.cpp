@@ -53,6 +53,8 @@ void bind_conform(py::module_& m) {
       .def_readwrite("verdict", &RequirementResult::verdict)
       .def_readwrite("reason", &RequirementResult::reason)
       .def_readwrite("evidence", &RequirementResult::evidence)
+      .def_readwrite("evidence_count", &RequirementResult::evidence_count)
+      .def_readwrite("evidence_minimum", &RequirementResult::evidence_minimum)
       .def_readwrite("probe", &RequirementResult::probe)
       .def_readwrite("duration", &RequirementResult::duration)
       .def_readwrite("repeat_command", &RequirementResult::repeat_command)

@@ -253,6 +253,8 @@ class RequirementResult:
     verdict: Verdict
     reason: str
     evidence: List[Evidence]
+    evidence_count: int
+    evidence_minimum: int
     probe: str
     duration: datetime.timedelta
     repeat_command: str

@@ -266,3 +266,42 @@ def reference_run(arch: str, out_dir: Path) -> ConformRun:
             KILL_MATRIX.time(f"{arch} full reference conform run", run.seconds)
             _reference_runs[arch] = run
         return _reference_runs[arch]
+
+
+# ---- reference variants -----------------------------------------------------
+# Conforming agents that make other legal choices than the reference: each must
+# pass every requirement the reference passes. Shared by the variants test and
+# the load benchmark (tests/bench/conform_load.py).
+FULL_QUEUE_WARNING_IN_OTHER_WORDS = (
+    "3 spans could not be delayed for correlation due to a full buffer; "
+    "consider raising ELASTIC_OTEL_UNIVERSAL_PROFILING_INTEGRATION_BUFFER_SIZE")
+
+
+def reference_variants(arch: str = "x86_64") -> dict[str, list[str]]:
+    """{name: command} for the reference and its conforming variants."""
+    program = str(fixture_program(arch))
+    return {
+        "reference": [program],
+        # A slow poller: the socket is drained every 200 ms (EDOT Java: 20 ms).
+        "socket-poll-200ms": [program, "--socket-poll-ms", "200"],
+        # The OTel SDK's default batch period: spans reach the receiver in 5 s batches.
+        "export-batches-5s": ["env", "OTEL_BSP_SCHEDULE_DELAY=5000", program],
+        # An exporter that omits the optional OTLP span flags field.
+        "no-span-flags": [program, "--no-span-flags"],
+        # A full-queue warning worded like a real agent's, without "queue" or "incomplete".
+        "warning-in-other-words": [program, "--full-queue-warning", FULL_QUEUE_WARNING_IN_OTHER_WORDS],
+    }
+
+
+def judgement_problems(run: ConformRun) -> list[str]:
+    """What makes a run of a conforming agent wrong: a non-zero exit, a verdict
+    other than pass (the MAY TLS-06 may skip), or a pass resting on no evidence."""
+    if run.report is None:
+        return [f"no report (exit {run.returncode}): {run.stderr[-2000:]}"]
+    problems = [] if run.returncode == EXIT_OK else [f"exit {run.returncode}"]
+    for r in run.report["results"]:
+        if r["verdict"] == "pass" and r.get("evidence_count", 0) < 1:
+            problems.append(f"{r['id']} passed on no evidence: {r['reason']}")
+        elif r["verdict"] not in ("pass",) and not (r["id"] == "TLS-06" and r["verdict"] == "skip"):
+            problems.append(f"{r['id']} {r['verdict']}: {r['reason']}")
+    return problems

@@ -83,6 +83,7 @@ void RecordWatcher::poll_once() {
     const std::optional<std::uint64_t> tp = thread_pointer;
     auto first = read_thread_record(memory_, *tp, tls_offset_);
     auto second = first ? read_thread_record(memory_, *tp, tls_offset_) : first;
+    auto read_by = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     ++stats_.polls;
     if (!first || !second) {
@@ -101,8 +102,15 @@ void RecordWatcher::poll_once() {
     auto last = last_bytes_.find(tid);
     if (last == last_bytes_.end() || last->second != bytes) {
       last_bytes_[tid] = bytes;
-      if (observations_.size() >= kMaxObservations) observations_.erase(observations_.begin());
-      observations_.push_back(RecordObservation{now, tid, first->record_pointer, bytes, *record});
+      if (observations_.size() >= kMaxObservations) {
+        observations_.erase(observations_.begin());
+        ++observations_dropped_;
+      }
+      observations_.push_back(RecordObservation{now, tid, first->record_pointer, bytes, *record, read_by, now});
+      open_observation_[tid] = observations_dropped_ + observations_.size() - 1;
+    } else if (auto open = open_observation_.find(tid);
+               open != open_observation_.end() && open->second >= observations_dropped_) {
+      observations_[open->second - observations_dropped_].last_seen = now;
     }
     if (record->valid && record->trace_present) {
       auto key = std::make_pair(record->trace_id, record->transaction_id);

@@ -47,6 +47,7 @@ std::string render_json(const RunResult& run) {
                        {"verdict", to_string(r->verdict)},
                        {"gate_failure", fails_gate(*r, run.strict)},
                        {"reason", text(r->reason)},
+                       {"evidence_count", r->evidence_count},
                        {"probe", text(r->probe)},
                        {"duration_ms", milliseconds(r->duration)},
                        {"repeat_command", text(r->repeat_command)},

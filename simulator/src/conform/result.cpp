@@ -59,6 +59,14 @@ void apply_level(RequirementResult& result, bool strict) {
     result.verdict = judge(result.level, false, strict);
 }
 
+void enforce_evidence_minimum(RequirementResult& result) {
+  if (result.verdict != Verdict::Pass || result.evidence_count >= result.evidence_minimum) return;
+  result.verdict = Verdict::Error;
+  result.reason = "inconclusive: a pass needs at least " + std::to_string(result.evidence_minimum) +
+                  " observation(s), this run judged " + std::to_string(result.evidence_count) +
+                  (result.reason.empty() ? std::string() : " (" + result.reason + ")");
+}
+
 bool fails_gate(const RequirementResult& result, bool strict) {
   if (result.expectation == ExpectationStatus::UnexpectedPass) return true;
   if (result.expectation == ExpectationStatus::ExpectedFailure) return false;

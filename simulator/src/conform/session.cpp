@@ -1,5 +1,7 @@
 #include "tracecorr/conform/session.hpp"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/spec_registry.hpp"
 #include "tracecorr/threadptr.hpp"
 
@@ -94,10 +97,44 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   }
   auto storage_wait = std::min(settings.storage_wait, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
   if (s->library_ && s->wait_for_storage(storage_wait)) s->connect_socket();
+  s->run_queue_at_open_ = read_run_queue_wait(s->target_->pid());
+  s->run_queue_since_ = Clock::now();
   return s;
 }
 
 Session::~Session() { close(); }
+
+std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid) {
+  std::map<pid_t, std::uint64_t> out;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for (int tid : numbered_entries(task)) {
+    // "<ns on cpu> <ns waiting on a run queue> <timeslices>"
+    std::FILE* f = std::fopen((task + "/" + std::to_string(tid) + "/schedstat").c_str(), "re");
+    if (!f) continue;
+    unsigned long long on_cpu = 0, waiting = 0;
+    if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) out[tid] = waiting;
+    std::fclose(f);
+  }
+  return out;
+}
+
+std::string RunQueueWait::describe() const {
+  auto whole = [](double v) { return std::to_string(static_cast<long long>(v)); };
+  return std::to_string(threads) + " target threads waited " + whole(total_ms) + " ms in run queues in total (one thread at most " +
+         whole(max_thread_ms) + " ms) over " + whole(wall_ms) + " ms";
+}
+
+std::optional<std::chrono::system_clock::time_point> Session::taken_up_by(std::chrono::system_clock::time_point sent) const {
+  std::lock_guard lock(mutex_);
+  auto it = std::upper_bound(drained_at_.begin(), drained_at_.end(), sent);
+  if (it == drained_at_.end()) return std::nullopt;
+  return *it;
+}
+
+std::optional<RunQueueWait> Session::run_queue_wait() const {
+  std::lock_guard lock(mutex_);
+  return run_queue_wait_;
+}
 
 Status Session::discover(Clock::time_point deadline) {
   auto options = DiscoveryOptions::defaults();
@@ -320,14 +357,38 @@ const SentMessage& Session::send_correlation(const wire::Correlation& c, std::st
 
 void Session::register_profiler(wire::Registration r, std::string requirement, bool judged) {
   auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}));
+  // A registration takes effect when the agent reads it, not when it is sent:
+  // a slow poller (EDOT Java polls every 20 ms, others less often) reads it
+  // later. A datagram stays charged to the sender until the receiver takes it,
+  // so SIOCOUTQ on tracecorr's socket counts what the agent has not read yet.
+  std::optional<std::chrono::system_clock::time_point> taken_up;
+  if (judged && socket_ && m.outcome == SendOutcome::Sent) {
+    auto give_up = Clock::now() + kTakeUpPatience;
+    for (;;) {
+      int unread = 0;
+      if (ioctl(socket_->fd(), SIOCOUTQ, &unread) != 0) break;
+      if (unread == 0) {
+        taken_up = std::chrono::system_clock::now();
+        break;
+      }
+      if (Clock::now() >= give_up) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  }
   std::lock_guard lock(mutex_);
-  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged});
+  if (taken_up) drained_at_.push_back(*taken_up);
+  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, taken_up});
   sent_.push_back(std::move(m));
 }
 
 std::vector<SentMessage> Session::sent_messages() const {
   std::lock_guard lock(mutex_);
-  return {sent_.begin(), sent_.end()};
+  std::vector<SentMessage> out(sent_.begin(), sent_.end());
+  for (auto& m : out) {
+    auto it = std::upper_bound(drained_at_.begin(), drained_at_.end(), m.at_system);
+    if (it != drained_at_.end()) m.taken_up_by = *it;
+  }
+  return out;
 }
 
 std::vector<SentRegistration> Session::registrations() const {
@@ -339,12 +400,13 @@ std::optional<std::uint32_t> Session::delay_in_force(std::chrono::system_clock::
   std::lock_guard lock(mutex_);
   std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
   for (const auto& r : registrations_)
-    if (r.sent && r.at_system <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
+    if (r.sent && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
   if (!delay) return std::nullopt;
   auto from = t - margin, to = t + Millis(*delay) + margin;
   for (const auto& r : registrations_)
-    if (r.sent && r.at_system > from && r.at_system < to) return std::nullopt;
+    if (r.sent && r.effective_from() > from && r.at_system < to) return std::nullopt;  // sent..taken up overlaps
   if (timing_boundary_ && *timing_boundary_ < to) return std::nullopt;
+  if (stop_requested_at_ && *stop_requested_at_ < to) return std::nullopt;  // released by the shutdown
   return delay;
 }
 
@@ -379,6 +441,19 @@ void Session::close() {
   gdbstub_.reset();
   if (target_ && target_->launched() && closed_output_.empty()) {
     bool was_alive = target_alive();
+    if (auto now = read_run_queue_wait(target_->pid()); !now.empty()) {
+      RunQueueWait w;
+      w.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - run_queue_since_).count();
+      for (const auto& [tid, ns] : now) {
+        auto before = run_queue_at_open_.find(tid);
+        std::uint64_t waited = ns - (before == run_queue_at_open_.end() ? 0 : std::min(before->second, ns));
+        ++w.threads;
+        w.total_ms += static_cast<double>(waited) / 1e6;
+        w.max_thread_ms = std::max(w.max_thread_ms, static_cast<double>(waited) / 1e6);
+      }
+      std::lock_guard lock(mutex_);
+      run_queue_wait_ = w;
+    }
     if (was_alive) {
       std::lock_guard lock(mutex_);
       stop_requested_at_ = std::chrono::system_clock::now();

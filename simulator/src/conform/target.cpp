@@ -115,9 +115,25 @@ void Target::drain_output() {
     ssize_t n = read(output_fd_.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // every writer closed: the target and its children are gone
+    auto now = std::chrono::system_clock::now();
     std::lock_guard lock(output_mutex_);
-    if (output_.size() < kOutputLimit) output_.append(buf, std::min<std::size_t>(n, kOutputLimit - output_.size()));
+    std::size_t before = output_.size();
+    if (before < kOutputLimit) output_.append(buf, std::min<std::size_t>(n, kOutputLimit - before));
+    // When each line began to arrive: judges recognise a warning by when it is
+    // printed (DEFER-07), not by its words.
+    for (std::size_t i = before; i < output_.size(); ++i)
+      if (i == 0 || output_[i - 1] == '\n') line_starts_.emplace_back(now, i);
   }
+}
+
+std::vector<OutputLine> Target::output_lines() const {
+  std::lock_guard lock(output_mutex_);
+  std::vector<OutputLine> lines;
+  for (const auto& [at, offset] : line_starts_) {
+    auto end = output_.find('\n', offset);
+    lines.push_back({at, output_.substr(offset, (end == std::string::npos ? output_.size() : end) - offset)});
+  }
+  return lines;
 }
 
 // Only ever reaps termination. waitid(WEXITED) alone is not enough: the kernel

@@ -30,11 +30,16 @@ namespace tracecorr::conform {
 
 // One observed state of one thread's record (recorded when it changes).
 struct RecordObservation {
-  std::chrono::steady_clock::time_point at;
+  std::chrono::steady_clock::time_point at;  // taken before the read that first saw this state
+  // The state was visible no later than read_by (taken after that read) and
+  // still visible no earlier than last_seen (taken before the last read that
+  // saw it unchanged): TLS-05 compares them with the named span's start and end.
   pid_t tid = 0;
   std::uint64_t record_pointer = 0;
   wire::TlsRecordBytes bytes{};
   wire::TlsRecord record;  // decoded bytes
+  std::chrono::steady_clock::time_point read_by{};
+  std::chrono::steady_clock::time_point last_seen{};
 };
 
 // A transaction seen active in some thread's record (valid, trace present).
@@ -101,6 +106,8 @@ class RecordWatcher {
   std::map<pid_t, std::uint64_t> record_pointers_;
   std::map<pid_t, wire::TlsRecordBytes> last_bytes_;
   std::vector<RecordObservation> observations_;
+  std::uint64_t observations_dropped_ = 0;          // erased from the front (bounded memory)
+  std::map<pid_t, std::uint64_t> open_observation_;  // per thread: absolute index of its current state
   std::map<std::pair<TraceId, SpanId>, SeenTransaction> transactions_;
   std::set<std::pair<TraceId, SpanId>> active_now_;
   WatcherStats stats_;

@@ -63,6 +63,12 @@ struct RequirementResult {
   Verdict verdict = Verdict::Skip;
   std::string reason;  // one line: why this verdict
   std::vector<Evidence> evidence;
+  // What a pass rests on: how many observations the probe judged (spans,
+  // messages, record reads, facts examined) and the least a pass needs (the
+  // probe's declaration). enforce_evidence_minimum() turns a pass below it
+  // into an inconclusive Error that states both numbers.
+  std::size_t evidence_count = 0;
+  std::size_t evidence_minimum = 1;
   std::string probe;  // the probe that judged it
   std::chrono::nanoseconds duration{0};
   std::string repeat_command;  // one shell line that re-runs just this requirement
@@ -79,6 +85,9 @@ std::vector<std::string> validate_ids(const std::vector<std::string>& ids);
 
 // The verdict for a requirement that was (not) met, given its level.
 Verdict judge(spec::Level level, bool met, bool strict);
+// No pass without evidence: a Pass whose evidence_count is below its
+// evidence_minimum becomes an Error ("inconclusive: ..."), naming the count.
+void enforce_evidence_minimum(RequirementResult& result);
 // Re-levels a result whose probe said Fail: SHOULD -> Warn (unless strict), MAY -> Warn.
 void apply_level(RequirementResult& result, bool strict);
 

@@ -83,6 +83,8 @@ struct SentMessage {
   std::optional<std::pair<TraceId, SpanId>> transaction;
   std::optional<StackTraceId> stack_trace_id;
   std::optional<unsigned> expected_count;
+  // Filled by Session::sent_messages(): taken_up_by(at_system).
+  std::optional<std::chrono::system_clock::time_point> taken_up_by;
 };
 
 // A registration sent, and what it should change (DEFER-02, HOST-01, MSG-02/03).
@@ -92,7 +94,30 @@ struct SentRegistration {
   wire::Registration message;
   bool sent = false;
   bool judged = true;   // false for boundary values whose effect is not specified
+  // When the agent took it up: its socket's queue held none of tracecorr's
+  // bytes any more (SIOCOUTQ on the sending socket reached 0). nullopt: not
+  // seen within kTakeUpPatience (a slow or stuck reader), or not judged.
+  std::optional<std::chrono::system_clock::time_point> taken_up_at;
+  // From when the registration can have taken effect: taken up, or sent when
+  // the take-up was not seen.
+  std::chrono::system_clock::time_point effective_from() const { return taken_up_at.value_or(at_system); }
 };
+// How long register_profiler() waits to see a judged registration taken up.
+inline constexpr std::chrono::milliseconds kTakeUpPatience{1000};
+
+// How long the target's threads waited in the run queue for a CPU during
+// the session (/proc/PID/task/TID/schedstat, second field), from the end of
+// opening to the stop request: the environment's share of any lateness the
+// timing judges see, named in their error figures.
+struct RunQueueWait {
+  std::size_t threads = 0;
+  double total_ms = 0;       // summed over the threads
+  double max_thread_ms = 0;  // the thread that waited longest
+  double wall_ms = 0;        // the interval measured
+  std::string describe() const;  // "3 threads waited 12 ms in total (at most 9 ms) over 5200 ms"
+};
+// Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
+std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid);
 
 // Stacks of the target sampled during a scenario (the HTML report's flame
 // graphs), symbolised while the target was alive.
@@ -159,6 +184,11 @@ class Session {
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
   std::uint64_t messages_lost() const { return messages_lost_; }
+  // When a message sent at `sent` had been read by the agent at the latest:
+  // the first moment after it that tracecorr found the agent's queue holding
+  // none of its bytes (SIOCOUTQ, sampled before every send and while waiting
+  // for a registration's take-up). nullopt: never seen drained after it.
+  std::optional<std::chrono::system_clock::time_point> taken_up_by(std::chrono::system_clock::time_point sent) const;
   // A profiler restart: drop the connection and connect anew.
   void reconnect_socket();
 
@@ -179,6 +209,8 @@ class Session {
   // When close() asked a live launched target to stop: spans received later
   // were released by its shutdown, not by its deferral rules.
   std::optional<std::chrono::system_clock::time_point> stop_requested_at() const;
+  // Measured at close(); nullopt before, or when schedstat is unreadable.
+  std::optional<RunQueueWait> run_queue_wait() const;
 
   // Stack samples (one set per session; a later call replaces it).
   void set_stack_samples(StackSamples samples);
@@ -188,6 +220,7 @@ class Session {
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
   std::string target_output() const { return closed_output_.empty() ? target_->output() : closed_output_; }
+  std::vector<OutputLine> target_output_lines() const { return target_->output_lines(); }
   std::optional<std::string> target_exit() const { return exit_description_; }
   bool target_alive();
 
@@ -227,11 +260,15 @@ class Session {
   std::vector<StorageSighting> storage_sightings_;
   std::deque<SentMessage> sent_;  // deque: send() hands out references that must stay valid
   std::vector<SentRegistration> registrations_;
+  std::vector<std::chrono::system_clock::time_point> drained_at_;  // ascending
   std::vector<Expected<UpdateOrderReport>> update_order_reports_;
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
   std::atomic<std::uint64_t> messages_lost_{0};
   std::optional<StackSamples> stack_samples_;
+  std::map<pid_t, std::uint64_t> run_queue_at_open_;
+  Clock::time_point run_queue_since_;
+  std::optional<RunQueueWait> run_queue_wait_;
 
   std::atomic<bool> storage_watch_running_{false};
   std::thread storage_thread_;

@@ -24,6 +24,12 @@ struct LaunchSpec {
   std::vector<std::string> unset_env;          // removed from the inherited environment
 };
 
+// One line of a launched target's output.
+struct OutputLine {
+  std::chrono::system_clock::time_point at;  // when its first byte was read
+  std::string text;
+};
+
 class Target {
  public:
   // Starts argv with the environment; stdout and stderr are captured (and
@@ -45,6 +51,8 @@ class Target {
   std::string stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
   std::string output() const;  // stdout and stderr, interleaved as read
+  // The same, line by line, each with when its first byte was read.
+  std::vector<OutputLine> output_lines() const;
   std::string description() const;
 
  private:
@@ -62,6 +70,7 @@ class Target {
   std::thread output_thread_;
   mutable std::mutex output_mutex_;
   std::string output_;
+  std::vector<std::pair<std::chrono::system_clock::time_point, std::size_t>> line_starts_;  // (read at, offset)
 };
 
 }  // namespace tracecorr::conform
