@@ -415,7 +415,7 @@ Status run_unsampled(Session& s, const ScenarioOptions& o) {
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-unsampled")),
                       "DEFER-05");
-  s.sleep(scaled(o, 2500ms));
+  s.sleep(scaled(o, 3000ms));
   return Ok{};
 }
 

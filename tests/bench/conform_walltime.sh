@@ -36,6 +36,8 @@ for i in $(seq "$runs"); do
   times+=("$t")
   printf 'run %d: %.2f s, exit %d, peak RSS %s KiB, %s\n' "$i" "$t" "$rc" "$(tail -1 "$out.rss")" \
     "$(grep -Eo '[0-9]+ passed.*' "$out" | tail -1)"
+  # A run that did not pass says why (the failing and erroring requirements, with their reasons).
+  [ "$rc" = 0 ] || grep -A3 -E '(✘|error)' "$out" | head -20 || true
   rm -f "$out" "$out.rss"
 done
 printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "min %.2f s, median %.2f s, max %.2f s over %d runs\n", a[1], a[int((NR+1)/2)], a[NR], NR}'
