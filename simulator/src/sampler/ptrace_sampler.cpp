@@ -115,6 +115,7 @@ class PtraceSampler final : public Sampler {
   Status sample_round(const Callback& callback, std::size_t& delivered) {
     std::size_t refused = 0, attempted = 0;
     int refused_errno = 0;
+    reap_parked_attachments();
     for (auto [pid, offset] : tracked_) {
       for (pid_t tid : list_threads(pid)) {
         ++attempted;
@@ -144,6 +145,7 @@ class PtraceSampler final : public Sampler {
   enum class Outcome { Sampled, Gone, Refused };
 
   Outcome sample_thread(pid_t pid, pid_t tid, std::int64_t offset, Sample& s, int& err) {
+    if (is_parked(tid)) return Outcome::Gone;
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
       err = errno;
       return err == ESRCH ? Outcome::Gone : Outcome::Refused;
@@ -152,12 +154,14 @@ class PtraceSampler final : public Sampler {
       ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
       return Outcome::Gone;
     }
-    int status = 0;
-    pid_t w;
-    do {
-      w = waitpid(tid, &status, __WALL);
-    } while (w < 0 && errno == EINTR);
-    if (w != tid || !WIFSTOPPED(status)) return Outcome::Gone;  // exited while we attached
+    auto stop = wait_for_ptrace_stop(tid);
+    if (stop.kind == PtraceStop::Kind::kExited) return Outcome::Gone;  // exited while we attached
+    if (stop.kind == PtraceStop::Kind::kNotStopping) {
+      park_unstopped(tid);  // skipped until it stops and is detached
+      ++counters_.not_stopping;
+      return Outcome::Gone;
+    }
+    const int status = stop.status;
     // A signal-delivery-stop (not our interrupt's event stop) must be re-injected.
     const bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
     const int inject = event_stop ? 0 : WSTOPSIG(status);
