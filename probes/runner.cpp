@@ -84,7 +84,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
 
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
-  std::map<std::string, std::string> session_errors;
+  std::map<std::string, std::string> session_errors, lost_sessions;
   for (const auto& name : all_session_names()) {
     if (!wanted_sessions.count(name)) continue;
     if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
@@ -98,6 +98,14 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     }
     if (auto st = run_scenario(**session, o.scenario); !st) session_errors[name] = st.error().message();
     (*session)->close();
+    // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
+    // a process that is no longer the one judged (a failed SOCK-02 against a
+    // vanished socket, 16 passes against a new image): the environment's error.
+    if (sessions.attach_mode)
+      if (auto lost = (*session)->target().attached_process_lost()) {
+        lost_sessions[name] = *lost;
+        say(o, "session " + name + ": " + *lost);
+      }
     run.counters["messages_sent." + name] = (*session)->sent_messages().size();
     run.counters["messages_lost." + name] = (*session)->messages_lost();
     run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
@@ -135,6 +143,11 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
         if (auto e = session_errors.find(s); e != session_errors.end() && r.verdict == Verdict::Skip) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + " failed: " + e->second;
+        }
+      for (const auto& s : probe->sessions())
+        if (auto e = lost_sessions.find(s); e != lost_sessions.end()) {
+          r.verdict = Verdict::Error;
+          r.reason = "session " + s + ": " + e->second + "; not judged (was: " + r.reason + ")";
         }
       if (r.verdict == Verdict::Fail) apply_level(r, o.strict);
     }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/agent/host_agent.hpp"
 #include "tracecorr/sampler.hpp"
 #if defined(TRACECORR_HAVE_BPF)
@@ -94,6 +95,7 @@ int run_agent(const AgentArgs& a) {
   agent::HostAgent host(o, **sampler);
   Status st = host.run(g_stop);
   auto summary = host.summary();
+  conform::make_utf8(summary);  // paths read from targets may not be UTF-8
   if (!a.json_path.empty()) {
     if (a.json_path == "-") {
       std::puts(summary.dump(2).c_str());

@@ -225,3 +225,81 @@ def test_stream_socket_is_a_sock01_finding(tmp_path):
         assert found["socket"]["bound_by_target"] and not found["socket"]["datagram"]
         assert any(f["requirement"] == "SOCK-01" and "type 1" in f["message"] for f in found["findings"])
         assert not found["socket"]["reachable"]
+
+
+def test_zombie_leader_is_handled_through_a_live_thread(tmp_path):
+    """The main thread called pthread_exit while its workers publish."""
+    with Target("--socket", tmp_path / "a.sock", "--zombie-leader") as t:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            state = Path(f"/proc/{t.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":
+                break
+            time.sleep(0.02)
+        assert state == "Z"
+        found = inspect_json(t.pid)
+        assert found["library"]["path"] == str(LIBRARY.resolve())
+        assert found["storage"]["fields"]["service_name"] == "hostile"
+        assert found["socket"]["bound_by_target"] and found["socket"]["reachable"]
+        assert sum(1 for th in found["threads"] if th.get("record")) == 2, found["threads"]
+        r = tracecorr("agent", "--pid", t.pid, "--duration", "2", "--reader", "ptrace", "--json", "-", "--quiet")
+        assert r.returncode == 0, r.stderr
+        proc = json.loads(r.stdout)["processes"][0]
+        assert proc["correlated"] > 0, proc
+
+
+@pytest.mark.parametrize("event", ["exit", "exec"])
+def test_target_exit_or_exec_during_an_attach_run_is_an_environment_error(tmp_path, event):
+    flag = "--exit-after" if event == "exit" else "--exec-after"
+    with Target("--socket", tmp_path / "a.sock", flag, 1500) as t:
+        r = tracecorr("conform", "--pid", t.pid, "--only", "SOCK-01,SOCK-02,TLS-01", "--duration", "1",
+                      "--json", tmp_path / "report.json")
+        assert r.returncode == 3, r.stdout + r.stderr
+        word = "exited" if event == "exit" else "exec'd"
+        assert word in r.stdout + r.stderr
+
+
+def test_exec_retires_the_process_in_the_agent(tmp_path):
+    with Target("--socket", tmp_path / "a.sock", "--exec-after", 1500) as t:
+        r = tracecorr("agent", "--pid", t.pid, "--duration", "3", "--reader", "ptrace", "--json", "-")
+        assert r.returncode == 0, r.stderr
+        assert "exec'd another program" in r.stderr
+
+
+# ---- (4) output that cannot be forged ---------------------------------------------------------
+
+
+def test_control_characters_are_escaped_in_human_output(tmp_path):
+    evil = "\x1b[2J\x1b]0;owned\x07\nfindings\n  none"
+    sock = tmp_path / "a.sock"
+    with Target("--socket", sock, "--service", evil, "--publish", f"{sock}\x1b[31m") as t:
+        r = tracecorr("inspect", t.pid)
+        assert r.returncode == 0, r.stderr
+        assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+        assert "\\x1b[2J" in r.stdout
+        assert r.stdout.count("\nfindings\n") == 1
+        a = tracecorr("agent", "--pid", t.pid, "--duration", "1", "--reader", "ptrace")
+        assert "\x1b" not in a.stderr and "\\x1b[31m" in a.stderr
+
+
+def test_library_path_that_is_not_utf8_keeps_json_output(tmp_path):
+    d = os.path.join(os.fsencode(tmp_path), b"\xff\xfe-dir")
+    os.mkdir(d)
+    lib = os.path.join(d, b"elastic-jvmti-linux-unittest.so")
+    with open(LIBRARY, "rb") as src, open(lib, "wb") as dst:
+        dst.write(src.read())
+    need_build()
+    proc = subprocess.Popen([TARGET, b"--library", lib, b"--socket", os.fsencode(tmp_path / "a.sock")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith(b"ready")
+        r = tracecorr("inspect", proc.pid, "--json")
+        assert r.returncode == 0, r.stderr
+        assert "\\\\xff\\\\xfe-dir" in r.stdout or "\\xff\\xfe-dir" in json.loads(r.stdout)["library"]["path"]
+        r = tracecorr("agent", "--pid", proc.pid, "--duration", "1", "--reader", "ptrace", "--json", "-", "--quiet")
+        assert r.returncode == 0, r.stderr
+        summary = json.loads(r.stdout)
+        assert "\\xff\\xfe-dir" in json.dumps(summary, ensure_ascii=False)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=RUN_S)

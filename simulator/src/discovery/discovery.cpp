@@ -25,7 +25,7 @@ std::string map_files_entry(pid_t pid, const Mapping& m) {
   char range[64];
   std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
                 static_cast<unsigned long long>(m.end));
-  return "/proc/" + std::to_string(pid) + "/map_files/" + range;
+  return process_dir(pid) + "/map_files/" + range;
 }
 
 // The cheap filter for libraries whose name does not match: only files named

@@ -62,7 +62,7 @@ Expected<UniqueFd> open_in_target_root(pid_t pid, const std::string& path, int o
   if (path.empty()) return make_error("empty path", in_root(pid, path), "SOCK-02");
   if (path.size() > 4096) return make_error("path longer than PATH_MAX", "path in the root of pid " + std::to_string(pid));
   if (path.find('\0') != std::string::npos) return make_error("path contains a NUL byte", in_root(pid, path));
-  std::string root_path = "/proc/" + std::to_string(pid) + "/root";
+  std::string root_path = process_dir(pid) + "/root";
   UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) {
     int err = errno;
@@ -91,7 +91,7 @@ namespace {
 // inside its namespace (entered by a short-lived thread; the socket keeps it).
 Expected<UniqueFd> diag_socket_for(pid_t pid) {
   auto open_diag = [] { return UniqueFd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)); };
-  const std::string ns_path = "/proc/" + std::to_string(pid) + "/ns/net";
+  const std::string ns_path = process_dir(pid) + "/ns/net";
   struct stat theirs {}, ours {};
   if (::stat(ns_path.c_str(), &theirs) != 0 || ::stat("/proc/self/ns/net", &ours) != 0 ||
       (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino)) {
@@ -182,7 +182,7 @@ Expected<std::optional<UnixDiag>> query_unix_socket(int diag_fd, std::uint64_t s
 // The target's socket descriptors, in fd order: (fd, sockfs inode).
 std::vector<std::pair<int, std::uint64_t>> target_socket_fds(pid_t pid) {
   std::vector<std::pair<int, std::uint64_t>> out;
-  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  const std::string fd_dir = process_dir(pid) + "/fd";
   for (int fdnum : numbered_entries(fd_dir)) {
     char link[128];
     const std::string entry = fd_dir + "/" + std::to_string(fdnum);
