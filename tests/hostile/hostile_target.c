@@ -4,7 +4,8 @@
  * then does what a target tracecorr does not trust may do:
  *
  *   --library PATH     the agent library to dlopen (required unless --deep-map only)
- *   --socket PATH      bind a unix datagram socket at PATH (held by this process)
+ *   --socket PATH      bind a unix datagram socket at PATH (held by this process,
+ *                      drained by a thread of its own)
  *   --bind-relative    bind it relative to its directory (chdir there first),
  *                      as agents must for paths longer than sun_path
  *   --stream           make that socket SOCK_STREAM instead
@@ -12,7 +13,7 @@
  *   --fifo PATH        make a FIFO at PATH (publish it with --publish)
  *   --threads N        worker threads that each publish a record (default 2)
  *   --vfork            one more thread calls vfork(); its child never execs
- *   --deep-map N       map a file N directories deep (paths of 2N+ bytes)
+ *   --deep-map N       map a file N directories deep, each name 200 bytes (paths of 201N+ bytes)
  *   --zombie-leader    the main thread calls pthread_exit once the workers run
  *   --exit-after MS    the whole process exits MS ms after "ready"
  *   --exec-after MS    the process execs /bin/sleep 600 MS ms after "ready"
@@ -73,6 +74,17 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Reads and drops what arrives on the datagram socket, as an agent would, so
+ * senders are not held up by a full queue. */
+static void *drainer(void *arg) {
+  int fd = (int)(intptr_t)arg;
+  char buf[65536];
+  for (;;) {
+    if (recv(fd, buf, sizeof buf, 0) < 0 && errno == EAGAIN) sleep_ms(5);
+  }
+  return NULL;
+}
+
 static void *vforker(void *arg) {
   (void)arg;
   pthread_barrier_wait(&g_started);
@@ -109,9 +121,12 @@ static void deep_map(long levels) {
   int next = openat(dir, name, O_RDONLY | O_DIRECTORY);
   close(dir);
   dir = next;
+  char level[201];
+  memset(level, 'd', 200);
+  level[200] = '\0';
   for (long i = 0; i < levels; ++i) {
-    if (mkdirat(dir, "d", 0700) != 0 && errno != EEXIST) die("mkdirat");
-    next = openat(dir, "d", O_RDONLY | O_DIRECTORY);
+    if (mkdirat(dir, level, 0700) != 0 && errno != EEXIST) die("mkdirat");
+    next = openat(dir, level, O_RDONLY | O_DIRECTORY);
     if (next < 0) die("openat");
     close(dir);
     dir = next;
@@ -170,6 +185,10 @@ int main(int argc, char **argv) {
     unlink(bind_name);
     if (bind(s, (struct sockaddr *)&addr, sizeof addr) != 0) die("bind");
     if (stream && listen(s, 4) != 0) die("listen");
+    if (!stream) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, drainer, (void *)(intptr_t)s) != 0) die("pthread_create");
+    }
   }
   if (!publish) publish = socket_path ? socket_path : "/nonexistent";
   if (library) {

@@ -150,8 +150,13 @@ std::optional<int> Target::reap(bool block) {
 }
 
 bool Target::alive() {
-  if (!launched_)
-    return kill(pid_, 0) == 0 && (attach_start_time_ == 0 || process_start_time(pid_) == attach_start_time_);
+  if (!launched_) {
+    // Not our child: a zombie (exited, not yet reaped by its parent) answers
+    // kill(pid, 0) too, and a reused pid names another process.
+    if (kill(pid_, 0) != 0) return false;
+    if (attach_start_time_ != 0 && process_start_time(pid_) != attach_start_time_) return false;
+    return !(task_state(pid_, pid_) == 'Z' && live_task(pid_) == pid_);
+  }
   if (wait_status_) return false;
   if (auto status = reap(false)) {
     wait_status_ = status;
