@@ -7,6 +7,7 @@
 #include <set>
 
 #include "probe.hpp"
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::conform {
@@ -38,7 +39,8 @@ Verdict verdict_of(Finding::Outcome o) {
 }
 
 void say(const RunOptions& o, const std::string& line) {
-  if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", line.c_str());
+  // Session errors quote what the target published: escaped like the report.
+  if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", printable_text(line).c_str());
 }
 
 }  // namespace

@@ -141,6 +141,13 @@ def test_thread_parked_in_vfork_is_reported_not_waited_for(tmp_path):
         # Nothing is left attached once inspect is gone.
         assert all(v == 0 for v in tracer_pids(t.pid).values())
 
+        # conform --pid reads every thread too: it finishes, and the records of the threads that stop are judged.
+        r = tracecorr("conform", "--pid", t.pid, "--only", "TLS-01,TLS-03", "--duration", "1", "--quiet",
+                      "--otlp-port", free_port(), "--json", tmp_path / "report.json")
+        verdicts = {x["id"]: x for x in json.loads((tmp_path / "report.json").read_text())["results"]}
+        assert verdicts["TLS-03"]["verdict"] == "pass", verdicts["TLS-03"]
+        assert all(v == 0 for v in tracer_pids(t.pid).values())
+
         # The agent honours --duration ...
         r = tracecorr("agent", "--pid", t.pid, "--duration", "2", "--reader", "ptrace", "--json", "-", "--quiet")
         assert r.returncode == 0, r.stderr
