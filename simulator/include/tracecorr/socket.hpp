@@ -39,7 +39,6 @@ struct SocketFacts {
   unsigned mode = 0;                 // permission bits
   uid_t target_uid = 0;              // the target's effective uid, to judge ownership (SOCK-04)
   bool bound_by_target = false;      // one of the target's socket fds is bound to this file
-  bool listed_in_net_unix = false;   // that socket is known to the kernel (same as bound_by_target)
   bool datagram = false;             // its type is SOCK_DGRAM
   unsigned socket_type = 0;          // its type (1 SOCK_STREAM, 2 SOCK_DGRAM, 5 SOCK_SEQPACKET)
   bool target_nonblocking = false;   // O_NONBLOCK in the target's fdinfo

@@ -229,7 +229,6 @@ Expected<SocketFacts> examine_resolved(pid_t pid, int fd, const std::string& pat
     if (!d) return d.error();
     if (!*d || !(*d)->bound_file || (*d)->vfs_dev != want_dev || (*d)->vfs_ino != want_ino) continue;
     f.bound_by_target = true;
-    f.listed_in_net_unix = true;
     f.socket_inode = socket_inode;
     f.socket_type = (*d)->type;
     f.datagram = (*d)->type == SOCK_DGRAM;
