@@ -201,6 +201,7 @@ def test_socket_of_another_service_gets_nothing(tmp_path, victim):
         assert r.returncode == 1, r.stdout
         assert verdicts["SOCK-02"]["verdict"] == "fail", verdicts["SOCK-02"]
         assert "not held by the target" in json.dumps(verdicts["SOCK-02"])
+        assert verdicts["SOCK-01"]["verdict"] == "skip", verdicts["SOCK-01"]  # not the agent's socket: no type to judge
     assert received(sock) == 0
 
 
