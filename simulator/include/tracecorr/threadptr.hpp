@@ -47,6 +47,14 @@ PtraceStop wait_for_ptrace_stop(pid_t tid, std::chrono::milliseconds bound = kPt
 // left when the tracer thread exits.
 void park_unstopped(pid_t tid);
 void reap_parked_attachments();
+// PTRACE_DETACH, and when that fails (the thread was killed while stopped,
+// e.g. by another thread's exec) reap it, waiting up to the bound, or park it.
+// An unreaped traced zombie deadlocks the target's exec (de_thread waits for
+// us to reap it while holding cred_guard_mutex) and our next PTRACE_SEIZE of
+// any of its threads (which waits for that mutex, and restarts across
+// signals, so not even SIGTERM would end it). So: detach or reap, always, and
+// reap_parked_attachments() before every PTRACE_SEIZE.
+void detach_or_reap(pid_t tid, int signal = 0);
 bool is_parked(pid_t tid);
 std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound = kPtraceStopBound);
 

@@ -121,18 +121,24 @@ class PtraceSampler final : public Sampler {
         ++attempted;
         int err = 0;
         Sample s;
+        bool next_process = false;
         switch (sample_thread(pid, tid, offset, s, err)) {
           case Outcome::Sampled:
             ++delivered;
             ++counters_.emitted;
             callback(s);
             break;
-          case Outcome::Gone: break;
+          case Outcome::Gone:
+            // A thread that vanished mid-read may be another thread's exec
+            // killing it: leave the process alone until the next round.
+            next_process = !is_parked(tid);
+            break;
           case Outcome::Refused:
             ++refused;
             refused_errno = err;
             break;
         }
+        if (next_process) break;
       }
     }
     if (attempted > 0 && refused == attempted)
@@ -145,13 +151,14 @@ class PtraceSampler final : public Sampler {
   enum class Outcome { Sampled, Gone, Refused };
 
   Outcome sample_thread(pid_t pid, pid_t tid, std::int64_t offset, Sample& s, int& err) {
+    reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
     if (is_parked(tid)) return Outcome::Gone;
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
       err = errno;
       return err == ESRCH ? Outcome::Gone : Outcome::Refused;
     }
     if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-      ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      detach_or_reap(tid);
       return Outcome::Gone;
     }
     auto stop = wait_for_ptrace_stop(tid);
@@ -191,7 +198,7 @@ class PtraceSampler final : public Sampler {
           },
           options_.max_frames);
     }
-    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(inject)));
+    detach_or_reap(tid, inject);
     return Outcome::Sampled;
   }
 

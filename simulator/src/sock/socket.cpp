@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -115,66 +116,60 @@ Expected<UniqueFd> diag_socket_for(pid_t pid) {
   return fd;
 }
 
-struct UnixDiag {
-  unsigned type = 0;
-  bool bound_file = false;        // UNIX_DIAG_VFS present: bound to a file
-  std::uint32_t vfs_dev = 0, vfs_ino = 0;  // the kernel's dev_t (major << 20 | minor) and inode, 32-bit
+struct BoundSocket {
+  std::uint64_t socket_inode = 0;  // sockfs inode ("socket:[N]")
+  unsigned type = 0;               // SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET
 };
 
-// One socket, by its sockfs inode: type and the file it is bound to.
-// nullopt when that namespace has no such unix socket (closed since).
-Expected<std::optional<UnixDiag>> query_unix_socket(int diag_fd, std::uint64_t socket_inode) {
+// Every unix socket of the diag socket's namespace that is bound to the file
+// (dev, ino), as the kernel reports it (UNIX_DIAG_VFS: the kernel's dev_t,
+// major << 20 | minor, and a 32-bit inode). One dump, not one request per
+// descriptor: an exact request makes the kernel walk every unix socket, so
+// per-descriptor requests cost O(descriptors x sockets) (5.4 s at 10,000
+// descriptors; the dump takes milliseconds).
+Expected<std::vector<BoundSocket>> unix_sockets_bound_to(int diag_fd, std::uint32_t dev, std::uint32_t ino) {
   struct {
     nlmsghdr header;
     unix_diag_req request;
   } message{};
   message.header.nlmsg_len = sizeof message;
   message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  message.header.nlmsg_flags = NLM_F_REQUEST;
+  message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   message.request.sdiag_family = AF_UNIX;
   message.request.udiag_states = ~0u;
-  message.request.udiag_ino = static_cast<std::uint32_t>(socket_inode);
   message.request.udiag_show = UDIAG_SHOW_VFS;
-  message.request.udiag_cookie[0] = message.request.udiag_cookie[1] = ~0u;  // INET_DIAG_NOCOOKIE
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (::sendto(diag_fd, &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
     return make_error(std::string("sock_diag request failed: ") + std::strerror(errno));
-  alignas(nlmsghdr) char buffer[8192];
+  std::vector<BoundSocket> out;
+  alignas(nlmsghdr) char buffer[32768];
   for (;;) {
     ssize_t n = ::recv(diag_fd, buffer, sizeof buffer, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
-      // The kernel answers synchronously; wait briefly in case it did not yet.
       pollfd p{diag_fd, POLLIN, 0};
       if (::poll(&p, 1, 1000) <= 0) return make_error("no sock_diag answer within 1 s");
       continue;
     }
     if (n < 0) return make_error(std::string("sock_diag answer failed: ") + std::strerror(errno));
+    if (n == 0) return make_error("sock_diag closed the dump early");
     int len = static_cast<int>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+      if (h->nlmsg_type == NLMSG_DONE) return out;
       if (h->nlmsg_type == NLMSG_ERROR) {
         auto* e = static_cast<nlmsgerr*>(NLMSG_DATA(h));
-        if (e->error == -ENOENT) return std::optional<UnixDiag>{};
-        return make_error(std::string("sock_diag: ") + std::strerror(-e->error) +
-                          (e->error == -EINVAL || e->error == -ENOENT ? "" : " (is the unix_diag module available?)"));
+        return make_error(std::string("sock_diag: ") + std::strerror(-e->error) + " (is the unix_diag module available?)");
       }
       if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(unix_diag_msg))) continue;
       auto* msg = static_cast<unix_diag_msg*>(NLMSG_DATA(h));
-      if (msg->udiag_ino != static_cast<std::uint32_t>(socket_inode)) continue;
-      UnixDiag d;
-      d.type = msg->udiag_type;
       int attr_len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(unix_diag_msg)));
       for (auto* a = reinterpret_cast<rtattr*>(msg + 1); RTA_OK(a, attr_len); a = RTA_NEXT(a, attr_len)) {
-        if (a->rta_type == UNIX_DIAG_VFS && RTA_PAYLOAD(a) >= sizeof(unix_diag_vfs)) {
-          unix_diag_vfs vfs{};
-          std::memcpy(&vfs, RTA_DATA(a), sizeof vfs);
-          d.bound_file = true;
-          d.vfs_ino = vfs.udiag_vfs_ino;
-          d.vfs_dev = vfs.udiag_vfs_dev;
-        }
+        if (a->rta_type != UNIX_DIAG_VFS || RTA_PAYLOAD(a) < sizeof(unix_diag_vfs)) continue;
+        unix_diag_vfs vfs{};
+        std::memcpy(&vfs, RTA_DATA(a), sizeof vfs);
+        if (vfs.udiag_vfs_dev == dev && vfs.udiag_vfs_ino == ino) out.push_back({msg->udiag_ino, msg->udiag_type});
       }
-      return std::optional<UnixDiag>{d};
     }
   }
 }
@@ -223,15 +218,16 @@ Expected<SocketFacts> examine_resolved(pid_t pid, int fd, const std::string& pat
   auto diag = diag_socket_for(pid);
   if (!diag) return diag.error();
   const std::uint32_t want_dev = (major(st.st_dev) << 20) | minor(st.st_dev);
-  const auto want_ino = static_cast<std::uint32_t>(st.st_ino);
+  auto bound = unix_sockets_bound_to(diag->get(), want_dev, static_cast<std::uint32_t>(st.st_ino));
+  if (!bound) return bound.error();
   for (auto [fdnum, socket_inode] : held) {
-    auto d = query_unix_socket(diag->get(), socket_inode);
-    if (!d) return d.error();
-    if (!*d || !(*d)->bound_file || (*d)->vfs_dev != want_dev || (*d)->vfs_ino != want_ino) continue;
+    auto it = std::find_if(bound->begin(), bound->end(),
+                           [&](const BoundSocket& b) { return b.socket_inode == socket_inode; });
+    if (it == bound->end()) continue;
     f.bound_by_target = true;
     f.socket_inode = socket_inode;
-    f.socket_type = (*d)->type;
-    f.datagram = (*d)->type == SOCK_DGRAM;
+    f.socket_type = it->type;
+    f.datagram = it->type == SOCK_DGRAM;
     f.target_fd = fdnum;
     if (auto flags = fdinfo_flags(pid, fdnum)) f.target_nonblocking = (*flags & O_NONBLOCK) != 0;
     break;

@@ -30,10 +30,11 @@ class Attachment {
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
   ~Attachment() {
-    if (attached_) ::ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(pending_signal_)));
+    if (attached_) detach_or_reap(tid_, pending_signal_);
   }
 
   Status seize() {
+    reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
     if (::ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0) {
       int err = errno;
       if (err == ESRCH) return make_error("the thread is gone", thread_name(tid_));
@@ -149,6 +150,18 @@ std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound) {
   (void)tid;
   return "the thread did not stop within " + std::to_string(bound.count()) +
          " ms of PTRACE_INTERRUPT (parked in vfork or in uninterruptible sleep); not read";
+}
+
+void detach_or_reap(pid_t tid, int signal) {
+  if (::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) return;
+  auto stop = wait_for_ptrace_stop(tid);
+  if (stop.kind == PtraceStop::Kind::kStopped) {
+    // Stopped again (a signal-delivery-stop): hand that signal back too.
+    int pending = (stop.status >> 16) == 0 ? WSTOPSIG(stop.status) : signal;
+    if (::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(pending))) != 0) park_unstopped(tid);
+  } else if (stop.kind == PtraceStop::Kind::kNotStopping) {
+    park_unstopped(tid);
+  }  // kExited: reaped
 }
 
 void park_unstopped(pid_t tid) {
