@@ -8,6 +8,7 @@
 
 #include "figures.hpp"
 #include "probe.hpp"
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::conform {
@@ -39,7 +40,8 @@ Verdict verdict_of(Finding::Outcome o) {
 }
 
 void say(const RunOptions& o, const std::string& line) {
-  if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", line.c_str());
+  // Session errors quote what the target published: escaped like the report.
+  if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", printable_text(line).c_str());
 }
 
 }  // namespace
@@ -85,7 +87,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
 
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
-  std::map<std::string, std::string> session_errors;
+  std::map<std::string, std::string> session_errors, lost_sessions;
   for (const auto& name : all_session_names()) {
     if (!wanted_sessions.count(name)) continue;
     if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
@@ -99,6 +101,14 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     }
     if (auto st = run_scenario(**session, o.scenario); !st) session_errors[name] = st.error().message();
     (*session)->close();
+    // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
+    // a process that is no longer the one judged (a failed SOCK-02 against a
+    // vanished socket, 16 passes against a new image): the environment's error.
+    if (sessions.attach_mode)
+      if (auto lost = (*session)->target().attached_process_lost()) {
+        lost_sessions[name] = *lost;
+        say(o, "session " + name + ": " + *lost);
+      }
     run.counters["messages_sent." + name] = (*session)->sent_messages().size();
     run.counters["messages_lost." + name] = (*session)->messages_lost();
     run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
@@ -139,6 +149,11 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
         if (auto e = session_errors.find(s); e != session_errors.end() && r.verdict == Verdict::Skip) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + " failed: " + e->second;
+        }
+      for (const auto& s : probe->sessions())
+        if (auto e = lost_sessions.find(s); e != lost_sessions.end()) {
+          r.verdict = Verdict::Error;
+          r.reason = "session " + s + ": " + e->second + "; not judged (was: " + r.reason + ")";
         }
       if (r.verdict == Verdict::Fail) apply_level(r, o.strict);
     }

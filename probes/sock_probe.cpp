@@ -34,12 +34,16 @@ class SockProbe final : public Probe {
     }
     std::vector<Finding> out;
     if (!facts->is_socket) {
-      out.push_back(not_applicable("SOCK-01", path + " is not a socket"));
+      out.push_back(not_applicable("SOCK-01", path + " is " + describe_file_type(facts->file_type) + ", not a socket"));
+    } else if (!facts->bound_by_target) {
+      // Someone else's socket: its type says nothing about the agent's (SOCK-02 fails).
+      out.push_back(not_applicable("SOCK-01", "the target holds no descriptor for the socket at " + path + " (see SOCK-02)"));
     } else if (facts->datagram) {
-      out.push_back(met("SOCK-01", 1, "AF_UNIX SOCK_DGRAM (/proc/PID/net/unix type 0002)"));
+      out.push_back(met("SOCK-01", 1, "AF_UNIX SOCK_DGRAM (the target's fd " + std::to_string(facts->target_fd) +
+                                       ", bound to that file; sock_diag type 2)"));
     } else {
       out.push_back(violated("SOCK-01", "the socket is not a datagram socket",
-                             {text_evidence("socket type in /proc/PID/net/unix", "0002 (SOCK_DGRAM)",
+                             {text_evidence("type of the target's socket bound there (sock_diag)", "2 (SOCK_DGRAM)",
                                             std::to_string(facts->socket_type) +
                                                 (facts->socket_type == 1 ? " (SOCK_STREAM)" : ""))}));
     }

@@ -70,7 +70,7 @@ void bind_process(py::module_& m) {
             out->socket.emplace(unwrap(std::move(*s)));
             return out;
           },
-          py::arg("pid"), py::arg("path"), "Connects to `path` as seen by `pid`; refuses anything not a socket.")
+          py::arg("pid"), py::arg("path"), "Connects to `path` as seen by `pid`; refuses anything but a datagram socket `pid` itself holds.")
       .def(
           "send", [](PySocket& s, const py::bytes& b) {
             std::string_view v = b;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/agent/host_agent.hpp"
 #include "tracecorr/conform/flames.hpp"
 #include "tracecorr/conform/report.hpp"
@@ -160,6 +161,7 @@ int run_agent(const AgentArgs& a) {
     }
   }
   auto summary = host.summary();
+  conform::make_utf8(summary);  // paths read from targets may not be UTF-8
   if (!a.json_path.empty()) {
     if (a.json_path == "-") {
       std::puts(summary.dump(2).c_str());

@@ -83,7 +83,7 @@ int run_conform(const ConformArgs& a) {
 
   auto run = run_conformance(o);
   if (!run) {
-    std::fprintf(stderr, "tracecorr conform: %s\n", run.error().message().c_str());
+    std::fprintf(stderr, "tracecorr conform: %s\n", printable_text(run.error().message()).c_str());
     return kExitUsage;
   }
   if (expectations) apply_expectations(*run, *expectations);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "command.hpp"
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/inspect.hpp"
 #include "tracecorr/memory.hpp"
 
@@ -57,14 +58,18 @@ void print_symbol(const char* label, const std::optional<elf::Symbol>& s) {
               static_cast<unsigned long long>(s->size), s->defined() ? "" : " (undefined)", hex_address(s->value).c_str());
 }
 
+// Target-controlled text (paths, service names, errors quoting them) is
+// escaped: control characters could clear the screen or fake lines.
+std::string safe(std::string_view text) { return conform::printable_text(text); }
+
 void print_human(const Inspection& in) {
   const auto& lib = *in.library;
   std::printf("pid %d\n", in.pid);
-  std::printf("library          %s%s\n", lib.path.c_str(), lib.deleted ? " (deleted)" : "");
-  std::printf("  name           %s\n", lib.name_matches ? ("matches, suffix \"" + lib.name_suffix + "\"").c_str()
+  std::printf("library          %s%s\n", safe(lib.path).c_str(), lib.deleted ? " (deleted)" : "");
+  std::printf("  name           %s\n", lib.name_matches ? ("matches, suffix \"" + safe(lib.name_suffix) + "\"").c_str()
                                                           : "does NOT match the registry's regex");
   if (!in.library_error.empty()) {
-    std::printf("  error          %s\n", in.library_error.c_str());
+    std::printf("  error          %s\n", safe(in.library_error).c_str());
   } else {
     std::printf("  machine        %s, load bias %s\n", elf::to_string(lib.elf.machine), hex_address(lib.load_bias).c_str());
     std::printf("symbols\n");
@@ -78,43 +83,43 @@ void print_human(const Inspection& in) {
                   hex_address(in.tls->resolver).c_str(), hex_address(in.tls->argument).c_str());
       std::printf("  model          %s", to_string(in.tls->model));
       if (in.tls->model == TlsModel::StaticOffset) std::printf(", thread-pointer offset %lld", static_cast<long long>(in.tls->tp_offset));
-      std::printf("\n                 %s\n", in.tls->explanation.c_str());
+      std::printf("\n                 %s\n", safe(in.tls->explanation).c_str());
     } else if (!in.tls_error.empty()) {
-      std::printf("  descriptor     unreadable: %s\n", in.tls_error.c_str());
+      std::printf("  descriptor     unreadable: %s\n", safe(in.tls_error).c_str());
     }
   }
   std::printf("storage\n");
   if (!in.storage) {
     std::printf("  (no process storage symbol)\n");
   } else if (!in.storage->pointer) {
-    std::printf("  unreadable: %s\n", in.storage->error.c_str());
+    std::printf("  unreadable: %s\n", safe(in.storage->error).c_str());
   } else if (*in.storage->pointer == 0) {
     std::printf("  not published yet (%s at %s is 0)\n", std::string(spec::kProcessStorageSymbol).c_str(),
                 hex_address(in.storage->pointer_address).c_str());
   } else if (!in.storage->fields) {
-    std::printf("  at %s, undecodable: %s\n", hex_address(*in.storage->pointer).c_str(), in.storage->error.c_str());
+    std::printf("  at %s, undecodable: %s\n", hex_address(*in.storage->pointer).c_str(), safe(in.storage->error).c_str());
   } else {
     const auto& f = *in.storage->fields;
     std::printf("  at %s: minor %u, service_name \"%s\", service_environment \"%s\", socket_file_path \"%s\"\n",
-                hex_address(*in.storage->pointer).c_str(), f.minor, f.service_name.c_str(), f.service_environment.c_str(),
-                f.socket_file_path.c_str());
+                hex_address(*in.storage->pointer).c_str(), f.minor, safe(f.service_name).c_str(), safe(f.service_environment).c_str(),
+                safe(f.socket_file_path).c_str());
   }
   if (in.socket) {
     const auto& s = *in.socket;
-    std::printf("socket           %s\n", s.path.c_str());
+    std::printf("socket           %s\n", safe(s.path).c_str());
     if (!s.error.empty()) {
-      std::printf("  error          %s\n", s.error.c_str());
+      std::printf("  error          %s\n", safe(s.error).c_str());
     } else if (s.facts) {
       const auto& f = *s.facts;
       std::printf("  %s, %s, %s, owner uid %u mode %04o, %s\n", f.is_socket ? "socket" : "NOT a socket",
                   f.datagram ? "datagram" : "not datagram",
                   f.bound_by_target ? (f.target_nonblocking ? "held by the process (non-blocking)" : "held by the process (blocking)")
                                     : "not held by the process",
-                  f.owner, f.mode, s.reachable ? "reachable" : ("unreachable: " + s.reach_error).c_str());
+                  f.owner, f.mode, s.reachable ? "reachable" : ("unreachable: " + safe(s.reach_error)).c_str());
     }
   }
   std::printf("threads (%s)\n", in.thread_pointer_source.c_str());
-  if (!in.threads_error.empty()) std::printf("  error: %s\n", in.threads_error.c_str());
+  if (!in.threads_error.empty()) std::printf("  error: %s\n", safe(in.threads_error).c_str());
   for (const auto& t : in.threads) {
     std::printf("  %-8d tp %-16s", t.tid, t.thread_pointer ? hex_address(*t.thread_pointer).c_str() : "?");
     if (t.record_pointer) std::printf(" record %-16s", hex_address(*t.record_pointer).c_str());
@@ -129,13 +134,19 @@ void print_human(const Inspection& in) {
     } else if (t.record_pointer && *t.record_pointer == 0) {
       std::printf(" no record");
     }
-    if (!t.error.empty()) std::printf(" error: %s", t.error.c_str());
+    if (!t.error.empty()) std::printf(" error: %s", safe(t.error).c_str());
     std::printf("\n");
   }
   std::printf("findings\n");
   if (in.findings.empty()) std::printf("  none\n");
   for (const auto& f : in.findings)
-    std::printf("  %-8s %-6s %s\n", f.requirement.c_str(), std::string(to_string(f.level)).c_str(), f.message.c_str());
+    std::printf("  %-8s %-6s %s\n", f.requirement.c_str(), std::string(to_string(f.level)).c_str(), safe(f.message).c_str());
+}
+
+// Invalid UTF-8 from the target (a library path) is escaped, never an exception.
+std::string json_text(const Inspection& in) {
+  auto document = to_json(in);
+  return conform::make_utf8(document).dump(2);
 }
 
 int run_inspect(const InspectArgs& a) {
@@ -174,11 +185,11 @@ int run_inspect(const InspectArgs& a) {
 
   auto result = inspect_process(pid, options);
   if (!result) {
-    std::fprintf(stderr, "tracecorr inspect: cannot read pid %d: %s\n", pid, result.error().message().c_str());
+    std::fprintf(stderr, "tracecorr inspect: cannot read pid %d: %s\n", pid, safe(result.error().message()).c_str());
     return kExitEnvironment;
   }
   if (!result->library) {
-    if (a.json) std::puts(to_json(*result).dump(2).c_str());
+    if (a.json) std::puts(json_text(*result).c_str());
     std::fprintf(stderr,
                  "tracecorr inspect: pid %d has no agent library: no mapped file matches %s or defines %s / %s\n", pid,
                  std::string(spec::kLibraryNameRegex).c_str(), std::string(spec::kProcessStorageSymbol).c_str(),
@@ -186,7 +197,7 @@ int run_inspect(const InspectArgs& a) {
     return kExitFailure;
   }
   if (a.json)
-    std::puts(to_json(*result).dump(2).c_str());
+    std::puts(json_text(*result).c_str());
   else
     print_human(*result);
   // A target that died mid-read leaves a partial picture: say so, and do not

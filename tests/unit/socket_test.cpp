@@ -4,10 +4,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "tracecorr/fd.hpp"
 #include "tracecorr/socket.hpp"
@@ -46,7 +48,6 @@ TEST_F(SocketDir, ExaminesANonBlockingDatagramSocketThisProcessHolds) {
   auto f = examine_socket(::getpid(), path);
   ASSERT_TRUE(f.ok()) << f.error().message();
   EXPECT_TRUE(f->is_socket);
-  EXPECT_TRUE(f->listed_in_net_unix);
   EXPECT_TRUE(f->datagram);
   EXPECT_TRUE(f->bound_by_target);
   EXPECT_EQ(f->target_fd, agent.get());
@@ -113,6 +114,72 @@ TEST_F(SocketDir, PeerGoneIsRefused) {
   }
   const std::uint8_t byte[] = {0};
   EXPECT_EQ(s->send(byte), SendOutcome::Refused);
+}
+
+// Issue 16: a target naming another process's socket (one it does not hold)
+// must get nothing sent there, and the facts say why.
+TEST_F(SocketDir, SocketTheTargetDoesNotHoldIsRefusedBeforeAnythingIsSent) {
+  std::string path = dir_ + "/service.sock";
+  files_.push_back(path);
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  pid_t service = ::fork();
+  ASSERT_GE(service, 0);
+  if (service == 0) {
+    int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(2);
+    (void)!::write(ready[1], "r", 1);
+    char c;
+    (void)!::read(done[0], &c, 1);
+    char buf[64];
+    ::_exit(::recv(fd, buf, sizeof buf, MSG_DONTWAIT) >= 0 ? 1 : 0);  // 1: something arrived
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto f = examine_socket(::getpid(), path);  // we are the "target": we hold no fd on it
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_TRUE(f->is_socket);
+  EXPECT_FALSE(f->bound_by_target);
+  auto s = AgentSocket::connect(::getpid(), path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().requirement, "SOCK-02");
+  EXPECT_NE(s.error().message().find("holds no descriptor"), std::string::npos) << s.error().message();
+  // The service itself holds it, so from its side the same path is its socket.
+  auto theirs = examine_socket(service, path);
+  ASSERT_TRUE(theirs.ok()) << theirs.error().message();
+  EXPECT_TRUE(theirs->bound_by_target);
+  EXPECT_TRUE(theirs->datagram);
+  ASSERT_EQ(::write(done[1], "d", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(service, &status, 0), service);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the service received a datagram";
+}
+
+// The same socket under other spellings and bound by a relative name is found by inode.
+TEST_F(SocketDir, EquivalentSpellingsAndRelativeBindAreTheSameSocket) {
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(::chdir(dir_.c_str()), 0);
+  UniqueFd agent(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, "rel.sock");
+  ASSERT_EQ(::bind(agent.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::chdir(cwd), 0);
+  files_.push_back(dir_ + "/rel.sock");
+  std::string base = dir_.substr(dir_.rfind('/') + 1);
+  for (std::string spelling : {dir_ + "/rel.sock", dir_ + "/../" + base + "/rel.sock", "/" + dir_ + "//rel.sock"}) {
+    auto f = examine_socket(::getpid(), spelling);
+    ASSERT_TRUE(f.ok()) << spelling << ": " << f.error().message();
+    EXPECT_TRUE(f->bound_by_target) << spelling;
+    EXPECT_TRUE(f->datagram) << spelling;
+    EXPECT_EQ(f->target_fd, agent.get()) << spelling;
+    EXPECT_TRUE(AgentSocket::connect(::getpid(), spelling).ok()) << spelling;
+  }
 }
 
 TEST(OpenInTargetRoot, RefusesEmptyAndNulPathsAndGoneProcesses) {

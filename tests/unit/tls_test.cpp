@@ -2,6 +2,8 @@
 // dlopens itself: the reader must land on the very thread_local the test sees.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "thread_pointer_support.hpp"
 
 #include <asm/prctl.h>
@@ -93,6 +95,40 @@ TEST(Discovery, NameRegexIsTheRegistrys) {
   EXPECT_FALSE(library_name_matches("/a/elastic-jvmti-linux-x.64.so", re));
   // A long hostile path does not blow the stack.
   EXPECT_FALSE(library_name_matches("/" + std::string(4096, 'a') + ".so", re));
+}
+
+// Issue 16: std::regex overflowed the stack on 25-30 KB paths (SIGSEGV in
+// inspect and agent). The matcher is linear and does not recurse.
+TEST(Discovery, NameMatcherSurvivesHugePaths) {
+  auto re = DiscoveryOptions::defaults().name_regex;
+  ASSERT_TRUE(library_name_pattern_supported(re));
+  std::string deep;
+  while (deep.size() < 200'000) deep += "/d";
+  std::string suffix;
+  EXPECT_TRUE(library_name_matches(deep + "/elastic-jvmti-linux-x64.so", re, &suffix));
+  EXPECT_EQ(suffix, "x64");
+  EXPECT_FALSE(library_name_matches(deep + "/elastic-jvmti-linux-" + std::string(200'000, 'x') + ".so.1", re));
+  EXPECT_TRUE(library_name_matches("/a/elastic-jvmti-linux-" + std::string(200'000, 'x') + ".so", re));
+}
+
+// The matcher agrees with the regex it stands for (std::regex is safe on these short inputs).
+TEST(Discovery, NameMatcherAgreesWithTheRegex) {
+  for (std::string re : {DiscoveryOptions::defaults().name_regex, std::string(".*/no-such-agent-name\\.so"),
+                         std::string(".*/lib([a-c0-9]+)\\.so")}) {
+    ASSERT_TRUE(library_name_pattern_supported(re)) << re;
+    std::regex reference(re, std::regex::ECMAScript);
+    for (std::string path : {"/x/elastic-jvmti-linux-x64.so", "/x/elastic-jvmti-linux-.so", "//elastic-jvmti-linux-a_b-c.so",
+                             "/x/elastic-jvmti-linux-x 64.so", "/x/elastic-jvmti-linux-x64.sox", "/x/y/elastic-jvmti-linux-x64.so/z",
+                             "/x/no-such-agent-name.so", "/x/no-such-agent-nameXso", "/lib.so", "/libab0.so", "/libabd.so",
+                             "/a\nb/libab.so", "libab.so", "/x/elastic-jvmti-linux-\xc3\xa9.so"}) {
+      std::smatch m;
+      bool want = std::regex_match(path, m, reference);
+      std::string suffix;
+      EXPECT_EQ(library_name_matches(path, re, &suffix), want) << re << " on " << path;
+      if (want && m.size() > 1) EXPECT_EQ(suffix, m[1].str());
+    }
+  }
+  EXPECT_FALSE(library_name_pattern_supported("(a|b).*"));
 }
 
 TEST(Discovery, NonexistentProcessIsAnError) {

@@ -77,8 +77,12 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
 // as a "pointer" made of .comment text).
 bool storage_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory);
 
-// Does `path` match the library name regex? Fills the suffix group.
+// Does `path` match the library name regex? Fills the suffix group. Linear in
+// the path's length: the regex must have the registry's shape (".*/" literal,
+// at most one "([class]*)" or "+" group, literal; no '/' after the first), see
+// library_name_pattern_supported; any other pattern matches nothing.
 bool library_name_matches(const std::string& path, const std::string& regex, std::string* suffix = nullptr);
+bool library_name_pattern_supported(const std::string& regex);
 
 std::vector<pid_t> list_processes();
 

@@ -32,12 +32,13 @@ class ProcessMemory {
 // (some seccomp profiles and older kernels). /proc/PID/mem is opened read-only.
 class LiveProcessMemory final : public ProcessMemory {
  public:
-  explicit LiveProcessMemory(pid_t pid) : pid_(pid) {}
+  explicit LiveProcessMemory(pid_t pid) : pid_(pid), task_(pid) {}
   Status read(std::uint64_t addr, std::span<std::uint8_t> out) const override;
   pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_;
+  mutable pid_t task_;               // pid_, or a live thread when the leader is a zombie
   mutable UniqueFd mem_fd_;          // opened on first fallback
   mutable bool vm_readv_refused_ = false;
 };

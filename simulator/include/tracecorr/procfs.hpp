@@ -1,6 +1,8 @@
 // Listing /proc directories whose entries are numbers.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -10,5 +12,23 @@ namespace tracecorr {
 // for tids, /proc/PID/fd for descriptors), sorted; other names are skipped.
 // Empty when the directory cannot be read (the process is gone).
 std::vector<int> numbered_entries(const std::string& directory);
+
+// A thread of `pid` whose /proc entries show the process's shared state (maps,
+// mem, fd, fdinfo, root, ns): pid itself, or, when the thread-group leader is
+// a zombie (the main thread called pthread_exit while workers run on, so the
+// leader's entries are empty or fail), the first live thread. pid when no
+// thread is alive.
+pid_t live_task(pid_t pid);
+// "/proc/PID" or "/proc/PID/task/TID" of live_task(pid).
+std::string process_dir(pid_t pid);
+// Field 22 of /proc/PID/stat (start time in clock ticks): tells a restarted
+// process from the one we knew under the same pid. 0 when unreadable.
+std::uint64_t process_start_time(pid_t pid);
+// Changes when the process execs another program: its auxiliary vector
+// (AT_RANDOM, AT_ENTRY, AT_PHDR point into the new image and stack). Empty
+// when unreadable (gone).
+std::string exec_identity(pid_t pid);
+// The state letter of /proc/PID[/task/TID]/stat ('R', 'S', 'Z', ...), 0 when gone.
+char task_state(pid_t pid, pid_t tid);
 
 }  // namespace tracecorr

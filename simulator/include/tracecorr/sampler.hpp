@@ -66,6 +66,7 @@ struct SamplerCounters {
   std::uint64_t trace_absent = 0;  // record valid, trace_present == 0
   std::uint64_t stack_failed = 0;
   std::uint64_t lost = 0;          // samples dropped before user space saw them (ring buffer full)
+  std::uint64_t not_stopping = 0;  // ptrace: threads that did not stop in time (parked in vfork, D state)
   // name -> value, in a stable order, for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };

@@ -23,18 +23,24 @@ namespace tracecorr {
 // the file. O_CLOEXEC is always added.
 Expected<UniqueFd> open_in_target_root(pid_t pid, const std::string& path, int open_flags = O_PATH);
 
+// The socket is identified by the file the path resolves to (device and
+// inode), matched against the files that the target's own socket descriptors
+// (/proc/PID/fd -> socket:[N]) are bound to, as the kernel reports them
+// (sock_diag UNIX_DIAG_VFS, in the target's network namespace). The path
+// string is never compared, so "/tmp/s/../s/x.sock", "//tmp/s/x.sock", a
+// symlinked directory and a socket bound by a relative name all match.
 struct SocketFacts {
   bool is_socket = false;
+  unsigned file_type = 0;           // S_IFMT bits of what the path names (describe_file_type)
   std::uint64_t inode = 0;          // of the socket file
-  std::uint64_t socket_inode = 0;   // of the socket object (/proc/PID/net/unix, "socket:[N]")
+  std::uint64_t socket_inode = 0;   // of the socket object ("socket:[N]"), when bound_by_target
   uid_t owner = 0;
   gid_t group = 0;
   unsigned mode = 0;                 // permission bits
   uid_t target_uid = 0;              // the target's effective uid, to judge ownership (SOCK-04)
-  bool bound_by_target = false;      // the target holds an fd on this socket inode
-  bool listed_in_net_unix = false;   // the inode appears in /proc/PID/net/unix
-  bool datagram = false;             // from /proc/PID/net/unix (type 0002)
-  unsigned socket_type = 0;          // the type column of /proc/PID/net/unix
+  bool bound_by_target = false;      // one of the target's socket fds is bound to this file
+  bool datagram = false;             // its type is SOCK_DGRAM
+  unsigned socket_type = 0;          // its type (1 SOCK_STREAM, 2 SOCK_DGRAM, 5 SOCK_SEQPACKET)
   bool target_nonblocking = false;   // O_NONBLOCK in the target's fdinfo
   int target_fd = -1;                // the target's descriptor for it, when bound_by_target
 };
@@ -42,14 +48,18 @@ struct SocketFacts {
 // process is gone. A path naming something that is not a socket is not an
 // error: is_socket says so.
 Expected<SocketFacts> examine_socket(pid_t pid, const std::string& path);
+std::string describe_file_type(unsigned file_type);  // "a FIFO", "a regular file", ...
 
 enum class SendOutcome { Sent, WouldBlock, Refused };
 const char* to_string(SendOutcome o);
 
 class AgentSocket {
  public:
-  // Connects to the socket file `path` names inside the target's root; refuses
-  // anything that is not a socket.
+  // Connects to the socket file `path` names inside the target's root. Sends
+  // only where the target itself could: refuses anything that is not a
+  // datagram socket the target holds a descriptor for (examine_socket's
+  // bound_by_target), so a target cannot aim root's datagrams at another
+  // service's socket.
   static Expected<AgentSocket> connect(pid_t pid, const std::string& path);
   SendOutcome send(std::span<const std::uint8_t> datagram);  // MSG_DONTWAIT
   int last_errno() const { return last_errno_; }

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,35 @@ class ThreadPointerSource {
 };
 
 std::vector<pid_t> list_threads(pid_t pid);  // /proc/PID/task; empty when gone
+
+// Waiting for a seized thread to stop after PTRACE_INTERRUPT, with a deadline.
+// A thread parked in vfork (its child never execs) or in uninterruptible
+// sleep does not stop, and a blocking waitpid would wait for it forever.
+inline constexpr std::chrono::milliseconds kPtraceStopBound{200};
+struct PtraceStop {
+  enum class Kind { kStopped, kExited, kNotStopping } kind = Kind::kNotStopping;
+  int status = 0;  // the waitpid status, for kStopped
+};
+PtraceStop wait_for_ptrace_stop(pid_t tid, std::chrono::milliseconds bound = kPtraceStopBound);
+// A thread that did not stop stays attached with our interrupt pending: the
+// kernel offers no way to cancel it, and PTRACE_DETACH needs a stopped
+// tracee. It is parked on the calling (tracer) thread's list; each later
+// ptrace user on that thread calls reap_parked_attachments() first, which
+// detaches those that have stopped since (re-delivering their signal), so the
+// thread is held for no longer than one of our rounds. The kernel detaches any
+// left when the tracer thread exits.
+void park_unstopped(pid_t tid);
+void reap_parked_attachments();
+// PTRACE_DETACH, and when that fails (the thread was killed while stopped,
+// e.g. by another thread's exec) reap it, waiting up to the bound, or park it.
+// An unreaped traced zombie deadlocks the target's exec (de_thread waits for
+// us to reap it while holding cred_guard_mutex) and our next PTRACE_SEIZE of
+// any of its threads (which waits for that mutex, and restarts across
+// signals, so not even SIGTERM would end it). So: detach or reap, always, and
+// reap_parked_attachments() before every PTRACE_SEIZE.
+void detach_or_reap(pid_t tid, int signal = 0);
+bool is_parked(pid_t tid);
+std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound = kPtraceStopBound);
 
 // PTRACE_SEIZE + PTRACE_INTERRUPT, PTRACE_GETREGSET, PTRACE_DETACH. The thread
 // is stopped for a few microseconds and resumed; nothing is written. A thread

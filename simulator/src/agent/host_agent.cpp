@@ -12,8 +12,10 @@
 #include <set>
 #include <sstream>
 
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
 
@@ -21,23 +23,6 @@ namespace tracecorr::agent {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Field 22 of /proc/PID/stat (start time in clock ticks): tells a restarted
-// process from the one we knew under the same pid. 0 when unreadable.
-std::uint64_t process_start_time(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!in || !std::getline(in, text) || text.size() > 4096) return 0;
-  auto close = text.rfind(')');  // comm may contain spaces and parentheses
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(rest >> field)) return 0;
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return 0;
-}
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
@@ -51,6 +36,7 @@ std::string hex(const auto& bytes) { return to_hex(std::span<const std::uint8_t>
 struct HostAgent::Process {
   pid_t pid = 0;
   std::uint64_t start_time = 0;
+  std::string exec_identity;  // changes when the process execs another program
   bool explicit_pid = false;
   std::string state = "examining";
   std::string last_notice;
@@ -104,21 +90,25 @@ HostAgent::HostAgent(AgentOptions options, Sampler& sampler)
 HostAgent::~HostAgent() = default;
 
 void HostAgent::notice(const std::string& text) {
-  if (options_.log) std::fprintf(options_.log, "tracecorr agent: %s\n", text.c_str());
+  // Paths and errors come from targets: control characters are escaped.
+  if (options_.log) std::fprintf(options_.log, "tracecorr agent: %s\n", conform::printable_text(text).c_str());
 }
 
 // ---- discovery ---------------------------------------------------------------------
 
 void HostAgent::rescan() {
   // Drop processes that exited (or whose pid now names another process).
-  std::vector<pid_t> gone;
+  std::vector<pid_t> gone, execed;
   for (auto& [pid, p] : impl_->processes) {
     if (!process_exists(pid))
       gone.push_back(pid);
     else if (p.start_time != 0 && process_start_time(pid) != p.start_time)
       gone.push_back(pid);
+    else if (!p.exec_identity.empty() && exec_identity(pid) != p.exec_identity)
+      execed.push_back(pid);  // a new image: the old library, storage and TLS offset mean nothing there
   }
   for (pid_t pid : gone) retire(pid, "exited");
+  for (pid_t pid : execed) retire(pid, "exec'd another program");
 
   std::set<pid_t> candidates(options_.pids.begin(), options_.pids.end());
   if (options_.all)
@@ -150,6 +140,7 @@ void HostAgent::examine(pid_t pid, bool explicit_pid) {
   Process p;
   p.pid = pid;
   p.start_time = process_start_time(pid);
+  p.exec_identity = exec_identity(pid);
   p.explicit_pid = explicit_pid;
   p.library = std::move(**found);
   auto [it, inserted] = impl_->processes.emplace(pid, std::move(p));

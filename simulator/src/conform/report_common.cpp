@@ -72,6 +72,56 @@ std::string printable_text(std::string_view text, bool keep_newlines) {
   return out;
 }
 
+std::string utf8_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    std::uint32_t cp = 0;
+    std::size_t n = utf8_sequence(text, i, cp);
+    if (n == 0) {
+      append_escape(out, static_cast<unsigned char>(text[i]));
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+namespace {
+bool valid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    std::uint32_t cp = 0;
+    std::size_t n = utf8_sequence(text, i, cp);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+}  // namespace
+
+nlohmann::json& make_utf8(nlohmann::json& document) {
+  if (document.is_string()) {
+    auto& s = document.get_ref<std::string&>();
+    if (!valid_utf8(s)) s = utf8_text(s);
+  } else if (document.is_array()) {
+    for (auto& item : document) make_utf8(item);
+  } else if (document.is_object()) {
+    bool keys_valid = true;
+    for (auto it = document.begin(); it != document.end(); ++it) {
+      keys_valid = keys_valid && valid_utf8(it.key());
+      make_utf8(it.value());
+    }
+    if (!keys_valid) {
+      nlohmann::json fixed = nlohmann::json::object();
+      for (auto it = document.begin(); it != document.end(); ++it) fixed[utf8_text(it.key())] = std::move(it.value());
+      document = std::move(fixed);
+    }
+  }
+  return document;
+}
+
 std::string hex_dump(const std::vector<std::uint8_t>& bytes, std::size_t max_bytes, std::string_view indent) {
   std::string out;
   std::size_t shown = std::min(bytes.size(), max_bytes);

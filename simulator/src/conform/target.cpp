@@ -1,5 +1,7 @@
 #include "tracecorr/conform/target.hpp"
 
+#include "tracecorr/procfs.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -101,6 +103,8 @@ Expected<std::unique_ptr<Target>> Target::attach(pid_t pid) {
   t->pid_ = pid;
   t->command_ = "pid " + std::to_string(pid);
   t->started_ = std::chrono::steady_clock::now();
+  t->attach_start_time_ = process_start_time(pid);
+  t->attach_exec_identity_ = exec_identity(pid);
   return t;
 }
 
@@ -162,13 +166,27 @@ std::optional<int> Target::reap(bool block) {
 }
 
 bool Target::alive() {
-  if (!launched_) return kill(pid_, 0) == 0;
+  if (!launched_) {
+    // Not our child: a zombie (exited, not yet reaped by its parent) answers
+    // kill(pid, 0) too, and a reused pid names another process.
+    if (kill(pid_, 0) != 0) return false;
+    if (attach_start_time_ != 0 && process_start_time(pid_) != attach_start_time_) return false;
+    return !(task_state(pid_, pid_) == 'Z' && live_task(pid_) == pid_);
+  }
   if (wait_status_) return false;
   if (auto status = reap(false)) {
     wait_status_ = status;
     return false;
   }
   return true;
+}
+
+std::optional<std::string> Target::attached_process_lost() {
+  if (launched_) return std::nullopt;
+  if (!alive()) return "pid " + std::to_string(pid_) + " exited during the run";
+  if (!attach_exec_identity_.empty() && exec_identity(pid_) != attach_exec_identity_)
+    return "pid " + std::to_string(pid_) + " exec'd another program during the run";
+  return std::nullopt;
 }
 
 std::optional<std::string> Target::exit_description() {

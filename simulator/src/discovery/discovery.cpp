@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <regex>
+#include <cctype>
+#include <optional>
+#include <string_view>
 
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/socket.hpp"
@@ -22,7 +25,7 @@ std::string map_files_entry(pid_t pid, const Mapping& m) {
   char range[64];
   std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m.start),
                 static_cast<unsigned long long>(m.end));
-  return "/proc/" + std::to_string(pid) + "/map_files/" + range;
+  return process_dir(pid) + "/map_files/" + range;
 }
 
 // The cheap filter for libraries whose name does not match: only files named
@@ -36,10 +39,91 @@ bool looks_like_shared_object(const std::string& path) {
   return after.empty() || after.front() == '.';
 }
 
-const std::regex& cached_regex(const std::string& pattern) {
-  static thread_local std::map<std::string, std::regex> compiled;
-  auto it = compiled.find(pattern);
-  if (it == compiled.end()) it = compiled.emplace(pattern, std::regex(pattern, std::regex::ECMAScript)).first;
+// The library name pattern, compiled to what it can express: ".*/" then a
+// literal, at most one group of one character class repeated ("([\w-]*)" or
+// "+"), then a literal, none of them containing '/'. So the match is on the
+// basename, in one pass. std::regex is not used because libstdc++'s matcher
+// recurses per character and overflows the stack on long hostile paths.
+struct NamePattern {
+  std::string prefix, suffix;
+  bool has_group = false;
+  bool group_nonempty = false;  // "+" rather than "*"
+  bool word = false, digit = false;
+  std::string chars;  // literal characters of the class
+  std::vector<std::pair<char, char>> ranges;
+
+  bool in_class(char c) const {
+    auto u = static_cast<unsigned char>(c);
+    if (word && (std::isalnum(u) || c == '_')) return true;
+    if (digit && std::isdigit(u)) return true;
+    if (chars.find(c) != std::string::npos) return true;
+    for (auto [lo, hi] : ranges)
+      if (c >= lo && c <= hi) return true;
+    return false;
+  }
+};
+
+// Reads a literal up to the group or the end; nullopt on anything else.
+std::optional<std::string> parse_literal(std::string_view& re) {
+  std::string out;
+  while (!re.empty() && re.front() != '(') {
+    char c = re.front();
+    if (c == '\\') {
+      if (re.size() < 2 || std::isalnum(static_cast<unsigned char>(re[1]))) return std::nullopt;
+      out += re[1];
+      re.remove_prefix(2);
+      continue;
+    }
+    if (std::strchr(".[]{}*+?|^$)", c) || c == '/') return std::nullopt;
+    out += c;
+    re.remove_prefix(1);
+  }
+  return out;
+}
+
+std::optional<NamePattern> compile_name_pattern(std::string_view re) {
+  NamePattern p;
+  if (re.substr(0, 3) != ".*/") return std::nullopt;
+  re.remove_prefix(3);
+  auto prefix = parse_literal(re);
+  if (!prefix) return std::nullopt;
+  p.prefix = *prefix;
+  if (!re.empty()) {
+    if (re.substr(0, 2) != "([") return std::nullopt;
+    re.remove_prefix(2);
+    p.has_group = true;
+    while (!re.empty() && re.front() != ']') {
+      if (re.front() == '\\' && re.size() >= 2) {
+        char k = re[1];
+        if (k == 'w') p.word = true;
+        else if (k == 'd') p.digit = true;
+        else if (!std::isalnum(static_cast<unsigned char>(k))) p.chars += k;
+        else return std::nullopt;
+        re.remove_prefix(2);
+      } else if (re.size() >= 3 && re[1] == '-' && re[2] != ']') {
+        p.ranges.emplace_back(re[0], re[2]);
+        re.remove_prefix(3);
+      } else {
+        if (re.front() == '^' || re.front() == '/') return std::nullopt;
+        p.chars += re.front();
+        re.remove_prefix(1);
+      }
+    }
+    if (re.substr(0, 3) == "]*)") p.group_nonempty = false;
+    else if (re.substr(0, 3) == "]+)") p.group_nonempty = true;
+    else return std::nullopt;
+    re.remove_prefix(3);
+    auto suffix = parse_literal(re);
+    if (!suffix || !re.empty()) return std::nullopt;
+    p.suffix = *suffix;
+  }
+  return p;
+}
+
+const std::optional<NamePattern>& cached_pattern(const std::string& regex) {
+  static thread_local std::map<std::string, std::optional<NamePattern>> compiled;
+  auto it = compiled.find(regex);
+  if (it == compiled.end()) it = compiled.emplace(regex, compile_name_pattern(regex)).first;
   return it->second;
 }
 
@@ -53,24 +137,75 @@ DiscoveryOptions DiscoveryOptions::defaults() {
   return o;
 }
 
+bool library_name_pattern_supported(const std::string& regex) { return cached_pattern(regex).has_value(); }
+
 bool library_name_matches(const std::string& path, const std::string& regex, std::string* suffix) {
-  std::smatch match;
-  if (!std::regex_match(path, match, cached_regex(regex))) return false;
-  if (suffix) *suffix = match.size() > 1 ? match[1].str() : std::string();
+  const auto& p = cached_pattern(regex);
+  if (!p) return false;
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return false;
+  // ".*" does not cross a newline (ECMAScript), so neither does the directory part.
+  if (std::memchr(path.data(), '\n', slash) != nullptr) return false;
+  std::string_view base = std::string_view(path).substr(slash + 1);
+  if (base.size() < p->prefix.size() + p->suffix.size()) return false;
+  if (base.substr(0, p->prefix.size()) != p->prefix) return false;
+  if (base.substr(base.size() - p->suffix.size()) != p->suffix) return false;
+  std::string_view middle = base.substr(p->prefix.size(), base.size() - p->prefix.size() - p->suffix.size());
+  if (!p->has_group) return middle.empty();
+  if (p->group_nonempty && middle.empty()) return false;
+  for (char c : middle)
+    if (!p->in_class(c)) return false;
+  if (suffix) *suffix = std::string(middle);
   return true;
 }
 
+namespace {
+
+// The file behind a mapping is what the mapping says it is: a regular file
+// with the mapping's device and inode. Anything else (a FIFO or device the
+// target put at the path after the mapping's file went away) is refused.
+// map_files is the kernel's own link to the mapped file, so only its type is
+// checked there (overlay filesystems may show another device in maps).
+Status check_mapped_file(int fd, const Mapping& m, const std::string& where, bool check_identity) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return make_error(std::string("fstat failed: ") + std::strerror(errno), where);
+  if (!S_ISREG(st.st_mode)) return make_error("not a regular file", where);
+  if (!check_identity) return Ok{};
+  char device[32];
+  std::snprintf(device, sizeof device, "%02x:%02x", major(st.st_dev), minor(st.st_dev));
+  if (st.st_ino != m.inode || m.device != device)
+    return make_error("not the mapped file (device " + std::string(device) + " inode " + std::to_string(st.st_ino) +
+                          ", the mapping has " + m.device + " inode " + std::to_string(m.inode) + ")",
+                      where);
+  return Ok{};
+}
+
+}  // namespace
+
 Expected<UniqueFd> open_mapped_file(pid_t pid, const Mapping& m) {
+  // O_NONBLOCK: a FIFO or device at a target-named path must not block the
+  // open; O_NOFOLLOW: the last component is the mapped file, not a link to it.
+  constexpr int kFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC;
   std::string entry = map_files_entry(pid, m);
-  UniqueFd fd(::open(entry.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd) return fd;
-  int err = errno;
+  std::string map_files_problem;
+  if (UniqueFd fd(::open(entry.c_str(), kFlags)); fd) {
+    auto ok = check_mapped_file(fd.get(), m, entry, false);
+    if (ok) return fd;
+    map_files_problem = ok.error().what + " via map_files";
+  } else {
+    map_files_problem = std::string(std::strerror(errno)) + " via map_files";
+  }
   // map_files needs CAP_SYS_ADMIN on older kernels; the path inside the
   // target's root is the next best thing (not for deleted files).
-  auto in_root = open_in_target_root(pid, m.file_path(), O_RDONLY);
-  if (in_root) return in_root;
-  return make_error(std::string("cannot open the mapped file (") + std::strerror(err) + " via map_files; " +
-                        in_root.error().what + " in the target's root)",
+  std::string in_root_problem;
+  if (auto in_root = open_in_target_root(pid, m.file_path(), kFlags | O_NOFOLLOW)) {
+    auto ok = check_mapped_file(in_root->get(), m, m.file_path() + " in the root of pid " + std::to_string(pid), true);
+    if (ok) return std::move(*in_root);
+    in_root_problem = ok.error().what;
+  } else {
+    in_root_problem = in_root.error().what;
+  }
+  return make_error("cannot open the mapped file (" + map_files_problem + "; " + in_root_problem + " in the target's root)",
                     m.path + " in pid " + std::to_string(pid));
 }
 

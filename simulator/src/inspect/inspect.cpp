@@ -92,7 +92,7 @@ void inspect_storage(const ProcessMemory& mem, Inspection& out) {
     } else {
       Error e = decoded.error().within("process storage at " + hex_address(*pointer));
       // Unreadable memory behind a published pointer breaks PROC-01.
-      if (e.requirement.empty() && e.what.find("unmapped") != std::string::npos) e.requirement = "PROC-01";
+      if (e.requirement.empty() && (e.what.find("unmapped") != std::string::npos || e.what.find("unreadable memory") != std::string::npos)) e.requirement = "PROC-01";
       s.error = e.message();
       finding_from_error(e, out.findings);
     }
@@ -113,14 +113,16 @@ void inspect_socket(pid_t pid, const InspectOptions& o, Inspection& out) {
   }
   const auto& f = *facts;
   if (!f.is_socket) {
-    out.findings.push_back(make_finding("SOCK-01", "socket_file_path \"" + s.path + "\" is not a socket in the target's root"));
+    s.reach_error = "not a socket: " + describe_file_type(f.file_type) + "; nothing is sent there";
+    out.findings.push_back(make_finding("SOCK-01", "socket_file_path \"" + s.path + "\" is " +
+                                                       describe_file_type(f.file_type) + " in the target's root, not a socket"));
   } else {
-    if (f.listed_in_net_unix && !f.datagram)
+    if (f.bound_by_target && !f.datagram)
       out.findings.push_back(make_finding("SOCK-01", "the socket at \"" + s.path + "\" has type " +
                                                          std::to_string(f.socket_type) + ", not SOCK_DGRAM (2)"));
-    if (!f.listed_in_net_unix || !f.bound_by_target)
+    if (!f.bound_by_target)
       out.findings.push_back(make_finding("SOCK-02", "the process holds no socket bound to \"" + s.path +
-                                                         "\": the path names a file that is not its socket"));
+                                                         "\": the path names a file that is not its socket (nothing is sent there)"));
     if (f.bound_by_target && !f.target_nonblocking)
       out.findings.push_back(make_finding("SOCK-03", "the process's socket (fd " + std::to_string(f.target_fd) +
                                                          ") is blocking: O_NONBLOCK is not set"));

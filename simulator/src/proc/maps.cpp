@@ -1,4 +1,5 @@
 #include "tracecorr/maps.hpp"
+#include "tracecorr/procfs.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -92,7 +93,7 @@ std::vector<Mapping> parse_maps(std::string_view text) {
 }
 
 Expected<std::string> read_proc_text(pid_t pid, const std::string& name, std::size_t max_bytes) {
-  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  std::string path = process_dir(pid) + "/" + name;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return make_error("cannot open: " + errno_reason(errno), path);
   std::string text;
@@ -115,7 +116,7 @@ Expected<std::vector<Mapping>> read_maps(pid_t pid) {
   auto text = read_proc_text(pid, "maps");
   if (!text) return text.error();
   // A process that exited between open and read yields an empty file.
-  if (text->empty()) return make_error("no mappings: the process is gone or a kernel thread", "/proc/" + std::to_string(pid) + "/maps");
+  if (text->empty()) return make_error("no mappings: the process is gone or a kernel thread", process_dir(pid) + "/maps");
   return parse_maps(*text);
 }
 

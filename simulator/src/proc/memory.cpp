@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tracecorr/maps.hpp"
+#include "tracecorr/procfs.hpp"
+
 namespace tracecorr {
 namespace {
 
@@ -17,6 +20,17 @@ bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 std::string where(pid_t pid, std::uint64_t addr, std::size_t size) {
   return "pid " + std::to_string(pid) + " address " + hex_address(addr) + " (" + std::to_string(size) + " bytes)";
+}
+
+// Why `addr` cannot be read: a mapping without read permission (PROT_NONE, a
+// guard page) is not the same finding as no mapping at all.
+// `detail` says how much was read before.
+std::string describe_unreadable(pid_t pid, std::uint64_t addr, const std::string& detail) {
+  if (auto maps = read_maps(pid))
+    if (const Mapping* m = find_mapping(*maps, addr); m && !m->read)
+      return "unreadable memory (PROT_NONE): " + detail + "mapped " + hex_address(m->start) + "-" +
+             hex_address(m->end) + " without read permission at " + hex_address(addr);
+  return "unmapped memory: " + detail + "nothing mapped at " + hex_address(addr);
 }
 
 }  // namespace
@@ -52,16 +66,24 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
     while (done < out.size()) {
       iovec local{out.data() + done, out.size() - done};
       iovec remote{reinterpret_cast<void*>(addr + done), out.size() - done};
-      ssize_t n = ::process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+      ssize_t n = ::process_vm_readv(task_, &local, 1, &remote, 1, 0);
       if (n > 0) {
         done += static_cast<std::size_t>(n);
         continue;
       }
       int err = n == 0 ? EFAULT : errno;
       if (err == EINTR) continue;
+      if ((err == EINVAL || err == ESRCH) && task_ == pid_) {
+        // A zombie thread-group leader has no memory of its own; any live thread shares it.
+        pid_t live = live_task(pid_);
+        if (live != pid_) {
+          task_ = live;
+          continue;
+        }
+      }
       if (err == EFAULT)
-        return make_error("unmapped memory: " + std::to_string(done) + " of " + std::to_string(out.size()) +
-                              " bytes readable, nothing mapped at " + hex_address(addr + done),
+        return make_error(describe_unreadable(pid_, addr + done, std::to_string(done) + " of " +
+                                                                     std::to_string(out.size()) + " bytes readable, "),
                           where(pid_, addr, out.size()));
       if (err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
       if (err == EINVAL && out.size() - done <= SSIZE_MAX)
@@ -78,7 +100,7 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
   }
 
   if (!mem_fd_) {
-    std::string path = "/proc/" + std::to_string(pid_) + "/mem";
+    std::string path = process_dir(pid_) + "/mem";
     // Read only: tracecorr never writes into a target.
     mem_fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!mem_fd_) {
@@ -103,7 +125,7 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
     if (err == EINTR) continue;
     if (err == EIO || err == EFAULT) {
       if (!process_exists(pid_)) return make_error("the process is gone", where(pid_, addr, out.size()));
-      return make_error("unmapped memory: nothing readable at " + hex_address(addr + done), where(pid_, addr, out.size()));
+      return make_error(describe_unreadable(pid_, addr + done, ""), where(pid_, addr, out.size()));
     }
     if (err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
     return make_error(std::string("reading /proc/PID/mem failed: ") + std::strerror(err), where(pid_, addr, out.size()));

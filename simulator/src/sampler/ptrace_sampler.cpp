@@ -115,23 +115,30 @@ class PtraceSampler final : public Sampler {
   Status sample_round(const Callback& callback, std::size_t& delivered) {
     std::size_t refused = 0, attempted = 0;
     int refused_errno = 0;
+    reap_parked_attachments();
     for (auto [pid, offset] : tracked_) {
       for (pid_t tid : list_threads(pid)) {
         ++attempted;
         int err = 0;
         Sample s;
+        bool next_process = false;
         switch (sample_thread(pid, tid, offset, s, err)) {
           case Outcome::Sampled:
             ++delivered;
             ++counters_.emitted;
             callback(s);
             break;
-          case Outcome::Gone: break;
+          case Outcome::Gone:
+            // A thread that vanished mid-read may be another thread's exec
+            // killing it: leave the process alone until the next round.
+            next_process = !is_parked(tid);
+            break;
           case Outcome::Refused:
             ++refused;
             refused_errno = err;
             break;
         }
+        if (next_process) break;
       }
     }
     if (attempted > 0 && refused == attempted)
@@ -144,20 +151,24 @@ class PtraceSampler final : public Sampler {
   enum class Outcome { Sampled, Gone, Refused };
 
   Outcome sample_thread(pid_t pid, pid_t tid, std::int64_t offset, Sample& s, int& err) {
+    reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
+    if (is_parked(tid)) return Outcome::Gone;
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
       err = errno;
       return err == ESRCH ? Outcome::Gone : Outcome::Refused;
     }
     if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-      ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      detach_or_reap(tid);
       return Outcome::Gone;
     }
-    int status = 0;
-    pid_t w;
-    do {
-      w = waitpid(tid, &status, __WALL);
-    } while (w < 0 && errno == EINTR);
-    if (w != tid || !WIFSTOPPED(status)) return Outcome::Gone;  // exited while we attached
+    auto stop = wait_for_ptrace_stop(tid);
+    if (stop.kind == PtraceStop::Kind::kExited) return Outcome::Gone;  // exited while we attached
+    if (stop.kind == PtraceStop::Kind::kNotStopping) {
+      park_unstopped(tid);  // skipped until it stops and is detached
+      ++counters_.not_stopping;
+      return Outcome::Gone;
+    }
+    const int status = stop.status;
     // A signal-delivery-stop (not our interrupt's event stop) must be re-injected.
     const bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
     const int inject = event_stop ? 0 : WSTOPSIG(status);
@@ -187,7 +198,7 @@ class PtraceSampler final : public Sampler {
           },
           options_.max_frames);
     }
-    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(inject)));
+    detach_or_reap(tid, inject);
     return Outcome::Sampled;
   }
 

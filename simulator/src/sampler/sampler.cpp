@@ -26,6 +26,7 @@ std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() cons
       {"trace_absent", trace_absent},
       {"stack_failed", stack_failed},
       {"lost", lost},
+      {"not_stopping", not_stopping},
   };
 }
 

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <thread>
 
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/threadptr.hpp"
@@ -29,10 +30,11 @@ class Attachment {
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
   ~Attachment() {
-    if (attached_) ::ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(pending_signal_)));
+    if (attached_) detach_or_reap(tid_, pending_signal_);
   }
 
   Status seize() {
+    reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
     if (::ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0) {
       int err = errno;
       if (err == ESRCH) return make_error("the thread is gone", thread_name(tid_));
@@ -54,31 +56,23 @@ class Attachment {
       return make_error(err == ESRCH ? "the thread exited while being read" : std::string("PTRACE_INTERRUPT failed: ") + std::strerror(err),
                         thread_name(tid_));
     }
-    for (;;) {
-      int status = 0;
-      pid_t r = ::waitpid(tid_, &status, __WALL);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        attached_ = false;  // ECHILD: the thread is gone, and so is the attachment
+    auto stop = wait_for_ptrace_stop(tid_);
+    switch (stop.kind) {
+      case PtraceStop::Kind::kExited:
+        attached_ = false;  // the thread is gone, and so is the attachment
         return make_error("the thread exited while being read", thread_name(tid_));
-      }
-      if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      case PtraceStop::Kind::kNotStopping:
         attached_ = false;
-        return make_error("the thread exited while being read", thread_name(tid_));
-      }
-      if (!WIFSTOPPED(status)) continue;
-      int sig = WSTOPSIG(status);
-      int event = status >> 16;
-      if (event == PTRACE_EVENT_STOP) return Ok{};  // our interrupt (or a group-stop)
-      if (event == 0) {
-        // A signal arrived first: the thread is in signal-delivery-stop, which
-        // is just as good for reading; the signal is handed back on detach.
-        pending_signal_ = sig;
-        return Ok{};
-      }
-      // Other events cannot occur: we set no options.
-      return Ok{};
+        park_unstopped(tid_);
+        return make_error(not_stopping_reason(tid_), thread_name(tid_));
+      case PtraceStop::Kind::kStopped: break;
     }
+    // A signal that arrived first leaves the thread in signal-delivery-stop,
+    // which is just as good for reading; the signal is handed back on detach.
+    // Our interrupt (or a group-stop) is PTRACE_EVENT_STOP; no other events
+    // occur: we set no options.
+    if ((stop.status >> 16) == 0) pending_signal_ = WSTOPSIG(stop.status);
+    return Ok{};
   }
 
  private:
@@ -98,6 +92,8 @@ class PtraceSource final : public ThreadPointerSource {
   }
 
   Expected<std::uint64_t> thread_pointer(pid_t tid) override {
+    reap_parked_attachments();
+    if (is_parked(tid)) return make_error(not_stopping_reason(tid), thread_name(tid));
     Attachment a(tid);
     if (auto st = a.seize(); !st) return st.error();
     if (auto st = a.stop(); !st) return st.error();
@@ -124,12 +120,76 @@ class PtraceSource final : public ThreadPointerSource {
   pid_t pid_;
 };
 
+// Per tracer thread: ptrace attachments belong to the thread that made them.
+thread_local std::vector<pid_t> parked;
+
 }  // namespace
+
+PtraceStop wait_for_ptrace_stop(pid_t tid, std::chrono::milliseconds bound) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + bound;
+  // Short back-off: a running thread stops within microseconds.
+  auto pause = std::chrono::microseconds(5);
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(tid, &status, __WALL | WNOHANG);
+    if (r == tid) {
+      if (WIFEXITED(status) || WIFSIGNALED(status)) return {PtraceStop::Kind::kExited, status};
+      if (WIFSTOPPED(status)) return {PtraceStop::Kind::kStopped, status};
+      continue;
+    }
+    if (r < 0 && errno != EINTR) return {PtraceStop::Kind::kExited, 0};  // ECHILD: no longer our tracee
+    auto now = Clock::now();
+    if (now >= deadline) return {PtraceStop::Kind::kNotStopping, 0};
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound) {
+  (void)tid;
+  return "the thread did not stop within " + std::to_string(bound.count()) +
+         " ms of PTRACE_INTERRUPT (parked in vfork or in uninterruptible sleep); not read";
+}
+
+void detach_or_reap(pid_t tid, int signal) {
+  if (::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) return;
+  auto stop = wait_for_ptrace_stop(tid);
+  if (stop.kind == PtraceStop::Kind::kStopped) {
+    // Stopped again (a signal-delivery-stop): hand that signal back too.
+    int pending = (stop.status >> 16) == 0 ? WSTOPSIG(stop.status) : signal;
+    if (::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(pending))) != 0) park_unstopped(tid);
+  } else if (stop.kind == PtraceStop::Kind::kNotStopping) {
+    park_unstopped(tid);
+  }  // kExited: reaped
+}
+
+void park_unstopped(pid_t tid) {
+  if (!is_parked(tid)) parked.push_back(tid);
+}
+
+bool is_parked(pid_t tid) { return std::find(parked.begin(), parked.end(), tid) != parked.end(); }
+
+void reap_parked_attachments() {
+  std::erase_if(parked, [](pid_t tid) {
+    int status = 0;
+    pid_t r = ::waitpid(tid, &status, __WALL | WNOHANG);
+    if (r == 0) return false;  // still not stopped
+    if (r < 0) return errno != EINTR;  // ECHILD: gone
+    if (!WIFSTOPPED(status)) return true;  // exited
+    int signal = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+    ::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal)));
+    return true;
+  });
+}
 
 std::vector<pid_t> list_threads(pid_t pid) {
   std::vector<pid_t> tids;
+  // A zombie thread-group leader (its thread called pthread_exit) has no
+  // registers to read and cannot be seized; the live threads can.
+  const bool leader_zombie = live_task(pid) != pid;
   for (int tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
-    if (tid > 0) tids.push_back(tid);
+    if (tid > 0 && !(leader_zombie && tid == pid)) tids.push_back(tid);
   return tids;
 }
 

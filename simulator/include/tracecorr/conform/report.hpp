@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "tracecorr/conform/result.hpp"
 #include "tracecorr/error.hpp"
 
@@ -39,6 +41,13 @@ std::string hex_dump(const std::vector<std::uint8_t>& bytes, std::size_t max_byt
 // Text safe to print or embed: valid UTF-8 is kept; control characters
 // (except newline and tab when keep_newlines) and invalid bytes become \xNN.
 std::string printable_text(std::string_view text, bool keep_newlines = false);
+// Valid UTF-8 kept as is, each byte of an invalid sequence written as \xNN:
+// for JSON strings (JSON escapes control characters itself).
+std::string utf8_text(std::string_view text);
+// Every string (and object key) in `document` made valid UTF-8 with
+// utf8_text, so dump() can neither throw nor drop what was read from a target
+// (a library path that is not UTF-8). Returns the document for chaining.
+nlohmann::json& make_utf8(nlohmann::json& document);
 
 // Writes text to path (the report files): replaced atomically via a temp file.
 Status write_text_file(const std::filesystem::path& path, std::string_view text);

@@ -46,6 +46,10 @@ class Target {
   bool alive();
   // How the process ended, once it has ("exited with 0", "killed by SIGABRT").
   std::optional<std::string> exit_description();
+  // Attach mode: why the process we attached to is no longer the one judged
+  // ("exited during the run", "exec'd another program during the run"), or
+  // nullopt. Verdicts on it would judge something else: an environment error.
+  std::optional<std::string> attached_process_lost();
 
   // SIGTERM, then SIGKILL after `grace`. Returns how it ended.
   std::string stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
@@ -66,6 +70,8 @@ class Target {
   std::string command_;
   std::chrono::steady_clock::time_point started_{};
   std::optional<int> wait_status_;
+  std::uint64_t attach_start_time_ = 0;  // attach mode: /proc/PID/stat start time
+  std::string attach_exec_identity_;     // attach mode: changes on exec
   UniqueFd output_fd_;
   std::thread output_thread_;
   mutable std::mutex output_mutex_;
