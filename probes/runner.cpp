@@ -43,19 +43,34 @@ void say(const RunOptions& o, const std::string& line) {
 
 }  // namespace
 
+std::vector<std::string> expand_areas(const std::vector<std::string>& only) {
+  std::vector<std::string> ids;
+  for (const auto& token : only) {
+    bool area = false;
+    for (const auto& r : spec::kRequirements)
+      if (r.area == token) {
+        area = true;
+        ids.emplace_back(r.id);
+      }
+    if (!area) ids.push_back(token);
+  }
+  return ids;
+}
+
 std::vector<std::string> selected_requirements(const std::vector<std::string>& only) {
+  auto wanted = expand_areas(only);
   std::vector<std::string> ids;
   for (const auto& r : spec::kRequirements) {
     if (r.role != spec::Role::Agent) continue;
     std::string id(r.id);
-    if (only.empty() || std::find(only.begin(), only.end(), id) != only.end()) ids.push_back(id);
+    if (only.empty() || std::find(wanted.begin(), wanted.end(), id) != wanted.end()) ids.push_back(id);
   }
   return ids;
 }
 
 Expected<RunResult> run_conformance(const RunOptions& o) {
-  if (auto unknown = validate_ids(o.only); !unknown.empty())
-    return make_error("unknown requirement id " + unknown.front() + " (see tracecorr list)", "--only");
+  if (auto unknown = validate_ids(expand_areas(o.only)); !unknown.empty())
+    return make_error("unknown requirement id or area " + unknown.front() + " (see tracecorr list)", "--only");
   auto ids = selected_requirements(o.only);
   if (ids.empty()) return make_error("the filter matches no agent requirement (profiler requirements are tracecorr agent's)", "--only");
 
@@ -70,13 +85,21 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   run.strict = o.strict;
   run.started = std::chrono::system_clock::now();
 
+  // Scenarios send only what the judged requirements need; observe-only sends nothing.
+  ScenarioOptions scenario = o.scenario;
+  if (!o.only.empty()) scenario.judged = ids;
+  auto observed_only = [&](const std::string& id) { return scenario.observe_only && judged_by_messages(id); };
+  std::vector<std::string> probed;
+  for (const auto& id : ids)
+    if (!observed_only(id)) probed.push_back(id);
+
   // The probes these requirements need, and the sessions those probes read.
   std::vector<const Probe*> probes;
   std::set<std::string> wanted_sessions;
   for (const auto& p : all_probes()) {
     auto covers = p->requirements();
     if (std::none_of(covers.begin(), covers.end(),
-                     [&](const std::string& id) { return std::count(ids.begin(), ids.end(), id); }))
+                     [&](const std::string& id) { return std::count(probed.begin(), probed.end(), id); }))
       continue;
     probes.push_back(p.get());
     for (const auto& s : p->sessions()) wanted_sessions.insert(s);
@@ -85,6 +108,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
   std::map<std::string, std::string> session_errors;
+  bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
   for (const auto& name : all_session_names()) {
     if (!wanted_sessions.count(name)) continue;
     if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
@@ -96,7 +120,12 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
       say(o, "session " + name + ": " + session.error().message());
       continue;
     }
-    if (auto st = run_scenario(**session, o.scenario); !st) session_errors[name] = st.error().message();
+    if (const auto& judged = (*session)->judged_process(); !judged.empty()) {
+      say(o, "session " + name + ": judging " + judged);
+      if (!judged_noted) run.notes.push_back("session " + name + " judged " + judged);
+      judged_noted = true;
+    }
+    if (auto st = run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();
     (*session)->close();
     run.counters["messages_sent." + name] = (*session)->sent_messages().size();
     run.counters["messages_lost." + name] = (*session)->messages_lost();
@@ -121,7 +150,10 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     auto& r = *result;
     r.repeat_command = repeat_command(o, id);
     auto it = findings.find(id);
-    if (it == findings.end()) {
+    if (observed_only(id)) {
+      r.verdict = Verdict::Skip;
+      r.reason = "--observe-only: tracecorr sent nothing, and this requirement is judged by what it sends";
+    } else if (it == findings.end()) {
       r.verdict = Verdict::Error;
       r.reason = "no probe judged this requirement";
     } else {

@@ -263,17 +263,30 @@ void drain(Session& s, Millis timeout) {
       timeout);
 }
 
+// Only watching: the update order (TLS-04) and the records and spans the
+// agent produces on its own. Nothing is sent.
+Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
+  s.wait_for_records(3000ms);
+  if (o.judges("TLS-04")) watch_update_order_async(s, scaled(o, 350ms)).join();
+  s.sleep(scaled(o, 1300ms));
+  return Ok{};
+}
+
 Status run_enabled(Session& s, const ScenarioOptions& o) {
+  if (!o.sends_messages()) return run_enabled_watching(s, o);
   CorrelationTraffic traffic(s, o);
   s.wait_for_records(3000ms);
   // Unregistered: the default delay applies (DEFER-03); the update order is watched (TLS-04).
-  auto watcher = watch_update_order_async(s, scaled(o, 350ms));
+  std::thread watcher;
+  if (o.judges("TLS-04")) watcher = watch_update_order_async(s, scaled(o, 350ms));
   traffic.pump(scaled(o, 1300ms), "ATTR-04", true);
-  watcher.join();
+  if (watcher.joinable()) watcher.join();
 
   s.register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
   traffic.pump(scaled(o, 150ms), "ATTR-04", true);
-  if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
+  const bool battery_judged = o.judges("MSG-04") || o.judges("MSG-05") || o.judges("MSG-06") || o.judges("MSG-07");
+  if (battery_judged)
+    if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
   traffic.pump(scaled(o, 800ms), "ATTR-04", true);
 
   s.reconnect_socket();  // a profiler restart
@@ -282,13 +295,17 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
                       "MSG-03");
   traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
 
-  send_boundary_registrations(s);
+  if (o.judges("MSG-07")) send_boundary_registrations(s);
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
   traffic.pump(scaled(o, 700ms), "MSG-07", true);
   // The largest count makes a 65535-element attribute; exporting it disturbs
   // the agent's timing, so it goes last and deferral is not judged after it.
+  if (!o.judges("MSG-07")) {
+    drain(s, 3000ms);
+    return Ok{};
+  }
   if (auto big = fresh_transaction(s, traffic, 500ms)) {
     s.mark_timing_boundary();
     s.send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535", 65535u);
@@ -339,6 +356,27 @@ Status run_own_host_id(Session& s, const ScenarioOptions& o) {
 }
 
 }  // namespace
+
+bool judged_by_messages(std::string_view id) {
+  for (std::string_view area : {"MSG-", "ATTR-", "DEFER-", "CONF-", "HOST-"})
+    if (id.substr(0, area.size()) == area) return true;
+  return false;
+}
+
+bool ScenarioOptions::judges(std::string_view id_or_area) const {
+  if (judged.empty()) return true;
+  for (const auto& id : judged)
+    if (id == id_or_area || (id.size() > id_or_area.size() && id.compare(0, id_or_area.size(), id_or_area) == 0 &&
+                             id[id_or_area.size()] == '-'))
+      return true;
+  return false;
+}
+
+bool ScenarioOptions::sends_messages() const {
+  if (observe_only) return false;
+  if (judged.empty()) return true;
+  return std::any_of(judged.begin(), judged.end(), [](const std::string& id) { return judged_by_messages(id); });
+}
 
 Personality parse_personality(const std::string& name) {
   if (name == "spec") return Personality::Spec;

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tracecorr/conform/session.hpp"
@@ -35,7 +36,19 @@ Personality parse_personality(const std::string& name);  // throws std::invalid_
 struct ScenarioOptions {
   Personality personality = Personality::Spec;
   double time_scale = 1.0;  // stretches every phase (--duration)
+  // The requirements judged (empty: all). Scenarios send only what these
+  // need: no message at all when none of them is judged by messages.
+  std::vector<std::string> judged;
+  // Send nothing (attach mode on a live service): requirements judged by
+  // messages are skipped.
+  bool observe_only = false;
+  bool judges(std::string_view id_or_area) const;  // is this id (or any id of this area) judged?
+  bool sends_messages() const;  // does any judged requirement need messages sent?
 };
+
+// Areas whose requirements are judged by what tracecorr sends (registrations,
+// correlations): the rest (ELF, PROC, SOCK, TLS) only need watching.
+bool judged_by_messages(std::string_view requirement_id);
 
 // The fixed values the scenarios use, so judges can name them.
 namespace scenario {

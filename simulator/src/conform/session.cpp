@@ -17,6 +17,8 @@ namespace {
 
 constexpr auto kStoragePollInterval = std::chrono::microseconds(500);
 constexpr auto kDiscoveryPollInterval = std::chrono::milliseconds(2);
+// How often discovery re-lists the launched tree (a scan of /proc).
+constexpr auto kTreeScanInterval = std::chrono::milliseconds(20);
 // Bound on the raw storage bytes kept per sighting (evidence, not data).
 constexpr std::size_t kMaxRawStorageBytes = 8192;
 // How long a send may wait for room in the agent's queue (max_dgram_qlen) before
@@ -72,7 +74,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     s->target_ = std::move(*launched);
   }
   s->opened_at_ = Clock::now();
-  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());
+  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // until discovery picks the agent
 
   auto deadline = s->opened_at_ + spec.discovery_timeout;
   // qemu-user -g holds the guest at its first instruction until a debugger
@@ -84,6 +86,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     if (auto st = s->connect_gdbstub(deadline); !st) return st.error();  // nothing can run: the environment's fault
   }
   if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
+  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // the process judged
   if (s->library_ && s->library_->storage_pointer_addr) {
     s->sight_storage(*s->library_->storage_pointer_addr);  // the state at the earliest moment we can see
     s->storage_watch_running_ = true;
@@ -99,34 +102,83 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
 
 Session::~Session() { close(); }
 
+namespace {
+
+// Why `chosen` is the process judged, in words for the report.
+std::string why_chosen(const TreeProcess& chosen, const AgentLibrary& library, const std::vector<TreeProcess>& tree,
+                       std::size_t with_library, pid_t launched) {
+  // The executable names the process better than comm (cut at 15 bytes).
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(chosen.pid) + "/exe", ec);
+  std::string who = "pid " + std::to_string(chosen.pid) + " (" + (ec ? chosen.comm : exe.filename().string()) + ")";
+  std::string text;
+  if (chosen.pid == launched)
+    text = who + ", the launched process itself, maps " + library.path;
+  else
+    text = who + (chosen.depth > 0 ? ", a descendant " + std::to_string(chosen.depth) + " deep of the launched pid "
+                                   : ", a process in the launched session (reparented away from) pid ") +
+           std::to_string(launched) + ", maps " + library.path;
+  if (tree.size() > 1)
+    text += with_library == 1 ? "; it is the only one of the " + std::to_string(tree.size()) +
+                                    " processes in the launched tree that does"
+                              : "; the first (parents first) of the " + std::to_string(with_library) +
+                                    " processes in the launched tree that do";
+  return text;
+}
+
+}  // namespace
+
 Status Session::discover(Clock::time_point deadline) {
+  // The agent may be the launched process or any descendant (a launch script
+  // that does not exec, a wrapper that forks): look for the library in every
+  // process of the tree, parents first, and judge the first that loads it.
   auto options = DiscoveryOptions::defaults();
   LibraryCache cache;
   std::optional<Error> last_error;
+  std::vector<TreeProcess> tree;
+  auto next_tree_scan = Clock::now();
   while (Clock::now() < deadline) {
-    auto found = discover_process(pid(), options, cache);
-    if (!found) {
-      last_error = found.error();
-      if (!target_alive()) break;
-    } else if (*found && (*found)->storage_pointer_addr) {
+    if (Clock::now() >= next_tree_scan) {
+      tree = target_->processes();
+      next_tree_scan = Clock::now() + kTreeScanInterval;
+    }
+    std::size_t with_library = 0;
+    std::optional<std::pair<TreeProcess, AgentLibrary>> settled;
+    for (const auto& p : tree) {
+      auto found = discover_process(p.pid, options, cache);
+      if (!found) {
+        last_error = found.error();
+        continue;
+      }
+      if (!*found) continue;
+      ++with_library;
+      if (!library_) library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
       // Until the loader is done with that page the pointer (and the TLS
       // descriptor) show unrelated file bytes.
-      if (storage_pointer_settled(**found, *memory_)) {
-        library_ = **found;
-        return Ok{};
-      }
-    } else if (*found) {
-      library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
+      if (!settled && (*found)->storage_pointer_addr && storage_pointer_settled(**found, LiveProcessMemory(p.pid)))
+        settled.emplace(p, **found);
     }
+    if (settled) {
+      library_ = settled->second;
+      target_->judge(settled->first, why_chosen(settled->first, settled->second, tree, with_library, target_->launched_pid()));
+      return Ok{};
+    }
+    if (tree.empty() && !target_alive()) break;
     std::this_thread::sleep_for(kDiscoveryPollInterval);
   }
-  if (library_) return Ok{};
-  if (!target_alive())
+  if (library_) {
+    for (const auto& p : tree)
+      if (p.pid == library_->pid) target_->judge(p, why_chosen(p, *library_, tree, 1, target_->launched_pid()));
+    return Ok{};
+  }
+  if (!target_alive() && target_->processes().empty())
     return make_error("the target exited before its agent library was found (" +
                       exit_description_.value_or("exit status unknown") + ")");
+  std::string looked_in;
+  if (target_->launched()) looked_in = " in any of the " + std::to_string(tree.size()) + " processes of the launched tree";
   return make_error("no library defining " + std::string(spec::kProcessStorageSymbol) + " or " +
                         std::string(spec::kTlsSymbol) + " appeared within " +
-                        std::to_string(target_spec_.discovery_timeout.count()) + " ms" +
+                        std::to_string(target_spec_.discovery_timeout.count()) + " ms" + looked_in +
                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
 }

@@ -105,6 +105,8 @@ class Session {
   Target& target() { return *target_; }
   pid_t pid() const { return target_->pid(); }
   bool launched() const { return target_->launched(); }
+  // Which process of the launched tree is judged, and why ("" until discovery chose one).
+  const std::string& judged_process() const { return target_->judged_reason(); }
   Clock::time_point opened_at() const { return opened_at_; }
   otlp::OtlpReceiver& receiver() { return *receiver_; }
   const otlp::OtlpReceiver& receiver() const { return *receiver_; }
