@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "probe.hpp"
@@ -39,6 +40,48 @@ Verdict verdict_of(Finding::Outcome o) {
 
 void say(const RunOptions& o, const std::string& line) {
   if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", line.c_str());
+}
+
+// How late the agent's child spans (never deferred) reach the receiver: the
+// batch span processor's schedule delay, as seen from outside. Above
+// kCoarseBatchingMs deferral (judged at 300 and 600 ms) cannot be timed.
+constexpr double kCoarseBatchingMs = 250;
+struct ExportBatching {
+  std::size_t child_spans = 0, requests = 0;
+  double median_lag_ms = 0;
+  bool coarse() const { return child_spans >= 5 && median_lag_ms > kCoarseBatchingMs; }
+  std::string figures() const {
+    return std::to_string(child_spans) + " child spans in " + std::to_string(requests) +
+           " exports arrived a median " + std::to_string(static_cast<long long>(median_lag_ms)) +
+           " ms after they ended";
+  }
+};
+
+ExportBatching measure_export_batching(const Session& s) {
+  ExportBatching b;
+  std::vector<double> lags;
+  std::set<std::size_t> requests;
+  for (const auto& sp : s.receiver().spans()) {
+    if (!sp.parent_span_id || sp.end_unix_nano == 0) continue;
+    auto end = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(sp.end_unix_nano)));
+    lags.push_back(std::chrono::duration<double, std::milli>(sp.received_at_system - end).count());
+    requests.insert(sp.request_index);
+  }
+  b.child_spans = lags.size();
+  b.requests = requests.size();
+  if (!lags.empty()) {
+    std::nth_element(lags.begin(), lags.begin() + static_cast<long>(lags.size() / 2), lags.end());
+    b.median_lag_ms = lags[lags.size() / 2];
+  }
+  return b;
+}
+
+std::string agent_settings_advice(const RunOptions& o) {
+  std::string port = o.target.otlp_port ? std::to_string(o.target.otlp_port) : "PORT";
+  return "start the agent with OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (tracecorr receives OTLP/HTTP only), "
+         "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:" + port +
+         " and OTEL_BSP_SCHEDULE_DELAY=50 (the SDK's default 5000 ms batches every span)";
 }
 
 }  // namespace
@@ -108,7 +151,8 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
   std::map<std::string, std::string> session_errors;
-  bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
+  bool judged_noted = false;
+  std::optional<ExportBatching> coarse_batching;  // attach mode: the agent's own export schedule  // which process was judged: said once (each session's is in the progress lines)
   for (const auto& name : all_session_names()) {
     if (!wanted_sessions.count(name)) continue;
     if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
@@ -127,6 +171,30 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     }
     if (auto st = run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();
     (*session)->close();
+    if (sessions.attach_mode) {
+      auto regs = (*session)->registrations();
+      if (!regs.empty()) {
+        const auto& last = regs.back();
+        std::string values = "samples-delay-ms " + std::to_string(scenario.restore_samples_delay_ms) + ", host-id \"" +
+                             scenario.restore_host_id + "\"";
+        run.notes.push_back(last.sent && !last.judged && last.message.samples_delay_ms == scenario.restore_samples_delay_ms
+                                ? "left the agent registered with " + values + " (--samples-delay-ms, --host-id)"
+                                : "could not restore the registration (" + values +
+                                      "): the agent may still hold a test registration; restart its profiler");
+      } else {
+        run.notes.push_back("sent no registration: the agent's registration is as it was");
+      }
+      if ((*session)->receiver().counters().spans == 0 && o.target.otlp_port)
+        run.notes.push_back("no span arrived at port " + std::to_string(o.target.otlp_port) + ": " +
+                            agent_settings_advice(o));
+      auto batching = measure_export_batching(**session);
+      if (batching.coarse()) {
+        run.notes.push_back("spans arrive in large periodic batches (" + batching.figures() + "): " +
+                            agent_settings_advice(o));
+        say(o, "the agent exports in large batches (" + batching.figures() + "); " + agent_settings_advice(o));
+        coarse_batching = batching;
+      }
+    }
     run.counters["messages_sent." + name] = (*session)->sent_messages().size();
     run.counters["messages_lost." + name] = (*session)->messages_lost();
     run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
@@ -168,6 +236,13 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + " failed: " + e->second;
         }
+      // Export batching coarser than the delays judged: deferral cannot be timed (too noisy to tell).
+      if (coarse_batching && r.area == "DEFER" && (r.verdict == Verdict::Fail || r.verdict == Verdict::Pass)) {
+        r.verdict = Verdict::Error;
+        r.reason = "cannot time deferral: " + coarse_batching->figures() + ", coarser than the delays judged; " +
+                   agent_settings_advice(o);
+        r.evidence.clear();
+      }
       if (r.verdict == Verdict::Fail) apply_level(r, o.strict);
     }
     run.results.push_back(std::move(r));

@@ -407,6 +407,15 @@ SessionSettings session_settings(const std::string& name) {
 
 Status run_scenario(Session& session, const ScenarioOptions& options) {
   const auto& name = session.settings().name;
+  if (name == kEnabledSession && !session.launched()) {
+    // A live service: whatever the scenario registered, leave the user's values in force.
+    auto st = run_enabled(session, options);
+    if (!session.registrations().empty() && session.can_send())
+      session.register_profiler(registration(spec::kMsgRegistrationMinor, options.restore_samples_delay_ms,
+                                             options.restore_host_id),
+                                kRestoreLabel, /*judged=*/false);
+    return st;
+  }
   if (name == kEnabledSession) return run_enabled(session, options);
   if (name == kDisabledSession) return run_disabled(session, options);
   if (name == kAutoSession) return run_auto(session, options);

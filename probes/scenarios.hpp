@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,10 @@ struct ScenarioOptions {
   // Send nothing (attach mode on a live service): requirements judged by
   // messages are skipped.
   bool observe_only = false;
+  // Attach mode: the registration left in force when the session ends, so no
+  // test value (a 2^32-1 ms delay, a made-up host-id) stays in a live service.
+  std::uint32_t restore_samples_delay_ms = 1000;  // the spec's default
+  std::string restore_host_id;
   bool judges(std::string_view id_or_area) const;  // is this id (or any id of this area) judged?
   bool sends_messages() const;  // does any judged requirement need messages sent?
 };
@@ -65,6 +70,9 @@ std::vector<std::string> all_session_names();
 SessionSettings session_settings(const std::string& name);
 // Runs the scenario for session.settings().name. Errors are kit faults.
 Status run_scenario(Session& session, const ScenarioOptions& options);
+
+// The requirement label of the registration that restores the user's values.
+inline constexpr const char* kRestoreLabel = "restore";
 
 // Host ids the enabled scenario registers with, in order: judges check adoption.
 std::vector<std::string> registered_host_ids(const Session& session);

@@ -106,13 +106,15 @@ namespace {
 
 // Why `chosen` is the process judged, in words for the report.
 std::string why_chosen(const TreeProcess& chosen, const AgentLibrary& library, const std::vector<TreeProcess>& tree,
-                       std::size_t with_library, pid_t launched) {
+                       std::size_t with_library, pid_t launched, bool launched_mode) {
   // The executable names the process better than comm (cut at 15 bytes).
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(chosen.pid) + "/exe", ec);
   std::string who = "pid " + std::to_string(chosen.pid) + " (" + (ec ? chosen.comm : exe.filename().string()) + ")";
   std::string text;
-  if (chosen.pid == launched)
+  if (!launched_mode)
+    text = who + ", the attached process, maps " + library.path;
+  else if (chosen.pid == launched)
     text = who + ", the launched process itself, maps " + library.path;
   else
     text = who + (chosen.depth > 0 ? ", a descendant " + std::to_string(chosen.depth) + " deep of the launched pid "
@@ -160,7 +162,8 @@ Status Session::discover(Clock::time_point deadline) {
     }
     if (settled) {
       library_ = settled->second;
-      target_->judge(settled->first, why_chosen(settled->first, settled->second, tree, with_library, target_->launched_pid()));
+      target_->judge(settled->first, why_chosen(settled->first, settled->second, tree, with_library, target_->launched_pid(),
+                                                     target_->launched()));
       return Ok{};
     }
     if (tree.empty() && !target_alive()) break;
@@ -168,7 +171,7 @@ Status Session::discover(Clock::time_point deadline) {
   }
   if (library_) {
     for (const auto& p : tree)
-      if (p.pid == library_->pid) target_->judge(p, why_chosen(p, *library_, tree, 1, target_->launched_pid()));
+      if (p.pid == library_->pid) target_->judge(p, why_chosen(p, *library_, tree, 1, target_->launched_pid(), target_->launched()));
     return Ok{};
   }
   if (!target_alive() && target_->processes().empty())
