@@ -142,6 +142,34 @@ def test_attach_mode_with_the_sdks_5_s_batch_delay_says_how_to_start_the_agent_a
     assert "OTEL_BSP_SCHEDULE_DELAY" in run.stderr
 
 
+def test_only_takes_areas_and_sends_only_what_they_need(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    report_path = tmp_path / "report.json"
+    run = subprocess.run([str(cs.TRACECORR), "conform", "--quiet", "--only", "ELF,TLS", "--duration", "1", "--json",
+                          str(report_path), "--", str(REFERENCE)], capture_output=True, text=True,
+                         timeout=cs.RUN_TIMEOUT_S, env=dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(journal)))
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    report = json.loads(report_path.read_text())
+    judged = {r["id"] for r in report["results"]}
+    agent_ids = {r["id"] for r in cs.REGISTRY["requirements"] if r["role"] == "agent" and r["area"] in ("ELF", "TLS")}
+    assert judged == agent_ids
+    assert set(k.split(".")[1] for k in report["counters"] if k.startswith("messages_sent.")) == {"enabled"}
+    assert report["counters"]["messages_sent.enabled"] == 0
+    assert journal_events(journal, "message") == [], "ELF and TLS are judged by watching: nothing to send"
+
+
+def test_only_a_correlation_requirement_sends_no_message_battery(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    run = subprocess.run([str(cs.TRACECORR), "conform", "--quiet", "--only", "ATTR-04", "--", str(REFERENCE)],
+                         capture_output=True, text=True, timeout=cs.RUN_TIMEOUT_S,
+                         env=dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(journal)))
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    messages = journal_events(journal, "message")
+    assert any(m["kind"] == "correlation" for m in messages)
+    assert not [m for m in messages if m["kind"] in ("discarded", "unknown")], "the MSG-04..07 battery was sent"
+    assert not [m for m in messages if m["kind"] == "registration" and m["samples_delay_ms"] == 0xFFFFFFFF]
+
+
 # ---- exit codes --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("only", ["NOPE-99", " ", "ELF-01,MSG-99"])
