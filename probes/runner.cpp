@@ -1,6 +1,9 @@
 #include "runner.hpp"
 
 #include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <map>
@@ -75,6 +78,31 @@ ExportBatching measure_export_batching(const Session& s) {
     b.median_lag_ms = lags[lags.size() / 2];
   }
   return b;
+}
+
+// The socket capacity note: what the agent absorbs and what a profiler
+// sending one message per sample would lose at 20 Hz and 1 kHz per CPU here.
+std::string capacity_note(const std::optional<SocketCapacity>& cap, bool sent_anything) {
+  if (!cap)
+    return sent_anything ? "agent socket capacity: not measured (no connection to the agent's socket)"
+                         : "agent socket capacity: not measured (this run sent the agent nothing)";
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const double rate = cap->per_second();
+  auto loss = [&](double hz) {
+    double offered = hz * static_cast<double>(cpus);
+    double lost = offered > rate ? 100.0 * (1.0 - rate / offered) : 0.0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "at %g Hz per CPU on %ld CPUs it offers %.0f/s and would lose %s%.0f%%", hz, cpus,
+                  offered, cap->capped && lost == 0 ? "" : "about ", lost);
+    return std::string(buf);
+  };
+  char head[200];
+  std::snprintf(head, sizeof head,
+                "agent socket capacity (informational): %llu datagrams accepted before the first EAGAIN, then %s%.0f/s "
+                "while refilling it each time it had room, over %.2f s",
+                static_cast<unsigned long long>(cap->burst), cap->capped ? "at least " : "", rate, cap->window_s);
+  return std::string(head) + "; a profiler sending one message per sample (the OTel eBPF profiler): " + loss(20) +
+         ", " + loss(1000);
 }
 
 std::string agent_settings_advice(const RunOptions& o) {
@@ -193,6 +221,14 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
                             agent_settings_advice(o));
         say(o, "the agent exports in large batches (" + batching.figures() + "); " + agent_settings_advice(o));
         coarse_batching = batching;
+      }
+    }
+    if (name == kEnabledSession) {
+      auto cap = (*session)->socket_capacity();
+      run.notes.push_back(capacity_note(cap, scenario.sends_messages()));
+      if (cap) {
+        run.counters["socket_capacity.burst"] = cap->burst;
+        run.counters["socket_capacity.per_second"] = static_cast<std::uint64_t>(cap->per_second());
       }
     }
     run.counters["messages_sent." + name] = (*session)->sent_messages().size();

@@ -64,6 +64,8 @@ inline constexpr std::uint32_t kLongDelayMs = 4000;    // small-queue: longer th
 inline constexpr unsigned kSmallQueueSize = 2;
 inline constexpr const char* kOwnHostId = "tracecorr-own-host";
 inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
+inline constexpr std::chrono::milliseconds kCapacityWindow{500};  // socket capacity (informational)
+inline constexpr std::uint64_t kCapacityMaxSends = 20000;
 }  // namespace scenario
 
 std::vector<std::string> all_session_names();

@@ -170,6 +170,26 @@ def test_only_a_correlation_requirement_sends_no_message_battery(tmp_path):
     assert not [m for m in messages if m["kind"] == "registration" and m["samples_delay_ms"] == 0xFFFFFFFF]
 
 
+def test_every_report_shows_the_agent_sockets_capacity(tmp_path):
+    """A 100 ms poller absorbs about (max_dgram_qlen + 1) datagrams per poll:
+    far fewer than a profiler at 1 kHz per CPU sends one per sample."""
+    report_path = tmp_path / "report.json"
+    run = conform("--only", "ATTR-04", "--json", str(report_path), "--", str(REFERENCE), "--socket-poll-ms", "100")
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    report = json.loads(report_path.read_text())
+    (note,) = [n for n in report["notes"] if n.startswith("agent socket capacity")]
+    assert "1000 Hz per CPU" in note and "would lose" in note, note
+    assert "agent socket capacity" in run.stdout
+    counters = report["counters"]
+    qlen = int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
+    assert 1 <= counters["socket_capacity.burst"] <= 2 * (qlen + 1), counters  # what the queue had room for
+    assert counters["socket_capacity.per_second"] <= 3 * (qlen + 1) * 10, counters  # 10 polls a second, bounded
+    # A run that sends nothing says so instead.
+    run = conform("--only", "ELF-01", "--json", str(report_path), "--", str(REFERENCE))
+    notes = json.loads(report_path.read_text())["notes"]
+    assert "agent socket capacity: not measured (this run sent the agent nothing)" in notes, notes
+
+
 # ---- exit codes --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("only", ["NOPE-99", " ", "ELF-01,MSG-99"])

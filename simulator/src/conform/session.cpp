@@ -1,5 +1,6 @@
 #include "tracecorr/conform/session.hpp"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,9 @@ constexpr std::size_t kMaxRawStorageBytes = 8192;
 // How long a send may wait for room in the agent's queue (max_dgram_qlen) before
 // the message counts as lost.
 constexpr auto kSendPatience = std::chrono::milliseconds(250);
+// Socket capacity: after the socket has room again, how long to leave the agent
+// to finish draining before refilling (its drain takes microseconds).
+constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
 // Exports are batched by the agent's span processor; a short schedule keeps
 // deferral measurements sharp.
 constexpr const char* kBatchDelayMs = "50";
@@ -317,6 +321,53 @@ void Session::reconnect_socket() {
   socket_.reset();
   socket_error_.reset();
   connect_socket();
+}
+
+Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::uint64_t max_sends) {
+  if (!socket_) return make_error("not connected to the agent's socket", "socket capacity");
+  // One datagram, reused: a correlation for a transaction that never existed.
+  wire::Correlation c;
+  c.trace_id.fill(0x7c);
+  c.transaction_id.fill(0x7c);
+  c.stack_trace_id.fill(0x7c);
+  c.count = 1;
+  const auto bytes = wire::encode(c);
+  SocketCapacity cap;
+  for (;;) {  // the burst: until the queue is full
+    auto outcome = socket_->send(bytes);
+    if (outcome == SendOutcome::WouldBlock) break;
+    if (outcome == SendOutcome::Refused)
+      return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+    if (++cap.burst >= max_sends) break;
+  }
+  // Then cycles of: wait for room (POLLOUT), let the agent finish its drain,
+  // fill the queue again until EAGAIN. A sender that refilled inside the
+  // agent's drain loop would be read as fast as it sends, which no profiler
+  // sending per sample does; this measures what arrives when it arrives.
+  const auto start = Clock::now(), end = start + window;
+  while (Clock::now() < end && cap.sent < max_sends) {
+    auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
+    pollfd p{socket_->fd(), POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 1))) <= 0) continue;
+    std::this_thread::sleep_for(kCapacityDrainPause);
+    for (;;) {
+      auto outcome = socket_->send(bytes);
+      if (outcome == SendOutcome::WouldBlock) break;
+      if (outcome == SendOutcome::Refused)
+        return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+      if (++cap.sent >= max_sends) break;
+    }
+  }
+  cap.capped = cap.sent >= max_sends;
+  cap.window_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::lock_guard lock(mutex_);
+  socket_capacity_ = cap;
+  return cap;
+}
+
+std::optional<SocketCapacity> Session::socket_capacity() const {
+  std::lock_guard lock(mutex_);
+  return socket_capacity_;
 }
 
 void Session::add_update_order_report(Expected<UpdateOrderReport> report) {

@@ -85,6 +85,18 @@ struct SentMessage {
   std::optional<unsigned> expected_count;
 };
 
+// How many datagrams the agent's socket absorbs (informational, for agent
+// teams): a burst until the first EAGAIN, then a rate while tracecorr sends
+// each time the socket accepts (POLLOUT). The datagrams are correlations for
+// transactions the agent never had (MSG-07: ignored).
+struct SocketCapacity {
+  std::uint64_t burst = 0;          // accepted before the first EAGAIN (the kernel queue's depth)
+  std::uint64_t sent = 0;           // accepted during the window
+  double window_s = 0;
+  bool capped = false;              // stopped at the send cap: the agent absorbs at least this rate
+  double per_second() const { return window_s > 0 ? static_cast<double>(sent) / window_s : 0; }
+};
+
 // A registration sent, and what it should change (DEFER-02, HOST-01, MSG-02/03).
 struct SentRegistration {
   Clock::time_point at;
@@ -148,6 +160,9 @@ class Session {
   std::uint64_t messages_lost() const { return messages_lost_; }
   // A profiler restart: drop the connection and connect anew.
   void reconnect_socket();
+  // Measures SocketCapacity over `window` (at most `max_sends` datagrams) and keeps it.
+  Expected<SocketCapacity> measure_socket_capacity(Millis window, std::uint64_t max_sends);
+  std::optional<SocketCapacity> socket_capacity() const;
 
   // TLS-04 evidence, from the scenario's watchpoint runs.
   void add_update_order_report(Expected<UpdateOrderReport> report);
@@ -214,6 +229,7 @@ class Session {
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
   std::atomic<std::uint64_t> messages_lost_{0};
+  std::optional<SocketCapacity> socket_capacity_;
 
   std::atomic<bool> storage_watch_running_{false};
   std::thread storage_thread_;
