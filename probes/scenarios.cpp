@@ -266,7 +266,14 @@ void drain(Session& s, Millis timeout) {
 // Only watching: the update order (TLS-04) and the records and spans the
 // agent produces on its own. Nothing is sent.
 Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
-  s.wait_for_records(3000ms);
+  // An agent may wait for a registration before it publishes records (TLS-06):
+  // then, and only then, one registration is sent (never in observe-only).
+  if (!s.wait_for_records(1500ms) && !o.observe_only && s.can_send()) {
+    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+                                     unique_host_id("tracecorr-host-records")),
+                        "TLS-06");
+    s.wait_for_records(1500ms);
+  }
   if (o.judges("TLS-04")) watch_update_order_async(s, scaled(o, 350ms)).join();
   s.sleep(scaled(o, 1300ms));
   return Ok{};
