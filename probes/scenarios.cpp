@@ -268,7 +268,7 @@ void drain(Session& s, Millis timeout) {
 Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
   // An agent may wait for a registration before it publishes records (TLS-06):
   // then, and only then, one registration is sent (never in observe-only).
-  if (!s.wait_for_records(1500ms) && !o.observe_only && s.can_send()) {
+  if (!s.wait_for_records(3000ms) && !o.observe_only && s.can_send()) {
     s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                      unique_host_id("tracecorr-host-records")),
                         "TLS-06");
