@@ -1,9 +1,13 @@
 #include "runner.hpp"
 
 #include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "figures.hpp"
@@ -44,21 +48,103 @@ void say(const RunOptions& o, const std::string& line) {
   if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", printable_text(line).c_str());
 }
 
+// How late the agent's child spans (never deferred) reach the receiver: the
+// batch span processor's schedule delay, as seen from outside. Above
+// kCoarseBatchingMs deferral (judged at 300 and 600 ms) cannot be timed.
+constexpr double kCoarseBatchingMs = 250;
+struct ExportBatching {
+  std::size_t child_spans = 0, requests = 0;
+  double median_lag_ms = 0;
+  bool coarse() const { return child_spans >= 5 && median_lag_ms > kCoarseBatchingMs; }
+  std::string figures() const {
+    return std::to_string(child_spans) + " child spans in " + std::to_string(requests) +
+           " exports arrived a median " + std::to_string(static_cast<long long>(median_lag_ms)) +
+           " ms after they ended";
+  }
+};
+
+ExportBatching measure_export_batching(const Session& s) {
+  ExportBatching b;
+  std::vector<double> lags;
+  std::set<std::size_t> requests;
+  for (const auto& sp : s.receiver().spans()) {
+    if (!sp.parent_span_id || sp.end_unix_nano == 0) continue;
+    auto end = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(sp.end_unix_nano)));
+    lags.push_back(std::chrono::duration<double, std::milli>(sp.received_at_system - end).count());
+    requests.insert(sp.request_index);
+  }
+  b.child_spans = lags.size();
+  b.requests = requests.size();
+  if (!lags.empty()) {
+    std::nth_element(lags.begin(), lags.begin() + static_cast<long>(lags.size() / 2), lags.end());
+    b.median_lag_ms = lags[lags.size() / 2];
+  }
+  return b;
+}
+
+// The socket capacity note: what the agent absorbs and what a profiler
+// sending one message per sample would lose at 20 Hz and 1 kHz per CPU here.
+std::string capacity_note(const std::optional<SocketCapacity>& cap, bool sent_anything) {
+  if (!cap)
+    return sent_anything ? "agent socket capacity: not measured (no connection to the agent's socket)"
+                         : "agent socket capacity: not measured (this run sent the agent nothing)";
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const double rate = cap->per_second();
+  auto loss = [&](double hz) {
+    double offered = hz * static_cast<double>(cpus);
+    double lost = offered > rate ? 100.0 * (1.0 - rate / offered) : 0.0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "at %g Hz per CPU on %ld CPUs it offers %.0f/s and would lose %s%.0f%%", hz, cpus,
+                  offered, cap->capped && lost == 0 ? "" : "about ", lost);
+    return std::string(buf);
+  };
+  char head[200];
+  std::snprintf(head, sizeof head,
+                "agent socket capacity (informational): %llu datagrams accepted before the first EAGAIN, then %s%.0f/s "
+                "while refilling it each time it had room, over %.2f s",
+                static_cast<unsigned long long>(cap->burst), cap->capped ? "at least " : "", rate, cap->window_s);
+  return std::string(head) + "; a profiler sending one message per sample (the OTel eBPF profiler): " + loss(20) +
+         ", " + loss(1000);
+}
+
+std::string agent_settings_advice(const RunOptions& o) {
+  std::string port = o.target.otlp_port ? std::to_string(o.target.otlp_port) : "PORT";
+  return "start the agent with OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (tracecorr receives OTLP/HTTP only), "
+         "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:" + port +
+         " and OTEL_BSP_SCHEDULE_DELAY=50 (the SDK's default 5000 ms batches every span)";
+}
+
 }  // namespace
 
+std::vector<std::string> expand_areas(const std::vector<std::string>& only) {
+  std::vector<std::string> ids;
+  for (const auto& token : only) {
+    bool area = false;
+    for (const auto& r : spec::kRequirements)
+      if (r.area == token) {
+        area = true;
+        ids.emplace_back(r.id);
+      }
+    if (!area) ids.push_back(token);
+  }
+  return ids;
+}
+
 std::vector<std::string> selected_requirements(const std::vector<std::string>& only) {
+  auto wanted = expand_areas(only);
   std::vector<std::string> ids;
   for (const auto& r : spec::kRequirements) {
     if (r.role != spec::Role::Agent) continue;
     std::string id(r.id);
-    if (only.empty() || std::find(only.begin(), only.end(), id) != only.end()) ids.push_back(id);
+    if (only.empty() || std::find(wanted.begin(), wanted.end(), id) != wanted.end()) ids.push_back(id);
   }
   return ids;
 }
 
 Expected<RunResult> run_conformance(const RunOptions& o) {
-  if (auto unknown = validate_ids(o.only); !unknown.empty())
-    return make_error("unknown requirement id " + unknown.front() + " (see tracecorr list)", "--only");
+  if (auto unknown = validate_ids(expand_areas(o.only)); !unknown.empty())
+    return make_error("unknown requirement id or area " + unknown.front() + " (see tracecorr list)", "--only");
   auto ids = selected_requirements(o.only);
   if (ids.empty()) return make_error("the filter matches no agent requirement (profiler requirements are tracecorr agent's)", "--only");
 
@@ -73,13 +159,21 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   run.strict = o.strict;
   run.started = std::chrono::system_clock::now();
 
+  // Scenarios send only what the judged requirements need; observe-only sends nothing.
+  ScenarioOptions scenario = o.scenario;
+  if (!o.only.empty()) scenario.judged = ids;
+  auto observed_only = [&](const std::string& id) { return scenario.observe_only && judged_by_messages(id); };
+  std::vector<std::string> probed;
+  for (const auto& id : ids)
+    if (!observed_only(id)) probed.push_back(id);
+
   // The probes these requirements need, and the sessions those probes read.
   std::vector<const Probe*> probes;
   std::set<std::string> wanted_sessions;
   for (const auto& p : all_probes()) {
     auto covers = p->requirements();
     if (std::none_of(covers.begin(), covers.end(),
-                     [&](const std::string& id) { return std::count(ids.begin(), ids.end(), id); }))
+                     [&](const std::string& id) { return std::count(probed.begin(), probed.end(), id); }))
       continue;
     probes.push_back(p.get());
     for (const auto& s : p->sessions()) wanted_sessions.insert(s);
@@ -88,6 +182,8 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
   std::map<std::string, std::string> session_errors, lost_sessions;
+  bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
+  std::optional<ExportBatching> coarse_batching;  // attach mode: the agent's own export schedule
   for (const auto& name : all_session_names()) {
     if (!wanted_sessions.count(name)) continue;
     if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
@@ -99,7 +195,12 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
       say(o, "session " + name + ": " + session.error().message());
       continue;
     }
-    if (auto st = run_scenario(**session, o.scenario); !st) session_errors[name] = st.error().message();
+    if (const auto& judged = (*session)->judged_process(); !judged.empty()) {
+      say(o, "session " + name + ": judging " + judged);
+      if (!judged_noted) run.notes.push_back("session " + name + " judged " + judged);
+      judged_noted = true;
+    }
+    if (auto st = run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();
     (*session)->close();
     // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
     // a process that is no longer the one judged (a failed SOCK-02 against a
@@ -109,6 +210,38 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
         lost_sessions[name] = *lost;
         say(o, "session " + name + ": " + *lost);
       }
+    if (sessions.attach_mode) {
+      auto regs = (*session)->registrations();
+      if (!regs.empty()) {
+        const auto& last = regs.back();
+        std::string values = "samples-delay-ms " + std::to_string(scenario.restore_samples_delay_ms) + ", host-id \"" +
+                             scenario.restore_host_id + "\"";
+        run.notes.push_back(last.sent && !last.judged && last.message.samples_delay_ms == scenario.restore_samples_delay_ms
+                                ? "left the agent registered with " + values + " (--samples-delay-ms, --host-id)"
+                                : "could not restore the registration (" + values +
+                                      "): the agent may still hold a test registration; restart its profiler");
+      } else {
+        run.notes.push_back("sent no registration: the agent's registration is as it was");
+      }
+      if ((*session)->receiver().counters().spans == 0 && o.target.otlp_port)
+        run.notes.push_back("no span arrived at port " + std::to_string(o.target.otlp_port) + ": " +
+                            agent_settings_advice(o));
+      auto batching = measure_export_batching(**session);
+      if (batching.coarse()) {
+        run.notes.push_back("spans arrive in large periodic batches (" + batching.figures() + "): " +
+                            agent_settings_advice(o));
+        say(o, "the agent exports in large batches (" + batching.figures() + "); " + agent_settings_advice(o));
+        coarse_batching = batching;
+      }
+    }
+    if (name == kEnabledSession) {
+      auto cap = (*session)->socket_capacity();
+      run.notes.push_back(capacity_note(cap, scenario.sends_messages()));
+      if (cap) {
+        run.counters["socket_capacity.burst"] = cap->burst;
+        run.counters["socket_capacity.per_second"] = static_cast<std::uint64_t>(cap->per_second());
+      }
+    }
     run.counters["messages_sent." + name] = (*session)->sent_messages().size();
     run.counters["messages_lost." + name] = (*session)->messages_lost();
     run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
@@ -132,7 +265,10 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     auto& r = *result;
     r.repeat_command = repeat_command(o, id);
     auto it = findings.find(id);
-    if (it == findings.end()) {
+    if (observed_only(id)) {
+      r.verdict = Verdict::Skip;
+      r.reason = "--observe-only: tracecorr sent nothing, and this requirement is judged by what it sends";
+    } else if (it == findings.end()) {
       r.verdict = Verdict::Error;
       r.reason = "no probe judged this requirement";
     } else {
@@ -155,6 +291,13 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + ": " + e->second + "; not judged (was: " + r.reason + ")";
         }
+      // Export batching coarser than the delays judged: deferral cannot be timed (too noisy to tell).
+      if (coarse_batching && r.area == "DEFER" && (r.verdict == Verdict::Fail || r.verdict == Verdict::Pass)) {
+        r.verdict = Verdict::Error;
+        r.reason = "cannot time deferral: " + coarse_batching->figures() + ", coarser than the delays judged; " +
+                   agent_settings_advice(o);
+        r.evidence.clear();
+      }
       if (r.verdict == Verdict::Fail) apply_level(r, o.strict);
     }
     run.results.push_back(std::move(r));

@@ -14,7 +14,7 @@ namespace tracecorr::conform {
 
 struct RunOptions {
   TargetSpec target;
-  std::vector<std::string> only;  // requirement ids; empty: every agent requirement
+  std::vector<std::string> only;  // requirement ids or areas ("ELF"); empty: every agent requirement
   bool strict = false;
   ScenarioOptions scenario;
   std::string personality = "spec";
@@ -24,6 +24,8 @@ struct RunOptions {
 // The agent-role requirements the run judges (profiler-role ones are
 // tracecorr agent's, tested by its own tests), filtered by `only`.
 std::vector<std::string> selected_requirements(const std::vector<std::string>& only);
+// `only` with each area name ("ELF", "TLS") replaced by the ids in that area.
+std::vector<std::string> expand_areas(const std::vector<std::string>& only);
 
 // Errors are usage errors (an unknown id, a filter matching nothing); the
 // environment failing (cannot launch) is recorded as Error verdicts.

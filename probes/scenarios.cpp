@@ -333,17 +333,37 @@ void drain(Session& s, Millis timeout) {
       timeout);
 }
 
+// Only watching: the update order (TLS-04) and the records and spans the
+// agent produces on its own. Nothing is sent.
+Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
+  // An agent may wait for a registration before it publishes records (TLS-06):
+  // then, and only then, one registration is sent (never in observe-only).
+  if (!s.wait_for_records(3000ms) && !o.observe_only && s.can_send()) {
+    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+                                     unique_host_id("tracecorr-host-records")),
+                        "TLS-06");
+    s.wait_for_records(1500ms);
+  }
+  if (o.judges("TLS-04")) watch_update_order_async(s, scaled(o, 350ms)).join();
+  s.sleep(scaled(o, 1300ms));
+  return Ok{};
+}
+
 Status run_enabled(Session& s, const ScenarioOptions& o) {
+  if (!o.sends_messages()) return run_enabled_watching(s, o);
   CorrelationTraffic traffic(s, o);
   s.wait_for_records(3000ms);
   // Unregistered: the default delay applies (DEFER-03); the update order is watched (TLS-04).
-  auto watcher = watch_update_order_async(s, scaled(o, 350ms));
+  std::thread watcher;
+  if (o.judges("TLS-04")) watcher = watch_update_order_async(s, scaled(o, 350ms));
   traffic.pump(scaled(o, 1300ms), "ATTR-04", true);
-  watcher.join();
+  if (watcher.joinable()) watcher.join();
 
   s.register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
   traffic.pump(scaled(o, 150ms), "ATTR-04", true);
-  if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
+  const bool battery_judged = o.judges("MSG-04") || o.judges("MSG-05") || o.judges("MSG-06") || o.judges("MSG-07");
+  if (battery_judged)
+    if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
   traffic.pump(scaled(o, 800ms), "ATTR-04", true);
 
   s.reconnect_socket();  // a profiler restart
@@ -352,28 +372,38 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
                       "MSG-03");
   traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
 
-  auto long_host_id = unique_host_id("tracecorr-host-long");
-  long_host_id.resize(scenario::kLongHostIdBytes, 'l');
-  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
-                      "MSG-07");
-  traffic.pump(scaled(o, 700ms), "ATTR-04", true);
-
-  send_boundary_registrations(s);
+  if (o.judges("MSG-07")) {
+    auto long_host_id = unique_host_id("tracecorr-host-long");
+    long_host_id.resize(scenario::kLongHostIdBytes, 'l');
+    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+                        "MSG-07");
+    traffic.pump(scaled(o, 700ms), "ATTR-04", true);
+    send_boundary_registrations(s);
+  }
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
   traffic.pump(scaled(o, 700ms), "MSG-07", true);
   // The largest count makes a 65535-element attribute; exporting it disturbs
   // the agent's timing, so it goes last and deferral is not judged after it.
-  if (auto big = fresh_transaction(s, traffic, 500ms)) {
-    s.mark_timing_boundary();
-    s.send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535", 65535u);
+  if (o.judges("MSG-07")) {
+    if (auto big = fresh_transaction(s, traffic, 500ms)) {
+      s.mark_timing_boundary();
+      s.send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535",
+                         65535u);
+    }
   }
   // Stack samples for the report, while the agent drains: past the timing
   // boundary, so stopping threads cannot disturb any judged deferral.
   auto sampling = sample_stacks_async(s, kStackSamplingTime);
   drain(s, 3000ms);
   sampling.join();
+  // Last, informational: how many datagrams the agent absorbs. The flood may
+  // disturb its timing, so nothing after it is judged for deferral.
+  if (s.can_send()) {
+    if (!s.timing_boundary()) s.mark_timing_boundary();
+    (void)s.measure_socket_capacity(scenario::kCapacityWindow, scenario::kCapacityMaxSends);
+  }
   return Ok{};
 }
 
@@ -431,6 +461,27 @@ Status run_own_host_id(Session& s, const ScenarioOptions& o) {
 }
 
 }  // namespace
+
+bool judged_by_messages(std::string_view id) {
+  for (std::string_view area : {"MSG-", "ATTR-", "DEFER-", "CONF-", "HOST-"})
+    if (id.substr(0, area.size()) == area) return true;
+  return false;
+}
+
+bool ScenarioOptions::judges(std::string_view id_or_area) const {
+  if (judged.empty()) return true;
+  for (const auto& id : judged)
+    if (id == id_or_area || (id.size() > id_or_area.size() && id.compare(0, id_or_area.size(), id_or_area) == 0 &&
+                             id[id_or_area.size()] == '-'))
+      return true;
+  return false;
+}
+
+bool ScenarioOptions::sends_messages() const {
+  if (observe_only) return false;
+  if (judged.empty()) return true;
+  return std::any_of(judged.begin(), judged.end(), [](const std::string& id) { return judged_by_messages(id); });
+}
 
 Personality parse_personality(const std::string& name) {
   if (name == "spec") return Personality::Spec;
@@ -493,6 +544,12 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
   if (name == kSmallQueueSession) st = run_small_queue(session, options);
   if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
   if (name == kUnsampledSession) st = run_unsampled(session, options);
+  if (name == kEnabledSession && !session.launched() && !session.registrations().empty() && session.can_send()) {
+    // A live service: whatever the scenario registered, leave the user's values in force.
+    session.register_profiler(registration(spec::kMsgRegistrationMinor, options.restore_samples_delay_ms,
+                                           options.restore_host_id),
+                              kRestoreLabel, /*judged=*/false);
+  }
   if (st) await_next_export(session);
   return st;
 }

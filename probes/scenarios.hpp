@@ -14,7 +14,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tracecorr/conform/session.hpp"
@@ -38,7 +40,23 @@ Personality parse_personality(const std::string& name);  // throws std::invalid_
 struct ScenarioOptions {
   Personality personality = Personality::Spec;
   double time_scale = 1.0;  // stretches every phase (--duration)
+  // The requirements judged (empty: all). Scenarios send only what these
+  // need: no message at all when none of them is judged by messages.
+  std::vector<std::string> judged;
+  // Send nothing (attach mode on a live service): requirements judged by
+  // messages are skipped.
+  bool observe_only = false;
+  // Attach mode: the registration left in force when the session ends, so no
+  // test value (a 2^32-1 ms delay, a made-up host-id) stays in a live service.
+  std::uint32_t restore_samples_delay_ms = 1000;  // the spec's default
+  std::string restore_host_id;
+  bool judges(std::string_view id_or_area) const;  // is this id (or any id of this area) judged?
+  bool sends_messages() const;  // does any judged requirement need messages sent?
 };
+
+// Areas whose requirements are judged by what tracecorr sends (registrations,
+// correlations): the rest (ELF, PROC, SOCK, TLS) only need watching.
+bool judged_by_messages(std::string_view requirement_id);
 
 // The fixed values the scenarios use, so judges can name them.
 namespace scenario {
@@ -58,12 +76,17 @@ inline bool is_long_registration(const wire::Registration& r) { return r.host_id
 // How long a session waits for one more export before it stops the agent
 // (an exporter batching every 5 s, plus scheduling).
 inline constexpr std::chrono::milliseconds kBatchPatience{6000};
+inline constexpr std::chrono::milliseconds kCapacityWindow{500};  // socket capacity (informational)
+inline constexpr std::uint64_t kCapacityMaxSends = 20000;
 }  // namespace scenario
 
 std::vector<std::string> all_session_names();
 SessionSettings session_settings(const std::string& name);
 // Runs the scenario for session.settings().name. Errors are kit faults.
 Status run_scenario(Session& session, const ScenarioOptions& options);
+
+// The requirement label of the registration that restores the user's values.
+inline constexpr const char* kRestoreLabel = "restore";
 
 // Host ids the enabled scenario registers with, in order: judges check adoption.
 std::vector<std::string> registered_host_ids(const Session& session);

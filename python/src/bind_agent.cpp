@@ -125,7 +125,7 @@ void bind_agent(py::module_& m) {
            }),
            py::arg("sampler"), py::arg("pids") = std::vector<pid_t>{}, py::arg("all") = false,
            py::arg("samples_delay_ms") = 1000u, py::arg("host_id") = "", py::arg("personality") = "spec",
-           py::arg("frequency_hz") = 99u, py::arg("flush_interval") = 1.0, py::arg("duration") = 0.0,
+           py::arg("frequency_hz") = 99u, py::arg("flush_interval") = 0.0, py::arg("duration") = 0.0,
            py::keep_alive<1, 2>(),
            "duration 0: run() returns only after stop(). personality: 'spec' or 'ebpf-profiler'.")
       .def(

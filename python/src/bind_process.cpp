@@ -123,6 +123,17 @@ void bind_process(py::module_& m) {
            "stdout and stderr captured so far (launched targets), as bytes.")
       .def("description", [](PyTarget& t) { return t.get().description(); })
       .def(
+          "processes",
+          [](PyTarget& t) {
+            py::list out;
+            for (const auto& p : t.get().processes())
+              out.append(py::module_::import("types").attr("SimpleNamespace")(
+                  py::arg("pid") = p.pid, py::arg("ppid") = p.ppid, py::arg("depth") = p.depth,
+                  py::arg("comm") = p.comm, py::arg("in_group") = p.in_group));
+            return out;
+          },
+          "The launched process and its live descendants, parents first (pid, ppid, depth, comm, in_group).")
+      .def(
           "release",
           [](PyTarget& t) {
             py::gil_scoped_release nogil;

@@ -33,7 +33,7 @@ struct AgentArgs {
   std::uint32_t samples_delay_ms = 1000;
   std::string host_id;
   std::string personality = "spec";
-  unsigned flush_interval_ms = 1000;
+  unsigned flush_interval_ms = 0;  // 0: derived from samples-delay-ms
   std::string reader = "bpf";
   std::string json_path;
   std::string html_path;
@@ -132,6 +132,15 @@ int run_agent(const AgentArgs& a) {
   o.samples_delay_ms = a.samples_delay_ms;
   o.host_id = a.host_id;
   o.flush_interval = std::chrono::milliseconds(a.flush_interval_ms);
+  if (o.personality == agent::Personality::Spec && a.flush_interval_ms >= a.samples_delay_ms &&
+      a.flush_interval_ms != 0) {
+    std::fprintf(stderr,
+                 "tracecorr agent: --flush-interval %u ms is not below --samples-delay-ms %u: agents could export "
+                 "transactions before their correlations arrive. Leave --flush-interval out (it is derived: a fifth "
+                 "of samples-delay-ms, at most 1000 ms) or shorten it\n",
+                 a.flush_interval_ms, a.samples_delay_ms);
+    return kExitUsage;
+  }
   if (a.duration_s > 0) o.duration = std::chrono::milliseconds(static_cast<long long>(a.duration_s * 1000));
   o.log = a.quiet ? nullptr : stderr;
 
@@ -178,7 +187,12 @@ int run_agent(const AgentArgs& a) {
     std::fprintf(stderr, "tracecorr agent: sampling failed: %s\n", st.error().message().c_str());
     return kExitEnvironment;
   }
-  return kExitOk;
+  // A process named with --pid that gave nothing to correlate is the run's
+  // failure (exit 1), not a silent success: the user pointed us at it.
+  auto nothing = host.nothing_readable();
+  for (const auto& why : nothing)
+    std::fprintf(stderr, "tracecorr agent: publishes nothing tracecorr agent can read: %s\n", why.c_str());
+  return nothing.empty() ? kExitOk : kExitFailure;
 }
 
 RegisterCommand agent_command(
@@ -191,12 +205,14 @@ RegisterCommand agent_command(
           ->check(CLI::Range(1u, 100000u));
       app.add_option("--duration", a->duration_s, "Seconds to run (default: until SIGINT/SIGTERM)")
           ->check(CLI::NonNegativeNumber);
-      app.add_option("--samples-delay-ms", a->samples_delay_ms, "samples-delay-ms in the registration message");
+      app.add_option("--samples-delay-ms", a->samples_delay_ms, "samples-delay-ms in the registration message (default 1000, the spec's default)");
       app.add_option("--host-id", a->host_id, "host-id in the registration message");
       app.add_option("--personality", a->personality,
                      "spec: registration + aggregated counts; ebpf-profiler: no registration, one message per sample")
           ->check(CLI::IsMember({"spec", "ebpf-profiler"}));
-      app.add_option("--flush-interval", a->flush_interval_ms, "Milliseconds between correlation reports (spec)")
+      app.add_option("--flush-interval", a->flush_interval_ms,
+                     "Milliseconds between correlation reports (spec; default: a fifth of --samples-delay-ms, at most "
+                     "1000; must be below it)")
           ->check(CLI::Range(1u, 3600000u));
       app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
           ->check(CLI::IsMember({"bpf", "ptrace"}));

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "command.hpp"
@@ -21,7 +23,9 @@ struct ConformArgs {
   std::vector<std::string> command;
   int pid = 0;
   std::string junit, json, html, expect, only, personality = "spec", gdbstub;
-  bool strict = false, update_expectations = false, quiet = false;
+  bool strict = false, update_expectations = false, quiet = false, observe_only = false;
+  std::uint32_t samples_delay_ms = 1000;
+  std::optional<std::string> host_id;
   double duration = 0;
   int otlp_port = 0;
 };
@@ -33,6 +37,15 @@ std::vector<std::string> split_ids(const std::string& text) {
   while (std::getline(in, id, ','))
     if (!id.empty()) ids.push_back(id);
   return ids;
+}
+
+// The default host-id of the registration attach mode leaves in force: the
+// machine id (what OpenTelemetry's host.id detector reports), else empty.
+std::string machine_id() {
+  std::ifstream in("/etc/machine-id");
+  std::string id;
+  if (!in || !std::getline(in, id) || id.size() > 64) return "";
+  return id;
 }
 
 // The expected duration of the main session's phases, which --duration scales.
@@ -60,6 +73,13 @@ int run_conform(const ConformArgs& a) {
     o.scenario.personality = parse_personality(a.personality);
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "tracecorr conform: %s\n", e.what());
+    return kExitUsage;
+  }
+  o.scenario.observe_only = a.observe_only;
+  o.scenario.restore_samples_delay_ms = a.samples_delay_ms;
+  o.scenario.restore_host_id = a.host_id ? *a.host_id : machine_id();
+  if (a.observe_only && !a.pid) {
+    std::fprintf(stderr, "tracecorr conform: --observe-only is for attach mode (--pid)\n");
     return kExitUsage;
   }
   if (a.duration > 0) o.scenario.time_scale = a.duration / kDefaultMainSessionSeconds;
@@ -123,7 +143,15 @@ RegisterCommand conform_command(
       app.add_option("--json", a->json, "Write a JSON report (schema: spec/report-schema-v1.json)");
       app.add_option("--html", a->html, "Write a self-contained HTML report (verdicts, evidence, pictures)");
       app.add_flag("--strict", a->strict, "A missed SHOULD fails the gate");
-      app.add_option("--only", a->only, "Comma-separated requirement ids to judge (see tracecorr list)");
+      app.add_option("--only", a->only, "Comma-separated requirement ids or areas (ELF,TLS,...) to judge (see tracecorr list)");
+      app.add_flag("--observe-only", a->observe_only,
+                   "Attach mode: send the agent nothing; requirements judged by messages are skipped");
+      app.add_option("--samples-delay-ms", a->samples_delay_ms,
+                     "Attach mode: samples-delay-ms of the registration left in force at the end (default 1000, the "
+                     "spec's default)");
+      app.add_option("--host-id", a->host_id,
+                     "Attach mode: host-id of the registration left in force at the end (default: /etc/machine-id, "
+                     "else empty)");
       app.add_option("--expect", a->expect, "Expectations file: ids expected to fail, each with a reason");
       app.add_flag("--update-expectations", a->update_expectations, "Rewrite --expect with the current failures");
       app.add_option("--personality", a->personality, "How tracecorr's host agent sends correlations: spec or ebpf-profiler")

@@ -23,9 +23,9 @@ pytestmark = pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists(
                                 reason=f"tracecorr or the {ARCH} fixtures are not built under {cs.BUILD}")
 
 
-def conform(*args: str, timeout: float = cs.RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run([str(cs.TRACECORR), "conform", "--quiet", *args], capture_output=True, text=True,
-                          timeout=timeout)
+def conform(*args: str, timeout: float = cs.RUN_TIMEOUT_S, quiet: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([str(cs.TRACECORR), "conform", *(["--quiet"] if quiet else []), *args],
+                          capture_output=True, text=True, timeout=timeout)
 
 
 # ---- attach mode -------------------------------------------------------------------------------------------
@@ -60,6 +60,134 @@ def test_attach_mode_judges_what_needs_no_restart_and_says_why_it_skips_the_rest
     for rid in ("DEFER-04", "DEFER-06", "CONF-01", "CONF-04", "HOST-02"):
         assert verdicts[rid]["verdict"] == "skip" and "needs a launch" in verdicts[rid]["reason"], verdicts[rid]
     assert os.path.exists(f"/proc/{pid}"), "attach mode must leave the agent running"
+
+
+def start_reference(tmp_path, port, **env):
+    journal = tmp_path / "journal.jsonl"
+    e = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", TRACECORR_FIXTURE_JOURNAL=str(journal),
+             **{CONFIG["enabled"]["env"]: "true", CONFIG["socket_dir"]["env"]: str(tmp_path)}, **env)
+    proc = subprocess.Popen([str(REFERENCE), "--threads", "2"], env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert "socket=" in proc.stdout.readline(), "the reference did not start"
+    return proc, journal
+
+
+def journal_events(journal, kind):
+    out = []
+    for line in journal.read_text().splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if ev.get("event") == kind:
+            out.append(ev)
+    return out
+
+
+def stop_reference(proc):
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+def test_attach_mode_leaves_the_agent_with_the_users_registration(tmp_path):
+    port = cs.free_tcp_port()
+    proc, journal = start_reference(tmp_path, port)
+    try:
+        report_path = tmp_path / "report.json"
+        run = conform("--pid", str(proc.pid), "--otlp-port", str(port), "--only", "MSG-07,HOST-01",
+                      "--samples-delay-ms", "750", "--host-id", "tracecorr-user-host", "--json", str(report_path))
+        registrations = [ev for ev in journal_events(journal, "message") if ev.get("kind") == "registration"]
+    finally:
+        stop_reference(proc)
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    # The scenario's test values (a 2^32-1 ms delay among them) were applied, then the user's.
+    assert any(r["samples_delay_ms"] == 0xFFFFFFFF for r in registrations)
+    applied = [r for r in registrations if r.get("applied")]
+    assert applied[-1]["samples_delay_ms"] == 750 and applied[-1]["host_id"] == "tracecorr-user-host", applied[-1]
+    notes = json.loads(report_path.read_text())["notes"]
+    assert any("left the agent registered with samples-delay-ms 750" in n for n in notes), notes
+
+
+def test_observe_only_sends_nothing_and_skips_what_needs_messages(tmp_path):
+    port = cs.free_tcp_port()
+    proc, journal = start_reference(tmp_path, port)
+    try:
+        report_path = tmp_path / "report.json"
+        run = conform("--pid", str(proc.pid), "--otlp-port", str(port), "--observe-only", "--json", str(report_path))
+        messages = journal_events(journal, "message")
+    finally:
+        stop_reference(proc)
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    assert messages == [], f"observe-only sent {len(messages)} datagrams"
+    verdicts = {r["id"]: r for r in json.loads(report_path.read_text())["results"]}
+    for rid in ("ELF-01", "PROC-01", "TLS-04", "SOCK-02"):
+        assert verdicts[rid]["verdict"] == "pass", verdicts[rid]
+    for rid in ("MSG-04", "ATTR-04", "HOST-01"):
+        assert verdicts[rid]["verdict"] == "skip" and "--observe-only" in verdicts[rid]["reason"], verdicts[rid]
+
+
+def test_attach_mode_with_the_sdks_5_s_batch_delay_says_how_to_start_the_agent_and_fails_no_deferral(tmp_path):
+    port = cs.free_tcp_port()
+    proc, _ = start_reference(tmp_path, port, OTEL_BSP_SCHEDULE_DELAY="5000")
+    try:
+        report_path = tmp_path / "report.json"
+        run = conform("--pid", str(proc.pid), "--otlp-port", str(port), "--only", "DEFER", "--duration", "8",
+                      "--json", str(report_path), quiet=False)
+    finally:
+        stop_reference(proc)
+    report = json.loads(report_path.read_text())
+    verdicts = {r["id"]: r for r in report["results"]}
+    assert not [r for r in verdicts.values() if r["verdict"] == "fail"], run.stdout[-3000:]
+    assert any("OTEL_BSP_SCHEDULE_DELAY" in n and "http/protobuf" in n for n in report["notes"]), report["notes"]
+    assert "OTEL_BSP_SCHEDULE_DELAY" in run.stderr
+
+
+def test_only_takes_areas_and_sends_only_what_they_need(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    report_path = tmp_path / "report.json"
+    run = subprocess.run([str(cs.TRACECORR), "conform", "--quiet", "--only", "ELF,TLS", "--duration", "1", "--json",
+                          str(report_path), "--", str(REFERENCE)], capture_output=True, text=True,
+                         timeout=cs.RUN_TIMEOUT_S, env=dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(journal)))
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    report = json.loads(report_path.read_text())
+    judged = {r["id"] for r in report["results"]}
+    agent_ids = {r["id"] for r in cs.REGISTRY["requirements"] if r["role"] == "agent" and r["area"] in ("ELF", "TLS")}
+    assert judged == agent_ids
+    assert set(k.split(".")[1] for k in report["counters"] if k.startswith("messages_sent.")) == {"enabled"}
+    assert report["counters"]["messages_sent.enabled"] == 0
+    assert journal_events(journal, "message") == [], "ELF and TLS are judged by watching: nothing to send"
+
+
+def test_only_a_correlation_requirement_sends_no_message_battery(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    run = subprocess.run([str(cs.TRACECORR), "conform", "--quiet", "--only", "ATTR-04", "--", str(REFERENCE)],
+                         capture_output=True, text=True, timeout=cs.RUN_TIMEOUT_S,
+                         env=dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(journal)))
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    messages = journal_events(journal, "message")
+    assert any(m["kind"] == "correlation" for m in messages)
+    assert not [m for m in messages if m["kind"] in ("discarded", "unknown")], "the MSG-04..07 battery was sent"
+    assert not [m for m in messages if m["kind"] == "registration" and m["samples_delay_ms"] == 0xFFFFFFFF]
+
+
+def test_every_report_shows_the_agent_sockets_capacity(tmp_path):
+    """A 100 ms poller absorbs about (max_dgram_qlen + 1) datagrams per poll:
+    far fewer than a profiler at 1 kHz per CPU sends one per sample."""
+    report_path = tmp_path / "report.json"
+    run = conform("--only", "ATTR-04", "--json", str(report_path), "--", str(REFERENCE), "--socket-poll-ms", "100")
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    report = json.loads(report_path.read_text())
+    (note,) = [n for n in report["notes"] if n.startswith("agent socket capacity")]
+    assert "1000 Hz per CPU" in note and "would lose" in note, note
+    assert "agent socket capacity" in run.stdout
+    counters = report["counters"]
+    qlen = int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
+    assert 1 <= counters["socket_capacity.burst"] <= 2 * (qlen + 1), counters  # what the queue had room for
+    assert counters["socket_capacity.per_second"] <= 3 * (qlen + 1) * 10, counters  # 10 polls a second, bounded
+    # A run that sends nothing says so instead.
+    run = conform("--only", "ELF-01", "--json", str(report_path), "--", str(REFERENCE))
+    notes = json.loads(report_path.read_text())["notes"]
+    assert "agent socket capacity: not measured (this run sent the agent nothing)" in notes, notes
 
 
 # ---- exit codes --------------------------------------------------------------------------------------------

@@ -134,5 +134,83 @@ TEST(AgentPersonality, ParsesBothNames) {
   EXPECT_STREQ(to_string(Personality::EbpfProfiler), "ebpf-profiler");
 }
 
+// ---- delivery queue ----------------------------------------------------------------
+
+CorrelationKey key_n(std::uint8_t n) {
+  CorrelationKey k;
+  k.trace_id[0] = 1;
+  k.transaction_id[0] = 1;
+  k.stack_trace_id[0] = n;
+  return k;
+}
+
+using DqClock = DeliveryQueue::Clock;
+using std::chrono::milliseconds;
+
+TEST(AgentDeliveryQueue, MergesAKeysSamplesAndSendsTheFullestMessageFirst) {
+  DeliveryQueue q(16);
+  auto t0 = DqClock::time_point{} + std::chrono::seconds(100);
+  q.add(key_n(1), 2, t0, t0 + milliseconds(300));
+  q.add(key_n(2), 5, t0, t0 + milliseconds(300));
+  q.add(key_n(1), 4, t0, t0 + milliseconds(400));  // merges: 6 samples, due the later time
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.queued_samples(), 11u);
+  auto first = q.front();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->key, key_n(1));
+  EXPECT_EQ(first->count, 6);
+  EXPECT_EQ(first->due, t0 + milliseconds(400));
+  q.sent(t0 + milliseconds(10), milliseconds(100));
+  EXPECT_EQ(q.front()->key, key_n(2));
+  q.sent(t0 + milliseconds(150), milliseconds(100));  // waited longer than a flush interval: late
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.stats().delivered.samples, 11u);
+  EXPECT_EQ(q.stats().delivered.messages, 2u);
+  EXPECT_EQ(q.stats().late.samples, 5u);
+}
+
+TEST(AgentDeliveryQueue, DropsOnlyWhatIsPastDue) {
+  DeliveryQueue q(16);
+  auto t0 = DqClock::time_point{} + std::chrono::seconds(100);
+  q.add(key_n(1), 3, t0, t0 + milliseconds(100));
+  q.add(key_n(2), 1, t0, t0 + milliseconds(500));
+  q.expire(t0 + milliseconds(100));  // exactly due: still in time
+  EXPECT_EQ(q.size(), 2u);
+  q.expire(t0 + milliseconds(101));
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.front()->key, key_n(2));
+  EXPECT_EQ(q.stats().expired.samples, 3u);
+  EXPECT_EQ(q.stats().expired.messages, 1u);
+  q.add(key_n(1), 2, t0, t0 + milliseconds(900));  // the expired key queues afresh
+  EXPECT_EQ(q.front()->count, 2);
+}
+
+TEST(AgentDeliveryQueue, WhenFullTheMessageWithTheFewestSamplesGoes) {
+  DeliveryQueue q(2);
+  auto t0 = DqClock::time_point{} + std::chrono::seconds(100);
+  auto due = t0 + milliseconds(300);
+  q.add(key_n(1), 5, t0, due);
+  q.add(key_n(2), 1, t0, due);
+  q.add(key_n(3), 3, t0, due);  // evicts key 2 (1 sample)
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.stats().queue_full.samples, 1u);
+  q.add(key_n(4), 2, t0, due);  // fewer than any queued: itself dropped
+  EXPECT_EQ(q.stats().queue_full.samples, 3u);
+  EXPECT_EQ(q.queued_samples(), 8u);
+  q.abandon();
+  EXPECT_EQ(q.stats().unsendable.samples, 8u);
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(AgentDeliveryQueue, SplitsAboveTheU16CountAndKeepsEverySample) {
+  DeliveryQueue q(16);
+  auto t0 = DqClock::time_point{} + std::chrono::seconds(100);
+  q.add(key_n(1), 70000, t0, t0 + milliseconds(300));
+  q.add(key_n(1), 10, t0, t0 + milliseconds(300));
+  EXPECT_EQ(q.queued_samples(), 70010u);
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.front()->count, 65535);
+}
+
 }  // namespace
 }  // namespace tracecorr::agent

@@ -1,8 +1,11 @@
-// Listing /proc directories whose entries are numbers.
+// Listing /proc directories whose entries are numbers, and reading a
+// process's /proc/PID/stat.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +33,17 @@ std::uint64_t process_start_time(pid_t pid);
 std::string exec_identity(pid_t pid);
 // The state letter of /proc/PID[/task/TID]/stat ('R', 'S', 'Z', ...), 0 when gone.
 char task_state(pid_t pid, pid_t tid);
+// The fields of /proc/PID/stat tracecorr uses.
+struct ProcessStat {
+  pid_t pid = 0;
+  std::string comm;            // bounded by the kernel (16 bytes); may contain spaces and ')'
+  char state = '?';            // 'R', 'S', 'Z', ...
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+  pid_t session = 0;
+  std::uint64_t start_time = 0;  // clock ticks after boot: tells a reused pid from the process we knew
+};
+// nullopt when the process is gone or the file does not parse.
+std::optional<ProcessStat> read_process_stat(pid_t pid);
 
 }  // namespace tracecorr

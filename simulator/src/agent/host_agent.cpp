@@ -1,5 +1,6 @@
 #include "tracecorr/agent/host_agent.hpp"
 
+#include <poll.h>
 #include <signal.h>
 #include <time.h>
 
@@ -8,9 +9,8 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
+#include <thread>
 
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/discovery.hpp"
@@ -27,6 +27,16 @@ using Clock = std::chrono::steady_clock;
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 constexpr std::size_t kMaxDistinctRecords = 256;  // per process, in the summary
+// While messages wait for the agent's socket, the loop wakes at least this
+// often to offer them (the sampler is polled in between, so it never waits on a send).
+constexpr auto kSendTick = std::chrono::milliseconds(1);
+// At the end of a run, how long queued messages may still wait for the socket.
+constexpr auto kFinalDeliveryPatience = std::chrono::milliseconds(2000);
+
+bool socket_accepts(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLOUT);
+}
 constexpr std::size_t kMaxSpanIdsPerTransaction = 256;
 
 std::string hex(const auto& bytes) { return to_hex(std::span<const std::uint8_t>(bytes.data(), bytes.size())); }
@@ -47,6 +57,7 @@ struct HostAgent::Process {
   std::optional<TlsDescriptor> tls;
   bool tls_read_once = false;  // ebpf-profiler: the offset is never re-read
   bool tracked = false;
+  bool ever_tracked = false;
   std::int64_t tracked_offset = 0;
   std::optional<AgentSocket> socket;
   bool registered = false;
@@ -54,16 +65,25 @@ struct HostAgent::Process {
   std::string exit_reason;
 
   Aggregator pending;
+  explicit Process(std::size_t queue_capacity = 4096) : delivery(queue_capacity) {}
+  DeliveryQueue delivery;                 // spec: between the aggregator and the socket
+  Clock::time_point next_send{};          // pacing: sends spread over the flush interval
+  Clock::duration send_spacing{};
   // Counters.
   std::uint64_t samples = 0, correlated = 0;
-  std::map<std::string, std::uint64_t> errors;   // sample errors and record verdicts other than correlate
+  std::map<std::string, std::uint64_t> errors;   // reads that failed, records that cannot be trusted
+  // Samples that are fine but carry nothing to correlate: a thread without a
+  // record ("no_record": most JVM threads), a record being updated
+  // ("valid_zero", TLS-08), a thread outside any trace ("trace_absent", TLS-09).
+  std::map<std::string, std::uint64_t> not_correlated;
   std::uint64_t registrations_sent = 0, registrations_lost = 0;
   std::uint64_t messages_sent = 0, samples_sent = 0;
-  std::uint64_t messages_lost = 0, samples_lost = 0;  // EAGAIN: the agent's queue was full
+  std::uint64_t messages_lost = 0, samples_lost = 0;  // ebpf-profiler: EAGAIN (the agent's queue was full), dropped
   std::uint64_t send_errors = 0, samples_unsendable = 0;  // refused, no socket, exited before the flush
   // (trace id, transaction id) -> what was read and what was sent.
   struct Transaction {
     std::uint64_t samples_read = 0;
+    Clock::time_point last_sample{};  // + samples_delay_ms: the earliest the agent may export it
     std::set<SpanId> span_ids;
     std::map<StackTraceId, std::uint64_t> sent;
   };
@@ -137,7 +157,7 @@ void HostAgent::examine(pid_t pid, bool explicit_pid) {
     return;
   }
   impl_->not_agents.erase(pid);
-  Process p;
+  Process p(options_.delivery_queue_capacity);
   p.pid = pid;
   p.start_time = process_start_time(pid);
   p.exec_identity = exec_identity(pid);
@@ -248,6 +268,7 @@ void HostAgent::refresh(Process& p) {
       return;
     }
     p.tracked = true;
+    p.ever_tracked = true;
     p.tracked_offset = p.tls->tp_offset;
   }
   char buf[64];
@@ -265,6 +286,7 @@ void HostAgent::retire(pid_t pid, const std::string& why) {
   p.exit_reason = why;
   p.samples_unsendable += p.pending.pending_samples();
   p.pending.drain();
+  p.delivery.abandon();
   p.socket.reset();
   notice("pid " + std::to_string(pid) + ": " + why + "; no longer sampled");
   impl_->retired.push_back(std::move(p));
@@ -281,6 +303,10 @@ void HostAgent::on_sample(const Sample& s) {
   }
   Process& p = it->second;
   ++p.samples;
+  if (s.error == SampleError::RecordPointerNull) {  // the thread has not published a record: not an error
+    ++p.not_correlated["no_record"];
+    return;
+  }
   if (s.error != SampleError::Ok || !s.record) {
     ++p.errors[tracecorr::to_string(s.error)];
     return;
@@ -290,6 +316,10 @@ void HostAgent::on_sample(const Sample& s) {
   else
     ++p.records_overflow;
   JudgedRecord j = judge_record(*s.record);
+  if (j.verdict == RecordVerdict::ValidZero || j.verdict == RecordVerdict::TraceAbsent) {
+    ++p.not_correlated[to_string(j.verdict)];
+    return;
+  }
   if (j.verdict != RecordVerdict::Correlate) {
     ++p.errors[to_string(j.verdict)];
     return;
@@ -298,6 +328,7 @@ void HostAgent::on_sample(const Sample& s) {
   CorrelationKey key{j.record.trace_id, j.record.transaction_id, stack_trace_id(s.frames)};
   auto& txn = p.transactions[{key.trace_id, key.transaction_id}];
   ++txn.samples_read;
+  txn.last_sample = Clock::now();
   if (txn.span_ids.size() < kMaxSpanIdsPerTransaction) txn.span_ids.insert(j.record.span_id);
   if (options_.personality == Personality::EbpfProfiler) {
     for (const auto& m : correlation_messages(key, 1)) send_correlation(p, m);
@@ -356,30 +387,79 @@ void HostAgent::send_correlation(Process& p, const wire::Correlation& m) {
   }
 }
 
+std::chrono::milliseconds HostAgent::effective_flush_interval(const AgentOptions& o) {
+  using std::chrono::milliseconds;
+  const auto delay = milliseconds(std::max<std::uint32_t>(o.samples_delay_ms, 2));
+  if (o.flush_interval.count() <= 0) return std::clamp(delay / 5, milliseconds(1), milliseconds(1000));
+  if (o.personality == Personality::Spec && o.flush_interval >= delay) return delay / 2;
+  return o.flush_interval;
+}
+
+// Spec: the aggregated counts join the delivery queue, due when the agent may
+// export their transaction; pump_deliveries() sends them.
 void HostAgent::flush(bool) {
+  const auto now = Clock::now();
+  const auto delay = std::chrono::milliseconds(options_.samples_delay_ms);
   for (auto& [pid, p] : impl_->processes) {
     if (p.pending.empty()) continue;
-    if (options_.personality == Personality::Spec && !p.registered && p.socket) send_registration(p);
-    for (const auto& m : p.pending.drain()) send_correlation(p, m);
+    if (!p.registered && p.socket) send_registration(p);
+    for (const auto& m : p.pending.drain()) {
+      auto& txn = p.transactions[{m.trace_id, m.transaction_id}];
+      p.delivery.add({m.trace_id, m.transaction_id, m.stack_trace_id}, m.count, now, txn.last_sample + delay);
+    }
+    // Spread this interval's messages over the next one.
+    p.send_spacing = options_.flush_interval / static_cast<long>(std::max<std::size_t>(p.delivery.size(), 1));
   }
+}
+
+bool HostAgent::pump_deliveries() {
+  const auto now = Clock::now();
+  bool waiting = false;
+  for (auto& [pid, p] : impl_->processes) {
+    if (p.delivery.empty()) continue;
+    p.delivery.expire(now);
+    // Sends owed by the pacing, when the socket was full, may catch up at most one interval.
+    p.next_send = std::max(p.next_send, now - options_.flush_interval);
+    while (p.socket && !p.delivery.empty() && now >= p.next_send && socket_accepts(p.socket->fd())) {
+      auto e = *p.delivery.front();
+      wire::Correlation m;
+      m.trace_id = e.key.trace_id;
+      m.transaction_id = e.key.transaction_id;
+      m.stack_trace_id = e.key.stack_trace_id;
+      m.count = e.count;
+      auto outcome = p.socket->send(wire::encode(m));
+      if (outcome == SendOutcome::WouldBlock) break;  // another sender took the room: next tick
+      if (outcome == SendOutcome::Refused) {
+        ++p.send_errors;
+        p.samples_unsendable += e.count;
+        p.delivery.unsendable();
+        notice("pid " + std::to_string(p.pid) + ": send refused: " + std::strerror(p.socket->last_errno()));
+        p.socket.reset();
+        break;
+      }
+      p.delivery.sent(now, options_.flush_interval);
+      ++p.messages_sent;
+      p.samples_sent += e.count;
+      p.transactions[{m.trace_id, m.transaction_id}].sent[m.stack_trace_id] += e.count;
+      p.next_send += p.send_spacing;
+    }
+    waiting = waiting || !p.delivery.empty();
+  }
+  return waiting;
 }
 
 // ---- the loop -------------------------------------------------------------------------
 
 Status HostAgent::run(const std::atomic<bool>& stop) {
   impl_->started = Clock::now();
-  if (options_.flush_interval.count() <= 0) options_.flush_interval = std::chrono::milliseconds(1);
-  if (options_.personality == Personality::Spec &&
-      options_.flush_interval.count() >= static_cast<long long>(options_.samples_delay_ms))
-    notice("flush interval " + std::to_string(options_.flush_interval.count()) + " ms is not below samples-delay-ms " +
-           std::to_string(options_.samples_delay_ms) +
-           ": agents may export transactions before their correlations arrive");
+  options_.flush_interval = effective_flush_interval(options_);
   const auto end = options_.duration ? impl_->started + *options_.duration : Clock::time_point::max();
   auto next_rescan = impl_->started;
   auto next_flush = impl_->started + options_.flush_interval;
   auto next_summary = impl_->started + options_.summary_interval;
   auto callback = [this](const Sample& s) { on_sample(s); };
   Status result = Ok{};
+  bool deliveries_waiting = false;
   for (;;) {
     auto now = Clock::now();
     if (stop.load() || now >= end) break;
@@ -390,7 +470,8 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
     auto wake = std::min({next_rescan, next_flush, next_summary, end});
     now = Clock::now();
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now);
-    wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+    wait = std::clamp(wait, std::chrono::milliseconds(0),
+                      deliveries_waiting ? std::chrono::milliseconds(kSendTick) : std::chrono::milliseconds(100));
     auto polled = sampler_.poll(callback, wait);
     if (!polled) {
       impl_->sampler_error = polled.error().message();
@@ -402,6 +483,7 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
       flush(false);
       next_flush = now + options_.flush_interval;
     }
+    deliveries_waiting = pump_deliveries();
     if (now >= next_summary) {
       live_summary(false);
       next_summary = now + options_.summary_interval;
@@ -410,6 +492,14 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   // Whatever the ring buffer still holds, then one last report.
   (void)sampler_.poll(callback, std::chrono::milliseconds(0));
   flush(true);
+  // What is queued may still arrive in time: offer it a while longer, then give up on it.
+  const auto patience = Clock::now() + std::min<Clock::duration>(kFinalDeliveryPatience,
+                                                                 std::chrono::milliseconds(options_.samples_delay_ms));
+  while (pump_deliveries() && Clock::now() < patience) std::this_thread::sleep_for(kSendTick);
+  for (auto& [pid, p] : impl_->processes) {
+    p.samples_unsendable += p.delivery.queued_samples();
+    p.delivery.abandon();
+  }
   live_summary(true);
   return result;
 }
@@ -418,32 +508,62 @@ void HostAgent::live_summary(bool final_line) {
   impl_->elapsed_s = std::chrono::duration<double>(Clock::now() - impl_->started).count();
   impl_->last_counters = sampler_.counters();
   if (!options_.log) return;
-  std::uint64_t samples = 0, correlated = 0, sent = 0, lost_msgs = 0, lost_samples = 0;
-  std::map<std::string, std::uint64_t> errors;
+  std::uint64_t samples = 0, correlated = 0, sent = 0, lost_msgs = 0, lost_samples = 0, late = 0, queued = 0;
+  std::map<std::string, std::uint64_t> errors, not_correlated;
   std::size_t sampling = 0;
   auto add = [&](const Process& p) {
     samples += p.samples;
     correlated += p.correlated;
     sent += p.samples_sent;
-    lost_msgs += p.messages_lost;
-    lost_samples += p.samples_lost;
+    lost_msgs += p.messages_lost + p.delivery.stats().expired.messages + p.delivery.stats().queue_full.messages;
+    lost_samples += p.samples_lost + p.delivery.stats().expired.samples + p.delivery.stats().queue_full.samples;
+    late += p.delivery.stats().late.samples;
+    queued += p.delivery.queued_samples() + p.pending.pending_samples();
     for (const auto& [k, v] : p.errors) errors[k] += v;
+    for (const auto& [k, v] : p.not_correlated) not_correlated[k] += v;
   };
   for (const auto& [pid, p] : impl_->processes) {
     add(p);
     sampling += p.tracked;
   }
   for (const auto& p : impl_->retired) add(p);
-  std::string err_text;
+  std::string err_text, idle_text;
   for (const auto& [k, v] : errors) err_text += " " + k + "=" + std::to_string(v);
+  for (const auto& [k, v] : not_correlated) idle_text += " " + k + "=" + std::to_string(v);
   std::fprintf(options_.log,
                "tracecorr agent: %s%.1fs processes %zu sampling %zu | samples %" PRIu64 " correlated %" PRIu64
-               " | errors%s | sent %" PRIu64 " samples, lost %" PRIu64 " msgs (%" PRIu64
-               " samples) | sampler lost %" PRIu64 "\n",
+               " | not correlated:%s | errors:%s | delivered %" PRIu64 " samples (%" PRIu64 " late), queued %" PRIu64
+               ", dropped %" PRIu64 " msgs (%" PRIu64 " samples; %s) | sampler lost %" PRIu64 "\n",
                final_line ? "final " : "", impl_->elapsed_s, impl_->processes.size() + impl_->retired.size(), sampling,
-               samples, correlated, err_text.empty() ? " none" : err_text.c_str(), sent, lost_msgs, lost_samples,
+               samples, correlated, idle_text.empty() ? " none" : idle_text.c_str(),
+               err_text.empty() ? " none" : err_text.c_str(), sent, late, queued, lost_msgs,
+               lost_samples,
+               options_.personality == Personality::EbpfProfiler
+                   ? "the ebpf-profiler personality drops on EAGAIN, as that profiler does"
+                   : "past due or queue full",
                impl_->last_counters.lost);
   std::fflush(options_.log);
+}
+
+std::vector<std::string> HostAgent::nothing_readable() const {
+  std::vector<std::string> out;
+  for (pid_t pid : options_.pids) {
+    const Process* p = nullptr;
+    if (auto it = impl_->processes.find(pid); it != impl_->processes.end()) p = &it->second;
+    for (const auto& r : impl_->retired)
+      if (r.pid == pid) p = &r;
+    std::string who = "pid " + std::to_string(pid) + ": ";
+    if (!p) {
+      out.push_back(who + "no library defining " + std::string(spec::kProcessStorageSymbol) + " or " +
+                    std::string(spec::kTlsSymbol) + " was mapped while the agent ran");
+    } else if (!p->ever_tracked) {
+      out.push_back(who + "never sampled: " + p->state);
+    } else if (p->samples > 0 && p->correlated == 0 && p->not_correlated.count("valid_zero") == 0 &&
+               p->not_correlated.count("trace_absent") == 0) {
+      out.push_back(who + "sampled " + std::to_string(p->samples) + " times, but none of its threads had a readable record");
+    }
+  }
+  return out;
 }
 
 // ---- summary ------------------------------------------------------------------------
@@ -454,7 +574,7 @@ nlohmann::json HostAgent::summary() const {
                  {"samples_sent", 0},     {"messages_lost", 0},    {"samples_lost", 0},
                  {"send_errors", 0},      {"samples_unsendable", 0}, {"registrations_sent", 0},
                  {"registrations_lost", 0}, {"unknown_pid_samples", impl_->unknown_pid_samples}};
-  json errors = json::object();
+  json errors = json::object(), not_correlated = json::object();
   json processes = json::array();
   auto describe = [&](const Process& p) {
     json j = {{"pid", p.pid},
@@ -472,7 +592,34 @@ nlohmann::json HostAgent::summary() const {
               {"samples_lost", p.samples_lost},
               {"send_errors", p.send_errors},
               {"samples_unsendable", p.samples_unsendable},
-              {"errors", p.errors}};
+              {"errors", p.errors},
+              {"not_correlated", p.not_correlated}};
+    // Where every correlated sample went.
+    const auto& d = p.delivery.stats();
+    auto counts = [](const DeliveryCounts& c) { return json{{"messages", c.messages}, {"samples", c.samples}}; };
+    if (options_.personality == Personality::Spec) {
+      j["messages_lost"] = d.expired.messages + d.queue_full.messages;
+      j["samples_lost"] = d.expired.samples + d.queue_full.samples;
+      j["delivery"] = {{"delivered", counts(d.delivered)},
+                       {"late", counts(d.late)},
+                       {"late_means", "waited longer than a flush interval for the agent's socket to accept"},
+                       {"dropped",
+                        {{"expired", counts(d.expired)},
+                         {"queue_full", counts(d.queue_full)},
+                         {"unsendable", counts(d.unsendable)}}},
+                       {"dropped_causes",
+                        {{"expired", "not accepted by the agent's socket before its transaction's last sample + "
+                                     "samples-delay-ms (the agent may have exported it)"},
+                         {"queue_full", "the bounded user-space queue was full"},
+                         {"unsendable", "no socket, the send was refused, or the process exited"}}}};
+    } else {
+      j["delivery"] = {{"delivered", {{"messages", p.messages_sent}, {"samples", p.samples_sent}}},
+                       {"dropped", {{"eagain", {{"messages", p.messages_lost}, {"samples", p.samples_lost}}}}},
+                       {"dropped_causes",
+                        {{"eagain", "the ebpf-profiler personality sends one message per sample and drops it when "
+                                    "the agent's queue is full (EAGAIN), as the OTel eBPF profiler does: these "
+                                    "losses are that profiler's"}}}};
+    }
     if (p.exited) j["exit_reason"] = p.exit_reason;
     if (p.storage) {
       j["service_name"] = p.storage->service_name;
@@ -508,12 +655,15 @@ nlohmann::json HostAgent::summary() const {
     for (const char* k : {"samples", "correlated", "messages_sent", "samples_sent", "messages_lost", "samples_lost",
                           "send_errors", "samples_unsendable", "registrations_sent", "registrations_lost"})
       totals[k] = totals[k].get<std::uint64_t>() + j[k].get<std::uint64_t>();
+    totals["samples_late"] = totals.value("samples_late", std::uint64_t{0}) + d.late.samples;
     for (const auto& [k, v] : p.errors) errors[k] = errors.value(k, std::uint64_t{0}) + v;
+    for (const auto& [k, v] : p.not_correlated) not_correlated[k] = not_correlated.value(k, std::uint64_t{0}) + v;
     processes.push_back(std::move(j));
   };
   for (const auto& [pid, p] : impl_->processes) describe(p);
   for (const auto& p : impl_->retired) describe(p);
   totals["errors"] = errors;
+  totals["not_correlated"] = not_correlated;
   json sampler = json::object();
   for (const auto& [k, v] : sampler_.counters().named()) sampler[k] = v;
   json out = {{"personality", to_string(options_.personality)},

@@ -111,6 +111,11 @@ std::string render_console(const RunResult& run, const ConsoleOptions& options) 
            " (" + printable_text(e.reason) + ")\n";
   }
   if (stale_heading) out += "\n";
+  if (!run.notes.empty()) {
+    out += style.wrap("1", "Notes") + "\n";
+    for (const auto& note : run.notes) out += "  " + printable_text(note) + "\n";
+    out += "\n";
+  }
   if (!run.counters.empty()) {
     out += style.wrap("2", "Counters:");
     for (const auto& [name, value] : run.counters) out += style.wrap("2", " " + printable_text(name) + "=" + std::to_string(value));

@@ -79,6 +79,9 @@ std::string render_json(const RunResult& run) {
       {"expectations", expectations},
       {"counters", counters},
       {"figures", figures_to_json(run.figures)}};
+  json notes = json::array();
+  for (const auto& note : run.notes) notes.push_back(text(note));
+  document["notes"] = notes;
   return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

@@ -2,6 +2,7 @@
 
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,11 +21,20 @@ namespace {
 
 constexpr auto kStoragePollInterval = std::chrono::microseconds(500);
 constexpr auto kDiscoveryPollInterval = std::chrono::milliseconds(2);
+// Discovery looks at the launched process alone for kTreeScanDelay (it is the
+// agent whenever the command execs it, and a scan of /proc takes up to ~20 ms
+// on a busy machine: time the agent's first milliseconds need, TLS-01 and
+// PROC-04), then re-lists the launched tree every kTreeScanInterval.
+constexpr auto kTreeScanDelay = std::chrono::milliseconds(100);
+constexpr auto kTreeScanInterval = std::chrono::milliseconds(50);
 // Bound on the raw storage bytes kept per sighting (evidence, not data).
 constexpr std::size_t kMaxRawStorageBytes = 8192;
 // How long a send may wait for room in the agent's queue (max_dgram_qlen) before
 // the message counts as lost.
 constexpr auto kSendPatience = std::chrono::milliseconds(250);
+// Socket capacity: after the socket has room again, how long to leave the agent
+// to finish draining before refilling (its drain takes microseconds).
+constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
 // Exports are batched by the agent's span processor; a short schedule keeps
 // deferral measurements sharp.
 constexpr const char* kBatchDelayMs = "50";
@@ -75,7 +85,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     s->target_ = std::move(*launched);
   }
   s->opened_at_ = Clock::now();
-  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());
+  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // until discovery picks the agent
 
   auto deadline = s->opened_at_ + spec.discovery_timeout;
   // qemu-user -g holds the guest at its first instruction until a debugger
@@ -87,6 +97,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     if (auto st = s->connect_gdbstub(deadline); !st) return st.error();  // nothing can run: the environment's fault
   }
   if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
+  s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // the process judged
   if (s->library_ && s->library_->storage_pointer_addr) {
     s->sight_storage(*s->library_->storage_pointer_addr);  // the state at the earliest moment we can see
     s->storage_watch_running_ = true;
@@ -136,34 +147,88 @@ std::optional<RunQueueWait> Session::run_queue_wait() const {
   return run_queue_wait_;
 }
 
+namespace {
+
+// Why `chosen` is the process judged, in words for the report.
+std::string why_chosen(const TreeProcess& chosen, const AgentLibrary& library, const std::vector<TreeProcess>& tree,
+                       std::size_t with_library, pid_t launched, bool launched_mode) {
+  // The executable names the process better than comm (cut at 15 bytes).
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(chosen.pid) + "/exe", ec);
+  std::string who = "pid " + std::to_string(chosen.pid) + " (" + (ec ? chosen.comm : exe.filename().string()) + ")";
+  std::string text;
+  if (!launched_mode)
+    text = who + ", the attached process, maps " + library.path;
+  else if (chosen.pid == launched)
+    text = who + ", the launched process itself, maps " + library.path;
+  else
+    text = who + (chosen.depth > 0 ? ", a descendant " + std::to_string(chosen.depth) + " deep of the launched pid "
+                                   : ", a process in the launched session (reparented away from) pid ") +
+           std::to_string(launched) + ", maps " + library.path;
+  if (tree.size() > 1)
+    text += with_library == 1 ? "; it is the only one of the " + std::to_string(tree.size()) +
+                                    " processes in the launched tree that does"
+                              : "; the first (parents first) of the " + std::to_string(with_library) +
+                                    " processes in the launched tree that do";
+  return text;
+}
+
+}  // namespace
+
 Status Session::discover(Clock::time_point deadline) {
+  // The agent may be the launched process or any descendant (a launch script
+  // that does not exec, a wrapper that forks): look for the library in every
+  // process of the tree, parents first, and judge the first that loads it.
   auto options = DiscoveryOptions::defaults();
   LibraryCache cache;
   std::optional<Error> last_error;
+  // The launched process first, alone (kTreeScanDelay), then the whole tree.
+  std::vector<TreeProcess> tree{TreeProcess{target_->launched_pid(), 0, 0, "", true}};
+  if (auto st = read_process_stat(target_->launched_pid())) tree.front().comm = st->comm;
+  auto next_tree_scan = Clock::now() + kTreeScanDelay;
   while (Clock::now() < deadline) {
-    auto found = discover_process(pid(), options, cache);
-    if (!found) {
-      last_error = found.error();
-      if (!target_alive()) break;
-    } else if (*found && (*found)->storage_pointer_addr) {
+    if (Clock::now() >= next_tree_scan) {
+      tree = target_->processes();
+      next_tree_scan = Clock::now() + kTreeScanInterval;
+    }
+    std::size_t with_library = 0;
+    std::optional<std::pair<TreeProcess, AgentLibrary>> settled;
+    for (const auto& p : tree) {
+      auto found = discover_process(p.pid, options, cache);
+      if (!found) {
+        last_error = found.error();
+        continue;
+      }
+      if (!*found) continue;
+      ++with_library;
+      if (!library_) library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
       // Until the loader is done with that page the pointer (and the TLS
       // descriptor) show unrelated file bytes.
-      if (storage_pointer_settled(**found, *memory_)) {
-        library_ = **found;
-        return Ok{};
-      }
-    } else if (*found) {
-      library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
+      if (!settled && (*found)->storage_pointer_addr && storage_pointer_settled(**found, LiveProcessMemory(p.pid)))
+        settled.emplace(p, **found);
     }
+    if (settled) {
+      library_ = settled->second;
+      target_->judge(settled->first, why_chosen(settled->first, settled->second, tree, with_library, target_->launched_pid(),
+                                                     target_->launched()));
+      return Ok{};
+    }
+    if (tree.empty() && !target_alive()) break;
     std::this_thread::sleep_for(kDiscoveryPollInterval);
   }
-  if (library_) return Ok{};
-  if (!target_alive())
+  if (library_) {
+    for (const auto& p : tree)
+      if (p.pid == library_->pid) target_->judge(p, why_chosen(p, *library_, tree, 1, target_->launched_pid(), target_->launched()));
+    return Ok{};
+  }
+  if (!target_alive() && target_->processes().empty())
     return make_error("the target exited before its agent library was found (" +
                       exit_description_.value_or("exit status unknown") + ")");
+  std::string looked_in;
+  if (target_->launched()) looked_in = " in any of the " + std::to_string(tree.size()) + " processes of the launched tree";
   return make_error("no library defining " + std::string(spec::kProcessStorageSymbol) + " or " +
                         std::string(spec::kTlsSymbol) + " appeared within " +
-                        std::to_string(target_spec_.discovery_timeout.count()) + " ms" +
+                        std::to_string(target_spec_.discovery_timeout.count()) + " ms" + looked_in +
                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
 }
@@ -299,6 +364,53 @@ void Session::reconnect_socket() {
   socket_.reset();
   socket_error_.reset();
   connect_socket();
+}
+
+Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::uint64_t max_sends) {
+  if (!socket_) return make_error("not connected to the agent's socket", "socket capacity");
+  // One datagram, reused: a correlation for a transaction that never existed.
+  wire::Correlation c;
+  c.trace_id.fill(0x7c);
+  c.transaction_id.fill(0x7c);
+  c.stack_trace_id.fill(0x7c);
+  c.count = 1;
+  const auto bytes = wire::encode(c);
+  SocketCapacity cap;
+  for (;;) {  // the burst: until the queue is full
+    auto outcome = socket_->send(bytes);
+    if (outcome == SendOutcome::WouldBlock) break;
+    if (outcome == SendOutcome::Refused)
+      return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+    if (++cap.burst >= max_sends) break;
+  }
+  // Then cycles of: wait for room (POLLOUT), let the agent finish its drain,
+  // fill the queue again until EAGAIN. A sender that refilled inside the
+  // agent's drain loop would be read as fast as it sends, which no profiler
+  // sending per sample does; this measures what arrives when it arrives.
+  const auto start = Clock::now(), end = start + window;
+  while (Clock::now() < end && cap.sent < max_sends) {
+    auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
+    pollfd p{socket_->fd(), POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 1))) <= 0) continue;
+    std::this_thread::sleep_for(kCapacityDrainPause);
+    for (;;) {
+      auto outcome = socket_->send(bytes);
+      if (outcome == SendOutcome::WouldBlock) break;
+      if (outcome == SendOutcome::Refused)
+        return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+      if (++cap.sent >= max_sends) break;
+    }
+  }
+  cap.capped = cap.sent >= max_sends;
+  cap.window_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::lock_guard lock(mutex_);
+  socket_capacity_ = cap;
+  return cap;
+}
+
+std::optional<SocketCapacity> Session::socket_capacity() const {
+  std::lock_guard lock(mutex_);
+  return socket_capacity_;
 }
 
 void Session::add_update_order_report(Expected<UpdateOrderReport> report) {

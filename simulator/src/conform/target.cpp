@@ -5,11 +5,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
+
+#include "tracecorr/procfs.hpp"
 
 extern char** environ;
 
@@ -18,6 +24,10 @@ namespace {
 
 // Bound on captured output: probes look for warnings, not megabytes of logs.
 constexpr std::size_t kOutputLimit = 4 << 20;
+// After SIGKILL, how long the tree gets to disappear before stop() gives up waiting.
+constexpr auto kKillWait = std::chrono::milliseconds(2000);
+// Bound on the parent-chain walk (a chain longer than this is not followed).
+constexpr int kMaxTreeDepth = 64;
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with " + std::to_string(WEXITSTATUS(status));
@@ -34,6 +44,26 @@ std::string join(const std::vector<std::string>& argv) {
   return s;
 }
 
+// glibc 2.36's <sys/pidfd.h> lacks extern "C": call the system calls directly.
+int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int send_pidfd_signal(int pidfd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0)); }
+
+bool pidfd_exited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+// Waits until every pidfd reports its process exited, or the deadline.
+// Returns how many are still running.
+std::size_t wait_for_exit(const std::vector<UniqueFd>& fds, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    std::size_t running = 0;
+    for (const auto& fd : fds) running += !pidfd_exited(fd.get());
+    if (running == 0 || std::chrono::steady_clock::now() >= deadline) return running;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
@@ -41,6 +71,10 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return make_error(std::strerror(errno), "pipe for target output");
   UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  // Never block on the read end: capture ends on request, not on end-of-file.
+  fcntl(read_end.get(), F_SETFL, fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
+  UniqueFd output_stop(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!output_stop) return make_error(std::strerror(errno), "eventfd for target output");
 
   // Build argv and envp before fork: the child only calls async-signal-safe functions.
   std::map<std::string, std::string> env;
@@ -67,7 +101,9 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   pid_t pid = fork();
   if (pid < 0) return make_error(std::strerror(errno), "fork");
   if (pid == 0) {
-    setpgid(0, 0);  // own process group: stop() can reach helpers the agent starts
+    // Own session and process group: the tree is every process in this session
+    // or below this pid, and stop() reaches the helpers a launch script starts.
+    setsid();
     dup2(write_end.get(), STDOUT_FILENO);
     dup2(write_end.get(), STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
@@ -87,11 +123,12 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   }
 
   std::unique_ptr<Target> t(new Target());
-  t->pid_ = pid;
+  t->pid_ = t->judged_pid_ = pid;
   t->launched_ = true;
   t->command_ = join(spec.argv);
   t->started_ = std::chrono::steady_clock::now();
   t->output_fd_ = std::move(read_end);
+  t->output_stop_ = std::move(output_stop);
   t->output_thread_ = std::thread([raw = t.get()] { raw->drain_output(); });
   return t;
 }
@@ -100,7 +137,7 @@ Expected<std::unique_ptr<Target>> Target::attach(pid_t pid) {
   if (pid <= 0 || kill(pid, 0) != 0)
     return make_error(std::string("no such process: ") + std::strerror(errno), "pid " + std::to_string(pid));
   std::unique_ptr<Target> t(new Target());
-  t->pid_ = pid;
+  t->pid_ = t->judged_pid_ = pid;
   t->command_ = "pid " + std::to_string(pid);
   t->started_ = std::chrono::steady_clock::now();
   t->attach_start_time_ = process_start_time(pid);
@@ -110,15 +147,12 @@ Expected<std::unique_ptr<Target>> Target::attach(pid_t pid) {
 
 Target::~Target() {
   if (launched_) stop(std::chrono::milliseconds(1000));
-  if (output_thread_.joinable()) output_thread_.join();
+  end_output_capture();
 }
 
 void Target::drain_output() {
   char buf[4096];
-  for (;;) {
-    ssize_t n = read(output_fd_.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // every writer closed: the target and its children are gone
+  auto keep = [&](ssize_t n) {
     auto now = std::chrono::system_clock::now();
     std::lock_guard lock(output_mutex_);
     std::size_t before = output_.size();
@@ -127,6 +161,28 @@ void Target::drain_output() {
     // printed (DEFER-07), not by its words.
     for (std::size_t i = before; i < output_.size(); ++i)
       if (i == 0 || output_[i - 1] == '\n') line_starts_.emplace_back(now, i);
+  };
+  for (;;) {
+    pollfd fds[2] = {{output_fd_.get(), POLLIN, 0}, {output_stop_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents) {
+      // Asked to finish: keep what is already in the pipe, then stop. A
+      // process that outlived the tree's stop (or an orphan that still holds
+      // the pipe) must not keep tracecorr waiting for end-of-file.
+      for (std::size_t rounds = 0; rounds < kOutputLimit / sizeof buf; ++rounds) {
+        ssize_t n = read(output_fd_.get(), buf, sizeof buf);
+        if (n <= 0) break;
+        keep(n);
+      }
+      return;
+    }
+    ssize_t n = read(output_fd_.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return;  // every writer closed: the tree is gone
+    keep(n);
   }
 }
 
@@ -138,6 +194,57 @@ std::vector<OutputLine> Target::output_lines() const {
     lines.push_back({at, output_.substr(offset, (end == std::string::npos ? output_.size() : end) - offset)});
   }
   return lines;
+}
+
+void Target::end_output_capture() {
+  if (output_stop_) {
+    std::uint64_t one = 1;
+    (void)!write(output_stop_.get(), &one, sizeof one);
+  }
+  if (output_thread_.joinable()) output_thread_.join();
+}
+
+std::vector<TreeProcess> Target::processes() const {
+  if (!launched_) {
+    auto st = read_process_stat(pid_);
+    if (!st) return {};
+    return {TreeProcess{pid_, st->ppid, 0, st->comm, true}};
+  }
+  // The launched process is its session's leader (setsid): members are the
+  // processes of that session, and descendants that left it (their own setsid).
+  std::map<pid_t, ProcessStat> all;
+  for (int pid : numbered_entries("/proc"))
+    if (auto st = read_process_stat(pid); st && st->state != 'Z' && st->state != 'X') all.emplace(pid, *st);
+  std::vector<TreeProcess> out;
+  for (const auto& [pid, st] : all) {
+    int depth = -1;  // unknown: its parent chain does not reach the launched process (an orphan)
+    pid_t at = pid;
+    for (int d = 0; d <= kMaxTreeDepth; ++d) {
+      if (at == pid_) {
+        depth = d;
+        break;
+      }
+      auto it = all.find(at);
+      if (it == all.end() || it->second.ppid <= 1) break;
+      at = it->second.ppid;
+    }
+    if (depth < 0 && st.session != pid_) continue;
+    out.push_back(TreeProcess{pid, st.ppid, depth, st.comm, st.pgrp == pid_});
+  }
+  // Parents before children; orphans (reparented away) last.
+  std::sort(out.begin(), out.end(), [](const TreeProcess& a, const TreeProcess& b) {
+    auto key = [](const TreeProcess& p) { return p.depth < 0 ? kMaxTreeDepth + 1 : p.depth; };
+    return std::make_pair(key(a), a.pid) < std::make_pair(key(b), b.pid);
+  });
+  return out;
+}
+
+void Target::judge(const TreeProcess& p, std::string why) {
+  judged_reason_ = std::move(why);
+  if (p.pid == judged_pid_) return;
+  judged_pid_ = p.pid;
+  judged_pidfd_.reset();
+  if (p.pid != pid_) judged_pidfd_.reset(open_pidfd(p.pid));
 }
 
 // Only ever reaps termination. waitid(WEXITED) alone is not enough: the kernel
@@ -165,6 +272,15 @@ std::optional<int> Target::reap(bool block) {
   }
 }
 
+bool Target::launched_process_alive() {
+  if (wait_status_) return false;
+  if (auto status = reap(false)) {
+    wait_status_ = status;
+    return false;
+  }
+  return true;
+}
+
 bool Target::alive() {
   if (!launched_) {
     // Not our child: a zombie (exited, not yet reaped by its parent) answers
@@ -173,12 +289,11 @@ bool Target::alive() {
     if (attach_start_time_ != 0 && process_start_time(pid_) != attach_start_time_) return false;
     return !(task_state(pid_, pid_) == 'Z' && live_task(pid_) == pid_);
   }
-  if (wait_status_) return false;
-  if (auto status = reap(false)) {
-    wait_status_ = status;
-    return false;
+  if (judged_pid_ != pid_) {
+    launched_process_alive();  // reap the launcher when it ends, whatever we judge
+    return judged_pidfd_ && !pidfd_exited(judged_pidfd_.get());
   }
-  return true;
+  return launched_process_alive();
 }
 
 std::optional<std::string> Target::attached_process_lost() {
@@ -191,23 +306,49 @@ std::optional<std::string> Target::attached_process_lost() {
 
 std::optional<std::string> Target::exit_description() {
   if (alive()) return std::nullopt;
+  if (launched_ && judged_pid_ != pid_) {
+    std::string text = "pid " + std::to_string(judged_pid_) + " exited (a descendant, not tracecorr's child: status unknown)";
+    if (wait_status_) text += "; the launched process " + describe_status(*wait_status_);
+    return text;
+  }
   if (!wait_status_) return "exited (not our child: status unknown)";
   return describe_status(*wait_status_);
 }
 
+std::vector<UniqueFd> Target::signal_tree(int sig) {
+  std::vector<UniqueFd> fds;
+  bool group = false;
+  for (const auto& p : processes()) {
+    UniqueFd fd(open_pidfd(p.pid));
+    if (!fd) continue;  // gone since the scan
+    group = group || p.in_group;
+    if (!p.in_group) send_pidfd_signal(fd.get(), sig);
+    fds.push_back(std::move(fd));
+  }
+  // The group as one (atomic for its members, including any forked since the scan).
+  if (group) kill(-pid_, sig);
+  return fds;
+}
+
 std::string Target::stop(std::chrono::milliseconds grace) {
   if (!launched_) return "left running (attached)";
-  if (!alive()) return *exit_description();
-  kill(pid_, SIGTERM);
-  auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!alive()) return *exit_description();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const bool judged_alive = alive();
+  std::string how;
+  auto members = signal_tree(SIGTERM);
+  auto running = wait_for_exit(members, std::chrono::steady_clock::now() + grace);
+  if (running > 0) {
+    auto killed = signal_tree(SIGKILL);
+    wait_for_exit(killed, std::chrono::steady_clock::now() + kKillWait);
+    how = "did not stop within " + std::to_string(grace.count()) + " ms of SIGTERM; killed";
   }
-  kill(-pid_, SIGKILL);
-  kill(pid_, SIGKILL);
-  wait_status_ = reap(true);
-  return "did not stop within " + std::to_string(grace.count()) + " ms of SIGTERM; killed";
+  if (!wait_status_) {
+    if (auto status = reap(true)) wait_status_ = status;
+  }
+  end_output_capture();
+  if (!how.empty()) return how;
+  if (!judged_alive) return exit_description().value_or("exited");
+  if (judged_pid_ != pid_) return "pid " + std::to_string(judged_pid_) + " stopped by SIGTERM";
+  return exit_description().value_or("stopped");
 }
 
 std::string Target::output() const {

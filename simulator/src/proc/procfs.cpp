@@ -8,9 +8,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <sstream>
+
+#include "tracecorr/fd.hpp"
 
 namespace tracecorr {
 
@@ -26,6 +30,35 @@ std::vector<int> numbered_entries(const std::string& directory) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::optional<ProcessStat> read_process_stat(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  char buf[1024];  // a stat line is a few hundred bytes; comm is at most 16
+  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  std::string_view text(buf, static_cast<std::size_t>(n));
+  auto open = text.find('('), close = text.rfind(')');  // comm may contain spaces and parentheses
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return std::nullopt;
+  ProcessStat st;
+  st.pid = pid;
+  st.comm = std::string(text.substr(open + 1, close - open - 1));
+  std::istringstream rest{std::string(text.substr(close + 1))};
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return std::nullopt;
+    switch (i) {
+      case 3: st.state = field.empty() ? '?' : field[0]; break;
+      case 4: st.ppid = static_cast<pid_t>(std::strtol(field.c_str(), nullptr, 10)); break;
+      case 5: st.pgrp = static_cast<pid_t>(std::strtol(field.c_str(), nullptr, 10)); break;
+      case 6: st.session = static_cast<pid_t>(std::strtol(field.c_str(), nullptr, 10)); break;
+      case 22: st.start_time = std::strtoull(field.c_str(), nullptr, 10); break;
+      default: break;
+    }
+  }
+  return st;
 }
 
 char task_state(pid_t pid, pid_t tid) {
@@ -61,24 +94,8 @@ std::string read_small(const std::string& path, std::size_t max_bytes) {
 }  // namespace
 
 std::uint64_t process_start_time(pid_t pid) {
-  std::string text = read_small("/proc/" + std::to_string(pid) + "/stat", 4096);
-  auto close = text.rfind(')');  // comm may contain spaces and parentheses
-  if (close == std::string::npos) return 0;
-  std::string_view rest = std::string_view(text).substr(close + 1);
-  for (int field = 3; field <= 22; ++field) {
-    auto b = rest.find_first_not_of(' ');
-    if (b == std::string_view::npos) return 0;
-    rest.remove_prefix(b);
-    auto e = rest.find(' ');
-    std::string_view value = rest.substr(0, e);
-    if (field == 22) {
-      std::uint64_t v = 0;
-      std::from_chars(value.data(), value.data() + value.size(), v);
-      return v;
-    }
-    rest.remove_prefix(e == std::string_view::npos ? rest.size() : e);
-  }
-  return 0;
+  auto st = read_process_stat(pid);
+  return st ? st->start_time : 0;
 }
 
 std::string exec_identity(pid_t pid) { return read_small(process_dir(pid) + "/auxv", 4096); }

@@ -30,7 +30,13 @@ struct AgentOptions {
   std::string host_id;
   Personality personality = Personality::Spec;
   unsigned frequency_hz = 99;  // for the summary; the sampler is configured by its maker
-  std::chrono::milliseconds flush_interval{1000};
+  // How often aggregated counts are queued for sending (spec). 0: derived
+  // from samples_delay_ms (a fifth of it, at most 1 s), so correlations are
+  // queued well before the agent may export their transaction. A flush
+  // interval that is not below samples_delay_ms is shortened to half of it.
+  std::chrono::milliseconds flush_interval{0};
+  // Bound on the spec personality's user-space queue (messages per process).
+  std::size_t delivery_queue_capacity = 4096;
   std::chrono::milliseconds rescan_interval{500};
   std::chrono::milliseconds summary_interval{1000};
   std::optional<std::chrono::milliseconds> duration;  // nullopt: until stopped
@@ -51,7 +57,14 @@ class HostAgent {
   // stack trace ids (base64url, no padding) and the counts actually sent.
   nlohmann::json summary() const;
 
+  // The processes named in `pids` that published nothing this agent could
+  // read, each with why ("pid 42: no agent library mapped ..."). Valid after run().
+  std::vector<std::string> nothing_readable() const;
+
   struct Process;  // per-process state (host_agent.cpp)
+
+  // The flush interval in force (options or derived from samples_delay_ms).
+  static std::chrono::milliseconds effective_flush_interval(const AgentOptions& o);
 
  private:
   void rescan();
@@ -60,7 +73,11 @@ class HostAgent {
   void on_sample(const Sample& s);
   void flush(bool final_flush);
   void send_registration(Process& p);
-  void send_correlation(Process& p, const wire::Correlation& m);
+  void send_correlation(Process& p, const wire::Correlation& m);  // ebpf-profiler: now or never
+  // Spec: sends queued messages while the agent's socket accepts (POLLOUT),
+  // paced over the flush interval; drops those past due. Returns whether any
+  // process still has messages queued.
+  bool pump_deliveries();
   void retire(pid_t pid, const std::string& why);
   void notice(const std::string& text);
   void live_summary(bool final_line);

@@ -115,6 +115,10 @@ struct RunResult {
   std::vector<ExpectationOutcome> expectations;
   std::map<std::string, std::uint64_t> counters;  // "messages_sent", "spans_received", ...
   Figures figures;  // what the HTML report draws (figures.hpp)
+  // What the user should know that is no verdict: which process of the
+  // launched tree was judged and why, the agent's socket capacity, settings
+  // advice. One line each.
+  std::vector<std::string> notes;
 };
 
 struct Summary {

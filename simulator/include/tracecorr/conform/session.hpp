@@ -87,6 +87,18 @@ struct SentMessage {
   std::optional<std::chrono::system_clock::time_point> taken_up_by;
 };
 
+// How many datagrams the agent's socket absorbs (informational, for agent
+// teams): a burst until the first EAGAIN, then a rate while tracecorr sends
+// each time the socket accepts (POLLOUT). The datagrams are correlations for
+// transactions the agent never had (MSG-07: ignored).
+struct SocketCapacity {
+  std::uint64_t burst = 0;          // accepted before the first EAGAIN (the kernel queue's depth)
+  std::uint64_t sent = 0;           // accepted during the window
+  double window_s = 0;
+  bool capped = false;              // stopped at the send cap: the agent absorbs at least this rate
+  double per_second() const { return window_s > 0 ? static_cast<double>(sent) / window_s : 0; }
+};
+
 // A registration sent, and what it should change (DEFER-02, HOST-01, MSG-02/03).
 struct SentRegistration {
   Clock::time_point at;
@@ -145,6 +157,8 @@ class Session {
   Target& target() { return *target_; }
   pid_t pid() const { return target_->pid(); }
   bool launched() const { return target_->launched(); }
+  // Which process of the launched tree is judged, and why ("" until discovery chose one).
+  const std::string& judged_process() const { return target_->judged_reason(); }
   Clock::time_point opened_at() const { return opened_at_; }
   otlp::OtlpReceiver& receiver() { return *receiver_; }
   const otlp::OtlpReceiver& receiver() const { return *receiver_; }
@@ -191,6 +205,9 @@ class Session {
   std::optional<std::chrono::system_clock::time_point> taken_up_by(std::chrono::system_clock::time_point sent) const;
   // A profiler restart: drop the connection and connect anew.
   void reconnect_socket();
+  // Measures SocketCapacity over `window` (at most `max_sends` datagrams) and keeps it.
+  Expected<SocketCapacity> measure_socket_capacity(Millis window, std::uint64_t max_sends);
+  std::optional<SocketCapacity> socket_capacity() const;
 
   // TLS-04 evidence, from the scenario's watchpoint runs.
   void add_update_order_report(Expected<UpdateOrderReport> report);
@@ -269,6 +286,7 @@ class Session {
   std::map<pid_t, std::uint64_t> run_queue_at_open_;
   Clock::time_point run_queue_since_;
   std::optional<RunQueueWait> run_queue_wait_;
+  std::optional<SocketCapacity> socket_capacity_;
 
   std::atomic<bool> storage_watch_running_{false};
   std::thread storage_thread_;
