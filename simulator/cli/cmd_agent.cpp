@@ -191,7 +191,8 @@ int run_agent(const AgentArgs& a) {
   // failure (exit 1), not a silent success: the user pointed us at it.
   auto nothing = host.nothing_readable();
   for (const auto& why : nothing)
-    std::fprintf(stderr, "tracecorr agent: publishes nothing tracecorr agent can read: %s\n", why.c_str());
+    std::fprintf(stderr, "tracecorr agent: publishes nothing tracecorr agent can read: %s\n",
+                 conform::printable_text(why).c_str());  // paths and errors come from the target
   return nothing.empty() ? kExitOk : kExitFailure;
 }
 

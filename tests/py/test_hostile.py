@@ -178,7 +178,9 @@ def test_fifo_at_the_socket_path_blocks_nothing(tmp_path):
         assert human.returncode == 0
         assert "unreachable: not a socket: a FIFO" in human.stdout
         r = tracecorr("agent", "--pid", t.pid, "--duration", "1", "--reader", "ptrace")
-        assert r.returncode == 0, r.stderr
+        # Nothing it can correlate: said plainly, exit 1 (issue 10), never a hang.
+        assert r.returncode == 1, r.stderr
+        assert "publishes nothing tracecorr agent can read" in r.stderr and "FIFO" in r.stderr
 
 
 # ---- (2) send only where the target itself could --------------------------------------------
@@ -193,7 +195,7 @@ def test_socket_of_another_service_gets_nothing(tmp_path, victim):
         assert not found["socket"]["reachable"]
         assert any(f["requirement"] == "SOCK-02" for f in found["findings"])
         r = tracecorr("agent", "--pid", t.pid, "--duration", "2", "--reader", "ptrace")
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 1, r.stderr  # publishes nothing it can correlate (issue 10)
         assert "holds no descriptor" in r.stderr
         r = tracecorr("conform", "--pid", t.pid, "--only", "SOCK-01,SOCK-02", "--duration", "1", "--quiet",
                       "--otlp-port", free_port(), "--json", tmp_path / "report.json")

@@ -45,9 +45,10 @@ void append_escape(std::string& out, unsigned char c) {
   out += buf;
 }
 
-}  // namespace
-
-std::string printable_text(std::string_view text, bool keep_newlines) {
+// Copies text, escaping every byte of an invalid UTF-8 sequence, and of every
+// valid code point `escape(cp)` rejects, as \xNN: one walk for every output.
+template <typename Escape>
+std::string escaped_text(std::string_view text, Escape escape) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -58,11 +59,7 @@ std::string printable_text(std::string_view text, bool keep_newlines) {
       ++i;
       continue;
     }
-    bool control = cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0);
-    // U+FFFE and U+FFFF are not characters, and XML 1.0 forbids them.
-    bool noncharacter = cp == 0xFFFE || cp == 0xFFFF;
-    if (control && keep_newlines && (cp == '\n' || cp == '\t')) control = false;
-    if (control || noncharacter) {
+    if (escape(cp)) {
       for (std::size_t k = 0; k < n; ++k) append_escape(out, static_cast<unsigned char>(text[i + k]));
     } else {
       out.append(text.substr(i, n));
@@ -72,21 +69,20 @@ std::string printable_text(std::string_view text, bool keep_newlines) {
   return out;
 }
 
+}  // namespace
+
+std::string printable_text(std::string_view text, bool keep_newlines) {
+  return escaped_text(text, [keep_newlines](std::uint32_t cp) {
+    bool control = cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0);
+    if (control && keep_newlines && (cp == '\n' || cp == '\t')) control = false;
+    // U+FFFE and U+FFFF are not characters, and XML 1.0 forbids them.
+    bool noncharacter = cp == 0xFFFE || cp == 0xFFFF;
+    return control || noncharacter;
+  });
+}
+
 std::string utf8_text(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    std::uint32_t cp = 0;
-    std::size_t n = utf8_sequence(text, i, cp);
-    if (n == 0) {
-      append_escape(out, static_cast<unsigned char>(text[i]));
-      ++i;
-      continue;
-    }
-    out.append(text.substr(i, n));
-    i += n;
-  }
-  return out;
+  return escaped_text(text, [](std::uint32_t) { return false; });
 }
 
 namespace {
