@@ -97,9 +97,10 @@ class MsgProbe final : public Probe {
   static Finding judge_minor_versions(const SessionSet& sessions, const SpanIndex& spans,
                                       const std::vector<RegistrationWindow>& windows) {
     std::vector<Evidence> ev;
-    std::string proven;
+    std::string proven, unjudged;
     std::size_t judged = 0;
     // Minor 1 with trailing bytes: the enabled session's first registration.
+    bool minor1_judged = false, minor2_judged = false, minor2_sent = false;
     if (!windows.empty() && windows.front().registration.message.minor == 1) {
       RegistrationEffect e;
       auto ok = took_effect(windows.front(), spans, adopts_host_ids(windows, spans), &e);
@@ -109,7 +110,10 @@ class MsgProbe final : public Probe {
                         {registration_evidence(windows.front(), e)});
       if (ok) {
         ++judged;
+        minor1_judged = true;
         proven += "minor 1 + trailing bytes accepted (" + e.describe() + ")";
+      } else {
+        unjudged += "minor 1 (" + e.describe() + ")";
       }
     }
     // Minor 2 with trailing bytes: the small-queue session's first registration
@@ -118,6 +122,7 @@ class MsgProbe final : public Probe {
       SpanIndex qspans(q->receiver().spans());
       auto qwindows = registration_windows(*q, kMargin);
       if (!qwindows.empty()) {
+        minor2_sent = true;
         auto e = effect_of(qwindows.front(), qspans);
         bool agent_has_own = false;
         for (const auto& sp : qspans.spans())
@@ -128,11 +133,22 @@ class MsgProbe final : public Probe {
                           {registration_evidence(qwindows.front(), e)});
         if (e.spans > 0 && e.host_id_adopted()) {
           ++judged;
+          minor2_judged = true;
           proven += std::string(proven.empty() ? "" : "; ") + "minor 2 + trailing bytes accepted (" + e.describe() + ")";
+        } else {
+          unjudged += std::string(unjudged.empty() ? "" : "; ") + "minor 2 (" + e.describe() + ")";
         }
       }
     }
     if (proven.empty()) return not_applicable("MSG-02", "no span ended while a registration was in force");
+    // The rule is "both minors": one accepted minor proves nothing about the
+    // other (an agent that discards minor 1 accepts minor 2), so half is inconclusive.
+    // (Attach mode runs no small-queue session: minor 2 is then seen only
+    // through the later registrations minor 1 is compared with.)
+    if (!minor1_judged || (minor2_sent && !minor2_judged))
+      return kit_error("MSG-02", "inconclusive: " + proven + ", but " +
+                                     (unjudged.empty() ? std::string("the other minor was not sent") : unjudged) +
+                                     " could not be judged");
     return met("MSG-02", judged, proven);
   }
 
@@ -211,7 +227,10 @@ class MsgProbe final : public Probe {
         ++long_judged;
         long_note = "; a " + std::to_string(bytes) + "-byte registration applied";
       } else {
-        long_note = "; the " + std::to_string(bytes) + "-byte registration could not be judged (" + e.describe() + ")";
+        // The long registration is the half of MSG-07 a real agent breaks
+        // (EDOT Java's 1024-byte buffer): unjudged, the rule is inconclusive.
+        return kit_error("MSG-07", "inconclusive: " + counts.reason + ", but the " + std::to_string(bytes) +
+                                       "-byte registration could not be judged (" + e.describe() + ")");
       }
     }
     return met("MSG-07", counts.evidence_count + long_judged, counts.reason + long_note);

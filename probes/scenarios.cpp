@@ -345,7 +345,8 @@ Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
     s.wait_for_records(1500ms);
   }
   if (o.judges("TLS-04")) watch_update_order_async(s, scaled(o, 350ms)).join();
-  s.sleep(scaled(o, 1300ms));
+  // TLS-05 needs many transactions read (its evidence minimum): watch longer.
+  s.sleep(scaled(o, o.judges("TLS-05") ? 4000ms : 1300ms));
   return Ok{};
 }
 

@@ -15,6 +15,8 @@ namespace {
 // Observations this close to the end of the session may belong to
 // transactions the agent has not exported yet (deferral, batching).
 constexpr auto kExportHorizon = std::chrono::milliseconds(1500);
+// TLS-05: the least number of distinct (span, transaction) pairs a pass needs.
+constexpr std::size_t kTls05MinimumPairs = 20;
 // TLS-05: how far outside a span's start..end a record may name it (clock
 // conversion between steady and system time, and the writer's own ordering of
 // "publish" and "take the end timestamp").
@@ -42,6 +44,11 @@ class TlsProbe final : public Probe {
     return {"TLS-01", "TLS-02", "TLS-03", "TLS-04", "TLS-05", "TLS-06", "TLS-07"};
   }
   std::vector<std::string> sessions() const override { return {kEnabledSession}; }
+  // TLS-05 judges by time: a stale or early record shows only in the gaps
+  // between transactions, so a pass needs many transactions read, not a few.
+  std::size_t minimum_evidence(const std::string& requirement) const override {
+    return requirement == "TLS-05" ? kTls05MinimumPairs : 1;
+  }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     const Session* s = sessions.find(kEnabledSession);

@@ -63,6 +63,9 @@ mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 ulimit -l unlimited
+# tracecorr finds the agent's socket among the target's descriptors through
+# sock_diag (UNIX_DIAG_VFS); the cloud kernel builds unix_diag as a module.
+[ -f /lib/modules/unix_diag.ko ] && insmod /lib/modules/unix_diag.ko
 
 emit() {  # emit NAME FILE: one result section on the console
   echo "@BEGIN@ $1"
@@ -209,6 +212,8 @@ def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFA
     cpio.file("bin/busybox", busybox.read_bytes())
     cpio.file("init", render_init())
     cpio.file("opt/tracecorr/vm-smoke", compile_smoke(work).read_bytes())
+    for module in sorted((guest / "unpacked" / "lib" / "modules").glob("*/kernel/net/unix/unix_diag.ko")):
+        cpio.file("lib/modules/unix_diag.ko", module.read_bytes(), 0o644)
 
     dynamic: list[Path] = []
     if tracecorr is not None:

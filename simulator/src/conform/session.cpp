@@ -35,6 +35,9 @@ constexpr auto kSendPatience = std::chrono::milliseconds(250);
 // Socket capacity: after the socket has room again, how long to leave the agent
 // to finish draining before refilling (its drain takes microseconds).
 constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
+// How long the capacity measurement waits for the agent to read what the
+// scenario left queued (a slow poller takes one poll interval).
+constexpr auto kCapacityQueueEmptyPatience = std::chrono::milliseconds(2000);
 // Exports are batched by the agent's span processor; a short schedule keeps
 // deferral measurements sharp.
 constexpr const char* kBatchDelayMs = "50";
@@ -376,6 +379,12 @@ Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::ui
   c.count = 1;
   const auto bytes = wire::encode(c);
   SocketCapacity cap;
+  // Start from an empty queue: datagrams still unread from the scenario (a
+  // starved or slow agent) would otherwise count against the burst.
+  if (!wait_until_read(kCapacityQueueEmptyPatience))
+    return make_error("the agent did not read what was already queued within " +
+                          std::to_string(kCapacityQueueEmptyPatience.count()) + " ms",
+                      "socket capacity");
   for (;;) {  // the burst: until the queue is full
     auto outcome = socket_->send(bytes);
     if (outcome == SendOutcome::WouldBlock) break;
@@ -467,6 +476,18 @@ const SentMessage& Session::send_correlation(const wire::Correlation& c, std::st
   return store(std::move(m));
 }
 
+std::optional<std::chrono::system_clock::time_point> Session::wait_until_read(Millis patience) {
+  if (!socket_) return std::nullopt;
+  auto give_up = Clock::now() + patience;
+  for (;;) {
+    int unread = 0;
+    if (ioctl(socket_->fd(), SIOCOUTQ, &unread) != 0) return std::nullopt;
+    if (unread == 0) return std::chrono::system_clock::now();
+    if (Clock::now() >= give_up) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+}
+
 void Session::register_profiler(wire::Registration r, std::string requirement, bool judged) {
   auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}));
   // A registration takes effect when the agent reads it, not when it is sent:
@@ -474,19 +495,7 @@ void Session::register_profiler(wire::Registration r, std::string requirement, b
   // later. A datagram stays charged to the sender until the receiver takes it,
   // so SIOCOUTQ on tracecorr's socket counts what the agent has not read yet.
   std::optional<std::chrono::system_clock::time_point> taken_up;
-  if (judged && socket_ && m.outcome == SendOutcome::Sent) {
-    auto give_up = Clock::now() + kTakeUpPatience;
-    for (;;) {
-      int unread = 0;
-      if (ioctl(socket_->fd(), SIOCOUTQ, &unread) != 0) break;
-      if (unread == 0) {
-        taken_up = std::chrono::system_clock::now();
-        break;
-      }
-      if (Clock::now() >= give_up) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-    }
-  }
+  if (judged && m.outcome == SendOutcome::Sent) taken_up = wait_until_read(kTakeUpPatience);
   std::lock_guard lock(mutex_);
   if (taken_up) drained_at_.push_back(*taken_up);
   registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, taken_up});

@@ -194,6 +194,10 @@ class Session {
   const SentMessage& send_correlation(const wire::Correlation& m, std::string requirement, std::string label,
                                       std::optional<unsigned> expected_count,
                                       std::optional<std::vector<std::uint8_t>> bytes = std::nullopt);
+  // Waits until the agent has read every datagram tracecorr queued on its
+  // socket (SIOCOUTQ on the sending socket reaches 0); when, or nullopt if
+  // the patience ran out first (or there is no socket).
+  std::optional<std::chrono::system_clock::time_point> wait_until_read(Millis patience);
   void register_profiler(wire::Registration m, std::string requirement, bool judged = true);
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
