@@ -81,6 +81,25 @@ std::string printable_text(std::string_view text, bool keep_newlines) {
   });
 }
 
+std::string markup_text(std::string_view raw, bool whitespace_as_references) {
+  std::string text = printable_text(raw, true);
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;  // &apos; is not HTML 4; &#39; is both
+      case '\n': out += whitespace_as_references ? "&#10;" : "\n"; break;
+      case '\t': out += whitespace_as_references ? "&#9;" : "\t"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string utf8_text(std::string_view text) {
   return escaped_text(text, [](std::uint32_t) { return false; });
 }

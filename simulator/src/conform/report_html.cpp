@@ -21,22 +21,7 @@
 namespace tracecorr::conform {
 namespace {
 
-std::string esc(std::string_view raw) {
-  std::string clean = printable_text(raw, true);
-  std::string out;
-  out.reserve(clean.size());
-  for (char c : clean) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string esc(std::string_view raw) { return markup_text(raw, false); }
 
 std::string num(double v, int decimals = 0) {
   char buf[64];

@@ -10,24 +10,7 @@ namespace {
 
 // Escapes for attribute values and text. printable_text has already made the
 // text valid UTF-8 without the control characters XML 1.0 forbids.
-std::string xml(std::string_view raw) {
-  std::string text = printable_text(raw, true);
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\t': out += "&#9;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string xml(std::string_view raw) { return markup_text(raw, true); }
 
 // Element text keeps newlines literally (readable in CI viewers).
 std::string xml_text(std::string_view raw) {

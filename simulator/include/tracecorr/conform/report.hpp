@@ -44,6 +44,9 @@ std::string printable_text(std::string_view text, bool keep_newlines = false);
 // Valid UTF-8 kept as is, each byte of an invalid sequence written as \xNN:
 // for JSON strings (JSON escapes control characters itself).
 std::string utf8_text(std::string_view text);
+// printable_text escaped for XML and HTML text and attribute values; newlines
+// and tabs as character references where attribute values must keep them.
+std::string markup_text(std::string_view raw, bool whitespace_as_references);
 // Every string (and object key) in `document` made valid UTF-8 with
 // utf8_text, so dump() can neither throw nor drop what was read from a target
 // (a library path that is not UTF-8). Returns the document for chaining.
