@@ -77,7 +77,7 @@ class DeferProbe final : public Probe {
     // span arrived within half its delay; otherwise it is merely unproven.
     std::size_t judged = 0, immediate = 0, certainly_immediate = 0;
     const otlp::ReceivedSpan* immediate_example = nullptr;
-    std::vector<double> unregistered;
+    std::vector<double> unregistered, unregistered_arrivals;
     std::size_t children = 0, deferred_children = 0;
     double shortest_child_delay = 1e9;
     std::vector<double> child_arrivals, long_delay_txn_holds;
@@ -111,7 +111,10 @@ class DeferProbe final : public Probe {
             immediate_example = &sp;
         }
       }
-      if (end + kMargin < first_registration) unregistered.push_back(d);
+      if (end + kMargin < first_registration) {
+        unregistered.push_back(d);
+        unregistered_arrivals.push_back(SpanIndex::export_delay_ms(sp));
+      }
     }
     // The baseline of never-deferred spans: the disabled session's (nothing is
     // deferred there), else this session's children (DEFER-05 judges those).
@@ -155,6 +158,13 @@ class DeferProbe final : public Probe {
         bad = kit_error("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
                                         " transactions were held " + ms(m) + " (median), but the session is too noisy to tell: " +
                                         baseline.describe());
+      // Too short: holds are lower bounds (a starved agent ends few spans to
+      // witness them); certain only when the arrivals, upper bounds, say so too.
+      if (m < want - kEarlySlackMs && median(e.transaction_arrivals_ms) >= want - kEarlySlackMs && !bad)
+        bad = kit_error("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
+                                        " transactions were held at least " + ms(m) + " (median) but arrived " +
+                                        ms(median(e.transaction_arrivals_ms)) + " after their end (median): "
+                                        "too few spans ended meanwhile to tell; " + baseline.describe());
       if ((m < want - kEarlySlackMs || m > late) && !bad)
         bad = violated("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
                                        ", transactions were held " + ms(m) + " (median)",
@@ -175,6 +185,11 @@ class DeferProbe final : public Probe {
       if (m > late && baseline.too_noisy_for(want))
         out.push_back(kit_error("DEFER-03", "before any registration transactions were held " + ms(m) +
                                                 " (median), but the session is too noisy to tell: " + baseline.describe()));
+      else if (m < want - kEarlySlackMs && median(unregistered_arrivals) >= want - kEarlySlackMs)
+        out.push_back(kit_error("DEFER-03", "before any registration transactions were held at least " + ms(m) +
+                                                " (median) but arrived " + ms(median(unregistered_arrivals)) +
+                                                " after their end (median): too few spans ended meanwhile to tell; " +
+                                                baseline.describe()));
       else if (m < want - kEarlySlackMs || m > late)
         out.push_back(violated("DEFER-03", "before any registration transactions were held " + ms(m) + " (median)",
                                {text_evidence("median hold of " + std::to_string(unregistered.size()) +
@@ -197,12 +212,15 @@ class DeferProbe final : public Probe {
       // Transactions held well behind the children that ended with them show
       // the children did not wait in the same queue.
       bool children_ahead = !long_delay_txn_holds.empty() && median(long_delay_txn_holds) >= shortest_child_delay;
-      if (shift >= shortest_child_delay && spread < shortest_child_delay)
+      // The baseline comes from another session: a target starved of CPU in
+      // this one delays everything, and cannot be told from deferral.
+      const bool starved = baseline.run_queue && baseline.run_queue->starved();
+      if (shift >= shortest_child_delay && spread < shortest_child_delay && !starved)
         absolute = violated("DEFER-05", "child spans arrived " + ms(shift) + " later (median) than spans with the "
                                         "feature off: they were deferred",
                             {text_evidence("child spans' arrival after their end, against the disabled session's",
                                            "no later than the baseline", figures)});
-      else if (shift >= shortest_child_delay && !children_ahead)
+      else if (shift >= shortest_child_delay && (!children_ahead || starved))
         absolute = kit_error("DEFER-05", "child spans arrived " + ms(shift) + " later than the baseline, which is too "
                                          "noisy to tell (p10..p90 spread " + ms(spread) + "): " + figures);
     }
@@ -239,7 +257,7 @@ class DeferProbe final : public Probe {
     for (const auto& t : records->transactions()) unsampled += !t.sampled();
     if (!unsampled)
       return not_applicable("DEFER-05", "its unsampled half cannot be observed: the agent published no unsampled "
-                                        "transaction with OTEL_TRACES_SAMPLER=traceidratio 0.5");
+                                        "transaction with OTEL_TRACES_SAMPLER=traceidratio 0.25");
     SpanIndex spans(s.receiver().spans());
     auto stopped = s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
     auto taken = regs.front().effective_from();
@@ -280,6 +298,14 @@ class DeferProbe final : public Probe {
       return;
     }
     Finding& children = *it;
+    // A half that could not be judged leaves DEFER-05 inconclusive: an agent
+    // that breaks only that half would otherwise pass on the other.
+    if (unsampled.outcome == Finding::Outcome::KitError && children.outcome == Finding::Outcome::Met) {
+      unsampled.reason = "inconclusive: " + children.reason + ", but the unsampled half could not be judged: " +
+                         unsampled.reason;
+      children = std::move(unsampled);
+      return;
+    }
     if (unsampled.outcome == Finding::Outcome::Violated || children.outcome == Finding::Outcome::NotApplicable) {
       if (unsampled.outcome != Finding::Outcome::NotApplicable || !unsampled.reason.empty()) children = unsampled;
       return;

@@ -422,7 +422,7 @@ std::vector<RegistrationWindow> registration_windows(const Session& s, std::chro
     if (!regs[i].sent) continue;
     std::uint32_t before = previous;
     previous = regs[i].message.samples_delay_ms;
-    if (!regs[i].judged) continue;
+    if (!regs[i].judged || !regs[i].taken_up_at) continue;  // never seen read: no window to judge
     RegistrationWindow w{regs[i], before, regs[i].effective_from() + margin, boundary, margin};
     if (i + 1 < regs.size()) w.next = std::min(w.next, regs[i + 1].at_system);
     if (w.next > w.from + margin) out.push_back(std::move(w));

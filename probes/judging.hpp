@@ -75,7 +75,11 @@ struct TimingBaseline {
   double arrival_quantile(double q) const; // of arrival_ms; 0 when empty
   // Share of baseline spans held at least `ms`.
   double share_at_least(double ms) const;
-  bool too_noisy_for(double hold_ms) const { return !held_ms.empty() && quantile(0.95) >= hold_ms / 2; }
+  // Holds longer than asked cannot be told from the machine's delays: never-
+  // deferred spans were held half as long, or the target was starved of CPU.
+  bool too_noisy_for(double hold_ms) const {
+    return (!held_ms.empty() && quantile(0.95) >= hold_ms / 2) || (run_queue && run_queue->starved());
+  }
   std::string describe() const;  // "never-deferred spans held p50 2 ms, p95 9 ms, max 40 ms (n=212); <run queue>"
 };
 // Never-deferred spans of a session: its child spans, and with `all` every span.
@@ -120,13 +124,10 @@ struct CountMismatch {
   unsigned actual = 0;
   std::string attribute_problem;  // the attribute was missing or malformed
 };
-// How long an agent may take to read a correlation from its socket before a
-// transaction it forwarded meanwhile counts as forwarded without it.
-inline constexpr std::chrono::milliseconds kSettleTime{150};
-// When the agent had read message `m` at the latest: measured (the socket's
-// queue seen empty after it, Session::taken_up_by), else sent + kSettleTime.
+// When the agent had read message `m` at the latest (Session::taken_up_by);
+// never, when it was not seen read while the session ran.
 inline std::chrono::system_clock::time_point read_by(const SentMessage& m) {
-  return m.taken_up_by.value_or(m.at_system + kSettleTime);
+  return m.taken_up_by.value_or(SentRegistration::kNeverRead);
 }
 // True when the agent may have handed `span` to its exporter before it read a
 // message it took up by `taken_up`: then a missing stack id is not evidence

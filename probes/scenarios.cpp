@@ -236,16 +236,34 @@ void send_boundary_registrations(Session& s) {
 }
 
 // TLS-04 on up to two threads, on a thread of its own (ptrace is per thread).
+// A thread starved of CPU (a busy machine) may not update its record while
+// watched: the watch goes round the threads again until it has seen enough
+// updates or spent kUpdateOrderPatience rounds' worth of time.
+constexpr std::size_t kWantedUpdates = 10;
+constexpr int kUpdateOrderPatience = 8;
+
 std::thread watch_update_order_async(Session& s, Millis per_thread) {
   return std::thread([&s, per_thread] {
     auto* records = s.records();
     if (!records) return;
     std::set<std::uint64_t> seen;
-    int watched = 0;
+    std::vector<std::pair<pid_t, std::uint64_t>> threads;
     for (const auto& [tid, pointer] : records->record_pointers()) {
       if (pointer == 0 || !seen.insert(pointer).second) continue;
-      s.add_update_order_report(watch_update_order(s.pid(), tid, pointer, per_thread, 40));
-      if (++watched == 2) break;
+      threads.emplace_back(tid, pointer);
+      if (threads.size() == 2) break;
+    }
+    if (threads.empty()) return;
+    const auto give_up = Clock::now() + kUpdateOrderPatience * per_thread;
+    std::size_t updates = 0;
+    for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && Clock::now() < give_up); ++round) {
+      for (const auto& [tid, pointer] : threads) {
+        auto report = watch_update_order(s.pid(), tid, pointer, per_thread, 40);
+        if (report) updates += report->updates_seen;
+        bool failed = !report || !report->conforms();
+        s.add_update_order_report(std::move(report));
+        if (failed || !s.target_alive()) return;  // the evidence is in; do not watch on
+      }
     }
   });
 }
@@ -508,7 +526,9 @@ SessionSettings session_settings(const std::string& name) {
     s.env[enabled] = "true";
     s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
     s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
-    s.env["OTEL_TRACES_SAMPLER_ARG"] = "0.5";
+    // One in four sampled: an agent that queues unsampled transactions then
+    // holds about 2 sampled of 8, never the 7 that is too close to call.
+    s.env["OTEL_TRACES_SAMPLER_ARG"] = "0.25";
   }
   if (name == kOwnHostIdSession) {
     s.unset_env.push_back(enabled);

@@ -37,6 +37,9 @@ Finding judge_descriptor(const Session& s) {
   return kit_error("TLS-07", "unknown TLS model");
 }
 
+// Half the updates the watch waits for (scenarios.cpp, kWantedUpdates).
+constexpr std::size_t kTls04MinimumUpdates = 5;
+
 class TlsProbe final : public Probe {
  public:
   std::string name() const override { return "tls"; }
@@ -46,8 +49,11 @@ class TlsProbe final : public Probe {
   std::vector<std::string> sessions() const override { return {kEnabledSession}; }
   // TLS-05 judges by time: a stale or early record shows only in the gaps
   // between transactions, so a pass needs many transactions read, not a few.
+  // TLS-04: an agent that orders one update right by luck must not pass on it.
   std::size_t minimum_evidence(const std::string& requirement) const override {
-    return requirement == "TLS-05" ? kTls05MinimumPairs : 1;
+    if (requirement == "TLS-05") return kTls05MinimumPairs;
+    if (requirement == "TLS-04") return kTls04MinimumUpdates;
+    return 1;
   }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {

@@ -30,8 +30,11 @@ constexpr auto kTreeScanInterval = std::chrono::milliseconds(50);
 // Bound on the raw storage bytes kept per sighting (evidence, not data).
 constexpr std::size_t kMaxRawStorageBytes = 8192;
 // How long a send may wait for room in the agent's queue (max_dgram_qlen) before
-// the message counts as lost.
+// the message counts as lost. A registration waits longer: every judge of
+// delay and host.id rests on it, and an agent starved of CPU on a busy
+// machine leaves its queue full for a second or more.
 constexpr auto kSendPatience = std::chrono::milliseconds(250);
+constexpr auto kRegistrationSendPatience = std::chrono::milliseconds(3000);
 // Socket capacity: after the socket has room again, how long to leave the agent
 // to finish draining before refilling (its drain takes microseconds).
 constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
@@ -139,10 +142,7 @@ std::string RunQueueWait::describe() const {
 }
 
 std::optional<std::chrono::system_clock::time_point> Session::taken_up_by(std::chrono::system_clock::time_point sent) const {
-  std::lock_guard lock(mutex_);
-  auto it = std::upper_bound(drained_at_.begin(), drained_at_.end(), sent);
-  if (it == drained_at_.end()) return std::nullopt;
-  return *it;
+  return take_up_.read_after(sent);
 }
 
 std::optional<RunQueueWait> Session::run_queue_wait() const {
@@ -357,10 +357,12 @@ void Session::connect_socket() {
   if (!st) return;
   if (auto facts = examine_socket(pid(), st->socket_file_path)) socket_facts_ = *facts;
   auto connected = AgentSocket::connect(pid(), st->socket_file_path);
-  if (connected)
-    socket_.emplace(std::move(*connected));
-  else
+  if (!connected) {
     socket_error_ = connected.error();
+    return;
+  }
+  socket_.emplace(std::move(*connected));
+  take_up_.watch(socket_->fd());
 }
 
 void Session::reconnect_socket() {
@@ -390,6 +392,7 @@ Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::ui
     if (outcome == SendOutcome::WouldBlock) break;
     if (outcome == SendOutcome::Refused)
       return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+    take_up_.sent();
     if (++cap.burst >= max_sends) break;
   }
   // Then cycles of: wait for room (POLLOUT), let the agent finish its drain,
@@ -407,6 +410,7 @@ Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::ui
       if (outcome == SendOutcome::WouldBlock) break;
       if (outcome == SendOutcome::Refused)
         return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+      take_up_.sent();
       if (++cap.sent >= max_sends) break;
     }
   }
@@ -432,7 +436,8 @@ std::vector<Expected<UpdateOrderReport>> Session::update_order_reports() const {
   return update_order_reports_;
 }
 
-SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label) {
+SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label,
+                              Millis patience) {
   SentMessage m;
   m.requirement = std::move(requirement);
   m.label = std::move(label);
@@ -440,7 +445,7 @@ SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string re
   if (socket_) {
     // The queue holds max_dgram_qlen datagrams; the agent drains it when it
     // polls. Wait briefly for room rather than lose a probe's message.
-    auto give_up = Clock::now() + kSendPatience;
+    auto give_up = Clock::now() + patience;
     for (;;) {
       m.outcome = socket_->send(m.bytes);
       if (m.outcome != SendOutcome::WouldBlock || Clock::now() >= give_up) break;
@@ -448,7 +453,10 @@ SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string re
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     m.send_errno = socket_->last_errno();
-    if (m.outcome != SendOutcome::Sent) ++messages_lost_;
+    if (m.outcome == SendOutcome::Sent)
+      take_up_.sent();
+    else
+      ++messages_lost_;
   }
   m.at = Clock::now();
   m.at_system = std::chrono::system_clock::now();
@@ -462,13 +470,13 @@ const SentMessage& Session::store(SentMessage m) {
 }
 
 const SentMessage& Session::send(std::vector<std::uint8_t> datagram, std::string requirement, std::string label) {
-  return store(transmit(std::move(datagram), std::move(requirement), std::move(label)));
+  return store(transmit(std::move(datagram), std::move(requirement), std::move(label), kSendPatience));
 }
 
 const SentMessage& Session::send_correlation(const wire::Correlation& c, std::string requirement, std::string label,
                                              std::optional<unsigned> expected_count,
                                              std::optional<std::vector<std::uint8_t>> bytes) {
-  auto m = transmit(bytes ? std::move(*bytes) : wire::encode(c), std::move(requirement), std::move(label));
+  auto m = transmit(bytes ? std::move(*bytes) : wire::encode(c), std::move(requirement), std::move(label), kSendPatience);
   m.transaction = std::make_pair(c.trace_id, c.transaction_id);
   m.stack_trace_id = c.stack_trace_id;
   // A message that never reached the agent cannot be expected to show up.
@@ -478,53 +486,54 @@ const SentMessage& Session::send_correlation(const wire::Correlation& c, std::st
 
 std::optional<std::chrono::system_clock::time_point> Session::wait_until_read(Millis patience) {
   if (!socket_) return std::nullopt;
-  auto give_up = Clock::now() + patience;
-  for (;;) {
-    int unread = 0;
-    if (ioctl(socket_->fd(), SIOCOUTQ, &unread) != 0) return std::nullopt;
-    if (unread == 0) return std::chrono::system_clock::now();
-    if (Clock::now() >= give_up) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
+  return take_up_.wait_until_read(patience);
 }
 
 void Session::register_profiler(wire::Registration r, std::string requirement, bool judged) {
-  auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}));
   // A registration takes effect when the agent reads it, not when it is sent:
-  // a slow poller (EDOT Java polls every 20 ms, others less often) reads it
-  // later. A datagram stays charged to the sender until the receiver takes it,
-  // so SIOCOUTQ on tracecorr's socket counts what the agent has not read yet.
-  std::optional<std::chrono::system_clock::time_point> taken_up;
-  if (judged && m.outcome == SendOutcome::Sent) taken_up = wait_until_read(kTakeUpPatience);
+  // a slow poller or an agent starved of CPU reads it much later. It goes
+  // into an empty queue when the agent allows (so it does not wait behind
+  // traffic), and the session waits a while for it to be read, so that what
+  // the scenario does next happens under it.
+  if (judged) (void)wait_until_read(kTakeUpPatience);
+  auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}), kRegistrationSendPatience);
+  if (judged && m.outcome == SendOutcome::Sent) (void)wait_until_read(kTakeUpPatience);
   std::lock_guard lock(mutex_);
-  if (taken_up) drained_at_.push_back(*taken_up);
-  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, taken_up});
+  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, std::nullopt});
   sent_.push_back(std::move(m));
 }
 
 std::vector<SentMessage> Session::sent_messages() const {
-  std::lock_guard lock(mutex_);
-  std::vector<SentMessage> out(sent_.begin(), sent_.end());
-  for (auto& m : out) {
-    auto it = std::upper_bound(drained_at_.begin(), drained_at_.end(), m.at_system);
-    if (it != drained_at_.end()) m.taken_up_by = *it;
+  std::vector<SentMessage> out;
+  {
+    std::lock_guard lock(mutex_);
+    out.assign(sent_.begin(), sent_.end());
   }
+  for (auto& m : out)
+    if (m.outcome == SendOutcome::Sent) m.taken_up_by = take_up_.read_after(m.at_system);
   return out;
 }
 
 std::vector<SentRegistration> Session::registrations() const {
-  std::lock_guard lock(mutex_);
-  return registrations_;
+  std::vector<SentRegistration> out;
+  {
+    std::lock_guard lock(mutex_);
+    out = registrations_;
+  }
+  for (auto& r : out)
+    if (r.sent) r.taken_up_at = take_up_.read_after(r.at_system);
+  return out;
 }
 
 std::optional<std::uint32_t> Session::delay_in_force(std::chrono::system_clock::time_point t, Millis margin) const {
+  const auto regs = registrations();  // with their take-up times
   std::lock_guard lock(mutex_);
   std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
-  for (const auto& r : registrations_)
+  for (const auto& r : regs)
     if (r.sent && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
   if (!delay) return std::nullopt;
   auto from = t - margin, to = t + Millis(*delay) + margin;
-  for (const auto& r : registrations_)
+  for (const auto& r : regs)
     if (r.sent && r.effective_from() > from && r.at_system < to) return std::nullopt;  // sent..taken up overlaps
   if (timing_boundary_ && *timing_boundary_ < to) return std::nullopt;
   if (stop_requested_at_ && *stop_requested_at_ < to) return std::nullopt;  // released by the shutdown

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cinttypes>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -120,6 +121,26 @@ bool thread_is_dead(pid_t pid, pid_t tid) {
   char state = stat[paren + 2];
   return state == 'Z' || state == 'X';
 }
+
+// True when SIGTRAP is pending for the thread itself (SigPnd in its status):
+// the kernel's word, where a timeout would only be a guess.
+bool sigtrap_pending(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigPnd:", 0) != 0) continue;
+    std::uint64_t mask = 0;
+    if (std::sscanf(line.c_str() + 7, "%" SCNx64, &mask) != 1) return false;
+    return (mask >> (SIGTRAP - 1)) & 1;
+  }
+  return false;
+}
+
+// How long release() may take to bring a starved thread to a stop and let it
+// take a pending watchpoint SIGTRAP. Leaving either undone kills the target
+// (armed registers or a pending SIGTRAP outlive the detach), so this is long:
+// on a busy machine a runnable thread can wait seconds for a CPU.
+constexpr auto kReleasePatience = std::chrono::seconds(30);
 
 #if defined(__x86_64__)
 
@@ -306,7 +327,7 @@ class WatchSession {
     if (!attached_) return;
     if (!held_) {
       // Running, or listening in a group-stop: stop it so its registers can be written.
-      auto stop = interrupt(std::chrono::seconds(5));
+      auto stop = interrupt(kReleasePatience);
       if (!stop || !attached_) return;  // gone, or unstoppable: nothing more can be done
       if (stop->kind == Stop::Kind::kSignal) resume_signal_ = is_our_trap(*stop) ? 0 : stop->signal;
     }
@@ -319,7 +340,7 @@ class WatchSession {
       // signals. Left there, it would reach the target after the detach, and
       // SIGTRAP's default action kills.
       auto unclaimed = take_hits();
-      if (unclaimed.ok() && *unclaimed != 0) swallow_pending_trap();
+      if ((unclaimed.ok() && *unclaimed != 0) || sigtrap_pending(pid_, tid_)) swallow_pending_trap();
       armed_ = false;
     }
     ::ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(resume_signal_)));
@@ -329,21 +350,28 @@ class WatchSession {
  private:
   // Lets the thread run until it dequeues that pending SIGTRAP, and drops it.
   // The registers are already clear, so no new one can be raised meanwhile;
-  // the thread's own signals met on the way are delivered as usual.
+  // the thread's own signals met on the way are delivered as usual. Whether
+  // the SIGTRAP is still pending is read from the kernel each round: a thread
+  // that has not run yet (a busy machine) still holds it.
   void swallow_pending_trap() noexcept {
-    for (int attempt = 0; attempt < 8 && attached_ && held_; ++attempt) {
+    const auto give_up = Clock::now() + kReleasePatience;
+    while (attached_ && held_ && Clock::now() < give_up) {
+      if (!sigtrap_pending(pid_, tid_)) return;
       // In a group-stop the signal waits for SIGCONT; resuming would break job control.
       if (last_stop_.kind == Stop::Kind::kGroupStop) return;
       if (!resume().ok() || !attached_) return;
-      auto stop = next_stop(Clock::now() + std::chrono::milliseconds(200));
-      if (!stop) {  // nothing was pending after all: stop it again to detach
-        auto again = interrupt(std::chrono::seconds(5));
-        if (again.ok() && again->kind == Stop::Kind::kSignal) resume_signal_ = again->signal;
-        return;
+      auto stop = next_stop(Clock::now() + std::chrono::milliseconds(500));
+      if (!stop) {  // not scheduled yet: stop it again and look once more
+        auto again = interrupt(kReleasePatience);
+        if (!again.ok() || !attached_) return;
+        stop = *again;
       }
       if (stop->kind == Stop::Kind::kExited) return;
       if (stop->kind != Stop::Kind::kSignal) continue;
-      if (stop->signal == SIGTRAP && siginfo_is_hardware_breakpoint()) return;  // resume_signal_ stays 0
+      if (stop->signal == SIGTRAP && siginfo_is_hardware_breakpoint()) {
+        resume_signal_ = 0;  // dequeued, and dropped at the detach
+        return;
+      }
       resume_signal_ = stop->signal;
     }
   }

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracecorr/conform/take_up_clock.hpp"
 #include "tracecorr/conform/record_watcher.hpp"
 #include "tracecorr/conform/target.hpp"
 #include "tracecorr/conform/update_order.hpp"
@@ -106,15 +107,18 @@ struct SentRegistration {
   wire::Registration message;
   bool sent = false;
   bool judged = true;   // false for boundary values whose effect is not specified
-  // When the agent took it up: its socket's queue held none of tracecorr's
-  // bytes any more (SIOCOUTQ on the sending socket reached 0). nullopt: not
-  // seen within kTakeUpPatience (a slow or stuck reader), or not judged.
+  // When the agent had read it at the latest (TakeUpClock): its socket's
+  // queue held none of tracecorr's bytes any more. nullopt: never seen read
+  // while the session ran (a stuck reader), or not sent.
   std::optional<std::chrono::system_clock::time_point> taken_up_at;
-  // From when the registration can have taken effect: taken up, or sent when
-  // the take-up was not seen.
-  std::chrono::system_clock::time_point effective_from() const { return taken_up_at.value_or(at_system); }
+  // From when the registration has surely taken effect: taken up, or never
+  // (a far future that stays safe to add margins to) when it was not seen read.
+  std::chrono::system_clock::time_point effective_from() const { return taken_up_at.value_or(kNeverRead); }
+  static constexpr std::chrono::system_clock::time_point kNeverRead =
+      std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365);
 };
-// How long register_profiler() waits to see a judged registration taken up.
+// How long register_profiler() waits to see a judged registration taken up
+// (and, before sending it, for the agent to read what is queued ahead of it).
 inline constexpr std::chrono::milliseconds kTakeUpPatience{1000};
 
 // How long the target's threads waited in the run queue for a CPU during
@@ -127,6 +131,10 @@ struct RunQueueWait {
   double max_thread_ms = 0;  // the thread that waited longest
   double wall_ms = 0;        // the interval measured
   std::string describe() const;  // "3 threads waited 12 ms in total (at most 9 ms) over 5200 ms"
+  // The average thread spent at least half the session runnable but not
+  // running: the machine, not the agent, decides when anything happens. (The
+  // reference alone, four CPU-bound workers on two cores, averages ~15%.)
+  bool starved() const { return threads > 0 && wall_ms > 0 && total_ms >= 0.5 * wall_ms * static_cast<double>(threads); }
 };
 // Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
 std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid);
@@ -202,10 +210,8 @@ class Session {
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
   std::uint64_t messages_lost() const { return messages_lost_; }
-  // When a message sent at `sent` had been read by the agent at the latest:
-  // the first moment after it that tracecorr found the agent's queue holding
-  // none of its bytes (SIOCOUTQ, sampled before every send and while waiting
-  // for a registration's take-up). nullopt: never seen drained after it.
+  // When a message sent at `sent` had been read by the agent at the latest
+  // (TakeUpClock). nullopt: never seen read while the session ran.
   std::optional<std::chrono::system_clock::time_point> taken_up_by(std::chrono::system_clock::time_point sent) const;
   // A profiler restart: drop the connection and connect anew.
   void reconnect_socket();
@@ -253,7 +259,8 @@ class Session {
   Status connect_gdbstub(Clock::time_point deadline);
   Status attach_tls(Clock::time_point deadline);
   void connect_socket();
-  SentMessage transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label);
+  SentMessage transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label,
+                       Millis patience);
   const SentMessage& store(SentMessage m);
 
   SessionSettings settings_;
@@ -272,6 +279,7 @@ class Session {
   std::unique_ptr<ThreadPointerSource> gdbstub_;
   std::unique_ptr<RecordWatcher> watcher_;
   std::optional<AgentSocket> socket_;
+  TakeUpClock take_up_;
   std::optional<Error> socket_error_;
   std::optional<SocketFacts> socket_facts_;
   std::optional<std::string> exit_description_;
@@ -281,7 +289,6 @@ class Session {
   std::vector<StorageSighting> storage_sightings_;
   std::deque<SentMessage> sent_;  // deque: send() hands out references that must stay valid
   std::vector<SentRegistration> registrations_;
-  std::vector<std::chrono::system_clock::time_point> drained_at_;  // ascending
   std::vector<Expected<UpdateOrderReport>> update_order_reports_;
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
