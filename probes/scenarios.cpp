@@ -47,6 +47,31 @@ wire::Correlation correlation_for(const TransactionKey& t, const StackTraceId& s
 // Sends correlations for transactions as they become active, in the shape the
 // personality dictates, each with fresh stack ids so judges can attribute
 // every id to the one message that carried it.
+// True once kWindowSpans spans arrived well after the agent read the latest
+// registration (so they were exported under it), or when nothing was sent.
+constexpr std::size_t kWindowSpans = 5;
+constexpr Millis kWindowMargin{300};  // more than the judges' kMargin (150 ms)
+constexpr Millis kWindowPatience{8000};
+bool exported_under_latest_registration(Session& s) {
+  auto regs = s.registrations();
+  if (regs.empty() || !regs.back().sent) return true;
+  if (!regs.back().taken_up_at) return false;
+  // The judges' window ends a margin before the next message: count only
+  // what arrived a margin ago.
+  auto from = *regs.back().taken_up_at + kWindowMargin, to = std::chrono::system_clock::now() - kWindowMargin;
+  std::size_t within = 0;
+  for (const auto& span : s.receiver().spans())
+    within += span.received_at_system >= from && span.received_at_system <= to;
+  return within >= kWindowSpans;
+}
+
+// Sleeps for `at_least`, then on until exported_under_latest_registration, at most `at_most`.
+void sleep_until_exported(Session& s, Millis at_least, Millis at_most) {
+  auto give_up = Clock::now() + at_most;
+  s.sleep(at_least);
+  while (Clock::now() < give_up && !exported_under_latest_registration(s)) s.sleep(50ms);
+}
+
 class CorrelationTraffic {
  public:
   CorrelationTraffic(Session& s, const ScenarioOptions& o) : s_(s), o_(o) {}
@@ -69,6 +94,17 @@ class CorrelationTraffic {
       }
       std::this_thread::sleep_for(3ms);
     }
+  }
+
+  // Pumps for `at_least`, then on until spans exported under the latest
+  // registration have arrived (exported_under_latest_registration), at most
+  // `at_most` in all: an exporter that batches every 5 s (the OTel SDK
+  // default) or a starved agent otherwise leaves the registration's window
+  // without a span to judge it by.
+  void pump_until_exported(Millis at_least, Millis at_most, const std::string& requirement) {
+    auto give_up = Clock::now() + at_most;
+    pump(at_least, requirement, true);
+    while (Clock::now() < give_up && !exported_under_latest_registration(s_)) pump(100ms, requirement, true, 1);
   }
 
   void reserve(const TransactionKey& key) { targeted_.insert(key); }
@@ -383,20 +419,20 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   const bool battery_judged = o.judges("MSG-04") || o.judges("MSG-05") || o.judges("MSG-06") || o.judges("MSG-07");
   if (battery_judged)
     if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
-  traffic.pump(scaled(o, 800ms), "ATTR-04", true);
+  traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
 
   s.reconnect_socket();  // a profiler restart
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
                                    unique_host_id("tracecorr-host-2")),
                       "MSG-03");
-  traffic.pump(scaled(o, 1100ms), "ATTR-04", true);
+  traffic.pump_until_exported(scaled(o, 1100ms), kWindowPatience, "ATTR-04");
 
   if (o.judges("MSG-07")) {
     auto long_host_id = unique_host_id("tracecorr-host-long");
     long_host_id.resize(scenario::kLongHostIdBytes, 'l');
     s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
                         "MSG-07");
-    traffic.pump(scaled(o, 700ms), "ATTR-04", true);
+    traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
     send_boundary_registrations(s);
   }
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
@@ -452,7 +488,7 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-queue"), 6),
                       "DEFER-06");
-  s.sleep(scaled(o, 1500ms));
+  sleep_until_exported(s, scaled(o, 1500ms), kWindowPatience);
   return Ok{};
 }
 

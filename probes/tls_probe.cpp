@@ -163,7 +163,15 @@ class TlsProbe final : public Probe {
     SpanIndex spans(s.receiver().spans());
     if (spans.spans().empty()) return not_applicable("TLS-05", "no spans were received, so ids cannot be matched");
     auto last_arrival = spans.spans().front().received_at;
-    for (const auto& sp : spans.spans()) last_arrival = std::max(last_arrival, sp.received_at);
+    // Judged: states seen long enough before the last export for their spans
+    // to have been exported too, by the lag this agent showed in this session
+    // (a starved or batching agent exports seconds after a span ends).
+    double longest_lag_ms = 0;
+    for (const auto& sp : spans.spans()) {
+      last_arrival = std::max(last_arrival, sp.received_at);
+      longest_lag_ms = std::max(longest_lag_ms, SpanIndex::export_delay_ms(sp));
+    }
+    const auto horizon = kExportHorizon + std::chrono::milliseconds(static_cast<long long>(longest_lag_ms));
     std::size_t checked = 0;
     std::vector<Evidence> examples;
     std::size_t bad = 0;
@@ -182,7 +190,7 @@ class TlsProbe final : public Probe {
     for (const auto& o : obs) {
       const auto& r = o.record;
       if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported
-      if (o.at + kExportHorizon > last_arrival) continue;
+      if (o.at + horizon > last_arrival) continue;
       if (const auto* named = spans.find(r.span_id); named && named->trace_id == r.trace_id) {
         ++timed;
         auto start = static_cast<long long>(named->start_unix_nano), end = static_cast<long long>(named->end_unix_nano);
