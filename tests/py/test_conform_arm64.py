@@ -70,7 +70,8 @@ def run_mutant(mutant: dict, out_dir) -> cs.ConformRun:
     requirement = mutant["requirement"]
     command, gdbstub = cs.arch_command(ARCH, cs.fixture_program(ARCH, mutant["name"]))
     return cs.run_conform(command, [requirement], strict=cs.strict_for(requirement), gdbstub=gdbstub,
-                          out_dir=out_dir, env=MUTANT_ENV.get(mutant["name"]))
+                          out_dir=out_dir, env=MUTANT_ENV.get(mutant["name"]),
+                          retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def runs(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         command, gdbstub = cs.arch_command(ARCH, cs.fixture_program(ARCH))
         reference = pool.submit(cs.run_conform, command, list(ARCH_AREAS), gdbstub=gdbstub,
-                                out_dir=out / "reference", junit=True)
+                                out_dir=out / "reference", junit=True, retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
         futures = {m["name"]: pool.submit(run_mutant, m, out / m["name"]) for m in MUTANTS}
         results = {name: f.result() for name, f in futures.items()}
         results["reference"] = reference.result()

@@ -57,10 +57,10 @@ def runs(tmp_path_factory):
         reference = pool.submit(cs.reference_run, ARCH, out / "reference")
         lenient = pool.submit(cs.run_conform, [str(cs.fixture_program(ARCH, LENIENT_SHOULD_MUTANT))],
                               [next(m["requirement"] for m in MUTANTS if m["name"] == LENIENT_SHOULD_MUTANT)],
-                              out_dir=out / "lenient")
+                              out_dir=out / "lenient", retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
         futures = {m["name"]: pool.submit(cs.run_conform, [str(cs.fixture_program(ARCH, m["name"]))],
                                           [m["requirement"]], strict=cs.strict_for(m["requirement"]),
-                                          out_dir=out / m["name"])
+                                          out_dir=out / m["name"], retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
                    for m in ordered}
         results = {name: f.result() for name, f in futures.items()}
         results["reference"] = reference.result()
