@@ -44,7 +44,17 @@ SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(s
       std::sort(latest.begin(), latest.end(), std::greater<>());
     }
     held_ms_.push_back(latest.back() > end ? static_cast<double>(latest.back() - end) / 1e6 : 0.0);
+    ends_.push_back(end);
   }
+  std::sort(ends_.begin(), ends_.end());
+}
+
+bool SpanIndex::hold_witnessed(const otlp::ReceivedSpan& s, std::chrono::milliseconds from,
+                               std::chrono::milliseconds upto) const {
+  auto ns = [](std::chrono::milliseconds d) { return static_cast<std::uint64_t>(d.count()) * 1000000u; };
+  auto first = std::upper_bound(ends_.begin(), ends_.end(), s.end_unix_nano + ns(from));
+  auto last = std::lower_bound(ends_.begin(), ends_.end(), s.end_unix_nano + ns(upto));
+  return first < last && static_cast<std::size_t>(last - first) >= kHoldWitnesses;
 }
 
 double SpanIndex::held_at_least_ms(const otlp::ReceivedSpan& s) const {

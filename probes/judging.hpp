@@ -50,11 +50,18 @@ class SpanIndex {
   double held_at_least_ms(const otlp::ReceivedSpan& s) const;
   static constexpr std::size_t kHoldWitnesses = 3;
   static std::chrono::system_clock::time_point end_time(const otlp::ReceivedSpan& s);
+  // Whether a hold of `s` shorter than `upto` would be visible: at least
+  // kHoldWitnesses spans of the session ended within (s's end + `from`,
+  // s's end + `upto`). A starved target ends few spans; then a short
+  // held_at_least_ms says nothing, and the span is no evidence either way.
+  bool hold_witnessed(const otlp::ReceivedSpan& s, std::chrono::milliseconds from,
+                      std::chrono::milliseconds upto) const;
 
  private:
   std::vector<otlp::ReceivedSpan> spans_;
   std::map<SpanId, std::size_t> by_id_;
   std::vector<double> held_ms_;  // held_at_least_ms, by position
+  std::vector<std::uint64_t> ends_;  // every span's end (unix ns), ascending
   bool flags_absent_ = false;
 };
 

@@ -46,6 +46,15 @@ bool adopts_host_ids(const std::vector<RegistrationWindow>& windows, const SpanI
 
 Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& what) {
   auto sent = s.sent_messages();
+  // Each tested message must have reached the agent and been read: one that
+  // was lost to a full queue, or never read, tests nothing, and an agent that
+  // mishandles exactly that message would pass.
+  std::size_t tested = 0, undelivered = 0;
+  for (const auto& m : sent) {
+    if (m.requirement != id) continue;
+    ++tested;
+    if (m.outcome != SendOutcome::Sent || !m.taken_up_by) ++undelivered;
+  }
   auto check = check_counts(sent, spans, [&](const SentMessage& m) { return m.requirement == id; });
   if (!check.mismatches.empty()) {
     std::vector<Evidence> ev;
@@ -54,6 +63,10 @@ Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& s
     return violated(id, std::to_string(check.mismatches.size()) + " of " + std::to_string(check.checked) + " " + what +
                             " were not counted as required", ev);
   }
+  if (undelivered)
+    return kit_error(id, "inconclusive: " + std::to_string(undelivered) + " of " + std::to_string(tested) + " " + what +
+                             " never reached the agent or were never read (its queue stayed full; " +
+                             std::to_string(s.messages_lost()) + " messages lost in the session)");
   if (!check.checked)
     return not_applicable(id, check.unexported ? "the transactions the messages named were never exported"
                                                : "no messages could be sent (no socket or no live transaction)");
@@ -210,8 +223,9 @@ class MsgProbe final : public Probe {
     for (const auto& w : windows)
       if (!scenario::is_long_registration(w.registration.message)) ordinary.push_back(w);
     bool adopts = adopts_host_ids(ordinary, spans);
-    std::size_t long_judged = 0;
+    std::size_t long_judged = 0, long_sent = 0;
     std::string long_note;
+    for (const auto& r : s.registrations()) long_sent += r.sent && scenario::is_long_registration(r.message);
     for (const auto& w : windows) {
       if (!scenario::is_long_registration(w.registration.message)) continue;
       RegistrationEffect e;
@@ -233,6 +247,9 @@ class MsgProbe final : public Probe {
                                        "-byte registration could not be judged (" + e.describe() + ")");
       }
     }
+    if (long_sent && !long_judged)  // sent, but never seen read: no window to judge it in
+      return kit_error("MSG-07", "inconclusive: " + counts.reason + ", but the long registration was never seen read "
+                                     "by the agent");
     return met("MSG-07", counts.evidence_count + long_judged, counts.reason + long_note);
   }
 };

@@ -477,7 +477,7 @@ Status run_auto(Session& s, const ScenarioOptions& o) {
   s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                    unique_host_id("tracecorr-host-auto")),
                       "CONF-02");
-  traffic.pump(scaled(o, 900ms), "CONF-02", true);
+  traffic.pump_until_exported(scaled(o, 900ms), kWindowPatience, "CONF-02");
   drain(s, 1500ms);
   return Ok{};
 }
@@ -509,7 +509,7 @@ Status run_own_host_id(Session& s, const ScenarioOptions& o) {
   if (s.can_send()) {
     s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
                         "HOST-02");
-    s.sleep(scaled(o, 900ms));
+    sleep_until_exported(s, scaled(o, 900ms), kWindowPatience);
   }
   s.sleep(600ms);
   return Ok{};

@@ -35,6 +35,12 @@ constexpr std::size_t kMaxRawStorageBytes = 8192;
 // machine leaves its queue full for a second or more.
 constexpr auto kSendPatience = std::chrono::milliseconds(250);
 constexpr auto kRegistrationSendPatience = std::chrono::milliseconds(3000);
+// A sender that bursts loses datagrams (the queue holds max_dgram_qlen, 10 by
+// default): after kPaceEvery unread datagrams, a send waits up to kPacePatience
+// for the agent to read them. An agent that does not read in that time is not
+// waited for again until it has read everything.
+constexpr std::size_t kPaceEvery = 8;
+constexpr auto kPacePatience = std::chrono::milliseconds(2000);
 // Socket capacity: after the socket has room again, how long to leave the agent
 // to finish draining before refilling (its drain takes microseconds).
 constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
@@ -141,9 +147,6 @@ std::string RunQueueWait::describe() const {
          whole(max_thread_ms) + " ms) over " + whole(wall_ms) + " ms";
 }
 
-std::optional<std::chrono::system_clock::time_point> Session::taken_up_by(std::chrono::system_clock::time_point sent) const {
-  return take_up_.read_after(sent);
-}
 
 std::optional<RunQueueWait> Session::run_queue_wait() const {
   std::lock_guard lock(mutex_);
@@ -443,6 +446,9 @@ SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string re
   m.label = std::move(label);
   m.bytes = std::move(datagram);
   if (socket_) {
+    if (take_up_.unread() == 0) pacing_abandoned_ = false;
+    if (!pacing_abandoned_ && take_up_.unread() >= kPaceEvery && !take_up_.wait_until_read(kPacePatience))
+      pacing_abandoned_ = true;
     // The queue holds max_dgram_qlen datagrams; the agent drains it when it
     // polls. Wait briefly for room rather than lose a probe's message.
     auto give_up = Clock::now() + patience;
@@ -454,7 +460,7 @@ SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string re
     }
     m.send_errno = socket_->last_errno();
     if (m.outcome == SendOutcome::Sent)
-      take_up_.sent();
+      m.sequence = take_up_.sent();
     else
       ++messages_lost_;
   }
@@ -499,7 +505,8 @@ void Session::register_profiler(wire::Registration r, std::string requirement, b
   auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}), kRegistrationSendPatience);
   if (judged && m.outcome == SendOutcome::Sent) (void)wait_until_read(kTakeUpPatience);
   std::lock_guard lock(mutex_);
-  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, std::nullopt});
+  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, m.sequence,
+                            std::nullopt});
   sent_.push_back(std::move(m));
 }
 
@@ -510,7 +517,7 @@ std::vector<SentMessage> Session::sent_messages() const {
     out.assign(sent_.begin(), sent_.end());
   }
   for (auto& m : out)
-    if (m.outcome == SendOutcome::Sent) m.taken_up_by = take_up_.read_after(m.at_system);
+    if (m.sequence) m.taken_up_by = take_up_.read_after(m.sequence);
   return out;
 }
 
@@ -521,7 +528,7 @@ std::vector<SentRegistration> Session::registrations() const {
     out = registrations_;
   }
   for (auto& r : out)
-    if (r.sent) r.taken_up_at = take_up_.read_after(r.at_system);
+    if (r.sequence) r.taken_up_at = take_up_.read_after(r.sequence);
   return out;
 }
 

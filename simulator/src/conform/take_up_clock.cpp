@@ -26,12 +26,21 @@ void TakeUpClock::watch(int socket_fd) {
   sockets_.push_back(std::move(copy));
 }
 
-void TakeUpClock::sent() {
+std::uint64_t TakeUpClock::sent() {
+  std::uint64_t sequence;
   {
     std::lock_guard lock(mutex_);
     unread_ = true;
+    ++sent_since_read_;
+    sequence = ++sent_total_;
   }
   changed_.notify_all();
+  return sequence;
+}
+
+std::size_t TakeUpClock::unread() const {
+  std::lock_guard lock(mutex_);
+  return sent_since_read_;
 }
 
 bool TakeUpClock::all_read_locked() {
@@ -60,7 +69,8 @@ void TakeUpClock::run() {
     auto looked_at = std::chrono::system_clock::now();
     if (all_read_locked()) {
       unread_ = false;
-      read_at_.push_back(std::max(looked_at, read_at_.empty() ? looked_at : read_at_.back()));
+      sent_since_read_ = 0;
+      read_.push_back({std::max(looked_at, read_.empty() ? looked_at : read_.back().at), sent_total_});
       changed_.notify_all();
       continue;
     }
@@ -68,11 +78,11 @@ void TakeUpClock::run() {
   }
 }
 
-std::optional<TakeUpClock::TimePoint> TakeUpClock::read_after(TimePoint t) const {
+std::optional<TakeUpClock::TimePoint> TakeUpClock::read_after(std::uint64_t sequence) const {
   std::lock_guard lock(mutex_);
-  auto it = std::upper_bound(read_at_.begin(), read_at_.end(), t);
-  if (it == read_at_.end()) return std::nullopt;
-  return *it;
+  auto it = std::partition_point(read_.begin(), read_.end(), [&](const Read& r) { return r.covers < sequence; });
+  if (it == read_.end()) return std::nullopt;
+  return it->at;
 }
 
 std::optional<TakeUpClock::TimePoint> TakeUpClock::wait_until_read(std::chrono::milliseconds patience) {
@@ -81,7 +91,7 @@ std::optional<TakeUpClock::TimePoint> TakeUpClock::wait_until_read(std::chrono::
   bool read = changed_.wait_for(lock, patience, [&] { return !unread_ || stopping_; });
   if (!read) return std::nullopt;
   // Nothing unread: the last "all read" moment covers everything sent so far.
-  return read_at_.empty() ? asked : std::max(read_at_.back(), asked);
+  return read_.empty() ? asked : std::max(read_.back().at, asked);
 }
 
 }  // namespace tracecorr::conform

@@ -101,9 +101,13 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   pid_t pid = fork();
   if (pid < 0) return make_error(std::strerror(errno), "fork");
   if (pid == 0) {
-    // Own session and process group: the tree is every process in this session
-    // or below this pid, and stop() reaches the helpers a launch script starts.
-    setsid();
+    // Own process group: the tree is every process in this group or below
+    // this pid, and stop() reaches the helpers a launch script starts. Not an
+    // own session: the scheduler's autogroups are per session, and a session
+    // of its own would give the whole agent one share of the CPUs against the
+    // rest of the machine (starving its socket and exporter threads behind its
+    // own CPU-bound ones whenever anything else runs).
+    setpgid(0, 0);
     dup2(write_end.get(), STDOUT_FILENO);
     dup2(write_end.get(), STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
@@ -210,8 +214,9 @@ std::vector<TreeProcess> Target::processes() const {
     if (!st) return {};
     return {TreeProcess{pid_, st->ppid, 0, st->comm, true}};
   }
-  // The launched process is its session's leader (setsid): members are the
-  // processes of that session, and descendants that left it (their own setsid).
+  // The launched process leads its own process group (setpgid): members are
+  // the processes of that group, and descendants that left it (their own
+  // setsid or setpgid).
   std::map<pid_t, ProcessStat> all;
   for (int pid : numbered_entries("/proc"))
     if (auto st = read_process_stat(pid); st && st->state != 'Z' && st->state != 'X') all.emplace(pid, *st);
@@ -228,7 +233,7 @@ std::vector<TreeProcess> Target::processes() const {
       if (it == all.end() || it->second.ppid <= 1) break;
       at = it->second.ppid;
     }
-    if (depth < 0 && st.session != pid_) continue;
+    if (depth < 0 && st.pgrp != pid_) continue;
     out.push_back(TreeProcess{pid, st.ppid, depth, st.comm, st.pgrp == pid_});
   }
   // Parents before children; orphans (reparented away) last.

@@ -84,7 +84,8 @@ struct SentMessage {
   std::optional<std::pair<TraceId, SpanId>> transaction;
   std::optional<StackTraceId> stack_trace_id;
   std::optional<unsigned> expected_count;
-  // Filled by Session::sent_messages(): taken_up_by(at_system).
+  std::uint64_t sequence = 0;  // TakeUpClock's number for it; 0: not sent
+  // Filled by Session::sent_messages(): when the agent had read it at the latest.
   std::optional<std::chrono::system_clock::time_point> taken_up_by;
 };
 
@@ -107,6 +108,7 @@ struct SentRegistration {
   wire::Registration message;
   bool sent = false;
   bool judged = true;   // false for boundary values whose effect is not specified
+  std::uint64_t sequence = 0;  // TakeUpClock's number for it
   // When the agent had read it at the latest (TakeUpClock): its socket's
   // queue held none of tracecorr's bytes any more. nullopt: never seen read
   // while the session ran (a stuck reader), or not sent.
@@ -133,7 +135,7 @@ struct RunQueueWait {
   std::string describe() const;  // "3 threads waited 12 ms in total (at most 9 ms) over 5200 ms"
   // The average thread spent at least half the session runnable but not
   // running: the machine, not the agent, decides when anything happens. (The
-  // reference alone, four CPU-bound workers on two cores, averages ~15%.)
+  // reference alone on two cores averages a few percent.)
   bool starved() const { return threads > 0 && wall_ms > 0 && total_ms >= 0.5 * wall_ms * static_cast<double>(threads); }
 };
 // Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
@@ -210,9 +212,6 @@ class Session {
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
   std::uint64_t messages_lost() const { return messages_lost_; }
-  // When a message sent at `sent` had been read by the agent at the latest
-  // (TakeUpClock). nullopt: never seen read while the session ran.
-  std::optional<std::chrono::system_clock::time_point> taken_up_by(std::chrono::system_clock::time_point sent) const;
   // A profiler restart: drop the connection and connect anew.
   void reconnect_socket();
   // Measures SocketCapacity over `window` (at most `max_sends` datagrams) and keeps it.
@@ -280,6 +279,7 @@ class Session {
   std::unique_ptr<RecordWatcher> watcher_;
   std::optional<AgentSocket> socket_;
   TakeUpClock take_up_;
+  bool pacing_abandoned_ = false;  // see kPaceEvery (session.cpp)
   std::optional<Error> socket_error_;
   std::optional<SocketFacts> socket_facts_;
   std::optional<std::string> exit_description_;

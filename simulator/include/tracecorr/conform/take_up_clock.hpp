@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -34,10 +35,16 @@ class TakeUpClock {
   // close its own). A socket replaced by a reconnect is still watched until
   // the agent has read what it queued there.
   void watch(int socket_fd);
-  // A datagram was queued just now on the watched socket.
-  void sent();
-  // The first moment after `t` at which every socket was seen empty.
-  std::optional<TimePoint> read_after(TimePoint t) const;
+  // A datagram was queued just now on the watched socket; its sequence
+  // number (1, 2, ...), by which read_after() knows it.
+  std::uint64_t sent();
+  // Datagrams sent since the sockets were last seen empty.
+  std::size_t unread() const;
+  // When the datagram with sequence number `sequence` had been read at the
+  // latest: the first look that found every socket empty after it was sent.
+  // (By sequence, not by time: a reader fast enough to take a datagram
+  // before its sender has stamped it must still be seen to have read it.)
+  std::optional<TimePoint> read_after(std::uint64_t sequence) const;
   // Waits up to `patience` for everything sent so far to be read; when.
   std::optional<TimePoint> wait_until_read(std::chrono::milliseconds patience);
 
@@ -49,8 +56,14 @@ class TakeUpClock {
   std::condition_variable changed_;
   std::vector<UniqueFd> sockets_;  // the current one last
   bool unread_ = false;
+  std::size_t sent_since_read_ = 0;
+  std::uint64_t sent_total_ = 0;
   bool stopping_ = false;
-  std::vector<TimePoint> read_at_;  // ascending, one per transition to "all read"
+  struct Read {
+    TimePoint at;
+    std::uint64_t covers;  // sequence numbers up to this one had been read
+  };
+  std::vector<Read> read_;  // ascending, one per transition to "all read"
   std::thread thread_;
 };
 
