@@ -131,7 +131,7 @@ struct CountMismatch {
   unsigned actual = 0;
   std::string attribute_problem;  // the attribute was missing or malformed
 };
-// When the agent had read message `m` at the latest (Session::taken_up_by);
+// When the agent had read message `m` at the latest (SentMessage::taken_up_by);
 // never, when it was not seen read while the session ran.
 inline std::chrono::system_clock::time_point read_by(const SentMessage& m) {
   return m.taken_up_by.value_or(SentRegistration::kNeverRead);
