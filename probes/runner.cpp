@@ -197,7 +197,11 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     }
     if (const auto& judged = (*session)->judged_process(); !judged.empty()) {
       say(o, "session " + name + ": judging " + judged);
-      if (!judged_noted) run.notes.push_back("session " + name + " judged " + judged);
+      if (!judged_noted) {
+        run.notes.push_back("session " + name + " judged " + judged);
+        if (const auto& lib = (*session)->library(); lib && !lib->elf.loader_view_note.empty())
+          run.notes.push_back("library " + lib->path + ": " + lib->elf.loader_view_note);
+      }
       judged_noted = true;
     }
     if (auto st = run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();

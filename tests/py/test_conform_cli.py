@@ -62,6 +62,66 @@ def test_attach_mode_judges_what_needs_no_restart_and_says_why_it_skips_the_rest
     assert os.path.exists(f"/proc/{pid}"), "attach mode must leave the agent running"
 
 
+def forge_dynsym_section_header(library: Path) -> None:
+    """Rewrites, in place, only what the loader never maps: appends a copy of
+    .dynsym with every symbol moved by 0x1000 and points the .dynsym section
+    header at it. A process that already runs the library does not notice."""
+    import struct
+    data = library.read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    for i in range(shnum):
+        at = shoff + i * shentsize
+        sh_type, = struct.unpack_from("<I", data, at + 4)
+        if sh_type != 11:  # SHT_DYNSYM
+            continue
+        offset, size = struct.unpack_from("<QQ", data, at + 24)
+        table = bytearray(data[offset:offset + size])
+        for sym in range(0, size, 24):
+            value, = struct.unpack_from("<Q", table, sym + 8)
+            struct.pack_into("<Q", table, sym + 8, value + 0x1000 if value else 0)
+        with open(library, "r+b") as f:  # the same inode: a rewrite in place
+            f.seek(0, os.SEEK_END)
+            new_offset = f.tell()
+            f.write(table)
+            f.seek(at + 24)
+            f.write(struct.pack("<Q", new_offset))
+        return
+    raise AssertionError("no .dynsym section header")
+
+
+def test_a_library_rewritten_under_the_running_agent_is_judged_by_what_the_process_loaded(tmp_path):
+    """The section headers are not mapped: rewriting them changes nothing in
+    the running process, so tracecorr must still find the storage where the
+    process keeps it (PROC-01 passes) and say that the file disagrees."""
+    directory = tmp_path / "agent"
+    directory.mkdir()
+    for f in REFERENCE.parent.iterdir():
+        (directory / f.name).write_bytes(f.read_bytes())
+        (directory / f.name).chmod(0o755)
+    port = cs.free_tcp_port()
+    env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+               **{CONFIG["enabled"]["env"]: "true", CONFIG["socket_dir"]["env"]: str(tmp_path)})
+    proc = subprocess.Popen([str(directory / REFERENCE.name), "--threads", "2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "socket=" in proc.stdout.readline(), "the reference did not start"
+        (library,) = [f for f in directory.iterdir() if f.suffix == ".so"]
+        forge_dynsym_section_header(library)
+        report_path = tmp_path / "report.json"
+        run = conform("--pid", str(proc.pid), "--otlp-port", str(port), "--only", "ELF,PROC", "--json",
+                      str(report_path))
+        report = json.loads(report_path.read_text())
+        verdicts = {r["id"]: r for r in report["results"]}
+        assert verdicts["PROC-01"]["verdict"] == "pass", verdicts["PROC-01"]
+        assert verdicts["ELF-02"]["verdict"] == "pass", verdicts["ELF-02"]
+        assert any("disagree with the dynamic segment" in n for n in report["notes"]), report["notes"]
+        assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
 def start_reference(tmp_path, port, **env):
     journal = tmp_path / "journal.jsonl"
     e = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", TRACECORR_FIXTURE_JOURNAL=str(journal),

@@ -366,5 +366,53 @@ TEST(ElfLimits, WrongHeaderEntrySizesAndByteOrderAreRefused) {
   }
 }
 
+
+// ---- the loader's view over the section headers (issue 16) ------------------
+
+TEST(ElfAnalysis, AnUntouchedLibraryAgreesWithTheLoadersView) {
+  auto a = analyze_path(TC_TESTLIB_DESC);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->loader_view_note, "");
+}
+
+// A file rewritten under a running process in the parts the loader does not
+// map (here: a forged .dynsym appended at the end, and the section header
+// pointed at it) must not move the symbols: the process still runs with the
+// table its dynamic segment names.
+TEST(ElfAnalysis, RewrittenSectionHeadersDoNotMoveTheSymbols) {
+  auto original = analyze_path(TC_TESTLIB_DESC);
+  ASSERT_TRUE(original.ok()) << original.error().message();
+  ASSERT_TRUE(original->process_storage && original->tls_access.descriptor_vaddr);
+
+  auto bytes = slurp(TC_TESTLIB_DESC);
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  bool forged = false;
+  for (unsigned i = 0; i < eh.e_shnum && !forged; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    if (sh.sh_type != SHT_DYNSYM) continue;
+    std::vector<std::uint8_t> table(bytes.begin() + static_cast<long>(sh.sh_offset),
+                                    bytes.begin() + static_cast<long>(sh.sh_offset + sh.sh_size));
+    for (std::size_t off = 0; off + sizeof(Elf64_Sym) <= table.size(); off += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, table.data() + off, sizeof sym);
+      sym.st_value += 0x1000;  // every symbol somewhere else
+      std::memcpy(table.data() + off, &sym, sizeof sym);
+    }
+    sh.sh_offset = bytes.size();
+    bytes.insert(bytes.end(), table.begin(), table.end());
+    std::memcpy(bytes.data() + eh.e_shoff + i * sizeof sh, &sh, sizeof sh);
+    forged = true;
+  }
+  ASSERT_TRUE(forged);
+  TempFile f(bytes);
+  auto a = analyze_path(f.path());
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_TRUE(a->process_storage);
+  EXPECT_EQ(a->process_storage->value, original->process_storage->value);
+  EXPECT_EQ(a->tls_access.descriptor_vaddr, original->tls_access.descriptor_vaddr);
+  EXPECT_NE(a->loader_view_note.find("disagree with the dynamic segment"), std::string::npos) << a->loader_view_note;
+}
 }  // namespace
 }  // namespace tracecorr::elf

@@ -62,6 +62,10 @@ struct LibraryAnalysis {
   std::optional<Symbol> tls;
   TlsAccess tls_access;
   std::size_t dynamic_symbol_count = 0;
+  // Set when the section headers (not mapped, so changeable under a running
+  // process) disagree with the dynamic segment the loader used: then symbols
+  // and relocations come from the loader's view, and this says so.
+  std::string loader_view_note;
 };
 
 // Fixed bounds on what analyze_library reads, checked before libelf allocates

@@ -233,6 +233,131 @@ std::optional<std::uint64_t> bytes_in_file_at(int fd, std::uint64_t file_size, c
   return std::nullopt;
 }
 
+// The tables the dynamic loader used, from the dynamic segment: mapped bytes,
+// the same the running process sees. The section headers are not mapped, so
+// a file rewritten under a running process can change them alone; where they
+// disagree with this view, this view is the one that describes the process.
+struct LoaderTables {
+  std::uint64_t symtab_offset = 0, symbol_count = 0;
+  std::uint64_t strtab_offset = 0, strtab_size = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> rela;  // (file offset, bytes) of DT_RELA and DT_JMPREL
+};
+
+std::optional<std::uint64_t> offset_of_vaddr(const std::vector<GElf_Phdr>& loads, std::uint64_t vaddr,
+                                             std::uint64_t bytes, std::uint64_t file_size) {
+  for (const auto& ph : loads) {
+    if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr > ph.p_filesz || ph.p_filesz - (vaddr - ph.p_vaddr) < bytes) continue;
+    std::uint64_t offset = ph.p_offset + (vaddr - ph.p_vaddr);
+    if (offset < ph.p_offset || offset > file_size || file_size - offset < bytes) return std::nullopt;
+    return offset;
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+bool read_at(int fd, std::uint64_t offset, T* out, std::size_t count = 1) {
+  const auto bytes = static_cast<ssize_t>(sizeof(T) * count);
+  return ::pread(fd, out, static_cast<std::size_t>(bytes), static_cast<off_t>(offset)) == bytes;
+}
+
+// The number of dynamic symbols, from DT_HASH (nchain) or by walking
+// DT_GNU_HASH to the end of its highest-indexed chain, as the loader's lookup
+// would. Every read is bounded by the file and by kMaxSymbolTableBytes.
+Expected<std::uint64_t> loader_symbol_count(int fd, std::uint64_t file_size, const std::vector<GElf_Phdr>& loads,
+                                            std::optional<std::uint64_t> hash, std::optional<std::uint64_t> gnu_hash,
+                                            const std::string& where) {
+  const std::uint64_t max_symbols = layout_limits::kMaxSymbolTableBytes / sizeof(Elf64_Sym);
+  if (hash) {
+    auto off = offset_of_vaddr(loads, *hash, 8, file_size);
+    std::uint32_t words[2];
+    if (!off || !read_at(fd, *off, words, 2)) return make_error("DT_HASH is not in the file's mapped bytes", where);
+    if (words[1] > max_symbols) return make_error("DT_HASH names " + std::to_string(words[1]) + " symbols", where);
+    return words[1];
+  }
+  if (!gnu_hash) return make_error("neither DT_HASH nor DT_GNU_HASH: the symbol count is unknown", where);
+  auto header_off = offset_of_vaddr(loads, *gnu_hash, 16, file_size);
+  std::uint32_t header[4];  // nbuckets, symoffset, bloom words, bloom shift
+  if (!header_off || !read_at(fd, *header_off, header, 4))
+    return make_error("DT_GNU_HASH is not in the file's mapped bytes", where);
+  const std::uint64_t nbuckets = header[0], symoffset = header[1], bloom_words = header[2];
+  if (nbuckets > max_symbols || symoffset > max_symbols || bloom_words > max_symbols)
+    return make_error("DT_GNU_HASH header out of bounds", where);
+  const std::uint64_t buckets_vaddr = *gnu_hash + 16 + bloom_words * 8;
+  auto buckets_off = offset_of_vaddr(loads, buckets_vaddr, nbuckets * 4, file_size);
+  if (!buckets_off) return make_error("DT_GNU_HASH buckets are not in the file's mapped bytes", where);
+  std::vector<std::uint32_t> buckets(static_cast<std::size_t>(nbuckets));
+  if (nbuckets && !read_at(fd, *buckets_off, buckets.data(), buckets.size()))
+    return make_error("DT_GNU_HASH buckets unreadable", where);
+  std::uint64_t last = 0;
+  for (auto b : buckets) last = std::max<std::uint64_t>(last, b);
+  if (last < symoffset) return symoffset;
+  const std::uint64_t chains_vaddr = buckets_vaddr + nbuckets * 4;
+  for (std::uint64_t index = last; index < max_symbols; ++index) {
+    auto off = offset_of_vaddr(loads, chains_vaddr + (index - symoffset) * 4, 4, file_size);
+    std::uint32_t chain = 0;
+    if (!off || !read_at(fd, *off, &chain)) return make_error("DT_GNU_HASH chain runs out of the file", where);
+    if (chain & 1u) return index + 1;
+  }
+  return make_error("DT_GNU_HASH chain does not end", where);
+}
+
+// nullopt when the file has no PT_DYNAMIC naming a symbol and a string table
+// (then the section headers are all there is).
+Expected<std::optional<LoaderTables>> loader_tables(int fd, std::uint64_t file_size, const std::vector<GElf_Phdr>& loads,
+                                                    const std::optional<GElf_Phdr>& dynamic, const std::string& path) {
+  if (!dynamic) return std::optional<LoaderTables>();
+  const std::string where = path + " PT_DYNAMIC";
+  constexpr std::uint64_t kMaxDynamicEntries = 4096;
+  const std::uint64_t count = std::min<std::uint64_t>(dynamic->p_filesz / sizeof(Elf64_Dyn), kMaxDynamicEntries);
+  if (dynamic->p_offset > file_size || file_size - dynamic->p_offset < count * sizeof(Elf64_Dyn))
+    return make_error("the dynamic segment runs past the end of the file", where);
+  std::vector<Elf64_Dyn> entries(static_cast<std::size_t>(count));
+  if (count && !read_at(fd, dynamic->p_offset, entries.data(), entries.size()))
+    return make_error("the dynamic segment is unreadable", where);
+  std::optional<std::uint64_t> symtab, strtab, strsz, hash, gnu_hash, rela, relasz, jmprel, pltrelsz, pltrel;
+  for (const auto& d : entries) {
+    if (d.d_tag == DT_NULL) break;
+    switch (d.d_tag) {
+      case DT_SYMTAB: symtab = d.d_un.d_ptr; break;
+      case DT_STRTAB: strtab = d.d_un.d_ptr; break;
+      case DT_STRSZ: strsz = d.d_un.d_val; break;
+      case DT_HASH: hash = d.d_un.d_ptr; break;
+      case DT_GNU_HASH: gnu_hash = d.d_un.d_ptr; break;
+      case DT_RELA: rela = d.d_un.d_ptr; break;
+      case DT_RELASZ: relasz = d.d_un.d_val; break;
+      case DT_JMPREL: jmprel = d.d_un.d_ptr; break;
+      case DT_PLTRELSZ: pltrelsz = d.d_un.d_val; break;
+      case DT_PLTREL: pltrel = d.d_un.d_val; break;
+      default: break;
+    }
+  }
+  if (!symtab || !strtab || !strsz) return std::optional<LoaderTables>();
+  LoaderTables t;
+  auto symbols = loader_symbol_count(fd, file_size, loads, hash, gnu_hash, where);
+  if (!symbols) return symbols.error();
+  t.symbol_count = *symbols;
+  if (*strsz > layout_limits::kMaxStringTableBytes) return make_error("DT_STRSZ is " + std::to_string(*strsz), where);
+  auto sym_off = offset_of_vaddr(loads, *symtab, t.symbol_count * sizeof(Elf64_Sym), file_size);
+  auto str_off = offset_of_vaddr(loads, *strtab, *strsz, file_size);
+  if (!sym_off || !str_off) return make_error("DT_SYMTAB or DT_STRTAB is not in the file's mapped bytes", where);
+  t.symtab_offset = *sym_off;
+  t.strtab_offset = *str_off;
+  t.strtab_size = *strsz;
+  auto add_rela = [&](std::optional<std::uint64_t> at, std::optional<std::uint64_t> size) -> Status {
+    if (!at || !size || !*size) return Ok{};
+    if (*size > layout_limits::kMaxRelocationBytes)
+      return make_error("a relocation table of " + std::to_string(*size) + " bytes", where);
+    auto off = offset_of_vaddr(loads, *at, *size, file_size);
+    if (!off) return make_error("a relocation table is not in the file's mapped bytes", where);
+    t.rela.emplace_back(*off, *size);
+    return Ok{};
+  };
+  if (auto st = add_rela(rela, relasz); !st) return st.error();
+  if (!pltrel || *pltrel == DT_RELA)
+    if (auto st = add_rela(jmprel, pltrelsz); !st) return st.error();
+  return std::optional<LoaderTables>(std::move(t));
+}
+
 }  // namespace
 
 Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const std::string& storage_symbol,
@@ -267,11 +392,13 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
                           " do not fit in the " + std::to_string(file_size) + "-byte file",
                       path + " e_phnum");
   std::vector<GElf_Phdr> loads;
+  std::optional<GElf_Phdr> dynamic;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(elf.get(), static_cast<int>(i), &ph))
       return make_error("unreadable program header: " + libelf_error(), path + " program header " + std::to_string(i));
     if (ph.p_type == PT_LOAD) loads.push_back(ph);
+    if (ph.p_type == PT_DYNAMIC && !dynamic) dynamic = ph;
   }
   if (loads.empty()) return make_error("no PT_LOAD segment: nothing of this file is mapped", path);
   out.first_load_vaddr = loads.front().p_vaddr;
@@ -304,9 +431,9 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     return readable.error();
   if (dynsym_hdr.sh_link == 0 || dynsym_hdr.sh_link >= shnum)
     return make_error("string table index " + std::to_string(dynsym_hdr.sh_link) + " is invalid", path + " .dynsym sh_link");
+  GElf_Shdr strhdr{};
   {
     Elf_Scn* strtab = elf_getscn(elf.get(), dynsym_hdr.sh_link);
-    GElf_Shdr strhdr;
     if (!strtab || !gelf_getshdr(strtab, &strhdr))
       return make_error("the dynamic string table is unreadable", path + " .dynstr");
     if (auto readable = check_section_read(strhdr, file_size, layout_limits::kMaxStringTableBytes, path + " .dynstr");
@@ -314,16 +441,67 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
       return readable.error();
   }
 
-  Elf_Data* symdata = elf_getdata(dynsym, nullptr);
-  if (!symdata) return make_error("cannot read dynamic symbols: " + libelf_error(), path + " .dynsym");
-  const std::size_t symsize = gelf_fsize(elf.get(), ELF_T_SYM, 1, EV_CURRENT);
-  const std::size_t nsyms = symsize ? symdata->d_size / symsize : 0;
-  out.dynamic_symbol_count = nsyms;
+  // The relocation sections tied to .dynsym (.rela.dyn, and .rela.plt where
+  // aarch64 linkers sometimes put TLSDESC), as (file offset, bytes).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> rela_sections;
+  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn; scn = elf_nextscn(elf.get(), scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) return make_error("unreadable section header: " + libelf_error(), path);
+    if (sh.sh_type != SHT_RELA || sh.sh_link != dynsym_index) continue;
+    std::string where = path + " relocation section " + std::to_string(elf_ndxscn(scn));
+    if (auto readable = check_section_read(sh, file_size, layout_limits::kMaxRelocationBytes, where); !readable)
+      return readable.error();
+    rela_sections.emplace_back(sh.sh_offset, sh.sh_size);
+  }
+
+  // Read what the loader read: the section headers are followed only while
+  // they name the same bytes as the dynamic segment.
+  std::uint64_t symtab_offset = dynsym_hdr.sh_offset, symbol_count = dynsym_hdr.sh_size / sizeof(Elf64_Sym);
+  std::uint64_t strtab_offset = strhdr.sh_offset, strtab_size = strhdr.sh_size;
+  auto rela_tables = rela_sections;
+  auto loader = loader_tables(fd, file_size, loads, dynamic, path);
+  if (!loader) {
+    out.loader_view_note = "the dynamic segment could not be read (" + loader.error().message() +
+                           "): symbols were read through the section headers";
+  } else if (*loader) {
+    const auto& l = **loader;
+    auto sorted = [](auto v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    if (l.symtab_offset != symtab_offset || l.symbol_count != symbol_count || l.strtab_offset != strtab_offset ||
+        sorted(l.rela) != sorted(rela_sections)) {
+      out.loader_view_note = "the section headers disagree with the dynamic segment the loader used (.dynsym at offset " +
+                             std::to_string(symtab_offset) + " with " + std::to_string(symbol_count) +
+                             " symbols, the loader's at " + std::to_string(l.symtab_offset) + " with " +
+                             std::to_string(l.symbol_count) + "): the file's unmapped parts changed after it was "
+                             "built or loaded; symbols and relocations were read as the loader reads them";
+      symtab_offset = l.symtab_offset;
+      symbol_count = l.symbol_count;
+      strtab_offset = l.strtab_offset;
+      strtab_size = l.strtab_size;
+      rela_tables = l.rela;
+    }
+  }
+
+  if (symbol_count > layout_limits::kMaxSymbolTableBytes / sizeof(Elf64_Sym))
+    return make_error(std::to_string(symbol_count) + " dynamic symbols", path + " .dynsym");
+  std::vector<Elf64_Sym> symbols(static_cast<std::size_t>(symbol_count));
+  std::string strings(static_cast<std::size_t>(strtab_size), '\0');
+  if ((!symbols.empty() && !read_at(fd, symtab_offset, symbols.data(), symbols.size())) ||
+      (!strings.empty() && !read_at(fd, strtab_offset, strings.data(), strings.size())))
+    return make_error("cannot read dynamic symbols", path + " .dynsym");
+  // A name must end inside the string table.
+  auto name_at = [&](std::uint64_t offset) -> const char* {
+    if (offset >= strings.size() || strings.find('\0', static_cast<std::size_t>(offset)) == std::string::npos)
+      return nullptr;
+    return strings.c_str() + offset;
+  };
+  out.dynamic_symbol_count = symbols.size();
   std::optional<std::size_t> tls_index;
-  for (std::size_t i = 1; i < nsyms; ++i) {
-    GElf_Sym sym;
-    if (!gelf_getsym(symdata, static_cast<int>(i), &sym)) return make_error("unreadable symbol", path + " .dynsym entry " + std::to_string(i));
-    const char* name = elf_strptr(elf.get(), dynsym_hdr.sh_link, sym.st_name);
+  for (std::size_t i = 1; i < symbols.size(); ++i) {
+    const GElf_Sym& sym = symbols[i];
+    const char* name = name_at(sym.st_name);
     if (!name) continue;  // a name offset outside .dynstr: not one of ours
     if (storage_symbol == name) keep(out.process_storage, to_symbol(name, sym));
     if (tls_symbol == name) {
@@ -335,24 +513,15 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
   if (out.process_storage && out.process_storage->defined())
     out.storage_bytes_in_file = bytes_in_file_at(fd, file_size, loads, out.process_storage->value);
 
-  // Relocations against the TLS symbol, in every RELA section tied to .dynsym
-  // (.rela.dyn, and .rela.plt where aarch64 linkers sometimes put TLSDESC).
+  // Relocations against the TLS symbol.
   const DialectRelocations* dialect = registry_dialect_relocations(out.machine);
   bool saw_descriptor = false, saw_traditional = false;
-  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn && out.tls; scn = elf_nextscn(elf.get(), scn)) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) return make_error("unreadable section header: " + libelf_error(), path);
-    if (sh.sh_type != SHT_RELA || sh.sh_link != dynsym_index) continue;
-    std::string where = path + " relocation section " + std::to_string(elf_ndxscn(scn));
-    if (auto readable = check_section_read(sh, file_size, layout_limits::kMaxRelocationBytes, where); !readable)
-      return readable.error();
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data) return make_error("cannot read relocations: " + libelf_error(), where);
-    const std::size_t relsize = gelf_fsize(elf.get(), ELF_T_RELA, 1, EV_CURRENT);
-    const std::size_t nrel = relsize ? data->d_size / relsize : 0;
-    for (std::size_t i = 0; i < nrel; ++i) {
-      GElf_Rela rela;
-      if (!gelf_getrela(data, static_cast<int>(i), &rela)) return make_error("unreadable relocation " + std::to_string(i), where);
+  for (const auto& [offset, bytes] : rela_tables) {
+    if (!out.tls) break;
+    std::vector<Elf64_Rela> relocations(static_cast<std::size_t>(bytes / sizeof(Elf64_Rela)));
+    if (!relocations.empty() && !read_at(fd, offset, relocations.data(), relocations.size()))
+      return make_error("cannot read relocations", path + " relocations at offset " + std::to_string(offset));
+    for (const GElf_Rela& rela : relocations) {
       const auto sym = GELF_R_SYM(rela.r_info);
       const auto type = static_cast<std::uint32_t>(GELF_R_TYPE(rela.r_info));
       std::string name = relocation_name(out.machine, type);
