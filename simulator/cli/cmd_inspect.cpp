@@ -72,6 +72,7 @@ void print_human(const Inspection& in) {
     std::printf("  error          %s\n", safe(in.library_error).c_str());
   } else {
     std::printf("  machine        %s, load bias %s\n", elf::to_string(lib.elf.machine), hex_address(lib.load_bias).c_str());
+    if (!lib.elf.loader_view_note.empty()) std::printf("  note           %s\n", safe(lib.elf.loader_view_note).c_str());
     std::printf("symbols\n");
     print_symbol("process storage", lib.elf.process_storage);
     print_symbol("tls", lib.elf.tls);

@@ -117,6 +117,10 @@ def test_a_library_rewritten_under_the_running_agent_is_judged_by_what_the_proce
         assert verdicts["ELF-02"]["verdict"] == "pass", verdicts["ELF-02"]
         assert any("disagree with the dynamic segment" in n for n in report["notes"]), report["notes"]
         assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
+        inspected = subprocess.run([str(cs.TRACECORR), "inspect", "--json", str(proc.pid)],
+                                   capture_output=True, text=True, timeout=60)
+        assert "disagree with the dynamic segment" in (json.loads(inspected.stdout)["library"]["loader_view_note"] or ""), \
+            inspected.stdout[-2000:]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)

@@ -288,7 +288,10 @@ nlohmann::json to_json(const Inspection& in) {
                   {"name_suffix", lib.name_suffix},
                   {"machine", elf::to_string(lib.elf.machine)},
                   {"load_bias", hex_address(lib.load_bias)},
-                  {"error", in.library_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.library_error)}};
+                  {"error", in.library_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.library_error)},
+                  // Set when the file's section headers disagree with its dynamic segment (ELF analysis).
+                  {"loader_view_note", lib.elf.loader_view_note.empty() ? nlohmann::json(nullptr)
+                                                                        : nlohmann::json(lib.elf.loader_view_note)}};
   j["symbols"] = {{"process_storage", symbol_json(lib.elf.process_storage)}, {"tls", symbol_json(lib.elf.tls)}};
   j["tls"] = {{"dialect", elf::to_string(lib.elf.tls_access.dialect)},
               {"relocations", lib.elf.tls_access.relocations},
