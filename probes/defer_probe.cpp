@@ -348,12 +348,13 @@ class DeferProbe final : public Probe {
     const otlp::ReceivedSpan* example = nullptr;
     for (const auto* t : spans.transactions()) {
       if (stop && t->received_at_system >= *stop) continue;  // flushed by the shutdown: no evidence either way
-      if (spans.held_at_least_ms(*t) < kImmediateMs && !witnessed(*t)) {
+      const bool held = spans.held_at_least_ms(*t) >= kImmediateMs;
+      if (!held && !witnessed(*t)) {
         ++unwitnessed;
         continue;
       }
       ++n;
-      if (spans.held_at_least_ms(*t) >= kImmediateMs) {
+      if (held) {
         ++late;
         if (!example) example = t;
       }

@@ -97,7 +97,7 @@ SessionTimeline timeline(const std::string& name, const Session& s) {
   auto add = [&](double at, std::string kind, std::string text) { t.events.push_back({at, std::move(kind), std::move(text)}); };
   for (const auto& r : s.registrations())
     add(clock.ms(r.at), "registration",
-        std::string(r.sent ? "" : "(not sent) ") + "registration minor " + std::to_string(r.message.minor) +
+        std::string(r.sent() ? "" : "(not sent) ") + "registration minor " + std::to_string(r.message.minor) +
             ", samples-delay-ms " + std::to_string(r.message.samples_delay_ms) + ", host-id \"" + r.message.host_id +
             "\"" + (r.judged ? "" : " (boundary value, not judged)"));
   // Messages come in bursts (the battery sends ~150): one event per burst of

@@ -429,7 +429,7 @@ std::vector<RegistrationWindow> registration_windows(const Session& s, std::chro
   std::vector<RegistrationWindow> out;
   std::uint32_t previous = static_cast<std::uint32_t>(spec::kDefaultDelayMs);
   for (std::size_t i = 0; i < regs.size(); ++i) {
-    if (!regs[i].sent) continue;
+    if (!regs[i].sent()) continue;
     std::uint32_t before = previous;
     previous = regs[i].message.samples_delay_ms;
     if (!regs[i].judged || !regs[i].taken_up_at) continue;  // never seen read: no window to judge

@@ -225,7 +225,7 @@ class MsgProbe final : public Probe {
     bool adopts = adopts_host_ids(ordinary, spans);
     std::size_t long_judged = 0, long_sent = 0;
     std::string long_note;
-    for (const auto& r : s.registrations()) long_sent += r.sent && scenario::is_long_registration(r.message);
+    for (const auto& r : s.registrations()) long_sent += r.sent() && scenario::is_long_registration(r.message);
     for (const auto& w : windows) {
       if (!scenario::is_long_registration(w.registration.message)) continue;
       RegistrationEffect e;

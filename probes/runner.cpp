@@ -220,7 +220,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
         const auto& last = regs.back();
         std::string values = "samples-delay-ms " + std::to_string(scenario.restore_samples_delay_ms) + ", host-id \"" +
                              scenario.restore_host_id + "\"";
-        run.notes.push_back(last.sent && !last.judged && last.message.samples_delay_ms == scenario.restore_samples_delay_ms
+        run.notes.push_back(last.sent() && !last.judged && last.message.samples_delay_ms == scenario.restore_samples_delay_ms
                                 ? "left the agent registered with " + values + " (--samples-delay-ms, --host-id)"
                                 : "could not restore the registration (" + values +
                                       "): the agent may still hold a test registration; restart its profiler");

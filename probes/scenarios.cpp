@@ -44,9 +44,6 @@ wire::Correlation correlation_for(const TransactionKey& t, const StackTraceId& s
   return c;
 }
 
-// Sends correlations for transactions as they become active, in the shape the
-// personality dictates, each with fresh stack ids so judges can attribute
-// every id to the one message that carried it.
 // True once kWindowSpans spans arrived well after the agent read the latest
 // registration (so they were exported under it), or when nothing was sent.
 constexpr std::size_t kWindowSpans = 5;
@@ -54,15 +51,19 @@ constexpr Millis kWindowMargin{300};  // more than the judges' kMargin (150 ms)
 constexpr Millis kWindowPatience{8000};
 bool exported_under_latest_registration(Session& s) {
   auto regs = s.registrations();
-  if (regs.empty() || !regs.back().sent) return true;
+  if (regs.empty() || !regs.back().sent()) return true;
   if (!regs.back().taken_up_at) return false;
   // The judges' window ends a margin before the next message: count only
   // what arrived a margin ago.
   auto from = *regs.back().taken_up_at + kWindowMargin, to = std::chrono::system_clock::now() - kWindowMargin;
-  std::size_t within = 0;
-  for (const auto& span : s.receiver().spans())
-    within += span.received_at_system >= from && span.received_at_system <= to;
-  return within >= kWindowSpans;
+  // Looked at in place (a zero wait), not copied: this runs every 50-100 ms.
+  return s.receiver().wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        std::size_t within = 0;
+        for (const auto& span : spans) within += span.received_at_system >= from && span.received_at_system <= to;
+        return within >= kWindowSpans;
+      },
+      Millis(0));
 }
 
 // Sleeps for `at_least`, then on until exported_under_latest_registration, at most `at_most`.
@@ -72,6 +73,9 @@ void sleep_until_exported(Session& s, Millis at_least, Millis at_most) {
   while (Clock::now() < give_up && !exported_under_latest_registration(s)) s.sleep(50ms);
 }
 
+// Sends correlations for transactions as they become active, in the shape the
+// personality dictates, each with fresh stack ids so judges can attribute
+// every id to the one message that carried it.
 class CorrelationTraffic {
  public:
   CorrelationTraffic(Session& s, const ScenarioOptions& o) : s_(s), o_(o) {}

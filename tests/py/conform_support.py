@@ -130,15 +130,14 @@ def run_conform(command: list[str], only: list[str] | None = None, *, strict: bo
     too noisy to tell, and said so); a pass, fail or warn ends the retries, and
     every earlier attempt stays in the result's inconclusive_attempts."""
     earlier: list[list[str]] = []
-    for attempt in range(retry_inconclusive + 1):
+    while True:
         run = _run_conform_once(command, only, strict=strict, gdbstub=gdbstub, out_dir=out_dir, junit=junit,
                                 env=env, timeout=timeout, extra_args=extra_args)
         inconclusive = inconclusive_results(run.report)
-        if not inconclusive or attempt == retry_inconclusive:
+        if not inconclusive or len(earlier) == retry_inconclusive:
             run.inconclusive_attempts = earlier
             return run
         earlier.append(inconclusive)
-    raise AssertionError("unreachable")
 
 
 def _run_conform_once(command: list[str], only: list[str] | None, *, strict: bool, gdbstub: str | None,

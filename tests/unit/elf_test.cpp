@@ -384,30 +384,21 @@ TEST(ElfAnalysis, RewrittenSectionHeadersDoNotMoveTheSymbols) {
   ASSERT_TRUE(original.ok()) << original.error().message();
   ASSERT_TRUE(original->process_storage && original->tls_access.descriptor_vaddr);
 
-  auto bytes = slurp(TC_TESTLIB_DESC);
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, bytes.data(), sizeof eh);
-  bool forged = false;
-  for (unsigned i = 0; i < eh.e_shnum && !forged; ++i) {
-    Elf64_Shdr sh;
-    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
-    if (sh.sh_type != SHT_DYNSYM) continue;
-    std::vector<std::uint8_t> table(bytes.begin() + static_cast<long>(sh.sh_offset),
-                                    bytes.begin() + static_cast<long>(sh.sh_offset + sh.sh_size));
-    for (std::size_t off = 0; off + sizeof(Elf64_Sym) <= table.size(); off += sizeof(Elf64_Sym)) {
-      Elf64_Sym sym;
-      std::memcpy(&sym, table.data() + off, sizeof sym);
-      sym.st_value += 0x1000;  // every symbol somewhere else
-      std::memcpy(table.data() + off, &sym, sizeof sym);
-    }
-    sh.sh_offset = bytes.size();
-    bytes.insert(bytes.end(), table.begin(), table.end());
-    std::memcpy(bytes.data() + eh.e_shoff + i * sizeof sh, &sh, sizeof sh);
-    forged = true;
+  SparseElf elf;
+  const unsigned index = elf.find(SHT_DYNSYM);
+  Elf64_Shdr sh = elf.section(index);
+  std::vector<std::uint8_t> table(elf.bytes.begin() + static_cast<long>(sh.sh_offset),
+                                  elf.bytes.begin() + static_cast<long>(sh.sh_offset + sh.sh_size));
+  for (std::size_t off = 0; off + sizeof(Elf64_Sym) <= table.size(); off += sizeof(Elf64_Sym)) {
+    Elf64_Sym sym;
+    std::memcpy(&sym, table.data() + off, sizeof sym);
+    sym.st_value += 0x1000;  // every symbol somewhere else
+    std::memcpy(table.data() + off, &sym, sizeof sym);
   }
-  ASSERT_TRUE(forged);
-  TempFile f(bytes);
-  auto a = analyze_path(f.path());
+  sh.sh_offset = elf.bytes.size();
+  elf.bytes.insert(elf.bytes.end(), table.begin(), table.end());
+  elf.set_section(index, sh);
+  auto a = elf.analyze(elf.bytes.size());
   ASSERT_TRUE(a.ok()) << a.error().message();
   ASSERT_TRUE(a->process_storage);
   EXPECT_EQ(a->process_storage->value, original->process_storage->value);

@@ -1,7 +1,5 @@
 #include "tracecorr/conform/session.hpp"
 
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -390,14 +388,18 @@ Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::ui
     return make_error("the agent did not read what was already queued within " +
                           std::to_string(kCapacityQueueEmptyPatience.count()) + " ms",
                       "socket capacity");
-  for (;;) {  // the burst: until the queue is full
-    auto outcome = socket_->send(bytes);
-    if (outcome == SendOutcome::WouldBlock) break;
-    if (outcome == SendOutcome::Refused)
-      return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
-    take_up_.sent();
-    if (++cap.burst >= max_sends) break;
-  }
+  // Sends until the queue is full (EAGAIN) or `count` reaches max_sends.
+  auto fill = [&](std::uint64_t& count) -> Status {
+    for (;;) {
+      auto outcome = socket_->send(bytes);
+      if (outcome == SendOutcome::WouldBlock) return Ok{};
+      if (outcome == SendOutcome::Refused)
+        return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
+      take_up_.sent();
+      if (++count >= max_sends) return Ok{};
+    }
+  };
+  if (auto st = fill(cap.burst); !st) return st.error();  // the burst: until the queue is full
   // Then cycles of: wait for room (POLLOUT), let the agent finish its drain,
   // fill the queue again until EAGAIN. A sender that refilled inside the
   // agent's drain loop would be read as fast as it sends, which no profiler
@@ -408,14 +410,7 @@ Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::ui
     pollfd p{socket_->fd(), POLLOUT, 0};
     if (::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 1))) <= 0) continue;
     std::this_thread::sleep_for(kCapacityDrainPause);
-    for (;;) {
-      auto outcome = socket_->send(bytes);
-      if (outcome == SendOutcome::WouldBlock) break;
-      if (outcome == SendOutcome::Refused)
-        return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
-      take_up_.sent();
-      if (++cap.sent >= max_sends) break;
-    }
+    if (auto st = fill(cap.sent); !st) return st.error();
   }
   cap.capped = cap.sent >= max_sends;
   cap.window_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -505,8 +500,7 @@ void Session::register_profiler(wire::Registration r, std::string requirement, b
   auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}), kRegistrationSendPatience);
   if (judged && m.outcome == SendOutcome::Sent) (void)wait_until_read(kTakeUpPatience);
   std::lock_guard lock(mutex_);
-  registrations_.push_back({m.at, m.at_system, std::move(r), m.outcome == SendOutcome::Sent, judged, m.sequence,
-                            std::nullopt});
+  registrations_.push_back({m.at, m.at_system, std::move(r), judged, m.sequence, std::nullopt});
   sent_.push_back(std::move(m));
 }
 
@@ -528,7 +522,7 @@ std::vector<SentRegistration> Session::registrations() const {
     out = registrations_;
   }
   for (auto& r : out)
-    if (r.sequence) r.taken_up_at = take_up_.read_after(r.sequence);
+    if (r.sent()) r.taken_up_at = take_up_.read_after(r.sequence);
   return out;
 }
 
@@ -537,11 +531,11 @@ std::optional<std::uint32_t> Session::delay_in_force(std::chrono::system_clock::
   std::lock_guard lock(mutex_);
   std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
   for (const auto& r : regs)
-    if (r.sent && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
+    if (r.sent() && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
   if (!delay) return std::nullopt;
   auto from = t - margin, to = t + Millis(*delay) + margin;
   for (const auto& r : regs)
-    if (r.sent && r.effective_from() > from && r.at_system < to) return std::nullopt;  // sent..taken up overlaps
+    if (r.sent() && r.effective_from() > from && r.at_system < to) return std::nullopt;  // sent..taken up overlaps
   if (timing_boundary_ && *timing_boundary_ < to) return std::nullopt;
   if (stop_requested_at_ && *stop_requested_at_ < to) return std::nullopt;  // released by the shutdown
   return delay;

@@ -30,7 +30,6 @@ std::uint64_t TakeUpClock::sent() {
   std::uint64_t sequence;
   {
     std::lock_guard lock(mutex_);
-    unread_ = true;
     ++sent_since_read_;
     sequence = ++sent_total_;
   }
@@ -62,13 +61,12 @@ bool TakeUpClock::all_read_locked() {
 void TakeUpClock::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [this] { return stopping_ || unread_; });
+    changed_.wait(lock, [this] { return stopping_ || sent_since_read_ > 0; });
     if (stopping_) return;
     // The moment is taken before the look: a datagram sent during the look
     // is stamped later than it, so it is never taken for read.
     auto looked_at = std::chrono::system_clock::now();
     if (all_read_locked()) {
-      unread_ = false;
       sent_since_read_ = 0;
       read_.push_back({std::max(looked_at, read_.empty() ? looked_at : read_.back().at), sent_total_});
       changed_.notify_all();
@@ -88,7 +86,7 @@ std::optional<TakeUpClock::TimePoint> TakeUpClock::read_after(std::uint64_t sequ
 std::optional<TakeUpClock::TimePoint> TakeUpClock::wait_until_read(std::chrono::milliseconds patience) {
   auto asked = std::chrono::system_clock::now();
   std::unique_lock lock(mutex_);
-  bool read = changed_.wait_for(lock, patience, [&] { return !unread_ || stopping_; });
+  bool read = changed_.wait_for(lock, patience, [&] { return sent_since_read_ == 0 || stopping_; });
   if (!read) return std::nullopt;
   // Nothing unread: the last "all read" moment covers everything sent so far.
   return read_.empty() ? asked : std::max(read_.back().at, asked);

@@ -211,6 +211,13 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_pat
 
 namespace {
 
+// Reads `count` values of T at `offset`; false unless all of them were read.
+template <typename T>
+bool read_at(int fd, std::uint64_t offset, T* out, std::size_t count = 1) {
+  const auto bytes = static_cast<ssize_t>(sizeof(T) * count);
+  return ::pread(fd, out, static_cast<std::size_t>(bytes), static_cast<off_t>(offset)) == bytes;
+}
+
 // The 8 file bytes that the PT_LOAD segment holding `vaddr` maps there, if
 // the file has them (a .bss address past the segment's file part maps the
 // rest of its last file page, which holds whatever section follows).
@@ -226,8 +233,7 @@ std::optional<std::uint64_t> bytes_in_file_at(int fd, std::uint64_t file_size, c
     if (ph.p_offset > file_size || delta > file_size - ph.p_offset || file_size - ph.p_offset - delta < 8)
       return std::nullopt;
     std::uint64_t v = 0;
-    if (::pread(fd, &v, sizeof v, static_cast<off_t>(ph.p_offset + delta)) != static_cast<ssize_t>(sizeof v))
-      return std::nullopt;
+    if (!read_at(fd, ph.p_offset + delta, &v)) return std::nullopt;
     return v;
   }
   return std::nullopt;
@@ -252,12 +258,6 @@ std::optional<std::uint64_t> offset_of_vaddr(const std::vector<GElf_Phdr>& loads
     return offset;
   }
   return std::nullopt;
-}
-
-template <typename T>
-bool read_at(int fd, std::uint64_t offset, T* out, std::size_t count = 1) {
-  const auto bytes = static_cast<ssize_t>(sizeof(T) * count);
-  return ::pread(fd, out, static_cast<std::size_t>(bytes), static_cast<off_t>(offset)) == bytes;
 }
 
 // The number of dynamic symbols, from DT_HASH (nchain) or by walking

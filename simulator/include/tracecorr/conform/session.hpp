@@ -106,9 +106,9 @@ struct SentRegistration {
   Clock::time_point at;
   std::chrono::system_clock::time_point at_system;
   wire::Registration message;
-  bool sent = false;
   bool judged = true;   // false for boundary values whose effect is not specified
-  std::uint64_t sequence = 0;  // TakeUpClock's number for it
+  std::uint64_t sequence = 0;  // TakeUpClock's number for it; 0: not sent
+  bool sent() const { return sequence != 0; }
   // When the agent had read it at the latest (TakeUpClock): its socket's
   // queue held none of tracecorr's bytes any more. nullopt: never seen read
   // while the session ran (a stuck reader), or not sent.

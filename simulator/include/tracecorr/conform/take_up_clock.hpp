@@ -55,8 +55,7 @@ class TakeUpClock {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<UniqueFd> sockets_;  // the current one last
-  bool unread_ = false;
-  std::size_t sent_since_read_ = 0;
+  std::size_t sent_since_read_ = 0;  // datagrams sent since the sockets were last seen empty
   std::uint64_t sent_total_ = 0;
   bool stopping_ = false;
   struct Read {
