@@ -542,12 +542,6 @@ bool ScenarioOptions::sends_messages() const {
   return std::any_of(judged.begin(), judged.end(), [](const std::string& id) { return judged_by_messages(id); });
 }
 
-Personality parse_personality(const std::string& name) {
-  if (name == "spec") return Personality::Spec;
-  if (name == "ebpf-profiler") return Personality::EbpfProfiler;
-  throw std::invalid_argument("unknown personality '" + name + "' (spec or ebpf-profiler)");
-}
-
 std::vector<std::string> all_session_names() {
   return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession, kUnsampledSession};
 }
@@ -560,6 +554,7 @@ SessionSettings session_settings(const std::string& name) {
     s.env[enabled] = "false";
     s.storage_wait = std::chrono::milliseconds(500);  // a disabled agent need not publish anything
   }
+  if (name == kEnabledSession) s.watch_tls_slots = true;  // TLS-01
   if (name == kAutoSession) s.env[enabled] = "auto";
   if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
   if (name == kUnsampledSession) {

@@ -73,7 +73,7 @@ class TlsProbe final : public Probe {
       return rest;
     }
     auto observations = records->observations();
-    out.push_back(judge_initialised(observations));
+    out.push_back(judge_initialised(*s, observations));
     out.push_back(judge_minor(observations));
     out.push_back(judge_sharing(*records));
     out.push_back(judge_update_order(*s));
@@ -84,9 +84,32 @@ class TlsProbe final : public Probe {
   }
 
  private:
-  // TLS-01: per thread, a record seen with minor 0 before it is ever seen with
-  // a real minor was visible before it was initialised.
-  static Finding judge_initialised(const std::vector<RecordObservation>& obs) {
+  // TLS-01, two witnesses. The slot watch stops each thread at the store that
+  // publishes its pointer and reads the record there: deterministic. The
+  // record watcher's polls catch what the watch could not see (threads that
+  // published before it could arm them, attach mode, qemu-user): per thread,
+  // a record seen with minor 0 before it is ever seen with a real minor was
+  // visible before it was initialised.
+  static Finding judge_initialised(const Session& s, const std::vector<RecordObservation>& obs) {
+    std::size_t complete_at_store = 0;
+    std::set<pid_t> watched_threads;
+    if (const auto& watch = s.slot_watch()) {
+      for (const auto& p : watch->publications) {
+        std::string who = "thread " + std::to_string(p.tid);
+        if (!p.bytes)
+          return violated("TLS-01", who + "'s TLS pointer was set to " + hex_address(p.record_pointer) +
+                                        ", which could not be read at that store: " + p.read_error->message(),
+                          {text_evidence("the store publishing " + who + "'s pointer (hardware watchpoint)",
+                                         "a complete record", "unreadable memory")});
+        if (wire::decode_tls_record(*p.bytes)->minor == 0)  // full-size bytes always decode
+          return violated("TLS-01", who + "'s TLS pointer was set before its record was initialised (seen at the store "
+                                        "that set it, by a hardware watchpoint)",
+                          {record_evidence("record of " + who + " at the store that published its pointer", *p.bytes,
+                                           "a complete record (minor 1)", "uninitialised")});
+        ++complete_at_store;
+        watched_threads.insert(p.tid);
+      }
+    }
     std::map<pid_t, const RecordObservation*> uninitialised;
     std::set<pid_t> initialised;
     for (const auto& o : obs) {
@@ -100,8 +123,18 @@ class TlsProbe final : public Probe {
                            record_evidence("the same record later", o.bytes, "", "initialised")});
       }
     }
-    if (initialised.empty()) return not_applicable("TLS-01", "no initialised record was ever seen");
-    return met("TLS-01", initialised.size(), std::to_string(initialised.size()) + " threads' records complete whenever visible");
+    std::string watch_said = s.slot_watch() ? "slot watch: " + s.slot_watch()->describe()
+                                            : "no slot watch: " + (s.slot_watch_unavailable().empty()
+                                                                       ? std::string("not requested")
+                                                                       : s.slot_watch_unavailable());
+    if (initialised.empty() && watched_threads.empty())
+      return not_applicable("TLS-01", "no initialised record was ever seen (" + watch_said + ")");
+    std::set<pid_t> threads = initialised;
+    threads.insert(watched_threads.begin(), watched_threads.end());
+    return met("TLS-01", threads.size(),
+               std::to_string(complete_at_store) + " pointer publications by " + std::to_string(watched_threads.size()) +
+                   " threads each found a complete record at the store itself; " + std::to_string(initialised.size()) +
+                   " threads' records complete whenever polled (" + watch_said + ")");
   }
 
   static Finding judge_minor(const std::vector<RecordObservation>& obs) {

@@ -1,7 +1,31 @@
-"""Session-wide reporting for the conform tests (conform_support.KILL_MATRIX):
-the kill matrix and timings are printed in the terminal summary, so they show
-with -q as well as with -s."""
+"""Session-wide set-up for the Python tests.
+
+- A short temporary root: unix socket addresses hold 107 bytes, and pytest's
+  own root (/tmp/pytest-of-USER/pytest-NNN/<test name>/...) grows with its run
+  counter until the fixtures' socket paths no longer fit. Each run gets its own
+  /tmp/tcpy-XXXXXX (so concurrent runs never share one), removed when the run
+  passes and kept for inspection when it fails.
+- The kill matrix and timings of the conform tests (conform_support.KILL_MATRIX)
+  in the terminal summary, so they show with -q as well as with -s.
+"""
+import shutil
+import tempfile
+
 import conform_support
+
+_OWN_BASETEMP = None
+
+
+def pytest_configure(config):
+    global _OWN_BASETEMP
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        _OWN_BASETEMP = tempfile.mkdtemp(prefix="tcpy-", dir="/tmp")
+        config.option.basetemp = _OWN_BASETEMP
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_BASETEMP and exitstatus == 0:
+        shutil.rmtree(_OWN_BASETEMP, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter):

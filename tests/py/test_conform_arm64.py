@@ -17,7 +17,8 @@ its timing under qemu-user on a busy machine is emulation speed, not the agent:
 the x86-64 matrix proves those probes. So by default the arm64 reference is
 judged on those areas and the arm64 matrix runs their mutants.
 
-TRACECORR_ARM64_MUTANTS: "arch" (default: the mutants of those areas), "all",
+TRACECORR_ARM64_MUTANTS: "arch" (default: the mutants of those areas, less
+those NOT_OBSERVABLE_UNDER_QEMU names), "all",
 "subset" (one mutant per area plus the timing-judged DEFER ones), or a
 comma-separated list of mutant names.
 """
@@ -42,6 +43,12 @@ SUBSET = {"traditional-tls", "storage-before-socket", "valid-byte-set-early", "r
 # without binfmt_misc (fixtures/README.md), so the tunable comes from outside.
 MUTANT_ENV = {"dynamic-tls": {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=0"}}
 ARCH_AREAS = ("ELF", "PROC", "SOCK", "TLS")
+# Mutants no reader can catch under qemu-user, and why. They stay in "all" and
+# in explicit lists, where an escape is then expected.
+NOT_OBSERVABLE_UNDER_QEMU = {
+    "record-filled-after-publishing": "the gap is a few instructions: only the TLS slot watch sees it, and that "
+                                      "needs the host's thread pointers (an x86-64 native target)",
+}
 
 
 def in_arch_areas(requirement: str) -> bool:
@@ -56,7 +63,7 @@ def selected_mutants() -> list[dict]:
     if choice == "all":
         return everything
     if choice == "arch":
-        return [m for m in everything if in_arch_areas(m["requirement"])]
+        return [m for m in everything if in_arch_areas(m["requirement"]) and m["name"] not in NOT_OBSERVABLE_UNDER_QEMU]
     names = SUBSET if choice == "subset" else set(choice.split(","))
     return [m for m in everything if m["name"] in names]
 

@@ -70,6 +70,8 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   s->receiver_ = std::move(*receiver);
 
   if (spec.pid) {
+    if (settings.watch_tls_slots)
+      s->slot_watch_unavailable_ = "attach mode: the threads had started (and published) before tracecorr attached";
     auto attached = Target::attach(*spec.pid);
     if (!attached) return attached.error();
     s->target_ = std::move(*attached);
@@ -90,6 +92,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     for (const auto& [k, v] : settings.env) launch.env[k] = v;
     launch.unset_env = settings.unset_env;
     for (const auto& name : settings.unset_env) launch.env.erase(name);
+    if (settings.watch_tls_slots) s->prepare_slot_watch(launch);
     auto launched = Target::launch(launch);
     if (!launched) return launched.error();
     s->target_ = std::move(*launched);
@@ -112,6 +115,12 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     s->sight_storage(*s->library_->storage_pointer_addr);  // the state at the earliest moment we can see
     s->storage_watch_running_ = true;
     s->storage_thread_ = std::thread([raw = s.get()] { raw->watch_storage(); });
+  }
+  // The record watcher reads thread pointers by ptrace: the slot watch must
+  // have let go of every thread first.
+  if (s->slot_watch_) {
+    s->slot_watch_report_ = s->slot_watch_->finish(deadline);
+    s->slot_watch_.reset();
   }
   if (s->library_ && s->library_->tls_descriptor_addr) {
     if (auto st = s->attach_tls(deadline); !st) s->tls_error_ = st.error();
@@ -298,6 +307,50 @@ bool Session::wait_for_storage(Millis timeout) {
     std::this_thread::sleep_for(Millis(2));
   }
   return storage().has_value();
+}
+
+namespace {
+
+// Where a thread's slot is, found as the session finds it: the agent library
+// in the thread's process, then its TLS descriptor (static TLS only; TLS-07
+// judges the rest). The messages are the report's reasons, so they name no
+// address.
+Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, pid_t pid, std::uint64_t thread_pointer) {
+  auto found = discover_process(pid, DiscoveryOptions::defaults(), cache);
+  if (!found || !*found) return make_error("its process had not loaded the agent library yet");
+  const auto& library = **found;
+  if (!library.tls_descriptor_addr) return make_error("the agent library defines no TLS slot");
+  auto descriptor = read_tls_descriptor(LiveProcessMemory(pid), *library.tls_descriptor_addr, library.elf.machine);
+  if (!descriptor) return make_error("the agent library's TLS descriptor could not be read");
+  if (descriptor->model == TlsModel::Dynamic) return make_error("the agent library's TLS is dynamic (TLS-07)");
+  if (descriptor->model != TlsModel::StaticOffset) return make_error("the agent library's TLS descriptor was not relocated yet");
+  return thread_pointer + static_cast<std::uint64_t>(descriptor->tp_offset);
+}
+
+bool runs_under_qemu_user(const std::vector<std::string>& command) {
+  if (command.empty()) return false;
+  auto name = std::filesystem::path(command.front()).filename().string();
+  return name.rfind("qemu-", 0) == 0;
+}
+
+}  // namespace
+
+void Session::prepare_slot_watch(LaunchSpec& launch) {
+#if defined(__x86_64__)
+  if (!target_spec_.gdbstub.empty() || runs_under_qemu_user(launch.argv)) {
+    slot_watch_unavailable_ = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";
+    return;
+  }
+  launch.before_exec = [this](pid_t pid) {
+    auto cache = std::make_shared<LibraryCache>();
+    auto watch = SlotWatch::follow_launch(pid, [cache](pid_t p, std::uint64_t tp) { return locate_tls_slot(*cache, p, tp); });
+    if (watch) slot_watch_ = std::move(*watch);
+    else slot_watch_unavailable_ = watch.error().message();
+  };
+#else
+  (void)launch;
+  slot_watch_unavailable_ = "hardware watchpoints are implemented for x86-64 hosts only";
+#endif
 }
 
 Status Session::attach_tls(Clock::time_point deadline) {
@@ -563,6 +616,7 @@ bool Session::target_alive() {
 }
 
 void Session::close() {
+  slot_watch_.reset();  // released before the target is stopped (an early error return from open())
   storage_watch_running_ = false;
   if (storage_thread_.joinable()) storage_thread_.join();
   if (watcher_) watcher_->stop();

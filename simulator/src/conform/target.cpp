@@ -97,6 +97,13 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   int exec_pipe[2];  // reports an exec failure to the parent
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) return make_error(std::strerror(errno), "pipe for exec status");
   UniqueFd exec_read(exec_pipe[0]), exec_write(exec_pipe[1]);
+  UniqueFd gate_read, gate_write;  // holds the child before its exec while before_exec runs
+  if (spec.before_exec) {
+    int gate[2];
+    if (pipe2(gate, O_CLOEXEC) != 0) return make_error(std::strerror(errno), "pipe for the launch gate");
+    gate_read.reset(gate[0]);
+    gate_write.reset(gate[1]);
+  }
 
   pid_t pid = fork();
   if (pid < 0) return make_error(std::strerror(errno), "fork");
@@ -112,6 +119,14 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
     dup2(write_end.get(), STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (gate_read) {
+      gate_write.reset();
+      char go = 0;
+      ssize_t r;
+      do r = read(gate_read.get(), &go, 1);
+      while (r < 0 && errno == EINTR);
+      if (r != 1) _exit(127);  // tracecorr went away before letting it run
+    }
     execvpe(argv[0], argv.data(), envp.data());
     int err = errno;
     (void)!write(exec_write.get(), &err, sizeof err);
@@ -119,6 +134,13 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   }
   write_end.reset();
   exec_write.reset();
+  if (gate_write) {
+    gate_read.reset();
+    spec.before_exec(pid);
+    const char go = 1;
+    (void)!write(gate_write.get(), &go, 1);
+    gate_write.reset();
+  }
   int exec_errno = 0;
   ssize_t n = read(exec_read.get(), &exec_errno, sizeof exec_errno);
   if (n == sizeof exec_errno) {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracecorr/conform/slot_watch.hpp"
 #include "tracecorr/conform/take_up_clock.hpp"
 #include "tracecorr/conform/record_watcher.hpp"
 #include "tracecorr/conform/target.hpp"
@@ -45,6 +46,9 @@ struct SessionSettings {
   // How long opening waits for the process storage. Short where the settings
   // say the agent publishes none (correlation disabled).
   std::chrono::milliseconds storage_wait{5000};
+  // Launch mode: follow every thread from before the exec and watch each
+  // one's TLS slot with a hardware watchpoint until it publishes (TLS-01).
+  bool watch_tls_slots = false;
 };
 
 // What the runner was asked to test.
@@ -184,6 +188,11 @@ class Session {
   // Waits until the storage is published and decodes (or the timeout passes).
   bool wait_for_storage(Millis timeout);
 
+  // The TLS slot watch (TLS-01), finished before the record watcher starts.
+  // nullopt: it did not run; slot_watch_unavailable() says why.
+  const std::optional<SlotWatchReport>& slot_watch() const { return slot_watch_report_; }
+  const std::string& slot_watch_unavailable() const { return slot_watch_unavailable_; }
+
   // TLS descriptor (read once relocated) and the record watcher.
   const std::optional<TlsDescriptor>& tls_descriptor() const { return tls_descriptor_; }
   const std::optional<Error>& tls_error() const { return tls_error_; }
@@ -257,6 +266,7 @@ class Session {
   void sight_storage(std::uint64_t pointer);
   Status connect_gdbstub(Clock::time_point deadline);
   Status attach_tls(Clock::time_point deadline);
+  void prepare_slot_watch(LaunchSpec& launch);
   void connect_socket();
   SentMessage transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label,
                        Millis patience);
@@ -277,6 +287,9 @@ class Session {
   // qemu-user's gdbstub, connected at launch; handed to the record watcher.
   std::unique_ptr<ThreadPointerSource> gdbstub_;
   std::unique_ptr<RecordWatcher> watcher_;
+  std::unique_ptr<SlotWatch> slot_watch_;
+  std::optional<SlotWatchReport> slot_watch_report_;
+  std::string slot_watch_unavailable_;
   std::optional<AgentSocket> socket_;
   TakeUpClock take_up_;
   bool pacing_abandoned_ = false;  // see kPaceEvery (session.cpp)

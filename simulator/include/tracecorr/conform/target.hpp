@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,10 @@ struct LaunchSpec {
   std::vector<std::string> argv;               // argv[0] is looked up in PATH
   std::map<std::string, std::string> env;      // added to (and overriding) tracecorr's environment
   std::vector<std::string> unset_env;          // removed from the inherited environment
+  // Runs in tracecorr after the fork, while the child waits before its exec
+  // (e.g. to seize it and follow every thread it will start); the child execs
+  // once it returns, whatever it returns.
+  std::function<void(pid_t)> before_exec;
 };
 
 // One line of a launched target's output.

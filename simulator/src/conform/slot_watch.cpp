@@ -1,0 +1,289 @@
+// TLS-01 by hardware watchpoints on TLS slots; see slot_watch.hpp. The
+// ptrace discipline is hardware_watch.hpp's: every thread is released
+// (registers cleared, detached) on every way out.
+#include "tracecorr/conform/slot_watch.hpp"
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "hardware_watch.hpp"
+#include "tracecorr/memory.hpp"
+
+namespace tracecorr::conform {
+
+std::string SlotWatchReport::describe() const {
+  std::string s = std::to_string(threads_started) + " threads started under the watch, " + std::to_string(threads_armed) +
+                  " slots armed before their first store, " + std::to_string(publications_seen) + " publications seen";
+  if (!not_armed.empty()) {
+    s += "; not armed:";
+    for (const auto& [why, n] : not_armed) s += " " + std::to_string(n) + " (" + why + ")";
+  }
+  if (!ended_because.empty()) s += "; ended: " + ended_because;
+  if (error) s += "; stopped early: " + error->message();
+  return s;
+}
+
+struct SlotWatch::State {
+  pid_t root = 0;
+  SlotLocator locate;
+  Settings settings;
+  std::atomic<bool> end_requested{false};
+  std::atomic<bool> settled{false};
+  SlotWatchReport report;  // the watch thread's until it is joined
+  std::thread thread;
+  void run(std::promise<Status>& seized);
+};
+
+SlotWatch::SlotWatch(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+SlotWatch::~SlotWatch() { (void)finish(); }
+
+SlotWatchReport SlotWatch::finish(std::chrono::steady_clock::time_point deadline) {
+  if (!state_->thread.joinable()) return state_->report;
+  while (!state_->settled && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  state_->end_requested = true;
+  state_->thread.join();
+  return state_->report;
+}
+
+Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, SlotLocator locate, Settings settings) {
+#if !defined(__x86_64__)
+  (void)pid, (void)locate, (void)settings;
+  return make_error("the TLS slot watch is implemented for x86-64 hosts only");
+#else
+  auto state = std::make_unique<State>();
+  state->root = pid;
+  state->locate = std::move(locate);
+  state->settings = settings;
+  std::promise<Status> seized;
+  auto seized_result = seized.get_future();
+  state->thread = std::thread([raw = state.get(), &seized] { raw->run(seized); });
+  Status st = seized_result.get();
+  if (!st) {
+    state->thread.join();
+    return st.error();
+  }
+  return std::unique_ptr<SlotWatch>(new SlotWatch(std::move(state)));
+#endif
+}
+
+#if !defined(__x86_64__)
+void SlotWatch::State::run(std::promise<Status>& seized) { seized.set_value(make_error("not x86-64")); }
+#else
+namespace {
+
+using namespace hardware_watch;
+
+constexpr auto kArmRetryInterval = std::chrono::milliseconds(20);
+constexpr auto kInterruptBound = std::chrono::seconds(2);
+constexpr char kPublishedFirst[] = "published before its slot could be watched";
+
+pid_t thread_group_of(pid_t tid, pid_t fallback) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
+  return fallback;
+}
+
+struct FollowedThread {
+  std::unique_ptr<WatchSession> session;
+  pid_t pid = 0;
+  bool armed = false;
+  bool settled = false;  // armed, or published before it could be: nothing more to do
+  std::uint64_t slot = 0;
+  std::string why_not_armed;
+};
+
+class Follower {
+ public:
+  explicit Follower(SlotWatch::State& state) : s_(state), report_(state.report) {}
+
+  void run() {
+    const auto began = Clock::now();
+    last_activity_ = began;
+    auto pause = std::chrono::microseconds(20);
+    auto next_arm_retry = began + kArmRetryInterval;
+    for (;;) {
+      const auto now = Clock::now();
+      if (auto why = reason_to_end(began, now)) {
+        report_.ended_because = *why;
+        break;
+      }
+      bool any = false;
+      for (auto it = threads_.begin(); it != threads_.end();) {
+        auto stop = it->second.session->next_stop(now);
+        if (!stop) {
+          ++it;
+          continue;
+        }
+        any = true;
+        if (stop->kind == Stop::Kind::kExited) {
+          count_unarmed(it->second);
+          it = threads_.erase(it);
+          continue;
+        }
+        handle(it->second, *stop);
+        if (auto st = it->second.session->resume(); !st) return fail(st.error());
+        ++it;
+      }
+      for (auto& [tid, t] : adopted_) threads_.emplace(tid, std::move(t));
+      adopted_.clear();
+      if (now >= next_arm_retry) {
+        arm_late_threads();
+        next_arm_retry = Clock::now() + kArmRetryInterval;
+      }
+      if (!any) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      } else {
+        pause = std::chrono::microseconds(20);
+      }
+    }
+    for (auto& [tid, t] : threads_) count_unarmed(t);
+    threads_.clear();  // each session disarms and detaches
+    s_.settled = true;
+  }
+
+  Status seize_root() {
+    auto root = std::make_unique<WatchSession>(s_.root, s_.root);
+    constexpr unsigned long kFollow = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+                                      PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL;
+    if (auto st = root->seize(kFollow); !st) return st;
+    threads_[s_.root] = FollowedThread{std::move(root), s_.root};
+    ++report_.threads_started;
+    return Ok{};
+  }
+
+ private:
+  std::optional<std::string> reason_to_end(Clock::time_point began, Clock::time_point now) const {
+    if (s_.end_requested) return "ended by the session";
+    if (threads_.empty()) return "every followed thread exited";
+    if (!located_at_) {
+      if (now - began >= s_.settings.until_located)
+        return "no thread's slot could be located within " + std::to_string(s_.settings.until_located.count()) + " ms";
+      return std::nullopt;
+    }
+    if (now - *located_at_ >= s_.settings.after_located)
+      return std::to_string(s_.settings.after_located.count()) + " ms after the first slot was located";
+    if (report_.publications_seen > 0 && now - last_activity_ >= s_.settings.quiet)
+      return "no new thread or publication for " + std::to_string(s_.settings.quiet.count()) + " ms";
+    return std::nullopt;
+  }
+
+  void handle(FollowedThread& t, const Stop& stop) {
+    if (stop.kind == Stop::Kind::kEventStop &&
+        (stop.event == PTRACE_EVENT_CLONE || stop.event == PTRACE_EVENT_FORK || stop.event == PTRACE_EVENT_VFORK)) {
+      // The new task is attached already and reports its own first stop.
+      if (auto tid = t.session->event_message()) {
+        pid_t pid = stop.event == PTRACE_EVENT_CLONE ? thread_group_of(*tid, t.pid) : *tid;
+        adopted_.emplace(*tid, FollowedThread{WatchSession::adopt(pid, *tid), pid});
+        ++report_.threads_started;
+        last_activity_ = Clock::now();
+      }
+    } else if (stop.kind == Stop::Kind::kEventStop && stop.event == PTRACE_EVENT_EXEC) {
+      t.armed = t.settled = false;  // a new image: the kernel cleared the debug registers
+    } else if (stop.kind == Stop::Kind::kSignal) {
+      bool ours = t.session->is_our_trap(stop);
+      t.session->set_resume_signal(ours ? 0 : stop.signal);
+      if (!ours) ++report_.signals_forwarded;
+      if (ours) observe_store(t);
+    }
+    if (!t.settled) try_arm(t);
+  }
+
+  // A thread held in a stop: arm its slot if it can be located and is still zero.
+  void try_arm(FollowedThread& t) {
+    auto tp = t.session->thread_pointer();
+    if (!tp) return void(t.why_not_armed = tp.error().message());
+    if (*tp == 0) return void(t.why_not_armed = "it had no thread pointer yet");
+    auto slot = s_.locate(t.pid, *tp);
+    if (!slot) return void(t.why_not_armed = slot.error().message());
+    if (!located_at_) located_at_ = Clock::now();
+    located_pids_.insert(t.pid);
+    auto value = LiveProcessMemory(t.pid).read_u64(*slot);
+    if (!value) return void(t.why_not_armed = "its slot could not be read");
+    t.settled = true;
+    if (*value != 0) return void(t.why_not_armed = kPublishedFirst);
+    const std::uint64_t chunk = *slot & ~std::uint64_t{kWatchChunk - 1};
+    std::vector<std::uint64_t> chunks{chunk};
+    if (*slot != chunk) chunks.push_back(chunk + kWatchChunk);  // a misaligned slot straddles two
+    if (auto st = t.session->arm(chunks); !st) return void(t.why_not_armed = st.error().message());
+    t.armed = true;
+    t.slot = *slot;
+    ++report_.threads_armed;
+    last_activity_ = Clock::now();
+  }
+
+  void observe_store(FollowedThread& t) {
+    LiveProcessMemory memory(t.pid);
+    if (!t.armed) return;
+    auto read_pointer = memory.read_u64(t.slot);
+    if (!read_pointer || *read_pointer == 0) return;  // cleared, or a store to a neighbour in the chunk
+    const std::uint64_t pointer = *read_pointer;
+    SlotPublication p;
+    p.at = Clock::now();
+    p.pid = t.pid;
+    p.tid = t.session->tid();
+    p.slot_address = t.slot;
+    p.record_pointer = pointer;
+    wire::TlsRecordBytes bytes{};
+    if (auto st = memory.read(pointer, bytes)) p.bytes = bytes;
+    else p.read_error = st.error();
+    ++report_.publications_seen;
+    if (report_.publications.size() < SlotWatchReport::kMaxKeptPublications) report_.publications.push_back(std::move(p));
+    last_activity_ = Clock::now();
+  }
+
+  // Threads that were running when their process's slot became locatable
+  // (the library was loaded after they started): stop each once to arm it.
+  void arm_late_threads() {
+    for (auto& [tid, t] : threads_) {
+      if (t.settled || t.session->held()) continue;
+      if (!located_pids_.count(t.pid) && !s_.locate(t.pid, 0)) continue;
+      auto stop = t.session->interrupt(kInterruptBound);
+      if (!stop) return fail(stop.error());
+      if (stop->kind == Stop::Kind::kExited) continue;  // erased at its next poll
+      handle(t, *stop);
+      if (auto st = t.session->resume(); !st) return fail(st.error());
+    }
+  }
+
+  void count_unarmed(const FollowedThread& t) {
+    if (t.armed) return;
+    ++report_.not_armed[t.why_not_armed.empty() ? "never stopped where its slot could be located" : t.why_not_armed];
+  }
+
+  void fail(const Error& e) {
+    if (!report_.error) report_.error = e;
+    s_.end_requested = true;
+  }
+
+  static constexpr std::uint64_t kWatchChunk = 8;
+  SlotWatch::State& s_;
+  SlotWatchReport& report_;
+  std::map<pid_t, FollowedThread> threads_;
+  std::map<pid_t, FollowedThread> adopted_;  // met during a pass, joined after it
+  std::set<pid_t> located_pids_;
+  std::optional<Clock::time_point> located_at_;
+  Clock::time_point last_activity_;
+};
+
+}  // namespace
+
+void SlotWatch::State::run(std::promise<Status>& seized) {
+  Follower follower(*this);
+  if (auto st = follower.seize_root(); !st) {
+    seized.set_value(st);
+    return;
+  }
+  seized.set_value(Ok{});  // `seized` is gone once the caller has its answer
+  follower.run();
+}
+#endif
+
+}  // namespace tracecorr::conform

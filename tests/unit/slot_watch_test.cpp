@@ -1,0 +1,119 @@
+// TLS-01 by hardware watchpoints on TLS slots: a publisher
+// (tests/unit/data/slot_watch_target.c) followed from before its exec, in the
+// right order and with the record filled in just after its pointer was set.
+// After the watch the target must run on: every thread untraced, its own
+// signals delivered.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "tracecorr/conform/slot_watch.hpp"
+#include "tracecorr/conform/target.hpp"
+#include "tracecorr/procfs.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/slot_watch_target";
+constexpr int kThreads = 3;
+
+// The target writes its slot's offset to a file once it runs; until then the
+// slot cannot be located, as before an agent library is loaded.
+Expected<std::uint64_t> locate_from_file(const std::string& file, std::uint64_t thread_pointer) {
+  std::ifstream in(file);
+  long offset = 0;
+  if (!(in >> offset)) return make_error("its process had not written the offset yet");
+  return thread_pointer + static_cast<std::uint64_t>(offset);
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Every thread of `pid` is untraced (TracerPid 0).
+bool untraced(pid_t pid) {
+  for (int tid : numbered_entries("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("TracerPid:", 0) == 0 && std::atoi(line.c_str() + 10) != 0) return false;
+  }
+  return true;
+}
+
+struct Watched {
+  SlotWatchReport report;
+  std::string output;
+  bool alive_after = false;
+  bool untraced_after = false;
+};
+
+Watched watch(const std::string& order) {
+  auto offset_file = (std::filesystem::temp_directory_path() / ("tc-slot-" + std::to_string(::getpid()) + "-" + order)).string();
+  std::filesystem::remove(offset_file);
+  std::unique_ptr<SlotWatch> slot_watch;
+  LaunchSpec spec;
+  spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
+  spec.before_exec = [&](pid_t pid) {
+    auto w = SlotWatch::follow_launch(pid, [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
+    if (w) slot_watch = std::move(*w);
+    else ADD_FAILURE() << w.error().message();
+  };
+  auto target = Target::launch(spec);
+  Watched out;
+  if (!target || !slot_watch) {
+    ADD_FAILURE() << "launch failed";
+    return out;
+  }
+  out.report = slot_watch->finish(std::chrono::steady_clock::now() + 10s);
+  for (auto give_up = std::chrono::steady_clock::now() + 10s;
+       count_of((*target)->output(), "published") < kThreads && std::chrono::steady_clock::now() < give_up;)
+    std::this_thread::sleep_for(10ms);
+  out.output = (*target)->output();
+  out.alive_after = (*target)->alive();
+  out.untraced_after = untraced((*target)->pid());
+  std::filesystem::remove(offset_file);
+  return out;
+}
+
+TEST(SlotWatch, SeesEachPublicationWithTheRecordAsItWasAtTheStore) {
+  auto w = watch("ordered");
+  EXPECT_EQ(w.report.publications_seen, static_cast<std::size_t>(kThreads)) << w.report.describe();
+  for (const auto& p : w.report.publications) {
+    ASSERT_TRUE(p.bytes) << p.read_error->message();
+    EXPECT_EQ((*p.bytes)[0], 1) << "thread " << p.tid << ": the record was complete before its pointer was set";
+    EXPECT_NE(p.record_pointer, 0u);
+  }
+  // Every worker was armed before it ran, and so was the main thread (late,
+  // once its slot could be located).
+  EXPECT_GE(w.report.threads_armed, static_cast<std::size_t>(kThreads + 1)) << w.report.describe();
+  EXPECT_FALSE(w.report.error) << w.report.describe();
+  // The target runs on untraced, and got its own signals.
+  EXPECT_TRUE(w.alive_after);
+  EXPECT_TRUE(w.untraced_after);
+  EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
+  EXPECT_GE(w.report.signals_forwarded, static_cast<std::size_t>(kThreads));
+}
+
+TEST(SlotWatch, CatchesARecordFilledInJustAfterItsPointerWasSet) {
+  auto w = watch("filled-after");
+  ASSERT_EQ(w.report.publications_seen, static_cast<std::size_t>(kThreads)) << w.report.describe();
+  for (const auto& p : w.report.publications) {
+    ASSERT_TRUE(p.bytes);
+    EXPECT_EQ((*p.bytes)[0], 0) << "thread " << p.tid << ": the store was seen before the record was filled in";
+  }
+  EXPECT_TRUE(w.alive_after);
+  EXPECT_TRUE(w.untraced_after);
+  EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
+}
+
+}  // namespace
+}  // namespace tracecorr::conform
