@@ -2,7 +2,7 @@
 
 build_ext configures the repository with -DTRACECORR_TESTS=OFF, builds only the
 `tracecorr_python` target and copies the module into the package. Metadata lives
-in pyproject.toml.
+in pyproject.toml, except the version (CMakeLists.txt).
 
 Environment:
   TRACECORR_CMAKE_BUILD_DIR  reuse this CMake build directory (it is built, not
@@ -73,7 +73,17 @@ class CMakeBuild(build_ext):
         shutil.copy2(built, dest)
 
 
+def project_version():
+    """The version's one home: project(tracecorr VERSION x.y.z) in CMakeLists.txt."""
+    text = (ROOT / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(tracecorr VERSION ([0-9.]+)", text)
+    if not match:
+        raise RuntimeError("CMakeLists.txt: no project(tracecorr VERSION ...)")
+    return match.group(1)
+
+
 setup(
+    version=project_version(),
     ext_modules=[CMakeExtension("tracecorr._tracecorr", "tracecorr_python")],
     cmdclass={"build_ext": CMakeBuild},
     options={"build": {"build_base": BUILD_BASE}},

@@ -1,6 +1,7 @@
 // CONF: the three options, each observed in a launch that sets it.
 #include <filesystem>
 
+#include "tracecorr/stats.hpp"
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
@@ -46,8 +47,7 @@ Holds holds_between(const SpanIndex& spans, std::chrono::system_clock::time_poin
   }
   h.n = d.size();
   if (d.empty()) return h;
-  std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
-  h.median = d[d.size() / 2];
+  h.median = median(std::move(d));
   return h;
 }
 // A deferral that the session's own baseline cannot explain is a violation;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <set>
 
+#include "tracecorr/stats.hpp"
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
@@ -24,11 +25,6 @@ constexpr double kImmediateMs = 400;
 // A warning must follow the first overflow within this (one scheduling hiccup
 // and a buffered stderr flush, not the agent's shutdown).
 constexpr std::chrono::milliseconds kWarningWithin{2000};
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 class DeferProbe final : public Probe {
  public:

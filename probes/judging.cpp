@@ -1,3 +1,4 @@
+#include "tracecorr/stats.hpp"
 #include "judging.hpp"
 
 #include <algorithm>
@@ -62,17 +63,9 @@ double SpanIndex::held_at_least_ms(const otlp::ReceivedSpan& s) const {
   return held_ms_[static_cast<std::size_t>(&s - spans_.data())];
 }
 
-namespace {
-double quantile_of(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  auto k = std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
-  return v[k];
-}
-}  // namespace
 
-double TimingBaseline::quantile(double q) const { return quantile_of(held_ms, q); }
-double TimingBaseline::arrival_quantile(double q) const { return quantile_of(arrival_ms, q); }
+double TimingBaseline::quantile(double q) const { return tracecorr::quantile(held_ms, q); }
+double TimingBaseline::arrival_quantile(double q) const { return tracecorr::quantile(arrival_ms, q); }
 
 double TimingBaseline::share_at_least(double ms) const {
   if (held_ms.empty()) return 0;
@@ -442,9 +435,7 @@ std::vector<RegistrationWindow> registration_windows(const Session& s, std::chro
 
 std::optional<double> RegistrationEffect::median_delay_ms() const {
   if (transaction_delays_ms.empty()) return std::nullopt;
-  auto d = transaction_delays_ms;
-  std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
-  return d[d.size() / 2];
+  return median(transaction_delays_ms);
 }
 
 std::optional<bool> RegistrationEffect::delay_applied() const {
@@ -456,9 +447,8 @@ std::optional<bool> RegistrationEffect::delay_applied() const {
   // Holds are lower bounds: "held too short for the new, longer delay" is
   // certain only when the arrivals (upper bounds) say so too.
   if (want > before && !transaction_arrivals_ms.empty()) {
-    auto a = transaction_arrivals_ms;
-    std::nth_element(a.begin(), a.begin() + static_cast<long>(a.size() / 2), a.end());
-    if (std::abs(a[a.size() / 2] - want) < std::abs(a[a.size() / 2] - before)) return std::nullopt;
+    double arrived = median(transaction_arrivals_ms);
+    if (std::abs(arrived - want) < std::abs(arrived - before)) return std::nullopt;
   }
   return false;
 }

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tracecorr/agent/correlation.hpp"
 #include "tracecorr/conform/session.hpp"
 
 namespace tracecorr::conform {
@@ -31,11 +32,7 @@ inline constexpr const char* kOwnHostIdSession = "own-host-id";
 inline constexpr const char* kUnsampledSession = "unsampled";
 
 // How tracecorr's host agent sends correlations during the scenarios.
-enum class Personality {
-  Spec,          // counts aggregated per (trace, transaction, stack)
-  EbpfProfiler,  // what the OTel eBPF profiler does: one message per sample, count 1
-};
-Personality parse_personality(const std::string& name);  // throws std::invalid_argument
+using agent::Personality;
 
 struct ScenarioOptions {
   Personality personality = Personality::Spec;

@@ -163,11 +163,8 @@ void bind_conform(py::module_& m) {
         o.strict = strict;
         o.personality = personality;
         o.progress = quiet ? nullptr : stderr;
-        try {
-          o.scenario.personality = parse_personality(personality);
-        } catch (const std::invalid_argument& e) {
-          throw py::value_error(e.what());
-        }
+        if (!agent::parse_personality(personality, o.scenario.personality))
+          throw py::value_error("unknown personality '" + personality + "' (spec, ebpf-profiler)");
         o.scenario.time_scale = time_scale;
         std::optional<Expected<RunResult>> r;
         {

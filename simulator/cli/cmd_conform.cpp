@@ -69,10 +69,8 @@ int run_conform(const ConformArgs& a) {
   o.strict = a.strict;
   o.personality = a.personality;
   o.progress = a.quiet ? nullptr : stderr;
-  try {
-    o.scenario.personality = parse_personality(a.personality);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "tracecorr conform: %s\n", e.what());
+  if (!agent::parse_personality(a.personality, o.scenario.personality)) {
+    std::fprintf(stderr, "tracecorr conform: unknown personality '%s' (spec, ebpf-profiler)\n", a.personality.c_str());
     return kExitUsage;
   }
   o.scenario.observe_only = a.observe_only;

@@ -8,15 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "tracecorr/exit_code.hpp"
+
 namespace tracecorr::cli {
 
-// Exit codes shared by every command (and the conformance gate).
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailure = 1,      // conformance failure, or an expected failure that now passes
-  kExitUsage = 2,        // bad arguments, unknown requirement id, filter matching nothing
-  kExitEnvironment = 3,  // the environment or the kit failed: no privilege, target gone
-};
 
 // Declares the subcommand's options on `app` and returns what runs it.
 using CommandSetup = std::function<std::function<int()>(CLI::App& app)>;

@@ -13,6 +13,7 @@ std::vector<CommandInfo>& registered_commands() {
 
 int main(int argc, char** argv) {
   using namespace tracecorr::cli;
+  using namespace tracecorr;  // exit codes
   CLI::App app{"tracecorr: conformance kit and host-agent simulator for profiler-to-tracer trace correlation"};
   app.require_subcommand(1);
   std::map<CLI::App*, std::function<int()>> runners;

@@ -195,6 +195,7 @@ TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   auto bad = read_thread_record(mem, own_thread_pointer(), d->tp_offset);
   lib.set_record(nullptr);
   ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind, ErrorKind::kUnmapped);
   EXPECT_EQ(bad.error().requirement, "TLS-01");
 }
 
@@ -209,7 +210,7 @@ class FakeMemory : public ProcessMemory {
         return Ok{};
       }
     }
-    return make_error("unmapped memory", "fake");
+    return make_error(ErrorKind::kUnmapped, "unmapped memory", "fake");
   }
   void descriptor(std::uint64_t at, std::uint64_t resolver, std::uint64_t argument) {
     std::vector<std::uint8_t> w(16);

@@ -11,10 +11,24 @@
 
 namespace tracecorr {
 
+// What kind of failure, for code that must tell failures apart (which
+// requirement a fault breaks, which HTTP status to answer): it reads the
+// kind, never the text.
+enum class ErrorKind {
+  kUnspecified,
+  kUnmapped,     // target memory: no mapping there, or one without read permission
+  kGone,         // the process (or thread) no longer exists
+  kPermission,   // the kernel refused
+  kTruncated,    // input ends before its declared or required length
+  kTooLong,      // input exceeds a bound
+  kNotFound,     // a path that does not resolve
+};
+
 struct Error {
   std::string what;         // "string length 4294967295 exceeds the 65536-byte bound"
   std::string where;        // "process storage at 0x7f00...+2 (service_name)"
   std::string requirement;  // "PROC-03", or empty when the fault is not the target's
+  ErrorKind kind = ErrorKind::kUnspecified;
 
   std::string message() const {
     std::string m = where.empty() ? what : where + ": " + what;
@@ -56,6 +70,9 @@ using Status = Expected<Ok>;
 
 inline Error make_error(std::string what, std::string where = {}, std::string requirement = {}) {
   return Error{std::move(what), std::move(where), std::move(requirement)};
+}
+inline Error make_error(ErrorKind kind, std::string what, std::string where = {}, std::string requirement = {}) {
+  return Error{std::move(what), std::move(where), std::move(requirement), kind};
 }
 
 }  // namespace tracecorr

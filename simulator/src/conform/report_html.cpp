@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "tracecorr/stats.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/spec_registry.hpp"
@@ -227,12 +228,6 @@ int second_decimals(double step_ms) {
   if (std::fmod(step_ms, 1000) == 0) return 0;
   if (std::fmod(step_ms, 100) == 0) return 1;
   return 2;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 void deferral_picture(std::ostringstream& o, const Figures& f) {

@@ -92,7 +92,7 @@ void inspect_storage(const ProcessMemory& mem, Inspection& out) {
     } else {
       Error e = decoded.error().within("process storage at " + hex_address(*pointer));
       // Unreadable memory behind a published pointer breaks PROC-01.
-      if (e.requirement.empty() && (e.what.find("unmapped") != std::string::npos || e.what.find("unreadable memory") != std::string::npos)) e.requirement = "PROC-01";
+      if (e.requirement.empty() && e.kind == ErrorKind::kUnmapped) e.requirement = "PROC-01";
       s.error = e.message();
       finding_from_error(e, out.findings);
     }

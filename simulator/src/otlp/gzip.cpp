@@ -63,12 +63,12 @@ Expected<std::string> inflate_bounded(std::string_view data, std::size_t max_out
     int rc = inflate(z.get(), Z_NO_FLUSH);
     std::size_t produced = sizeof buffer - z.get()->avail_out;
     if (out.size() + produced > max_output)
-      return make_error("decompressed size exceeds the " + std::to_string(max_output) + "-byte limit",
+      return make_error(ErrorKind::kTooLong, "decompressed size exceeds the " + std::to_string(max_output) + "-byte limit",
                         format + " body at input offset " + std::to_string(z.get()->total_in));
     out.append(buffer, produced);
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR && z.get()->avail_in == 0)
-      return make_error("truncated: the stream ends before its trailer", format + " body at input offset " +
+      return make_error(ErrorKind::kTruncated, "truncated: the stream ends before its trailer", format + " body at input offset " +
                                                                                  std::to_string(z.get()->total_in));
     if (rc != Z_OK && rc != Z_BUF_ERROR)
       return make_error("not " + format + ": " + (z.get()->msg ? z.get()->msg : "inflate failed"),

@@ -316,7 +316,7 @@ bool OtlpReceiver::Server::finish(MHD_Connection* connection, Upload& upload) {
                                                           : inflate_zlib(upload.body, limits.max_decoded_bytes);
     if (!inflated.ok()) {
       request.decoded_bytes = 0;
-      if (inflated.error().what.find("exceeds") != std::string::npos)
+      if (inflated.error().kind == ErrorKind::kTooLong)
         return reject(RejectReason::DecompressedTooLarge, 413,
                       "decoded body exceeds the " + std::to_string(limits.max_decoded_bytes) +
                           "-byte limit (Content-Encoding: " + request.content_encoding + ")");

@@ -82,18 +82,18 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
         }
       }
       if (err == EFAULT)
-        return make_error(describe_unreadable(pid_, addr + done, std::to_string(done) + " of " +
+        return make_error(ErrorKind::kUnmapped, describe_unreadable(pid_, addr + done, std::to_string(done) + " of " +
                                                                      std::to_string(out.size()) + " bytes readable, "),
                           where(pid_, addr, out.size()));
-      if (err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
+      if (err == ESRCH) return make_error(ErrorKind::kGone, "the process is gone", where(pid_, addr, out.size()));
       if (err == EINVAL && out.size() - done <= SSIZE_MAX)
-        return make_error("the process has no memory (exited, a zombie, or a kernel thread)", where(pid_, addr, out.size()));
+        return make_error(ErrorKind::kGone, "the process has no memory (exited, a zombie, or a kernel thread)", where(pid_, addr, out.size()));
       if ((err == EPERM || err == ENOSYS) && process_exists(pid_)) {
         // Refused by a seccomp profile, an LSM or an old kernel: try /proc/PID/mem.
         vm_readv_refused_ = true;
         break;
       }
-      if (err == EPERM) return make_error("permission denied", where(pid_, addr, out.size()));
+      if (err == EPERM) return make_error(ErrorKind::kPermission, "permission denied", where(pid_, addr, out.size()));
       return make_error(std::string("process_vm_readv failed: ") + std::strerror(err), where(pid_, addr, out.size()));
     }
     if (!vm_readv_refused_) return Ok{};
@@ -105,7 +105,7 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
     mem_fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!mem_fd_) {
       int err = errno;
-      if (err == ENOENT || err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
+      if (err == ENOENT || err == ESRCH) return make_error(ErrorKind::kGone, "the process is gone", where(pid_, addr, out.size()));
       return make_error(std::string("process_vm_readv refused and ") + path + " not readable: " +
                             (err == EACCES || err == EPERM ? "permission denied" : std::strerror(err)),
                         where(pid_, addr, out.size()));
@@ -115,7 +115,7 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
   while (done < out.size()) {
     // pread takes a signed offset: addresses above 2^63 are kernel space anyway.
     if (addr + done > static_cast<std::uint64_t>(INT64_MAX))
-      return make_error("address is outside user space", where(pid_, addr, out.size()));
+      return make_error(ErrorKind::kUnmapped, "address is outside user space", where(pid_, addr, out.size()));
     ssize_t n = ::pread(mem_fd_.get(), out.data() + done, out.size() - done, static_cast<off_t>(addr + done));
     if (n > 0) {
       done += static_cast<std::size_t>(n);
@@ -124,10 +124,10 @@ Status LiveProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) 
     int err = n == 0 ? EIO : errno;
     if (err == EINTR) continue;
     if (err == EIO || err == EFAULT) {
-      if (!process_exists(pid_)) return make_error("the process is gone", where(pid_, addr, out.size()));
-      return make_error(describe_unreadable(pid_, addr + done, ""), where(pid_, addr, out.size()));
+      if (!process_exists(pid_)) return make_error(ErrorKind::kGone, "the process is gone", where(pid_, addr, out.size()));
+      return make_error(ErrorKind::kUnmapped, describe_unreadable(pid_, addr + done, ""), where(pid_, addr, out.size()));
     }
-    if (err == ESRCH) return make_error("the process is gone", where(pid_, addr, out.size()));
+    if (err == ESRCH) return make_error(ErrorKind::kGone, "the process is gone", where(pid_, addr, out.size()));
     return make_error(std::string("reading /proc/PID/mem failed: ") + std::strerror(err), where(pid_, addr, out.size()));
   }
   return Ok{};

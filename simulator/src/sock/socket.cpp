@@ -80,7 +80,7 @@ Expected<UniqueFd> open_in_target_root(pid_t pid, const std::string& path, int o
   if (fd < 0) {
     int err = errno;
     if (err == ENOSYS) return make_error("openat2 is not available (Linux >= 5.6 needed)", in_root(pid, path));
-    return make_error(std::string("does not resolve: ") + std::strerror(err), in_root(pid, path));
+    return make_error(ErrorKind::kNotFound, std::string("does not resolve: ") + std::strerror(err), in_root(pid, path));
   }
   return UniqueFd(static_cast<int>(fd));
 }
@@ -239,7 +239,7 @@ Expected<UniqueFd> resolve_socket_path(pid_t pid, const std::string& path) {
   auto fd = open_in_target_root(pid, path);
   if (!fd) {
     Error e = fd.error();
-    if (e.requirement.empty() && e.what.rfind("does not resolve", 0) == 0) e.requirement = "SOCK-02";
+    if (e.requirement.empty() && e.kind == ErrorKind::kNotFound) e.requirement = "SOCK-02";
     return e;
   }
   return fd;

@@ -131,8 +131,7 @@ Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uin
   if (auto st = mem.read(out.record_pointer, bytes); !st) {
     Error e = st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " + hex_address(slot) + ")");
     // A non-zero pointer must point at a complete record; a vanished process is not the target's fault.
-    if (e.what.find("unmapped") != std::string::npos || e.what.find("unreadable memory") != std::string::npos)
-      e.requirement = "TLS-01";
+    if (e.kind == ErrorKind::kUnmapped) e.requirement = "TLS-01";
     return e;
   }
   out.bytes = bytes;

@@ -17,13 +17,14 @@
 
 #include "tracecorr/conform/figures.hpp"
 #include "tracecorr/error.hpp"
+#include "tracecorr/exit_code.hpp"
 #include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::conform {
 
 inline constexpr std::string_view kReportSchema = "tracecorr-report/1";
 // The kit's version, as every report names it.
-inline constexpr std::string_view kToolVersion = "tracecorr 0.1.0";
+inline constexpr std::string_view kToolVersion = "tracecorr " TRACECORR_VERSION;
 
 enum class Verdict { Pass, Fail, Warn, Skip, Error };
 std::string_view to_string(Verdict verdict);  // "pass", "fail", "warn", "skip", "error"
@@ -130,12 +131,6 @@ Summary summarize(const RunResult& run);
 // "12 passed, 1 failed, 2 warnings, 3 skipped, 0 errors" (+ ", 1 expected failures, 1 stale expectations" when any).
 std::string summary_line(const Summary& summary);
 
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailure = 1,      // a conformance failure, or a stale expectation (XPASS)
-  kExitUsage = 2,        // bad arguments, unknown requirement id, bad expectations file (the CLI's)
-  kExitEnvironment = 3,  // an Error (kit or environment) and no failure
-};
 // The gate. Strict also fails on SHOULD warnings; MAY warnings never fail it.
 int exit_code(const RunResult& run, bool strict);
 // Whether this result fails the gate (XFAIL does not, XPASS does).
