@@ -20,11 +20,11 @@ class AttrProbe final : public Probe {
   std::vector<std::string> sessions() const override { return {kEnabledSession}; }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    SpanIndex spans(s->receiver().spans());
+    SpanIndex spans(s->spans);
     if (spans.spans().empty()) return not_run(requirements(), "no spans were received");
-    auto sent = s->sent_messages();
+    auto sent = s->sent_messages;
 
     // The transactions tracecorr sent correlations for, with the first send.
     std::map<std::pair<TraceId, SpanId>, std::chrono::system_clock::time_point> targeted;

@@ -62,15 +62,15 @@ Holds holds_before(const SpanIndex& spans, std::chrono::system_clock::time_point
   return holds_between(spans, std::chrono::system_clock::time_point::min(), until);
 }
 
-std::chrono::system_clock::time_point until_stop(const Session& s) {
-  return s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+std::chrono::system_clock::time_point until_stop(const SessionEvidence& s) {
+  return s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
 }
 
 // Correlations sent for `id` that must be ignored; the result's count is the
 // (transaction, stack id) pairs judged.
-Finding expect_ignored(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& when) {
+Finding expect_ignored(const std::string& id, const SessionEvidence& s, const SpanIndex& spans, const std::string& when) {
   // The mismatches point into `sent`: it must outlive the evidence built from them.
-  auto sent = s.sent_messages();
+  auto sent = s.sent_messages;
   auto check = check_counts(sent, spans, [&](const SentMessage& m) {
     return m.requirement == id && m.expected_count && *m.expected_count == 0;
   });
@@ -102,9 +102,9 @@ class ConfProbe final : public Probe {
 
  private:
   static Finding judge_enabled_option(const SessionSet& sessions) {
-    const Session* off = sessions.find(kDisabledSession);
+    const SessionEvidence* off = sessions.find(kDisabledSession);
     if (!off) return not_run({"CONF-01"}, "needs a launch with the feature disabled").front();
-    SpanIndex spans(off->receiver().spans());
+    SpanIndex spans(off->spans);
     auto ignored = expect_ignored("CONF-01", *off, spans, "with ENABLED=false");
     if (ignored.outcome == Finding::Outcome::Violated) return ignored;
     auto d = holds_before(spans, until_stop(*off));
@@ -116,12 +116,12 @@ class ConfProbe final : public Probe {
   }
 
   static Finding judge_auto(const SessionSet& sessions, bool* supported) {
-    const Session* s = sessions.find(kAutoSession);
+    const SessionEvidence* s = sessions.find(kAutoSession);
     if (!s) return not_run({"CONF-02"}, "needs a launch with ENABLED=auto").front();
     if (!s->storage()) return not_applicable("CONF-02", "ENABLED=auto opened no socket: the agent does not implement auto");
     *supported = true;
-    SpanIndex spans(s->receiver().spans());
-    auto regs = s->registrations();
+    SpanIndex spans(s->spans);
+    auto regs = s->registrations;
     auto first = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
     auto ignored = expect_ignored("CONF-02", *s, spans, "before any registration in auto mode");
     if (ignored.outcome == Finding::Outcome::Violated) return ignored;
@@ -158,7 +158,7 @@ class ConfProbe final : public Probe {
     // After the registration, only transactions that ended once the agent had
     // surely processed it (kMargin) are judged: one that ended in between was
     // rightly exported at once, undeferred, before its correlations arrived.
-    auto sent = s->sent_messages();
+    auto sent = s->sent_messages;
     auto after = check_counts(sent, spans, [&](const SentMessage& m) {
       if (m.requirement != "CONF-02" || !m.expected_count || *m.expected_count == 0 || !m.transaction) return false;
       const auto* t = spans.transaction(m.transaction->first, m.transaction->second);
@@ -177,13 +177,13 @@ class ConfProbe final : public Probe {
   }
 
   static Finding judge_default(const SessionSet& sessions, bool auto_supported) {
-    const Session* s = sessions.find(kOwnHostIdSession);
+    const SessionEvidence* s = sessions.find(kOwnHostIdSession);
     if (!s) return not_run({"CONF-03"}, "needs a launch without the ENABLED option").front();
-    SpanIndex spans(s->receiver().spans());
+    SpanIndex spans(s->spans);
     if (!s->storage())
       return auto_supported ? violated("CONF-03", "auto is supported, but without the option the feature is off")
                             : met("CONF-03", 1, "without the option the feature is off (auto not supported)");
-    auto regs = s->registrations();
+    auto regs = s->registrations;
     auto first = regs.empty() ? until_stop(*s) : regs.front().at_system;
     auto d = holds_before(spans, first);
     if (auto bad = judge_deferred("CONF-03", d, "without the option the agent defers before any registration: the "
@@ -194,27 +194,27 @@ class ConfProbe final : public Probe {
   }
 
   static Finding judge_socket_dir(const SessionSet& sessions) {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s || sessions.attach_mode) return not_applicable("CONF-04", "needs a launch with SOCKET_DIR set");
     auto st = s->storage();
     if (!st) return not_applicable("CONF-04", "no process storage (see PROC)");
     auto dir = std::filesystem::path(st->socket_file_path).parent_path();
-    auto want = std::filesystem::path(s->socket_dir());
+    auto want = std::filesystem::path(s->socket_dir);
     if (dir == want) return met("CONF-04", 1, "the socket is in " + want.string());
     return violated("CONF-04", "the socket is not in the configured directory",
                     {text_evidence("socket-file-path", "in " + want.string(), st->socket_file_path)});
   }
 
   static Finding judge_buffer_size(const SessionSet& sessions) {
-    const Session* s = sessions.find(kSmallQueueSession);
+    const SessionEvidence* s = sessions.find(kSmallQueueSession);
     if (!s) return not_run({"CONF-05"}, "needs a launch with a small BUFFER_SIZE").front();
-    SpanIndex spans(s->receiver().spans());
-    auto regs = s->registrations();
+    SpanIndex spans(s->spans);
+    auto regs = s->registrations;
     if (regs.empty()) return not_applicable("CONF-05", "no registration could be sent");
     // Prompt: exported well within the 4 s delay and before the session
     // stopped the agent (whatever an agent flushes on shutdown arrives
     // promptly too, and says nothing about the queue's size).
-    auto stopped = s->stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+    auto stopped = s->stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
     std::size_t after = 0, prompt = 0;
     for (const auto* t : spans.transactions()) {
       if (!spans.sampled(*t) || SpanIndex::end_time(*t) < regs.front().effective_from() + std::chrono::milliseconds(300)) continue;

@@ -42,17 +42,17 @@ class DeferProbe final : public Probe {
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     std::vector<Finding> out;
-    if (const Session* s = sessions.find(kEnabledSession)) {
+    if (const SessionEvidence* s = sessions.find(kEnabledSession)) {
       judge_enabled(*s, sessions.find(kDisabledSession), out);
     } else {
       for (auto& f : not_run({"DEFER-01", "DEFER-02", "DEFER-03", "DEFER-05"})) out.push_back(f);
     }
-    if (const Session* u = sessions.find(kUnsampledSession)) merge_unsampled(judge_unsampled(*u), out);
-    if (const Session* s = sessions.find(kDisabledSession))
+    if (const SessionEvidence* u = sessions.find(kUnsampledSession)) merge_unsampled(judge_unsampled(*u), out);
+    if (const SessionEvidence* s = sessions.find(kDisabledSession))
       out.push_back(judge_disabled(*s));
     else
       out.push_back(not_run({"DEFER-04"}, "needs a launch with the feature disabled").front());
-    if (const Session* s = sessions.find(kSmallQueueSession)) {
+    if (const SessionEvidence* s = sessions.find(kSmallQueueSession)) {
       out.push_back(judge_full_queue(*s));
       out.push_back(judge_warning(*s));
     } else {
@@ -67,9 +67,9 @@ class DeferProbe final : public Probe {
   // exporter batching every 5 s or a starved receiver looks like no deferral).
   // Counts that a conforming agent could produce through noise alone are
   // measured against the session's baseline and answered with an error.
-  static void judge_enabled(const Session& s, const Session* disabled, std::vector<Finding>& out) {
-    SpanIndex spans(s.receiver().spans());
-    auto regs = s.registrations();
+  static void judge_enabled(const SessionEvidence& s, const SessionEvidence* disabled, std::vector<Finding>& out) {
+    SpanIndex spans(s.spans);
+    auto regs = s.registrations;
     auto first_registration = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
 
     // A hold is a lower bound (a starved process ends few spans to witness
@@ -125,9 +125,9 @@ class DeferProbe final : public Probe {
     }
     // The baseline of never-deferred spans: the disabled session's (nothing is
     // deferred there), else this session's children (DEFER-05 judges those).
-    SpanIndex off_spans(disabled ? disabled->receiver().spans() : std::vector<otlp::ReceivedSpan>{});
+    SpanIndex off_spans(disabled ? disabled->spans : std::vector<otlp::ReceivedSpan>{});
     auto baseline = disabled ? baseline_of(*disabled, off_spans, true) : baseline_of(s, spans, false);
-    baseline.run_queue = s.run_queue_wait();
+    baseline.run_queue = s.run_queue_wait;
 
     if (!judged)
       out.push_back(not_applicable("DEFER-01", "no sampled transaction was exported"));
@@ -256,17 +256,17 @@ class DeferProbe final : public Probe {
   // timing is invisible; their effect on the queue is not: with BUFFER_SIZE=8
   // and a 4 s delay the queue's contents freeze, and must be 8 sampled
   // transactions (held past the stop), however many unsampled ones ended.
-  static Finding judge_unsampled(const Session& s) {
-    const auto* records = s.records();
-    auto regs = s.registrations();
+  static Finding judge_unsampled(const SessionEvidence& s) {
+    const RecordEvidence* records = s.records ? &*s.records : nullptr;
+    auto regs = s.registrations;
     if (!records || regs.empty()) return not_applicable("DEFER-05", "");
     std::size_t unsampled = 0;
-    for (const auto& t : records->transactions()) unsampled += !t.sampled();
+    for (const auto& t : records->transactions) unsampled += !t.sampled();
     if (!unsampled)
       return not_applicable("DEFER-05", "its unsampled half cannot be observed: the agent published no unsampled "
                                         "transaction with OTEL_TRACES_SAMPLER=traceidratio 0.25");
-    SpanIndex spans(s.receiver().spans());
-    auto stopped = s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+    SpanIndex spans(s.spans);
+    auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
     auto taken = regs.front().effective_from();
     std::size_t held = 0, prompt = 0;
     for (const auto* t : spans.transactions()) {
@@ -329,10 +329,10 @@ class DeferProbe final : public Probe {
 
   // DEFER-04: with the feature off, transactions are handed over as soon as
   // they end, like the session's child spans (the baseline).
-  static Finding judge_disabled(const Session& s) {
-    SpanIndex spans(s.receiver().spans());
+  static Finding judge_disabled(const SessionEvidence& s) {
+    SpanIndex spans(s.spans);
     auto baseline = baseline_of(s, spans, false);
-    auto stop = s.stop_requested_at();
+    auto stop = s.stop_requested_at;
     // A hold is measured by the spans that ended after the transaction and
     // were exported before it: with none ending in the second after it (a
     // starved target), "handed over at once" is unwitnessed, not proven.
@@ -378,17 +378,17 @@ class DeferProbe final : public Probe {
 
   // DEFER-06: with BUFFER_SIZE=2 and a 4 s delay, every transaction after the
   // first two must still reach the exporter at once.
-  static Finding judge_full_queue(const Session& s) {
-    const auto* records = s.records();
-    auto regs = s.registrations();
+  static Finding judge_full_queue(const SessionEvidence& s) {
+    const RecordEvidence* records = s.records ? &*s.records : nullptr;
+    auto regs = s.registrations;
     if (!records || regs.empty()) return not_applicable("DEFER-06", "no registration or no readable records in the small-queue session");
-    SpanIndex spans(s.receiver().spans());
-    auto seen = records->transactions();
+    SpanIndex spans(s.spans);
+    auto seen = records->transactions;
     if (seen.empty()) return not_applicable("DEFER-06", "no transaction seen");
     auto latest = seen.front().last_seen;
     for (const auto& t : seen) latest = std::max(latest, t.last_seen);
     auto from = regs.front().at + std::chrono::milliseconds(300);
-    auto stopped = s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+    auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
     std::size_t ended = 0, exported = 0, prompt = 0;
     const SeenTransaction* missing_example = nullptr;
     for (const auto& t : seen) {
@@ -429,12 +429,12 @@ class DeferProbe final : public Probe {
   // on the agent's stdout or stderr within kWarningWithin of the first
   // overflow (the end of the first transaction handed over at once while the
   // small queue was full) that was not already printed before it.
-  static Finding judge_warning(const Session& s) {
-    if (!s.launched()) return not_applicable("DEFER-07", "the agent's output is only visible when tracecorr launches it");
-    auto regs = s.registrations();
+  static Finding judge_warning(const SessionEvidence& s) {
+    if (!s.launched) return not_applicable("DEFER-07", "the agent's output is only visible when tracecorr launches it");
+    auto regs = s.registrations;
     if (regs.empty()) return not_applicable("DEFER-07", "no registration could be sent, so the queue never filled");
-    SpanIndex spans(s.receiver().spans());
-    auto stopped = s.stop_requested_at().value_or(std::chrono::system_clock::time_point::max());
+    SpanIndex spans(s.spans);
+    auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
     // The queue of 2 fills within the first transactions (the default delay
     // applies from the start), so the first overflow can come before the
     // registration: any sampled transaction handed over in well under the
@@ -450,7 +450,7 @@ class DeferProbe final : public Probe {
     if (!overflow)
       return not_applicable("DEFER-07", "no transaction was handed over at once with the small queue full, so no "
                                         "overflow was seen to time a warning against");
-    auto lines = s.target_output_lines();
+    auto lines = s.target_output_lines;
     std::set<std::string> earlier;
     for (const auto& l : lines)
       if (l.at < *overflow) earlier.insert(l.text);

@@ -38,15 +38,15 @@ class ElfProbe final : public Probe {
   std::vector<std::string> sessions() const override { return {kEnabledSession}; }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    if (!s->library()) {
-      std::string why = s->discovery_error() ? s->discovery_error()->message() : "no agent library found";
+    if (!s->library) {
+      std::string why = s->discovery_error ? s->discovery_error->message() : "no agent library found";
       return {violated("ELF-01", "no library with the protocol's name or symbols was found: " + why),
               not_applicable("ELF-02", "no library to examine"), not_applicable("ELF-03", "no library to examine"),
               not_applicable("ELF-04", "no library to examine")};
     }
-    const auto& lib = *s->library();
+    const auto& lib = *s->library;
     std::vector<Finding> out;
     if (lib.name_matches)
       out.push_back(met("ELF-01", 1, lib.path + " matches the name pattern"));

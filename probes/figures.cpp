@@ -19,10 +19,10 @@ constexpr auto kDeferralMargin = 150ms;
 // Converts a session's clocks to "ms since the session opened".
 class SessionClock {
  public:
-  explicit SessionClock(const Session& s)
-      : opened_(s.opened_at()),
+  explicit SessionClock(const SessionEvidence& s)
+      : opened_(s.opened_at),
         opened_system_(std::chrono::system_clock::now() -
-                       std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - s.opened_at())) {}
+                       std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - s.opened_at)) {}
   double ms(Clock::time_point t) const { return std::chrono::duration<double, std::milli>(t - opened_).count(); }
   double ms(std::chrono::system_clock::time_point t) const {
     return std::chrono::duration<double, std::milli>(t - opened_system_).count();
@@ -36,9 +36,9 @@ class SessionClock {
   std::chrono::system_clock::time_point opened_system_;
 };
 
-std::vector<DeferralPoint> deferral_points(const std::string& name, const Session& s) {
+std::vector<DeferralPoint> deferral_points(const std::string& name, const SessionEvidence& s) {
   SessionClock clock(s);
-  SpanIndex spans(s.receiver().spans());
+  SpanIndex spans(s.spans);
   std::vector<DeferralPoint> out;
   for (const auto& sp : spans.spans()) {
     if (out.size() >= kMaxDeferralPoints) break;
@@ -67,9 +67,9 @@ std::string changed_fields(const wire::TlsRecordBytes& before, const wire::TlsRe
   return out;
 }
 
-std::vector<RecordStore> record_stores(const std::string& name, const Session& s) {
+std::vector<RecordStore> record_stores(const std::string& name, const SessionEvidence& s) {
   std::vector<RecordStore> out;
-  for (const auto& report : s.update_order_reports()) {
+  for (const auto& report : s.update_order_reports) {
     if (!report) continue;
     const auto& states = report->states;
     for (std::size_t i = 0; i < states.size() && out.size() < kMaxRecordStores; ++i) {
@@ -90,19 +90,19 @@ std::vector<RecordStore> record_stores(const std::string& name, const Session& s
   return out;
 }
 
-SessionTimeline timeline(const std::string& name, const Session& s) {
+SessionTimeline timeline(const std::string& name, const SessionEvidence& s) {
   SessionClock clock(s);
   SessionTimeline t;
   t.session = name;
   auto add = [&](double at, std::string kind, std::string text) { t.events.push_back({at, std::move(kind), std::move(text)}); };
-  for (const auto& r : s.registrations())
+  for (const auto& r : s.registrations)
     add(clock.ms(r.at), "registration",
         std::string(r.sent() ? "" : "(not sent) ") + "registration minor " + std::to_string(r.message.minor) +
             ", samples-delay-ms " + std::to_string(r.message.samples_delay_ms) + ", host-id \"" + r.message.host_id +
             "\"" + (r.judged ? "" : " (boundary value, not judged)"));
   // Messages come in bursts (the battery sends ~150): one event per burst of
   // the same requirement.
-  auto sent = s.sent_messages();
+  auto sent = s.sent_messages;
   for (std::size_t i = 0; i < sent.size();) {
     std::size_t j = i + 1;
     while (j < sent.size() && sent[j].requirement == sent[i].requirement && sent[j].at - sent[j - 1].at < 20ms) ++j;
@@ -111,14 +111,14 @@ SessionTimeline timeline(const std::string& name, const Session& s) {
     i = j;
   }
   std::map<std::size_t, std::pair<double, std::size_t>> exports;  // request index -> (arrival, spans)
-  for (const auto& sp : s.receiver().spans()) {
+  for (const auto& sp : s.spans) {
     auto& e = exports[sp.request_index];
     e.first = clock.ms(sp.received_at);
     ++e.second;
   }
   for (const auto& [index, e] : exports)
     add(e.first, "export", "OTLP export #" + std::to_string(index) + ": " + std::to_string(e.second) + " spans");
-  for (const auto& report : s.update_order_reports())
+  for (const auto& report : s.update_order_reports)
     if (report) {
       add(clock.ms(report->initial.at), "watch",
           "TLS-04 watch of thread " + std::to_string(report->tid) + " began");
@@ -126,13 +126,13 @@ SessionTimeline timeline(const std::string& name, const Session& s) {
           "TLS-04 watch of thread " + std::to_string(report->tid) + ": " + std::to_string(report->stores_seen) +
               " stores, " + std::to_string(report->violations_seen) + " violations (" + report->ended_because + ")");
     }
-  if (auto samples = s.stack_samples(); samples && !samples->samples.empty()) {
+  if (auto samples = s.stack_samples; samples && !samples->samples.empty()) {
     add(clock.ms_monotonic_ns(samples->samples.front().time_ns), "sampling",
         "stack sampling began (" + std::to_string(samples->samples.size()) + " samples)");
     add(clock.ms_monotonic_ns(samples->samples.back().time_ns), "sampling", "stack sampling ended");
   }
-  if (auto b = s.timing_boundary()) add(clock.ms(*b), "boundary", "timing boundary: deferral not judged after this");
-  if (auto stop = s.stop_requested_at()) add(clock.ms(*stop), "stop", "tracecorr asked the target to stop");
+  if (auto b = s.timing_boundary) add(clock.ms(*b), "boundary", "timing boundary: deferral not judged after this");
+  if (auto stop = s.stop_requested_at) add(clock.ms(*stop), "stop", "tracecorr asked the target to stop");
   std::stable_sort(t.events.begin(), t.events.end(), [](const auto& a, const auto& b) { return a.at_ms < b.at_ms; });
   if (t.events.size() > kMaxTimelineEvents) t.events.resize(kMaxTimelineEvents);
   for (const auto& e : t.events) t.duration_ms = std::max(t.duration_ms, e.at_ms);
@@ -144,13 +144,13 @@ SessionTimeline timeline(const std::string& name, const Session& s) {
 Figures collect_figures(const SessionSet& sessions) {
   Figures f;
   for (const auto& name : all_session_names()) {
-    const Session* s = sessions.find(name);
+    const SessionEvidence* s = sessions.find(name);
     if (!s) continue;
     f.timelines.push_back(timeline(name, *s));
     if (name == kEnabledSession) {
       f.deferral = deferral_points(name, *s);
       f.record_stores = record_stores(name, *s);
-      if (auto samples = s->stack_samples()) f.flames = flame_graphs_of(*samples);
+      if (auto samples = s->stack_samples) f.flames = flame_graphs_of(*samples);
     }
   }
   return f;

@@ -23,7 +23,7 @@ class HostProbe final : public Probe {
     // exporter batching every 5 s may export in none of those windows. The
     // small-queue session has one registration and a long window.
     if (adoption.outcome == Finding::Outcome::NotApplicable)
-      if (const Session* q = sessions.find(kSmallQueueSession)) {
+      if (const SessionEvidence* q = sessions.find(kSmallQueueSession)) {
         auto second = judge_adoption(q);
         if (second.outcome != Finding::Outcome::NotApplicable) adoption = second;
       }
@@ -31,13 +31,13 @@ class HostProbe final : public Probe {
   }
 
  private:
-  static Finding judge_adoption(const Session* s) {
+  static Finding judge_adoption(const SessionEvidence* s) {
     if (!s) return not_run({"HOST-01"}).front();
-    SpanIndex spans(s->receiver().spans());
+    SpanIndex spans(s->spans);
     auto windows = registration_windows(*s, kMargin);
     if (windows.empty()) return not_applicable("HOST-01", "no registration could be sent");
     for (const auto& sp : spans.spans())
-      if (sp.received_at_system < s->registrations().front().at_system && !host_id_of(sp).empty())
+      if (sp.received_at_system < s->registrations.front().at_system && !host_id_of(sp).empty())
         return not_applicable("HOST-01", "the agent sends host.id \"" + host_id_of(sp) +
                                              "\" of its own before any registration (HOST-02 applies)");
     std::size_t judged = 0;
@@ -69,11 +69,11 @@ class HostProbe final : public Probe {
     return met("HOST-01", judged, std::to_string(judged) + " registrations' host-ids adopted");
   }
 
-  static Finding judge_own(const Session* s) {
+  static Finding judge_own(const SessionEvidence* s) {
     if (!s) return not_run({"HOST-02"}, "needs a launch with host.id in OTEL_RESOURCE_ATTRIBUTES").front();
-    auto regs = s->registrations();
+    auto regs = s->registrations;
     if (regs.empty()) return not_applicable("HOST-02", "the agent opened no socket without the ENABLED option, so no registration could be sent");
-    SpanIndex spans(s->receiver().spans());
+    SpanIndex spans(s->spans);
     std::size_t after = 0;
     for (const auto& sp : spans.spans()) {
       if (sp.received_at_system < regs.front().effective_from() + kMargin) continue;
@@ -84,7 +84,7 @@ class HostProbe final : public Probe {
                                        "host.id \"" + host_id_of(sp) + "\"")});
     }
     if (!after) return not_applicable("HOST-02", "no span ended after the registration");
-    std::string output = s->target_output();
+    std::string output = s->target_output;
     std::transform(output.begin(), output.end(), output.begin(), [](unsigned char c) { return std::tolower(c); });
     if (output.find("host.id") == std::string::npos && output.find("host id") == std::string::npos)
       return violated("HOST-02", "the agent kept its host.id but printed no warning about the mismatch",

@@ -85,10 +85,10 @@ std::string TimingBaseline::describe() const {
   return out;
 }
 
-TimingBaseline baseline_of(const Session& s, const SpanIndex& spans, bool all) {
+TimingBaseline baseline_of(const SessionEvidence& s, const SpanIndex& spans, bool all) {
   TimingBaseline b;
-  b.run_queue = s.run_queue_wait();
-  auto stop = s.stop_requested_at();
+  b.run_queue = s.run_queue_wait;
+  auto stop = s.stop_requested_at;
   for (const auto& sp : spans.spans()) {
     if (!all && spans.is_transaction(sp)) continue;
     if (stop && sp.received_at_system >= *stop) continue;  // the shutdown's flush
@@ -415,10 +415,10 @@ std::string host_id_of(const otlp::ReceivedSpan& s) {
   return v && v->as_string() ? *v->as_string() : std::string();
 }
 
-std::vector<RegistrationWindow> registration_windows(const Session& s, std::chrono::milliseconds margin) {
-  auto regs = s.registrations();
-  auto boundary = s.timing_boundary().value_or(std::chrono::system_clock::time_point::max());
-  if (auto stop = s.stop_requested_at()) boundary = std::min(boundary, *stop);
+std::vector<RegistrationWindow> registration_windows(const SessionEvidence& s, std::chrono::milliseconds margin) {
+  auto regs = s.registrations;
+  auto boundary = s.timing_boundary.value_or(std::chrono::system_clock::time_point::max());
+  if (auto stop = s.stop_requested_at) boundary = std::min(boundary, *stop);
   std::vector<RegistrationWindow> out;
   std::uint32_t previous = static_cast<std::uint32_t>(spec::kDefaultDelayMs);
   for (std::size_t i = 0; i < regs.size(); ++i) {

@@ -90,7 +90,7 @@ struct TimingBaseline {
   std::string describe() const;  // "never-deferred spans held p50 2 ms, p95 9 ms, max 40 ms (n=212); <run queue>"
 };
 // Never-deferred spans of a session: its child spans, and with `all` every span.
-TimingBaseline baseline_of(const Session& s, const SpanIndex& spans, bool all);
+TimingBaseline baseline_of(const SessionEvidence& s, const SpanIndex& spans, bool all);
 
 // The ids carried by the correlation attribute of a span, decoded to bytes.
 // nullopt when the attribute is missing; `problems` lists what is malformed.
@@ -174,7 +174,7 @@ struct RegistrationWindow {
 };
 // Windows of the judged registrations: from `margin` after each until the
 // next registration of any kind (or the session's timing boundary).
-std::vector<RegistrationWindow> registration_windows(const Session& s, std::chrono::milliseconds margin);
+std::vector<RegistrationWindow> registration_windows(const SessionEvidence& s, std::chrono::milliseconds margin);
 
 struct RegistrationEffect {
   std::size_t spans = 0;              // spans that arrived in the window

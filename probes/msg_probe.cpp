@@ -44,8 +44,8 @@ bool adopts_host_ids(const std::vector<RegistrationWindow>& windows, const SpanI
                      [&](const RegistrationWindow& w) { return effect_of(w, spans).host_id_adopted(); });
 }
 
-Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& spans, const std::string& what) {
-  auto sent = s.sent_messages();
+Finding judge_counts(const std::string& id, const SessionEvidence& s, const SpanIndex& spans, const std::string& what) {
+  auto sent = s.sent_messages;
   // Each tested message must have reached the agent and been read: one that
   // was lost to a full queue, or never read, tests nothing, and an agent that
   // mishandles exactly that message would pass.
@@ -66,16 +66,16 @@ Finding judge_counts(const std::string& id, const Session& s, const SpanIndex& s
   if (undelivered)
     return kit_error(id, "inconclusive: " + std::to_string(undelivered) + " of " + std::to_string(tested) + " " + what +
                              " never reached the agent or were never read (its queue stayed full; " +
-                             std::to_string(s.messages_lost()) + " messages lost in the session)");
+                             std::to_string(s.messages_lost) + " messages lost in the session)");
   if (!check.checked)
     return not_applicable(id, check.unexported ? "the transactions the messages named were never exported"
                                                : "no messages could be sent (no socket or no live transaction)");
   return met(id, check.checked, std::to_string(check.checked) + " " + what + " counted exactly as required");
 }
 
-bool died_during(const Session& s, std::string* how) {
-  auto exit = s.target_exit();
-  if (!exit || !s.launched()) return false;
+bool died_during(const SessionEvidence& s, std::string* how) {
+  auto exit = s.target_exit;
+  if (!exit || !s.launched) return false;
   if (exit->rfind("stopped by tracecorr", 0) == 0) return false;
   *how = *exit;
   return true;
@@ -90,11 +90,11 @@ class MsgProbe final : public Probe {
   std::vector<std::string> sessions() const override { return {kEnabledSession, kSmallQueueSession}; }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    if (!s->can_send() && s->sent_messages().empty())
+    if (!s->could_send && s->sent_messages.empty())
       return not_run(requirements(), "tracecorr could not connect to the agent's socket (see SOCK-02)");
-    SpanIndex spans(s->receiver().spans());
+    SpanIndex spans(s->spans);
     auto windows = registration_windows(*s, kMargin);
     std::vector<Finding> out;
     out.push_back(judge_minor_versions(sessions, spans, windows));
@@ -131,8 +131,8 @@ class MsgProbe final : public Probe {
     }
     // Minor 2 with trailing bytes: the small-queue session's first registration
     // (judged by host.id only: a full queue blurs the delay).
-    if (const Session* q = sessions.find(kSmallQueueSession)) {
-      SpanIndex qspans(q->receiver().spans());
+    if (const SessionEvidence* q = sessions.find(kSmallQueueSession)) {
+      SpanIndex qspans(q->spans);
       auto qwindows = registration_windows(*q, kMargin);
       if (!qwindows.empty()) {
         minor2_sent = true;
@@ -183,10 +183,10 @@ class MsgProbe final : public Probe {
     return met("MSG-03", judged, std::to_string(judged) + " later registration(s) each took effect");
   }
 
-  static Finding judge_truncation(const Session& s, const SpanIndex& spans) {
+  static Finding judge_truncation(const SessionEvidence& s, const SpanIndex& spans) {
     auto f = judge_counts("MSG-04", s, spans, "truncated messages (and their controls)");
     if (f.outcome == Finding::Outcome::Violated) return f;
-    auto unknown = unknown_ids(s.sent_messages(), spans);
+    auto unknown = unknown_ids(s.sent_messages, spans);
     if (!unknown.empty()) {
       std::vector<Evidence> ev;
       for (std::size_t i = 0; i < unknown.size() && i < kMaxExamples; ++i)
@@ -204,11 +204,11 @@ class MsgProbe final : public Probe {
     return f;
   }
 
-  static Finding judge_boundaries(const Session& s, const SpanIndex& spans) {
+  static Finding judge_boundaries(const SessionEvidence& s, const SpanIndex& spans) {
     std::string how;
     if (died_during(s, &how)) {
       const SentMessage* last = nullptr;
-      auto sent = s.sent_messages();
+      auto sent = s.sent_messages;
       if (!sent.empty()) last = &sent.back();
       std::vector<Evidence> ev;
       if (last) ev.push_back(message_evidence(*last, "the agent survives", "last message sent before it died"));
@@ -225,7 +225,7 @@ class MsgProbe final : public Probe {
     bool adopts = adopts_host_ids(ordinary, spans);
     std::size_t long_judged = 0, long_sent = 0;
     std::string long_note;
-    for (const auto& r : s.registrations()) long_sent += r.sent() && scenario::is_long_registration(r.message);
+    for (const auto& r : s.registrations) long_sent += r.sent() && scenario::is_long_registration(r.message);
     for (const auto& w : windows) {
       if (!scenario::is_long_registration(w.registration.message)) continue;
       RegistrationEffect e;

@@ -12,23 +12,26 @@
 #include <vector>
 
 #include "tracecorr/conform/result.hpp"
-#include "tracecorr/conform/session.hpp"
+#include "tracecorr/conform/session_evidence.hpp"
 
 namespace tracecorr::conform {
 
-// The sessions of one run, by name (scenarios.hpp names them). In attach mode
-// only the attached session exists.
+// What the sessions of one run observed, by name (scenarios.hpp names them).
+// In attach mode only the attached session exists.
 class SessionSet {
  public:
-  void add(std::string name, std::unique_ptr<Session> session) { sessions_[std::move(name)] = std::move(session); }
-  Session* find(const std::string& name) const {
+  void add(SessionEvidence evidence) {
+    auto name = evidence.name;
+    sessions_.insert_or_assign(std::move(name), std::move(evidence));
+  }
+  const SessionEvidence* find(const std::string& name) const {
     auto it = sessions_.find(name);
-    return it == sessions_.end() ? nullptr : it->second.get();
+    return it == sessions_.end() ? nullptr : &it->second;
   }
   bool attach_mode = false;
 
  private:
-  std::map<std::string, std::unique_ptr<Session>> sessions_;
+  std::map<std::string, SessionEvidence> sessions_;
 };
 
 // What a probe concluded about one requirement. The runner turns it into a

@@ -27,11 +27,11 @@ class ProcProbe final : public Probe {
   std::vector<std::string> sessions() const override { return {kEnabledSession}; }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    if (!s->library() || !s->library()->storage_pointer_addr)
+    if (!s->library || !s->library->storage_pointer_addr)
       return not_run(requirements(), "no library exporting the process storage symbol (see ELF)");
-    auto sightings = s->storage_sightings();
+    auto sightings = s->storage_sightings;
     std::vector<const StorageSighting*> published;
     for (const auto& x : sightings)
       if (x.pointer != 0) published.push_back(&x);

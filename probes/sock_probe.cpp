@@ -19,14 +19,14 @@ class SockProbe final : public Probe {
   std::vector<std::string> sessions() const override { return {kEnabledSession}; }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
     auto storage = s->storage();
     if (!storage) return not_run(requirements(), "no process storage, so no socket path (see PROC)");
     const auto& path = storage->socket_file_path;
-    const auto& facts = s->socket_facts();
+    const auto& facts = s->socket_facts;
     if (!facts) {
-      std::string why = s->socket_error() ? s->socket_error()->message() : "could not be examined";
+      std::string why = s->socket_error ? s->socket_error->message() : "could not be examined";
       return {not_applicable("SOCK-01", "no socket at " + path),
               violated("SOCK-02", "socket-file-path \"" + path + "\" does not lead to a socket: " + why,
                        {text_evidence("socket-file-path", "a bound datagram socket", why)}),
@@ -47,7 +47,7 @@ class SockProbe final : public Probe {
                                             std::to_string(facts->socket_type) +
                                                 (facts->socket_type == 1 ? " (SOCK_STREAM)" : ""))}));
     }
-    bool reachable = facts->is_socket && facts->bound_by_target && s->can_send();
+    bool reachable = facts->is_socket && facts->bound_by_target && s->could_send;
     if (reachable)
       out.push_back(met("SOCK-02", 1, path + " resolves inside the target's root to a socket it holds, and accepts a connection"));
     else
@@ -56,7 +56,7 @@ class SockProbe final : public Probe {
           {text_evidence("socket-file-path", "a socket bound by the target, reachable through /proc/PID/root",
                          std::string(facts->is_socket ? "a socket" : "not a socket") +
                              (facts->bound_by_target ? ", held by the target" : ", not held by the target") +
-                             (s->socket_error() ? "; connect: " + s->socket_error()->message() : ""))}));
+                             (s->socket_error ? "; connect: " + s->socket_error->message() : ""))}));
     if (!facts->bound_by_target)
       out.push_back(not_applicable("SOCK-03", "the target holds no descriptor for the socket"));
     else if (facts->target_nonblocking)

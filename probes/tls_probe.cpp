@@ -22,9 +22,9 @@ constexpr std::size_t kTls05MinimumPairs = 20;
 // "publish" and "take the end timestamp").
 constexpr auto kContextTolerance = std::chrono::milliseconds(5);
 
-Finding judge_descriptor(const Session& s) {
-  const auto& d = s.tls_descriptor();
-  if (!d) return not_applicable("TLS-07", s.tls_error() ? s.tls_error()->message() : "no TLS descriptor (see ELF-04)");
+Finding judge_descriptor(const SessionEvidence& s) {
+  const auto& d = s.tls_descriptor;
+  if (!d) return not_applicable("TLS-07", s.tls_error ? s.tls_error->message() : "no TLS descriptor (see ELF-04)");
   switch (d->model) {
     case TlsModel::StaticOffset:
       return met("TLS-07", 1, "static TLS: thread pointer offset " + std::to_string(d->tp_offset));
@@ -57,22 +57,22 @@ class TlsProbe final : public Probe {
   }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
-    const Session* s = sessions.find(kEnabledSession);
+    const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
     std::vector<Finding> out;
-    const auto* records = s->records();
+    const RecordEvidence* records = s->records ? &*s->records : nullptr;
     auto tls06 = not_applicable("TLS-06", "a MAY: the agent may wait for a registration before populating records");
     if (!records) {
       std::string why = "records could not be read: " +
-                        (s->tls_error() ? s->tls_error()->message()
-                                        : s->tls_descriptor() ? s->tls_descriptor()->explanation
+                        (s->tls_error ? s->tls_error->message()
+                                        : s->tls_descriptor ? s->tls_descriptor->explanation
                                                               : std::string("no TLS descriptor"));
       auto rest = not_run({"TLS-01", "TLS-02", "TLS-03", "TLS-04", "TLS-05"}, why);
       rest.push_back(tls06);
       rest.push_back(judge_descriptor(*s));
       return rest;
     }
-    auto observations = records->observations();
+    auto observations = records->observations;
     out.push_back(judge_initialised(*s, observations));
     out.push_back(judge_minor(observations));
     out.push_back(judge_sharing(*records));
@@ -90,10 +90,10 @@ class TlsProbe final : public Probe {
   // published before it could arm them, attach mode, qemu-user): per thread,
   // a record seen with minor 0 before it is ever seen with a real minor was
   // visible before it was initialised.
-  static Finding judge_initialised(const Session& s, const std::vector<RecordObservation>& obs) {
+  static Finding judge_initialised(const SessionEvidence& s, const std::vector<RecordObservation>& obs) {
     std::size_t complete_at_store = 0;
     std::set<pid_t> watched_threads;
-    if (const auto& watch = s.slot_watch()) {
+    if (const auto& watch = s.slot_watch) {
       for (const auto& p : watch->publications) {
         std::string who = "thread " + std::to_string(p.tid);
         if (!p.bytes)
@@ -123,10 +123,10 @@ class TlsProbe final : public Probe {
                            record_evidence("the same record later", o.bytes, "", "initialised")});
       }
     }
-    std::string watch_said = s.slot_watch() ? "slot watch: " + s.slot_watch()->describe()
-                                            : "no slot watch: " + (s.slot_watch_unavailable().empty()
+    std::string watch_said = s.slot_watch ? "slot watch: " + s.slot_watch->describe()
+                                            : "no slot watch: " + (s.slot_watch_unavailable.empty()
                                                                        ? std::string("not requested")
-                                                                       : s.slot_watch_unavailable());
+                                                                       : s.slot_watch_unavailable);
     if (initialised.empty() && watched_threads.empty())
       return not_applicable("TLS-01", "no initialised record was ever seen (" + watch_said + ")");
     std::set<pid_t> threads = initialised;
@@ -150,9 +150,9 @@ class TlsProbe final : public Probe {
     return met("TLS-02", valid, std::to_string(valid) + " valid record states, all with minor >= 1");
   }
 
-  static Finding judge_sharing(const RecordWatcher& records) {
+  static Finding judge_sharing(const RecordEvidence& records) {
     std::map<std::uint64_t, pid_t> owner;
-    for (const auto& [tid, pointer] : records.record_pointers()) {
+    for (const auto& [tid, pointer] : records.record_pointers) {
       if (!pointer) continue;
       auto [it, inserted] = owner.try_emplace(pointer, tid);
       if (!inserted) {
@@ -166,10 +166,10 @@ class TlsProbe final : public Probe {
     return met("TLS-03", owner.size(), std::to_string(owner.size()) + " threads, " + std::to_string(owner.size()) + " distinct records");
   }
 
-  static Finding judge_update_order(const Session& s) {
+  static Finding judge_update_order(const SessionEvidence& s) {
     std::size_t updates = 0;
     std::string errors;
-    for (const auto& report : s.update_order_reports()) {
+    for (const auto& report : s.update_order_reports) {
       if (!report) {
         errors += (errors.empty() ? "" : "; ") + report.error().message();
         continue;
@@ -192,8 +192,8 @@ class TlsProbe final : public Probe {
   }
 
   // TLS-05: every id read from a record belongs to what the agent exported.
-  static Finding judge_ids(const Session& s, const std::vector<RecordObservation>& obs) {
-    SpanIndex spans(s.receiver().spans());
+  static Finding judge_ids(const SessionEvidence& s, const std::vector<RecordObservation>& obs) {
+    SpanIndex spans(s.spans);
     if (spans.spans().empty()) return not_applicable("TLS-05", "no spans were received, so ids cannot be matched");
     auto last_arrival = spans.spans().front().received_at;
     // Judged: states seen long enough before the last export for their spans

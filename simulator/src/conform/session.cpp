@@ -579,21 +579,6 @@ std::vector<SentRegistration> Session::registrations() const {
   return out;
 }
 
-std::optional<std::uint32_t> Session::delay_in_force(std::chrono::system_clock::time_point t, Millis margin) const {
-  const auto regs = registrations();  // with their take-up times
-  std::lock_guard lock(mutex_);
-  std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
-  for (const auto& r : regs)
-    if (r.sent() && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
-  if (!delay) return std::nullopt;
-  auto from = t - margin, to = t + Millis(*delay) + margin;
-  for (const auto& r : regs)
-    if (r.sent() && r.effective_from() > from && r.at_system < to) return std::nullopt;  // sent..taken up overlaps
-  if (timing_boundary_ && *timing_boundary_ < to) return std::nullopt;
-  if (stop_requested_at_ && *stop_requested_at_ < to) return std::nullopt;  // released by the shutdown
-  return delay;
-}
-
 void Session::mark_timing_boundary() {
   std::lock_guard lock(mutex_);
   timing_boundary_ = std::chrono::system_clock::now();
@@ -663,6 +648,39 @@ void Session::set_stack_samples(StackSamples samples) {
 std::optional<StackSamples> Session::stack_samples() const {
   std::lock_guard lock(mutex_);
   return stack_samples_;
+}
+
+SessionEvidence Session::evidence() const {
+  SessionEvidence e;
+  e.name = settings_.name;
+  e.launched = target_->launched();
+  e.opened_at = opened_at_;
+  e.socket_dir = socket_dir_;
+  e.library = library_;
+  e.discovery_error = discovery_error_;
+  e.storage_sightings = storage_sightings();
+  e.tls_descriptor = tls_descriptor_;
+  e.tls_error = tls_error_;
+  e.slot_watch = slot_watch_report_;
+  e.slot_watch_unavailable = slot_watch_unavailable_;
+  if (watcher_)
+    e.records = RecordEvidence{watcher_->observations(), watcher_->transactions(), watcher_->record_pointers(), watcher_->stats()};
+  e.update_order_reports = update_order_reports();
+  e.socket_facts = socket_facts_;
+  e.socket_error = socket_error_;
+  e.could_send = can_send();
+  e.sent_messages = sent_messages();
+  e.registrations = registrations();
+  e.messages_lost = messages_lost_;
+  e.timing_boundary = timing_boundary();
+  e.stop_requested_at = stop_requested_at();
+  e.run_queue_wait = run_queue_wait();
+  e.target_output = target_output();
+  e.target_output_lines = target_output_lines();
+  e.target_exit = target_exit();
+  e.spans = receiver_->spans();
+  e.stack_samples = stack_samples();
+  return e;
 }
 
 }  // namespace tracecorr::conform

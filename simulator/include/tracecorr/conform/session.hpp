@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracecorr/conform/session_evidence.hpp"
 #include "tracecorr/conform/slot_watch.hpp"
 #include "tracecorr/conform/take_up_clock.hpp"
 #include "tracecorr/conform/record_watcher.hpp"
@@ -33,9 +34,6 @@
 #include "tracecorr/wire.hpp"
 
 namespace tracecorr::conform {
-
-using Clock = std::chrono::steady_clock;
-using Millis = std::chrono::milliseconds;
 
 // How the target is started for one session (launch mode), or what an
 // attached target is assumed to be running with.
@@ -60,39 +58,6 @@ struct TargetSpec {
   std::chrono::milliseconds discovery_timeout{10000};
 };
 
-// The process storage pointer, each time it (or what it points to) changed.
-struct StorageSighting {
-  Clock::time_point at;
-  std::uint64_t pointer = 0;
-  std::vector<std::uint8_t> raw;                 // the encoded bytes read (bounded), for evidence
-  std::optional<wire::ProcessStorage> decoded;
-  std::optional<Error> error;                    // decoding failed
-  // The socket the storage names, examined at the moment of the sighting (PROC-04).
-  std::optional<SocketFacts> socket;
-  std::optional<Error> socket_error;
-};
-
-// A datagram sent to the agent, with what the scenario expects of it.
-struct SentMessage {
-  Clock::time_point at;
-  std::chrono::system_clock::time_point at_system;
-  std::string requirement;     // why it was sent ("MSG-04", "ATTR-04", ...)
-  std::string label;           // "correlation truncated to 45 of 46 bytes"
-  std::vector<std::uint8_t> bytes;
-  SendOutcome outcome = SendOutcome::Refused;
-  int send_errno = 0;
-  unsigned would_block_retries = 0;
-  // For correlations: the transaction and stack id carried (when decodable),
-  // and how many times the id must appear in that transaction's attribute.
-  // nullopt: the scenario accepts either (e.g. an oversized datagram).
-  std::optional<std::pair<TraceId, SpanId>> transaction;
-  std::optional<StackTraceId> stack_trace_id;
-  std::optional<unsigned> expected_count;
-  std::uint64_t sequence = 0;  // TakeUpClock's number for it; 0: not sent
-  // Filled by Session::sent_messages(): when the agent had read it at the latest.
-  std::optional<std::chrono::system_clock::time_point> taken_up_by;
-};
-
 // How many datagrams the agent's socket absorbs (informational, for agent
 // teams): a burst until the first EAGAIN, then a rate while tracecorr sends
 // each time the socket accepts (POLLOUT). The datagrams are correlations for
@@ -105,60 +70,12 @@ struct SocketCapacity {
   double per_second() const { return window_s > 0 ? static_cast<double>(sent) / window_s : 0; }
 };
 
-// A registration sent, and what it should change (DEFER-02, HOST-01, MSG-02/03).
-struct SentRegistration {
-  Clock::time_point at;
-  std::chrono::system_clock::time_point at_system;
-  wire::Registration message;
-  bool judged = true;   // false for boundary values whose effect is not specified
-  std::uint64_t sequence = 0;  // TakeUpClock's number for it; 0: not sent
-  bool sent() const { return sequence != 0; }
-  // When the agent had read it at the latest (TakeUpClock): its socket's
-  // queue held none of tracecorr's bytes any more. nullopt: never seen read
-  // while the session ran (a stuck reader), or not sent.
-  std::optional<std::chrono::system_clock::time_point> taken_up_at;
-  // From when the registration has surely taken effect: taken up, or never
-  // (a far future that stays safe to add margins to) when it was not seen read.
-  std::chrono::system_clock::time_point effective_from() const { return taken_up_at.value_or(kNeverRead); }
-  static constexpr std::chrono::system_clock::time_point kNeverRead =
-      std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365);
-};
 // How long register_profiler() waits to see a judged registration taken up
 // (and, before sending it, for the agent to read what is queued ahead of it).
 inline constexpr std::chrono::milliseconds kTakeUpPatience{1000};
 
-// How long the target's threads waited in the run queue for a CPU during
-// the session (/proc/PID/task/TID/schedstat, second field), from the end of
-// opening to the stop request: the environment's share of any lateness the
-// timing judges see, named in their error figures.
-struct RunQueueWait {
-  std::size_t threads = 0;
-  double total_ms = 0;       // summed over the threads
-  double max_thread_ms = 0;  // the thread that waited longest
-  double wall_ms = 0;        // the interval measured
-  std::string describe() const;  // "3 threads waited 12 ms in total (at most 9 ms) over 5200 ms"
-  // The average thread spent at least half the session runnable but not
-  // running: the machine, not the agent, decides when anything happens. (The
-  // reference alone on two cores averages a few percent.)
-  bool starved() const { return threads > 0 && wall_ms > 0 && total_ms >= 0.5 * wall_ms * static_cast<double>(threads); }
-};
 // Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
 std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid);
-
-// Stacks of the target sampled during a scenario (the HTML report's flame
-// graphs), symbolised while the target was alive.
-struct StackSample {
-  pid_t tid = 0;
-  std::uint64_t time_ns = 0;  // CLOCK_MONOTONIC (steady_clock)
-  // The transaction current in the thread's record when it was sampled
-  // (valid and trace present); nullopt otherwise.
-  std::optional<std::pair<TraceId, SpanId>> transaction;
-  std::vector<std::string> frames;  // innermost first
-};
-struct StackSamples {
-  std::string source;  // "tracecorr's ptrace sampler, 99 Hz, ..."
-  std::vector<StackSample> samples;
-};
 
 class Session {
  public:
@@ -231,12 +148,6 @@ class Session {
   void add_update_order_report(Expected<UpdateOrderReport> report);
   std::vector<Expected<UpdateOrderReport>> update_order_reports() const;
 
-  // The deferral delay that governs a transaction ended at `t`: the delay of
-  // the last registration before it (1 s before any). nullopt when a
-  // registration (or the timing boundary) falls between t - margin and
-  // t + delay + margin: then the agent may have released the transaction by
-  // another delay, or not processed the registration yet.
-  std::optional<std::uint32_t> delay_in_force(std::chrono::system_clock::time_point t, Millis margin) const;
   // From now on, export timing is disturbed on purpose (a huge attribute):
   // deferral is not judged past this point.
   void mark_timing_boundary();
@@ -254,6 +165,8 @@ class Session {
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
+  // Everything observed, as plain data for the judges (after close()).
+  SessionEvidence evidence() const;
   std::string target_output() const { return closed_output_.empty() ? target_->output() : closed_output_; }
   std::vector<OutputLine> target_output_lines() const { return target_->output_lines(); }
   std::optional<std::string> target_exit() const { return exit_description_; }

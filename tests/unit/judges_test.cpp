@@ -1,0 +1,673 @@
+// The judges over plain evidence: each case builds a SessionEvidence by hand,
+// runs the probe that covers the requirement and checks the outcome and the
+// words of its reason. Nothing is launched: these run in milliseconds, where
+// the kill matrix needs minutes.
+#include <elf.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "probe.hpp"
+#include "scenarios.hpp"
+#include "tracecorr/spec_registry.hpp"
+#include "tracecorr/wire.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using Outcome = Finding::Outcome;
+using namespace std::chrono_literals;
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::Met: return "met";
+    case Outcome::Violated: return "violated";
+    case Outcome::NotApplicable: return "not applicable";
+    case Outcome::KitError: return "kit error";
+  }
+  return "?";
+}
+
+// ---- evidence builders: a conforming session, which each case then breaks --
+
+elf::Symbol symbol(unsigned type) {
+  elf::Symbol s;
+  s.type = type;
+  s.binding = STB_GLOBAL;
+  s.visibility = STV_DEFAULT;
+  s.size = spec::kPointerSize;
+  s.section = 12;  // defined
+  return s;
+}
+
+AgentLibrary conforming_library() {
+  AgentLibrary lib;
+  lib.pid = 4242;
+  lib.path = "/opt/agent/elastic-jvmti-linux-x64.so";
+  lib.name_matches = true;
+  lib.storage_pointer_addr = 0x7f0000001000;
+  lib.tls_descriptor_addr = 0x7f0000002000;
+  lib.elf.process_storage = symbol(STT_OBJECT);
+  lib.elf.tls = symbol(STT_TLS);
+  lib.elf.tls_access.dialect = elf::TlsDialect::Descriptor;
+  lib.elf.tls_access.relocations = {"R_X86_64_TLSDESC"};
+  return lib;
+}
+
+StorageSighting sighting(std::uint64_t pointer, wire::ProcessStorage storage, bool socket_exists = true) {
+  StorageSighting s;
+  s.pointer = pointer;
+  if (pointer) {
+    s.raw = wire::encode_process_storage(storage);
+    s.decoded = storage;
+    SocketFacts facts;
+    facts.is_socket = socket_exists;
+    s.socket = facts;
+  }
+  return s;
+}
+
+wire::ProcessStorage storage_fields() {
+  wire::ProcessStorage p;
+  p.minor = spec::kProcessStorageMinor;
+  p.service_name = "checkout";
+  p.service_environment = "test";
+  p.socket_file_path = "/tmp/agent/socket";
+  return p;
+}
+
+SocketFacts private_datagram_socket() {
+  SocketFacts f;
+  f.is_socket = true;
+  f.bound_by_target = true;
+  f.datagram = true;
+  f.socket_type = 2;
+  f.target_nonblocking = true;
+  f.owner = f.target_uid = 1000;
+  f.mode = 0600;
+  f.target_fd = 7;
+  return f;
+}
+
+SessionEvidence conforming_session(std::string name = kEnabledSession) {
+  SessionEvidence s;
+  s.name = std::move(name);
+  s.library = conforming_library();
+  s.storage_sightings = {sighting(0, {}), sighting(0x55000000, storage_fields())};
+  s.socket_facts = private_datagram_socket();
+  s.could_send = true;
+  s.records = RecordEvidence{};
+  return s;
+}
+
+RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid) {
+  RecordObservation o;
+  o.tid = tid;
+  o.record.minor = minor;
+  o.record.valid = valid;
+  o.bytes = wire::encode_tls_record(o.record);
+  o.record_pointer = 0x60000000u + static_cast<std::uint64_t>(tid) * 0x100;
+  return o;
+}
+
+SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
+  SlotPublication p;
+  p.tid = tid;
+  p.record_pointer = 0x61000000u + static_cast<std::uint64_t>(tid) * 0x100;
+  if (minor) {
+    wire::TlsRecord r;
+    r.minor = *minor;
+    p.bytes = wire::encode_tls_record(r);
+  } else {
+    p.read_error = make_error(ErrorKind::kUnmapped, "nothing is mapped there");
+  }
+  return p;
+}
+
+otlp::ReceivedSpan span_with_host_id(const std::string& host_id, std::chrono::system_clock::time_point received) {
+  otlp::ReceivedSpan sp;
+  sp.flags = 1;
+  sp.received_at_system = received;
+  sp.received_at = std::chrono::steady_clock::now();
+  if (!host_id.empty()) sp.set_resource_attributes({{"host.id", otlp::AttributeValue(host_id)}});
+  return sp;
+}
+
+SentRegistration taken_up_registration(std::chrono::system_clock::time_point at, std::string host_id) {
+  SentRegistration r;
+  r.at = std::chrono::steady_clock::now();
+  r.at_system = at;
+  r.message.samples_delay_ms = spec::kDefaultDelayMs;
+  r.message.host_id = std::move(host_id);
+  r.sequence = 1;
+  r.taken_up_at = at + 5ms;
+  return r;
+}
+
+// ---- the table ----------------------------------------------------------
+
+struct JudgeCase {
+  std::string name;         // the test's own name
+  std::string requirement;  // the verdict checked
+  std::function<void(SessionSet&)> build;
+  Outcome expected;
+  std::string reason_has;   // a phrase the reason must contain ("" : any)
+};
+
+void PrintTo(const JudgeCase& c, std::ostream* os) { *os << c.requirement << " " << c.name; }
+
+Finding judge_one(const JudgeCase& c) {
+  SessionSet set;
+  c.build(set);
+  const Probe* probe = probe_for(c.requirement);
+  if (!probe) {
+    ADD_FAILURE() << "no probe covers " << c.requirement;
+    return {};
+  }
+  for (auto& f : probe->judge(set))
+    if (f.requirement == c.requirement) return f;
+  ADD_FAILURE() << probe->name() << " gave no finding for " << c.requirement;
+  return {};
+}
+
+void check(const JudgeCase& c) {
+  Finding f = judge_one(c);
+  EXPECT_EQ(outcome_name(f.outcome), std::string(outcome_name(c.expected))) << c.requirement << ": " << f.reason;
+  if (!c.reason_has.empty()) EXPECT_NE(f.reason.find(c.reason_has), std::string::npos) << c.requirement << ": " << f.reason;
+  // No pass without evidence: a Met always states what it rests on.
+  if (f.outcome == Outcome::Met) EXPECT_GT(f.evidence_count, 0u) << c.requirement << ": " << f.reason;
+}
+
+std::string case_name(const testing::TestParamInfo<JudgeCase>& info) { return info.param.name; }
+
+// Shorthands: add a session built from the conforming one by `change`.
+std::function<void(SessionSet&)> enabled(std::function<void(SessionEvidence&)> change = {}, bool attach = false) {
+  return [change, attach](SessionSet& set) {
+    auto s = conforming_session();
+    if (change) change(s);
+    set.attach_mode = attach;
+    set.add(std::move(s));
+  };
+}
+
+// ---- ELF ----------------------------------------------------------------
+
+class ElfJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(ElfJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ElfJudge,
+    testing::Values(
+        JudgeCase{"NameMatches", "ELF-01", enabled(), Outcome::Met, "matches the name pattern"},
+        JudgeCase{"MisnamedLibrary", "ELF-01", enabled([](auto& s) { s.library->name_matches = false; }),
+                  Outcome::Violated, "does not match"},
+        JudgeCase{"NoLibraryAtAll", "ELF-01",
+                  enabled([](auto& s) {
+                    s.library.reset();
+                    s.discovery_error = make_error("no library appeared within 10000 ms");
+                  }),
+                  Outcome::Violated, "no library appeared"},
+        JudgeCase{"NoLibraryNothingToExamine", "ELF-02", enabled([](auto& s) { s.library.reset(); }),
+                  Outcome::NotApplicable, "no library"},
+        JudgeCase{"StorageSymbolExported", "ELF-02", enabled(), Outcome::Met, "size 8"},
+        JudgeCase{"StorageSymbolWrongSize", "ELF-02", enabled([](auto& s) { s.library->elf.process_storage->size = 4; }),
+                  Outcome::Violated, "size 4"},
+        JudgeCase{"StorageSymbolAbsent", "ELF-02", enabled([](auto& s) { s.library->elf.process_storage.reset(); }),
+                  Outcome::Violated, "not among the library's dynamic symbols"},
+        JudgeCase{"StorageSymbolOnlyImported", "ELF-02",
+                  enabled([](auto& s) { s.library->elf.process_storage->section = SHN_UNDEF; }), Outcome::Violated,
+                  "undefined"},
+        JudgeCase{"TlsSymbolNotThreadLocal", "ELF-03", enabled([](auto& s) { s.library->elf.tls->type = STT_OBJECT; }),
+                  Outcome::Violated, "type"},
+        JudgeCase{"TlsDescriptorDialect", "ELF-04", enabled(), Outcome::Met, "TLS descriptor"},
+        JudgeCase{"TraditionalDialect", "ELF-04",
+                  enabled([](auto& s) {
+                    s.library->elf.tls_access.dialect = elf::TlsDialect::Traditional;
+                    s.library->elf.tls_access.relocations = {"R_X86_64_DTPMOD64"};
+                  }),
+                  Outcome::Violated, "-mtls-dialect=gnu2"},
+        JudgeCase{"MixedDialects", "ELF-04", enabled([](auto& s) { s.library->elf.tls_access.mixed = true; }),
+                  Outcome::Violated, "both present"}),
+    case_name);
+
+// ---- PROC ---------------------------------------------------------------
+
+class ProcJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(ProcJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ProcJudge,
+    testing::Values(
+        JudgeCase{"CompleteWhenPublished", "PROC-01", enabled(), Outcome::Met, "complete and unchanged"},
+        JudgeCase{"NeverPublished", "PROC-01", enabled([](auto& s) { s.storage_sightings = {sighting(0, {})}; }),
+                  Outcome::Violated, "stayed 0"},
+        JudgeCase{"ChangedAfterPublishing", "PROC-01",
+                  enabled([](auto& s) {
+                    auto later = storage_fields();
+                    later.service_name = "checkout-v2";
+                    s.storage_sightings.push_back(sighting(0x55000000, later));
+                  }),
+                  Outcome::Violated, "changed after it was published"},
+        JudgeCase{"TruncatedWhenPublished", "PROC-01",
+                  enabled([](auto& s) {
+                    s.storage_sightings.back().decoded.reset();
+                    s.storage_sightings.back().error = make_error(ErrorKind::kUnmapped, "unmapped at +6");
+                  }),
+                  Outcome::Violated, "does not hold the complete layout"},
+        JudgeCase{"MinorOne", "PROC-02", enabled(), Outcome::Met, "layout-minor-version 1"},
+        JudgeCase{"MinorZero", "PROC-02",
+                  enabled([](auto& s) {
+                    auto zero = storage_fields();
+                    zero.minor = 0;
+                    s.storage_sightings.back() = sighting(0x55000000, zero);
+                  }),
+                  Outcome::Violated, "is 0"},
+        JudgeCase{"StringsWithoutNul", "PROC-03", enabled(), Outcome::Met, "checkout"},
+        JudgeCase{"LengthCountsTheNul", "PROC-03",
+                  enabled([](auto& s) {
+                    auto nul = storage_fields();
+                    nul.service_name = std::string("checkout\0", 9);
+                    s.storage_sightings.back() = sighting(0x55000000, nul);
+                  }),
+                  Outcome::Violated, "terminating NUL"},
+        JudgeCase{"SocketBeforeStorage", "PROC-04", enabled(), Outcome::Met, "socket existed"},
+        JudgeCase{"StorageBeforeSocket", "PROC-04",
+                  enabled([](auto& s) { s.storage_sightings.back() = sighting(0x55000000, storage_fields(), false); }),
+                  Outcome::Violated, "before its socket existed"},
+        JudgeCase{"AttachModeCannotTell", "PROC-04", enabled({}, true), Outcome::NotApplicable, "attach mode"},
+        JudgeCase{"NoStorageSymbol", "PROC-01", enabled([](auto& s) { s.library->storage_pointer_addr.reset(); }),
+                  Outcome::NotApplicable, "process storage symbol"}),
+    case_name);
+
+// ---- SOCK ---------------------------------------------------------------
+
+class SockJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(SockJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SockJudge,
+    testing::Values(
+        JudgeCase{"Datagram", "SOCK-01", enabled(), Outcome::Met, "SOCK_DGRAM"},
+        JudgeCase{"Stream", "SOCK-01",
+                  enabled([](auto& s) {
+                    s.socket_facts->datagram = false;
+                    s.socket_facts->socket_type = 1;
+                  }),
+                  Outcome::Violated, "not a datagram socket"},
+        JudgeCase{"SomeoneElsesSocket", "SOCK-01", enabled([](auto& s) { s.socket_facts->bound_by_target = false; }),
+                  Outcome::NotApplicable, "holds no descriptor"},
+        JudgeCase{"Reachable", "SOCK-02", enabled(), Outcome::Met, "resolves inside the target's root"},
+        JudgeCase{"PathLeadsNowhere", "SOCK-02",
+                  enabled([](auto& s) {
+                    s.socket_facts.reset();
+                    s.socket_error = make_error(ErrorKind::kNotFound, "does not resolve: No such file or directory");
+                  }),
+                  Outcome::Violated, "does not lead to a socket"},
+        JudgeCase{"NotHeldByTheAgent", "SOCK-02", enabled([](auto& s) { s.socket_facts->bound_by_target = false; }),
+                  Outcome::Violated, "does not name a socket the agent holds"},
+        JudgeCase{"NonBlocking", "SOCK-03", enabled(), Outcome::Met, "O_NONBLOCK"},
+        JudgeCase{"Blocking", "SOCK-03", enabled([](auto& s) { s.socket_facts->target_nonblocking = false; }),
+                  Outcome::Violated, "blocking"},
+        JudgeCase{"Private", "SOCK-04", enabled(), Outcome::Met, "owner uid 1000"},
+        JudgeCase{"WorldWritable", "SOCK-04", enabled([](auto& s) { s.socket_facts->mode = 0777; }), Outcome::Violated,
+                  "other users can write"},
+        JudgeCase{"OwnedBySomeoneElse", "SOCK-04", enabled([](auto& s) { s.socket_facts->owner = 0; }),
+                  Outcome::Violated, "other users can write"},
+        JudgeCase{"NoStorageNoPath", "SOCK-02", enabled([](auto& s) { s.storage_sightings = {sighting(0, {})}; }),
+                  Outcome::NotApplicable, "no process storage"}),
+    case_name);
+
+// ---- TLS ----------------------------------------------------------------
+
+std::function<void(SessionEvidence&)> with_records(std::vector<RecordObservation> obs) {
+  return [obs](SessionEvidence& s) {
+    s.records->observations = obs;
+    for (const auto& o : obs) s.records->record_pointers[o.tid] = o.record_pointer;
+  };
+}
+
+class TlsJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(TlsJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TlsJudge,
+    testing::Values(
+        JudgeCase{"CompleteAtTheStore", "TLS-01",
+                  enabled([](auto& s) {
+                    s.slot_watch = SlotWatchReport{};
+                    s.slot_watch->publications = {publication(11, 1), publication(12, 1)};
+                    s.slot_watch->publications_seen = 2;
+                  }),
+                  Outcome::Met, "2 pointer publications by 2 threads"},
+        JudgeCase{"ZeroedAtTheStore", "TLS-01",
+                  enabled([](auto& s) {
+                    s.slot_watch = SlotWatchReport{};
+                    s.slot_watch->publications = {publication(11, 1), publication(12, 0)};
+                  }),
+                  Outcome::Violated, "thread 12's TLS pointer was set before its record was initialised"},
+        JudgeCase{"PointerToNothing", "TLS-01",
+                  enabled([](auto& s) {
+                    s.slot_watch = SlotWatchReport{};
+                    s.slot_watch->publications = {publication(11, std::nullopt)};
+                  }),
+                  Outcome::Violated, "could not be read"},
+        JudgeCase{"PolledBeforeInitialised", "TLS-01", enabled(with_records({observation(11, 0, 0), observation(11, 1, 0)})),
+                  Outcome::Violated, "set before its record was initialised"},
+        JudgeCase{"PolledComplete", "TLS-01", enabled(with_records({observation(11, 1, 0), observation(12, 1, 1)})),
+                  Outcome::Met, "2 threads' records complete whenever polled"},
+        JudgeCase{"NothingSeen", "TLS-01", enabled(), Outcome::NotApplicable, "no initialised record"},
+        JudgeCase{"ValidMinorOne", "TLS-02", enabled(with_records({observation(11, 1, 1)})), Outcome::Met, "minor >= 1"},
+        JudgeCase{"ValidMinorZero", "TLS-02", enabled(with_records({observation(11, 0, 1)})), Outcome::Violated,
+                  "layout-minor-version 0"},
+        JudgeCase{"NoValidRecord", "TLS-02", enabled(with_records({observation(11, 1, 0)})), Outcome::NotApplicable,
+                  "no valid record"},
+        JudgeCase{"OneRecordPerThread", "TLS-03", enabled(with_records({observation(11, 1, 1), observation(12, 1, 1)})),
+                  Outcome::Met, "2 distinct records"},
+        JudgeCase{"SharedRecord", "TLS-03",
+                  enabled([](auto& s) {
+                    s.records->record_pointers = {{11, 0x60001000}, {12, 0x60001000}};
+                  }),
+                  Outcome::Violated, "share the record"},
+        JudgeCase{"UnreadableRecords", "TLS-03",
+                  enabled([](auto& s) {
+                    s.records.reset();
+                    s.tls_error = make_error("the TLS descriptor was never relocated");
+                  }),
+                  Outcome::NotApplicable, "never relocated"},
+        JudgeCase{"UpdatesThroughValidZero", "TLS-04",
+                  enabled([](auto& s) {
+                    UpdateOrderReport r;
+                    r.updates_seen = 12;
+                    s.update_order_reports.push_back(r);
+                  }),
+                  Outcome::Met, "12 updates watched"},
+        JudgeCase{"ChangedWhileValid", "TLS-04",
+                  enabled([](auto& s) {
+                    UpdateOrderReport r;
+                    r.tid = 11;
+                    r.updates_seen = 3;
+                    r.violations_seen = 1;
+                    r.violations.push_back(UpdateOrderViolation{});
+                    s.update_order_reports.push_back(r);
+                  }),
+                  Outcome::Violated, "changed the record while valid was set"},
+        JudgeCase{"WatchCouldNotRun", "TLS-04",
+                  enabled([](auto& s) { s.update_order_reports.push_back(make_error("PTRACE_SEIZE failed")); }),
+                  Outcome::KitError, "could not be watched"}),
+    case_name);
+
+// ---- ATTR ---------------------------------------------------------------
+
+// 16 zero bytes, and 16 bytes of 0x01: canonical unpadded base64url.
+constexpr const char* kStackIdA = "AAAAAAAAAAAAAAAAAAAAAA";
+constexpr const char* kStackIdB = "AQEBAQEBAQEBAQEBAQEBAQ";
+
+StackTraceId stack_id(std::uint8_t fill) {
+  StackTraceId id{};
+  id.fill(fill);
+  return id;
+}
+
+otlp::AttributeValue ids_array(std::vector<std::string> texts) {
+  otlp::AttributeValue::Array a;
+  for (auto& t : texts) a.emplace_back(std::move(t));
+  return otlp::AttributeValue(std::move(a));
+}
+
+// A transaction (ended 2 s ago, exported 1 s ago) and one child span of it;
+// `attribute` on the transaction when given.
+struct Traffic {
+  std::chrono::system_clock::time_point t0 = std::chrono::system_clock::now() - 5s;
+  TraceId trace{};
+  SpanId transaction{}, child{};
+  Traffic() {
+    trace.fill(0x11);
+    transaction.fill(0x22);
+    child.fill(0x33);
+  }
+  static std::uint64_t unix_ns(std::chrono::system_clock::time_point t) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  }
+  otlp::ReceivedSpan span(SpanId id, std::optional<SpanId> parent, std::chrono::system_clock::time_point end) const {
+    otlp::ReceivedSpan sp;
+    sp.trace_id = trace;
+    sp.span_id = id;
+    sp.parent_span_id = parent;
+    sp.flags = 1;
+    sp.start_unix_nano = unix_ns(end - 100ms);
+    sp.end_unix_nano = unix_ns(end);
+    sp.received_at_system = end + 1s;
+    sp.received_at = std::chrono::steady_clock::now() - 1s;
+    return sp;
+  }
+  // A correlation for the transaction, read by the agent 1 s before it ended.
+  SentMessage correlation(std::uint8_t fill, unsigned count, const char* requirement) const {
+    SentMessage m;
+    m.requirement = requirement;
+    m.at_system = t0;
+    m.outcome = SendOutcome::Sent;
+    m.transaction = std::make_pair(trace, transaction);
+    m.stack_trace_id = stack_id(fill);
+    m.expected_count = count;
+    m.sequence = 1;
+    m.taken_up_by = t0 + 10ms;
+    return m;
+  }
+};
+
+// The enabled session with the traffic: `sent` correlations, the transaction
+// carrying `on_transaction` (nullopt: no attribute), the child `on_child`.
+std::function<void(SessionSet&)> traffic(std::vector<std::pair<std::uint8_t, unsigned>> sent,
+                                         std::optional<otlp::AttributeValue> on_transaction,
+                                         std::optional<otlp::AttributeValue> on_child = std::nullopt,
+                                         std::string requirement = "ATTR-04",
+                                         std::function<void(SessionEvidence&)> then = {}) {
+  return enabled([=](SessionEvidence& s) {
+    Traffic t;
+    auto end = t.t0 + 1s;
+    auto tx = t.span(t.transaction, std::nullopt, end);
+    if (on_transaction) tx.attributes[std::string(spec::kAttributeName)] = *on_transaction;
+    auto child = t.span(t.child, t.transaction, end - 50ms);
+    if (on_child) child.attributes[std::string(spec::kAttributeName)] = *on_child;
+    // Spans ending after the transaction witness when it was handed over.
+    s.spans = {child, tx};
+    for (int i = 1; i <= 4; ++i) {
+      SpanId other{};
+      other.fill(static_cast<std::uint8_t>(0x40 + i));
+      auto later = t.span(other, std::nullopt, end + i * 100ms);
+      later.trace_id.fill(static_cast<std::uint8_t>(0x50 + i));
+      s.spans.push_back(later);
+    }
+    for (auto [fill, count] : sent) s.sent_messages.push_back(t.correlation(fill, count, requirement.c_str()));
+    if (then) then(s);
+  });
+}
+
+class AttrJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(AttrJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AttrJudge,
+    testing::Values(
+        JudgeCase{"CorrelatedTransactionCarriesIt", "ATTR-01", traffic({{0, 1}}, ids_array({kStackIdA})), Outcome::Met,
+                  "1 correlated transactions carry the attribute"},
+        JudgeCase{"CorrelatedTransactionLacksIt", "ATTR-01", traffic({{0, 1}}, std::nullopt), Outcome::Violated,
+                  "lack"},
+        JudgeCase{"StringArray", "ATTR-02", traffic({{0, 1}}, ids_array({kStackIdA})), Outcome::Met, "string arrays"},
+        JudgeCase{"JoinedString", "ATTR-02",
+                  traffic({{0, 1}, {1, 1}}, otlp::AttributeValue(std::string(kStackIdA) + "," + kStackIdB)),
+                  Outcome::Violated, "not a string array"},
+        JudgeCase{"NoSpanCarriesIt", "ATTR-02", traffic({}, std::nullopt), Outcome::NotApplicable, "no exported span"},
+        JudgeCase{"CanonicalBase64url", "ATTR-03", traffic({{0, 1}}, ids_array({kStackIdA})), Outcome::Met, "canonical"},
+        JudgeCase{"PaddedBase64", "ATTR-03", traffic({{0, 1}}, ids_array({std::string(kStackIdA) + "=="})),
+                  Outcome::Violated, ""},
+        JudgeCase{"CountsAsSent", "ATTR-04", traffic({{0, 2}, {1, 1}}, ids_array({kStackIdA, kStackIdA, kStackIdB})),
+                  Outcome::Met, "counts exactly as sent"},
+        JudgeCase{"Deduplicated", "ATTR-04", traffic({{0, 2}, {1, 1}}, ids_array({kStackIdA, kStackIdB})),
+                  Outcome::Violated, "appear a wrong number of times"},
+        JudgeCase{"OnlyOnTransactions", "ATTR-05", traffic({{0, 1}}, ids_array({kStackIdA})), Outcome::Met,
+                  "all transactions"},
+        JudgeCase{"OnAChildSpan", "ATTR-05", traffic({{0, 1}}, ids_array({kStackIdA}), ids_array({kStackIdA})),
+                  Outcome::Violated, "a child span carries the attribute"}),
+    case_name);
+
+// ---- MSG and HOST-01: registrations and what the spans show of them -------
+
+// Registrations 3 s apart, each read 5 ms after it was sent, the first at
+// `first_minor`; in each window four spans export with the host.id given for
+// it ("" : none).
+std::function<void(SessionSet&)> registered(std::vector<std::string> host_ids, std::vector<std::string> exported,
+                                            std::uint16_t first_minor = 1) {
+  return enabled([=](SessionEvidence& s) {
+    auto t0 = std::chrono::system_clock::now() - 20s;
+    for (std::size_t i = 0; i < host_ids.size(); ++i) {
+      auto at = t0 + std::chrono::seconds(3 * i);
+      auto r = taken_up_registration(at, host_ids[i]);
+      if (i == 0) r.message.minor = first_minor;
+      r.sequence = i + 1;
+      s.registrations.push_back(r);
+      for (int k = 1; k <= 4; ++k) s.spans.push_back(span_with_host_id(exported[i], at + k * 500ms));
+    }
+  });
+}
+
+class MsgJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(MsgJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MsgJudge,
+    testing::Values(
+        JudgeCase{"MinorOneApplied", "MSG-02", registered({"host-a", "host-b"}, {"host-a", "host-b"}), Outcome::Met,
+                  "minor 1 + trailing bytes accepted"},
+        JudgeCase{"MinorOneDiscarded", "MSG-02", registered({"host-a", "host-b"}, {"", "host-b"}), Outcome::Violated,
+                  "at minor 1 with trailing bytes had no effect"},
+        JudgeCase{"NoRegistrationInForce", "MSG-02", registered({}, {}), Outcome::NotApplicable,
+                  "no span ended while a registration was in force"},
+        JudgeCase{"ReRegistrationApplied", "MSG-03", registered({"host-a", "host-b"}, {"host-a", "host-b"}),
+                  Outcome::Met, "1 later registration(s) each took effect"},
+        JudgeCase{"ReRegistrationIgnored", "MSG-03", registered({"host-a", "host-b"}, {"host-a", "host-a"}),
+                  Outcome::Violated, "registration #2 (after a profiler restart) had no effect"},
+        JudgeCase{"OneRegistrationOnly", "MSG-03", registered({"host-a"}, {"host-a"}), Outcome::NotApplicable,
+                  "fewer than two registrations"},
+        JudgeCase{"UnknownTypeIgnored", "MSG-05", traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-05"),
+                  Outcome::Met, "counted exactly as required"},
+        JudgeCase{"UnknownTypeDecoded", "MSG-05",
+                  traffic({{0, 1}}, ids_array({kStackIdA, kStackIdA}), std::nullopt, "MSG-05"), Outcome::Violated,
+                  "were not counted as required"},
+        JudgeCase{"TestedMessageNeverRead", "MSG-05",
+                  traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-05",
+                          [](SessionEvidence& s) {
+                            s.sent_messages.push_back(s.sent_messages.front());
+                            s.sent_messages.back().stack_trace_id = stack_id(7);
+                            s.sent_messages.back().at_system += 1ms;  // after the one the attribute proves read
+                            s.sent_messages.back().taken_up_by.reset();
+                            s.messages_lost = 1;
+                          }),
+                  Outcome::KitError, "never reached the agent or were never read"},
+        JudgeCase{"ShortDatagramDecoded", "MSG-04",
+                  traffic({{0, 1}}, ids_array({kStackIdA, kStackIdB}), std::nullopt, "MSG-04"), Outcome::Violated,
+                  "that no message carried whole"},
+        JudgeCase{"AgentDiedOnABoundary", "MSG-07",
+                  traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-07",
+                          [](SessionEvidence& s) { s.target_exit = "killed by signal 6 (Aborted)"; }),
+                  Outcome::Violated, "the agent died during the session"},
+        JudgeCase{"NoSocket", "MSG-06", enabled([](auto& s) { s.could_send = false; }), Outcome::NotApplicable,
+                  "could not connect"},
+        JudgeCase{"AdoptedEveryHostId", "HOST-01", registered({"host-a", "host-b"}, {"host-a", "host-b"}), Outcome::Met,
+                  "2 registrations' host-ids adopted"},
+        JudgeCase{"KeptTheOldHostId", "HOST-01", registered({"host-a", "host-b"}, {"host-a", "host-a"}),
+                  Outcome::Violated, "do not carry its host-id"},
+        JudgeCase{"NoRegistrationSentForHostId", "HOST-01", registered({}, {}), Outcome::NotApplicable,
+                  "no registration could be sent"}),
+    case_name);
+
+// ---- the small queue: DEFER-07, CONF-05; CONF-04 -------------------------
+
+// The small-queue session: a registration read at t0, then `transactions`
+// sampled transactions ending 200 ms apart from t0 + 500 ms, each exported
+// 50 ms after its end (handed over at once: the queue is full). `lines`:
+// the agent's output, each at (the first transaction's end + ms).
+std::function<void(SessionSet&)> small_queue(int transactions, std::vector<std::pair<int, std::string>> lines,
+                                             std::function<void(SessionEvidence&)> then = {}) {
+  return [=](SessionSet& set) {
+    auto s = conforming_session(kSmallQueueSession);
+    auto t0 = std::chrono::system_clock::now() - 30s;
+    s.registrations = {taken_up_registration(t0, "")};
+    s.registrations.front().message.samples_delay_ms = scenario::kLongDelayMs;
+    Traffic t;
+    auto first_end = t0 + 500ms;
+    for (int i = 0; i < transactions; ++i) {
+      SpanId id{};
+      id.fill(static_cast<std::uint8_t>(0x60 + i));
+      auto sp = t.span(id, std::nullopt, first_end + i * 200ms);
+      sp.trace_id.fill(static_cast<std::uint8_t>(0x70 + i));
+      sp.received_at_system = first_end + i * 200ms + 50ms;
+      s.spans.push_back(sp);
+    }
+    for (const auto& [at_ms, text] : lines)
+      s.target_output_lines.push_back(OutputLine{first_end + std::chrono::milliseconds(at_ms), text});
+    if (then) then(s);
+    set.add(std::move(s));
+  };
+}
+
+class QueueJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(QueueJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, QueueJudge,
+    testing::Values(
+        JudgeCase{"WarnsInAnyWords", "DEFER-07", small_queue(6, {{-900, "agent started"}, {300, "buffer exhausted"}}),
+                  Outcome::Met, "\"buffer exhausted\""},
+        JudgeCase{"Silent", "DEFER-07", small_queue(6, {{-900, "agent started"}}), Outcome::Violated,
+                  "no new line was printed"},
+        JudgeCase{"RepeatsAnOldLineOnly", "DEFER-07", small_queue(6, {{-900, "queue status"}, {300, "queue status"}}),
+                  Outcome::Violated, "no new line was printed"},
+        JudgeCase{"TooLateToBeTheWarning", "DEFER-07", small_queue(6, {{2500, "buffer exhausted"}}), Outcome::Violated,
+                  "no new line was printed"},
+        JudgeCase{"OutputNotVisible", "DEFER-07", small_queue(6, {}, [](auto& s) { s.launched = false; }),
+                  Outcome::NotApplicable, "only visible when tracecorr launches it"},
+        JudgeCase{"QueueOfTwoHonoured", "CONF-05", small_queue(6, {}), Outcome::Met, "passed a full queue of 2"},
+        JudgeCase{"AllHeldUntilTheStop", "CONF-05",
+                  small_queue(6, {}, [](auto& s) { s.stop_requested_at = s.spans.front().received_at_system - 1ms; }),
+                  Outcome::Violated, "the size was not honoured"},
+        JudgeCase{"TooFewToFillTheQueue", "CONF-05",
+                  small_queue(3, {}, [](auto& s) { s.stop_requested_at = s.spans.front().received_at_system - 1ms; }),
+                  Outcome::KitError, "inconclusive"},
+        JudgeCase{"SocketInTheConfiguredDirectory", "CONF-04", enabled([](auto& s) { s.socket_dir = "/tmp/agent"; }),
+                  Outcome::Met, "the socket is in /tmp/agent"},
+        JudgeCase{"SocketElsewhere", "CONF-04", enabled([](auto& s) { s.socket_dir = "/run/tracecorr-x"; }),
+                  Outcome::Violated, "not in the configured directory"},
+        JudgeCase{"AttachModeNoDirectory", "CONF-04", enabled({}, true), Outcome::NotApplicable, "needs a launch"}),
+    case_name);
+
+// ---- HOST ---------------------------------------------------------------
+
+std::function<void(SessionSet&)> own_host_id(std::function<void(SessionEvidence&)> change) {
+  return [change](SessionSet& set) {
+    auto s = conforming_session(kOwnHostIdSession);
+    auto t0 = std::chrono::system_clock::now() - 10s;
+    s.registrations = {taken_up_registration(t0, "registered-host")};
+    for (int i = 1; i <= 4; ++i) s.spans.push_back(span_with_host_id(scenario::kOwnHostId, t0 + i * 1s));
+    s.target_output = "agent: warning: host.id from the profiler registration differs from our own; keeping ours\n";
+    if (change) change(s);
+    set.add(std::move(s));
+  };
+}
+
+class HostJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(HostJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, HostJudge,
+    testing::Values(
+        JudgeCase{"OwnHostIdKeptAndWarned", "HOST-02", own_host_id({}), Outcome::Met, "own host.id kept on 4 spans"},
+        JudgeCase{"OwnHostIdReplaced", "HOST-02",
+                  own_host_id([](auto& s) { s.spans.back().set_resource_attributes({{"host.id", otlp::AttributeValue(std::string("registered-host"))}}); }),
+                  Outcome::Violated, "replaced its own host.id"},
+        JudgeCase{"KeptButSilent", "HOST-02", own_host_id([](auto& s) { s.target_output.clear(); }), Outcome::Violated,
+                  "printed no warning"},
+        JudgeCase{"NoRegistrationSent", "HOST-02", own_host_id([](auto& s) { s.registrations.clear(); }),
+                  Outcome::NotApplicable, "no registration could be sent"},
+        JudgeCase{"NoSpanAfterTheRegistration", "HOST-02", own_host_id([](auto& s) { s.spans.clear(); }),
+                  Outcome::NotApplicable, "no span ended after the registration"},
+        JudgeCase{"SessionNotRun", "HOST-02", [](SessionSet&) {}, Outcome::NotApplicable, ""}),
+    case_name);
+
+}  // namespace
+}  // namespace tracecorr::conform
