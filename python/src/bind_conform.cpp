@@ -3,7 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "common.hpp"
-#include "runner.hpp"
+#include "probes/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/conform/result.hpp"

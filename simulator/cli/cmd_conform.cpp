@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "command.hpp"
-#include "runner.hpp"
+#include "probes/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
 #include "tracecorr/conform/report.hpp"
 

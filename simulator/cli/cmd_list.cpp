@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "command.hpp"
-#include "probe.hpp"
+#include "probes/probe.hpp"
 #include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::cli {

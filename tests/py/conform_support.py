@@ -1,8 +1,7 @@
 """Helpers for the `tracecorr conform` tests: running the command line, reading
 its JSON report, the mutant list and the kill matrix.
 
-Build outputs come from $TRACECORR_BUILD (default: build/ in this repository):
-<build>/bin/tracecorr and <build>/fixtures/<arch>/{reference,mutants/<name>}/.
+Build outputs: see tests/support/build_products.py.
 """
 from __future__ import annotations
 
@@ -19,10 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("TRACECORR_BUILD", str(REPO / "build")))
-TRACECORR = BUILD / "bin" / "tracecorr"
-REGISTRY = json.loads((REPO / "spec" / "elastic-v1.json").read_text())
+from build_products import BUILD, REGISTRY, REPO, TRACECORR, fixture_dir, fixture_program, missing_reason  # noqa: F401
 LEVELS = {r["id"]: r["level"] for r in REGISTRY["requirements"]}
 QEMU = shutil.which("qemu-aarch64")
 AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
@@ -33,15 +29,6 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 # Bounds a hung run (a session stuck on its target), not a slow one: a full
 # x86-64 run takes ~15 s, an arm64 one under qemu-user about three times that.
 RUN_TIMEOUT_S = 300
-
-
-def fixture_dir(arch: str) -> Path:
-    return BUILD / "fixtures" / arch
-
-
-def fixture_program(arch: str, mutant: str | None = None) -> Path:
-    d = fixture_dir(arch)
-    return (d / "reference" if mutant is None else d / "mutants" / mutant) / "tracecorr-fixture"
 
 
 def load_mutants(arch: str) -> list[dict]:

@@ -19,32 +19,23 @@ Build outputs come from $TRACECORR_BUILD (default: build/ in this repository):
 import collections
 import json
 import os
-import platform
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from json_otlp_receiver import JsonOtlpReceiver
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
-TRACECORR = BUILD / "bin" / "tracecorr"
-ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-FIXTURE = BUILD / "fixtures" / ARCH / "reference" / "tracecorr-fixture"
-REGISTRY = json.loads((Path(__file__).resolve().parents[2] / "spec" / "elastic-v1.json").read_text())
+from build_products import HOST_ARCH as ARCH, REGISTRY, TRACECORR, fixture_program, need
+
+pytestmark = pytest.mark.root
+FIXTURE = fixture_program(ARCH)
 ATTRIBUTE = REGISTRY["attribute"]["name"]
 ENABLED_ENV = REGISTRY["config"]["enabled"]["env"]
 TLS = {f["name"]: f for f in REGISTRY["layouts"]["tls_record"]["fields"]}
 TLS_SIZE = REGISTRY["layouts"]["tls_record"]["size"]
 WAIT_S = 20.0  # bound on waiting for an event; a missed event fails, it never slows a pass
-
-
-def need(path):
-    if not path.exists():
-        pytest.skip(f"{path} not built (set TRACECORR_BUILD)")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -69,8 +69,9 @@ def selected_mutants() -> list[dict]:
 
 
 MUTANTS = selected_mutants()
-pytestmark = pytest.mark.skipif(not MUTANTS, reason=f"qemu-aarch64, tracecorr or the {ARCH} fixtures are missing "
-                                                    f"(build under {cs.BUILD}, or set TRACECORR_BUILD)")
+pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.root,
+              pytest.mark.skipif(not MUTANTS, reason=cs.missing_reason(f"qemu-aarch64, tracecorr or the {ARCH} fixtures "
+                                                                       f"under {cs.BUILD}"))]
 
 
 def run_mutant(mutant: dict, out_dir) -> cs.ConformRun:
@@ -102,7 +103,7 @@ def test_arm64_reference_verdicts_equal_x86_64(runs, tmp_path_factory):
     assert arm64.returncode == cs.EXIT_OK, arm64.explain()
     assert arm64.report["target"]["description"].startswith(cs.QEMU)
     if not cs.fixture_program("x86_64").exists():
-        pytest.skip("the x86-64 reference is not built")
+        cs.missing("the x86-64 reference")
     x86_64 = cs.reference_run("x86_64", tmp_path_factory.mktemp("conform-x86_64-reference"))
     assert x86_64.returncode == cs.EXIT_OK, x86_64.explain()
     differing = {r: (v, arm64.verdicts().get(r)) for r, v in x86_64.verdicts().items()

@@ -19,8 +19,9 @@ REFERENCE = cs.fixture_program(ARCH)
 PADDED = cs.fixture_program(ARCH, "attr-padded-base64")  # breaks ATTR-03 only
 CONFIG = cs.REGISTRY["config"]
 
-pytestmark = pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists() and PADDED.exists()),
-                                reason=f"tracecorr or the {ARCH} fixtures are not built under {cs.BUILD}")
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists() and PADDED.exists()),
+                                 reason=cs.missing_reason(f"tracecorr or the {ARCH} fixtures under {cs.BUILD}"))]
 
 
 def conform(*args: str, timeout: float = cs.RUN_TIMEOUT_S, quiet: bool = True) -> subprocess.CompletedProcess:

@@ -39,8 +39,8 @@ def mutants() -> list[dict]:
 
 
 MUTANTS = mutants()
-pytestmark = pytest.mark.skipif(not MUTANTS, reason=f"tracecorr or the {ARCH} fixtures are not built "
-                                                    f"under {cs.BUILD} (set TRACECORR_BUILD)")
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(not MUTANTS, reason=cs.missing_reason(f"tracecorr or the {ARCH} fixtures under {cs.BUILD}"))]
 
 
 @pytest.fixture(scope="module")

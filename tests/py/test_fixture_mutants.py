@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_fixture_reference import (ARCHES, BUILD, REGISTRY, WORKLOAD, correlation, registration,
+from build_products import fixture_dir, fixture_program, need
+from test_fixture_reference import (ARCHES, REGISTRY, WORKLOAD, correlation, registration,
                                     wait_open_transaction)
 from test_fixture_reference import receiver, run_fixture  # noqa: F401  (pytest fixtures)
 
@@ -19,10 +20,8 @@ READELF = shutil.which("readelf")
 
 
 def arch_dir(arch):
-    d = BUILD / "fixtures" / arch
-    if not (d / "reference" / "tracecorr-fixture").exists():
-        pytest.skip(f"{d} not built (set TRACECORR_BUILD)")
-    return d
+    need(fixture_program(arch))
+    return fixture_dir(arch)
 
 
 @pytest.mark.parametrize("arch", ARCHES)

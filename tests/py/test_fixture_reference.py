@@ -24,8 +24,8 @@ import pytest
 
 from json_otlp_receiver import JsonOtlpReceiver
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
-REGISTRY = json.loads((Path(__file__).resolve().parents[2] / "spec" / "elastic-v1.json").read_text())
+from build_products import REGISTRY, need
+import build_products
 MESSAGES = {m["name"]: m for m in REGISTRY["layouts"]["messages"]}
 CORRELATION = MESSAGES["correlation"]
 REGISTRATION = MESSAGES["registration"]
@@ -39,11 +39,7 @@ WAIT_S = 20.0
 
 
 def fixture_program(arch, variant="reference"):
-    base = BUILD / "fixtures" / arch
-    path = base / variant / "tracecorr-fixture" if variant == "reference" else base / "mutants" / variant / "tracecorr-fixture"
-    if not path.exists():
-        pytest.skip(f"{path} not built (set TRACECORR_BUILD to a build directory with fixtures)")
-    return path
+    return need(build_products.fixture_program(arch, None if variant == "reference" else variant))
 
 
 def command_for(arch, program):

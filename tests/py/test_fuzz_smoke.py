@@ -7,15 +7,12 @@ clang is installed, as scripts/setup.sh does) into <build>/fuzz/bin/.
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("TRACECORR_BUILD", str(REPO / "build")))
+from build_products import BUILD, REPO
 CORPUS = REPO / "tests" / "fuzz" / "corpus"
 FUZZERS = ["message", "storage_record", "maps", "elf", "otlp_protobuf", "otlp_json", "gzip"]
 # Each run stops at whichever comes first; together they keep the suite's

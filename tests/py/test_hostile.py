@@ -6,7 +6,7 @@ does one hostile or unusual thing; tracecorr must give a clean answer: no
 crash, no hang (every run has a subprocess timeout), the right verdict, and
 nothing sent to a socket the target does not hold.
 
-Build outputs are found under $TRACECORR_BUILD (default: build/ in this repository).
+Build outputs: see tests/support/build_products.py.
 """
 import json
 import os
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
+from build_products import BUILD, need
+
+pytestmark = pytest.mark.root
 CLI = Path(os.environ.get("TRACECORR_CLI", BUILD / "bin" / "tracecorr"))
 TARGET = BUILD / "testdata" / "hostile_target"
 LIBRARY = BUILD / "testdata" / "elastic-jvmti-linux-unittest.so"
@@ -28,8 +30,7 @@ RUN_S = 60
 
 def need_build():
     for p in (CLI, TARGET, LIBRARY):
-        if not p.exists():
-            pytest.skip(f"{p} not built")
+        need(p)
 
 
 class Target:

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
+from build_products import BUILD, need
+import build_products
+
 CLI = Path(os.environ.get("TRACECORR_CLI", BUILD / "bin" / "tracecorr"))
 QEMU = shutil.which("qemu-aarch64")
 AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
@@ -27,16 +29,11 @@ WAIT_S = 30.0
 
 
 def cli():
-    if not CLI.exists():
-        pytest.skip(f"{CLI} not built")
-    return str(CLI)
+    return str(need(CLI))
 
 
 def fixture_program(arch):
-    path = BUILD / "fixtures" / arch / "reference" / "tracecorr-fixture"
-    if not path.exists():
-        pytest.skip(f"{path} not built (set TRACECORR_BUILD to a build directory with fixtures)")
-    return path
+    return need(build_products.fixture_program(arch))
 
 
 def read_journal(path):

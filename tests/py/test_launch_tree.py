@@ -18,8 +18,9 @@ import conform_support as cs
 
 REFERENCE = cs.fixture_program("x86_64")
 
-pytestmark = pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists()),
-                                reason=f"tracecorr or the x86_64 reference is not built under {cs.BUILD}")
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists()),
+                                 reason=cs.missing_reason(f"tracecorr or the x86_64 reference under {cs.BUILD}"))]
 
 # Bounds a hang (the bug: tracecorr waiting forever on a pipe an orphan holds), not a duration.
 HANG_BOUND_S = 120

@@ -23,7 +23,7 @@ except ImportError:
 
 from tracecorr import _tracecorr, messages  # noqa: E402
 
-REGISTRY = json.loads((REPO / "spec" / "elastic-v1.json").read_text())
+from build_products import REGISTRY  # noqa: E402
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 pytest_plugins = ["pytester"]

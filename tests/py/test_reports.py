@@ -17,6 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from build_products import missing
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "spec" / "report-schema-v1.json"
 REGISTRY_PATH = REPO / "spec" / "elastic-v1.json"
@@ -35,7 +37,7 @@ def unit_test_binary() -> Path | None:
 def samples(tmp_path_factory) -> Path:
     binary = unit_test_binary()
     if binary is None or not binary.exists():
-        pytest.skip("tracecorr_unit_tests not built (set TRACECORR_UNIT_TESTS or TRACECORR_BUILD_DIR)")
+        missing("tracecorr_unit_tests (or set TRACECORR_UNIT_TESTS)")
     out = tmp_path_factory.mktemp("reports")
     env = dict(os.environ, TRACECORR_REPORT_SAMPLE_DIR=str(out))
     run = subprocess.run([str(binary), "--gtest_filter=ReportSamples.Write"], env=env,

@@ -1,6 +1,4 @@
 """Helpers shared by the scenarios (ids, waiting on records and exports)."""
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -14,9 +12,9 @@ except ImportError:  # in-tree: the CMake build writes the extension into python
 
 from tracecorr import _tracecorr  # noqa: E402
 
-BUILD = Path(os.environ.get("TRACECORR_BUILD", Path(__file__).resolve().parents[2] / "build"))
-ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-FIXTURE = BUILD / "fixtures" / ARCH / "reference" / "tracecorr-fixture"
+from build_products import HOST_ARCH as ARCH, fixture_program
+
+FIXTURE = fixture_program(ARCH)
 WAIT_S = 15.0  # bound on waiting for an export: a missing span fails the test, it never slows a pass
 
 

@@ -3,8 +3,8 @@
 // as a registration taking effect.
 #include <gtest/gtest.h>
 
-#include "judging.hpp"
-#include "probe.hpp"
+#include "probes/judging.hpp"
+#include "probes/probe.hpp"
 
 namespace tracecorr::conform {
 namespace {

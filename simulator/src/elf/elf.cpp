@@ -100,13 +100,15 @@ Status check_layout(int fd, std::uint64_t file_size, const std::string& path) {
 // A section that tracecorr reads whole (symbols, their names, relocations):
 // inside the file and under a fixed size.
 Status check_section_read(const GElf_Shdr& sh, std::uint64_t file_size, std::uint64_t bound, const std::string& where) {
+  // The bound first: a NOBITS section occupies no file bytes, but a caller
+  // that reads it as a table still sizes a buffer by sh_size.
+  if (sh.sh_size > bound)
+    return make_error("section of " + std::to_string(sh.sh_size) + " bytes, more than the " + std::to_string(bound) +
+                          " tracecorr reads", where);
   if (sh.sh_type == SHT_NOBITS) return Ok{};
   if (sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset)
     return make_error("section data at offset " + std::to_string(sh.sh_offset) + " size " + std::to_string(sh.sh_size) +
                           " runs past the end of the file", where);
-  if (sh.sh_size > bound)
-    return make_error("section of " + std::to_string(sh.sh_size) + " bytes, more than the " + std::to_string(bound) +
-                          " tracecorr reads", where);
   return Ok{};
 }
 
@@ -486,6 +488,10 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
 
   if (symbol_count > layout_limits::kMaxSymbolTableBytes / sizeof(Elf64_Sym))
     return make_error(std::to_string(symbol_count) + " dynamic symbols", path + " .dynsym");
+  if (strtab_size > layout_limits::kMaxStringTableBytes)
+    return make_error("string table of " + std::to_string(strtab_size) + " bytes, more than the " +
+                          std::to_string(layout_limits::kMaxStringTableBytes) + " tracecorr reads",
+                      path + " .dynstr");
   std::vector<Elf64_Sym> symbols(static_cast<std::size_t>(symbol_count));
   std::string strings(static_cast<std::size_t>(strtab_size), '\0');
   if ((!symbols.empty() && !read_at(fd, symtab_offset, symbols.data(), symbols.size())) ||

@@ -1,0 +1,76 @@
+"""The build shows the layers, and the layers hold: every symbol a concern's
+library takes from another tracecorr library comes from one it declares
+(directly or through its declared dependencies) in simulator/CMakeLists.txt.
+
+A library that calls into one it did not declare still links today (the CLI
+links everything), so only this test notices the layering going wrong, e.g.
+a reader calling the conform engine.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from build_products import BUILD, REPO, need
+
+CMAKE = REPO / "simulator" / "CMakeLists.txt"
+NM = shutil.which("nm")
+
+
+def declared_dependencies() -> dict[str, set[str]]:
+    """tracecorr_X -> the tracecorr_* libraries its target_link_libraries names."""
+    text = CMAKE.read_text()
+    deps: dict[str, set[str]] = {}
+    for m in re.finditer(r"target_link_libraries\((tracecorr_\w+)\s+([^)]*)\)", text):
+        deps.setdefault(m.group(1), set()).update(re.findall(r"\btracecorr_\w+", m.group(2)))
+    for m in re.finditer(r"tracecorr_concern\((\w+) ", text):
+        deps.setdefault("tracecorr_" + m.group(1), set())
+    return deps
+
+
+def closure(deps: dict[str, set[str]], name: str) -> set[str]:
+    seen, todo = set(), [name]
+    while todo:
+        for d in deps.get(todo.pop(), set()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def symbols(archive: Path, flag: str) -> set[str]:
+    out = subprocess.run([NM, "-C", flag, str(archive)], capture_output=True, text=True, check=True).stdout
+    if flag == "-u":
+        return {line.strip()[2:].strip() for line in out.splitlines()
+                if line.strip().startswith("U ") and "tracecorr::" in line}
+    return {line.split(" ", 2)[2] for line in out.splitlines() if re.match(r"^[0-9a-f]+ [TDBRVW] ", line)}
+
+
+@pytest.mark.skipif(NM is None, reason="nm (binutils) not installed")
+def test_every_library_uses_only_what_it_declares():
+    deps = declared_dependencies()
+    concerns = sorted(n for n in deps if (BUILD / "simulator" / f"lib{n}.a").exists() or n == "tracecorr_base")
+    assert "tracecorr_base" in concerns and len(concerns) >= 10, f"concern libraries not found in {CMAKE}: {concerns}"
+    defined = {n: symbols(need(BUILD / "simulator" / f"lib{n}.a"), "--defined-only") for n in concerns}
+    problems = []
+    for name in concerns:
+        allowed = closure(deps, name) | {name}
+        for symbol in sorted(symbols(BUILD / "simulator" / f"lib{name}.a", "-u")):
+            owners = [other for other in concerns if symbol in defined[other]]
+            if owners and not set(owners) & allowed:
+                problems.append(f"{name} uses {symbol} from {', '.join(owners)}, which it does not declare")
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_the_base_depends_on_no_other_concern():
+    deps = declared_dependencies()
+    # tracecorr_registry is generated from spec/ (the layouts and IDs), not a concern.
+    assert closure(deps, "tracecorr_base") <= {"tracecorr_registry"}, deps["tracecorr_base"]
+    # Readers sit below the conform engine, never above it.
+    for reader in ("tracecorr_sock", "tracecorr_elf", "tracecorr_discovery", "tracecorr_tls", "tracecorr_threadptr",
+                   "tracecorr_otlp"):
+        assert "tracecorr_conform" not in closure(deps, reader), reader
