@@ -5,13 +5,14 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "probe.hpp"
-#include "scenarios.hpp"
+#include "probes/probe.hpp"
+#include "probes/scenarios.hpp"
 #include "tracecorr/spec_registry.hpp"
 #include "tracecorr/wire.hpp"
 
@@ -635,6 +636,81 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"SocketElsewhere", "CONF-04", enabled([](auto& s) { s.socket_dir = "/run/tracecorr-x"; }),
                   Outcome::Violated, "not in the configured directory"},
         JudgeCase{"AttachModeNoDirectory", "CONF-04", enabled({}, true), Outcome::NotApplicable, "needs a launch"}),
+    case_name);
+
+// ---- deferral timing: DEFER-01, DEFER-04, DEFER-05 (children) ------------
+
+// What an agent exports when it holds transactions `transaction_hold` and
+// children `child_hold` after they end: every 50 ms for 6 s a transaction and
+// its child end; each is handed over after its hold and arrives 20 ms later,
+// in hand-over order (as an exporter's queue sends them).
+std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::time_point t0, std::chrono::milliseconds transaction_hold,
+                                                  std::chrono::milliseconds child_hold) {
+  struct Handed {
+    std::chrono::system_clock::time_point at;
+    otlp::ReceivedSpan span;
+  };
+  std::vector<Handed> handed;
+  for (int i = 0; i < 120; ++i) {
+    Traffic t;
+    t.trace.fill(0);
+    t.trace[0] = static_cast<std::uint8_t>(i);
+    t.transaction.fill(0);
+    t.transaction[0] = static_cast<std::uint8_t>(i);
+    t.transaction[1] = 1;
+    t.child = t.transaction;
+    t.child[1] = 2;
+    auto end = t0 + i * 50ms;
+    handed.push_back({end + transaction_hold, t.span(t.transaction, std::nullopt, end)});
+    handed.push_back({end - 5ms + child_hold, t.span(t.child, t.transaction, end - 5ms)});
+  }
+  std::stable_sort(handed.begin(), handed.end(), [](const Handed& a, const Handed& b) { return a.at < b.at; });
+  std::vector<otlp::ReceivedSpan> out;
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    auto sp = handed[i].span;
+    sp.received_at_system = handed[i].at + 20ms;
+    sp.request_index = i;
+    out.push_back(sp);
+  }
+  return out;
+}
+
+// The enabled session (no registration: the default 1000 ms delay) and the
+// disabled one, each with its own holds. (Without the stop, the last
+// transactions would look held short: nothing ends after them to witness a
+// longer hold. Launched sessions always stop the agent, and holds whose
+// delay reaches the stop are not judged.)
+std::function<void(SessionSet&)> deferral(std::chrono::milliseconds enabled_hold, std::chrono::milliseconds enabled_child_hold,
+                                          std::chrono::milliseconds disabled_hold) {
+  return [=](SessionSet& set) {
+    auto t0 = std::chrono::system_clock::now() - 60s;
+    // Each session stops its agent once the last span has ended, as a launched session does.
+    auto on = conforming_session(kEnabledSession);
+    on.spans = deferral_timeline(t0, enabled_hold, enabled_child_hold);
+    on.stop_requested_at = t0 + 6s;
+    auto off = conforming_session(kDisabledSession);
+    off.spans = deferral_timeline(t0 + 20s, disabled_hold, 0ms);
+    off.stop_requested_at = t0 + 26s;
+    set.add(std::move(on));
+    set.add(std::move(off));
+  };
+}
+
+class DeferJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(DeferJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DeferJudge,
+    testing::Values(
+        JudgeCase{"HeldForTheDefaultDelay", "DEFER-01", deferral(1100ms, 0ms, 0ms), Outcome::Met, "all deferred"},
+        JudgeCase{"NotDeferred", "DEFER-01", deferral(0ms, 0ms, 0ms), Outcome::Violated, "exported without deferral"},
+        JudgeCase{"DefaultDelayKept", "DEFER-03", deferral(1100ms, 0ms, 0ms), Outcome::Met, "median hold 995 ms"},
+        JudgeCase{"DisabledExportsAtOnce", "DEFER-04", deferral(1100ms, 0ms, 0ms), Outcome::Met, "exported at once"},
+        JudgeCase{"DisabledStillDefers", "DEFER-04", deferral(1100ms, 0ms, 1000ms), Outcome::Violated,
+                  "held back with the feature disabled"},
+        JudgeCase{"ChildrenAtOnce", "DEFER-05", deferral(1100ms, 0ms, 0ms), Outcome::Met, "child spans exported promptly"},
+        JudgeCase{"ChildrenDeferredToo", "DEFER-05", deferral(1100ms, 1100ms, 0ms), Outcome::Violated, "child spans"},
+        JudgeCase{"HeldTooLong", "DEFER-03", deferral(2500ms, 0ms, 0ms), Outcome::Violated, ""},
+        JudgeCase{"NoDisabledSession", "DEFER-04", enabled(), Outcome::NotApplicable, "feature disabled"}),
     case_name);
 
 // ---- HOST ---------------------------------------------------------------
