@@ -713,6 +713,73 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"NoDisabledSession", "DEFER-04", enabled(), Outcome::NotApplicable, "feature disabled"}),
     case_name);
 
+// ---- TLS-05: the ids a record names, and when ---------------------------
+
+// A transaction and its child, exported 10 s ago, a later span exported now,
+// and one record state naming the child: visible from `from_ms` to `to_ms`
+// relative to the child's start (the child runs 200 ms).
+std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
+                                                     std::function<void(RecordObservation&, Traffic&)> change = {}) {
+  return enabled([=](SessionEvidence& s) {
+    Traffic t;
+    const auto now_system = std::chrono::system_clock::now();
+    const auto now_steady = std::chrono::steady_clock::now();
+    auto child_start = now_system - 10s;
+    auto tx = t.span(t.transaction, std::nullopt, child_start + 250ms);
+    tx.start_unix_nano = Traffic::unix_ns(child_start - 50ms);
+    auto child = t.span(t.child, t.transaction, child_start + 200ms);
+    child.start_unix_nano = Traffic::unix_ns(child_start);
+    for (auto* sp : {&tx, &child}) {
+      sp->received_at_system = now_system - 9s;
+      sp->received_at = now_steady - 9s;
+    }
+    SpanId other{};
+    other.fill(0x99);
+    auto later = t.span(other, std::nullopt, now_system - 100ms);
+    later.trace_id.fill(0x98);
+    later.received_at_system = now_system;
+    later.received_at = now_steady;
+    s.spans = {child, tx, later};
+
+    RecordObservation o = observation(11, 1, 1);
+    o.record.trace_present = 1;
+    o.record.trace_flags = 1;
+    o.record.trace_id = t.trace;
+    o.record.span_id = t.child;
+    o.record.transaction_id = t.transaction;
+    if (change) change(o, t);
+    o.bytes = wire::encode_tls_record(o.record);
+    auto steady_child_start = now_steady - 10s;
+    o.at = steady_child_start + std::chrono::milliseconds(from_ms) - 1ms;
+    o.read_by = steady_child_start + std::chrono::milliseconds(from_ms);
+    o.last_seen = steady_child_start + std::chrono::milliseconds(to_ms);
+    s.records->observations = {o};
+  });
+}
+
+class TlsIdsJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(TlsIdsJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TlsIdsJudge,
+    testing::Values(
+        JudgeCase{"NamedWhileActive", "TLS-05", record_naming_child(20, 180), Outcome::Met,
+                  "1 distinct (span, transaction) pairs read"},
+        JudgeCase{"StaleAfterTheSpanEnded", "TLS-05", record_naming_child(20, 400), Outcome::Violated,
+                  "1 stale and 0 early of 1 record states"},
+        JudgeCase{"NamedBeforeItStarted", "TLS-05", record_naming_child(-300, 100), Outcome::Violated,
+                  "0 stale and 1 early of 1 record states"},
+        JudgeCase{"WithinTheTolerance", "TLS-05", record_naming_child(-3, 203), Outcome::Met, ""},
+        JudgeCase{"TransactionIdIsTheSpanId", "TLS-05",
+                  record_naming_child(20, 180, [](RecordObservation& o, Traffic& t) { o.record.transaction_id = t.child; }),
+                  Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
+        JudgeCase{"SpanNeverExported", "TLS-05",
+                  record_naming_child(20, 180, [](RecordObservation& o, Traffic&) { o.record.span_id.fill(0x77); }),
+                  Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
+        JudgeCase{"UnsampledIsNotMatched", "TLS-05",
+                  record_naming_child(20, 400, [](RecordObservation& o, Traffic&) { o.record.trace_flags = 0; }),
+                  Outcome::NotApplicable, "no sampled record"}),
+    case_name);
+
 // ---- HOST ---------------------------------------------------------------
 
 std::function<void(SessionSet&)> own_host_id(std::function<void(SessionEvidence&)> change) {
