@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 
+#include "forked_child.hpp"
 #include "tracecorr/sampler.hpp"
 
 namespace tracecorr {
@@ -61,33 +63,22 @@ class ChildWithRecords : public ::testing::Test {
   void SetUp() override {
     g_records[0] = wire::encode_tls_record(numbered_record(1, 1));
     g_records[1] = wire::encode_tls_record(numbered_record(2, 0));
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      close(fds[0]);
-      g_ready_fd = fds[1];
+    child_ = std::make_unique<test::ForkedChild>([](test::ForkedChild::Pipes pipes) {
+      g_ready_fd = pipes.report;
       pthread_t t;
       pthread_create(&t, nullptr, child_thread, reinterpret_cast<void*>(1));
       pthread_create(&t, nullptr, child_thread, reinterpret_cast<void*>(2));
       child_thread(reinterpret_cast<void*>(0));
-      _exit(0);
-    }
-    close(fds[1]);
+    });
+    pid_ = child_->pid();
+    ASSERT_GT(pid_, 0);
     for (int i = 0; i < 3; ++i) {
       ThreadInfo info{};
-      ASSERT_EQ(read(fds[0], &info, sizeof(info)), static_cast<ssize_t>(sizeof(info)));
+      ASSERT_TRUE(child_->read(&info, sizeof(info)));
       threads_[info.tid] = info;
     }
-    close(fds[0]);
   }
-  void TearDown() override {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  std::unique_ptr<test::ForkedChild> child_;  // killed and reaped with the fixture
   pid_t pid_ = -1;
   std::map<pid_t, ThreadInfo> threads_;
 };

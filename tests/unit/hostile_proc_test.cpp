@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "forked_child.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/procfs.hpp"
@@ -77,24 +78,20 @@ TEST(HostileDiscovery, MappedFileFallbackRefusesFifoWithoutBlocking) {
 // PTRACE_INTERRUPT: the read gives up after the bound and names the reason,
 // and the attachment is released once the thread can stop again.
 TEST(HostilePtrace, ThreadParkedInVforkIsReportedNotWaitedFor) {
-  int ready[2], release[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(release), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  test::ForkedChild parked([](test::ForkedChild::Pipes pipes) {
     // The vfork child waits for a byte, then exits; until then the parent is parked.
     char c = 1;
-    (void)!::write(ready[1], &c, 1);
+    (void)!::write(pipes.report, &c, 1);
     pid_t v = ::vfork();
     if (v == 0) {
-      (void)!::read(release[0], &c, 1);
+      (void)!::read(pipes.release, &c, 1);
       ::_exit(0);
     }
     for (;;) ::pause();
-  }
+  });
+  const pid_t child = parked.pid();
   char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(parked.read(&c, 1));
   // Wait until the child's main thread is in vfork (state D).
   for (int i = 0; i < 400 && task_state(child, child) != 'D'; ++i) ::usleep(5000);
   ASSERT_EQ(task_state(child, child), 'D');
@@ -111,7 +108,7 @@ TEST(HostilePtrace, ThreadParkedInVforkIsReportedNotWaitedFor) {
 
   // Let the vfork child exit: the parent stops for our pending interrupt and
   // must be detached (not left stopped) by the next reap.
-  ASSERT_EQ(::write(release[1], "x", 1), 1);
+  parked.release();
   for (int i = 0; i < 400 && is_parked(child); ++i) {
     ::usleep(5000);
     reap_parked_attachments();
@@ -119,30 +116,25 @@ TEST(HostilePtrace, ThreadParkedInVforkIsReportedNotWaitedFor) {
   EXPECT_FALSE(is_parked(child));
   auto again = source->thread_pointer(child);
   EXPECT_TRUE(again.ok()) << again.error().message();
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
 }
 
 // The main thread called pthread_exit; the workers run on. The process's
 // shared state is read through a live thread.
 TEST(HostileProc, ZombieLeaderIsReadThroughALiveThread) {
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  test::ForkedChild leaderless([](test::ForkedChild::Pipes pipes) {
     pthread_t t;
     ::pthread_create(&t, nullptr, [](void* fd) -> void* {
       char c = 1;
       (void)!::write(static_cast<int>(reinterpret_cast<std::intptr_t>(fd)), &c, 1);
       for (;;) ::pause();
-    }, reinterpret_cast<void*>(static_cast<std::intptr_t>(ready[1])));
+    }, reinterpret_cast<void*>(static_cast<std::intptr_t>(pipes.report)));
     // pthread_exit would unwind through GoogleTest's catch(...): end only this
     // thread with the raw syscall instead.
     ::syscall(SYS_exit, 0);
-  }
+  });
+  const pid_t child = leaderless.pid();
   char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(leaderless.read(&c, 1));
   for (int i = 0; i < 400 && task_state(child, child) != 'Z'; ++i) ::usleep(5000);
   ASSERT_EQ(task_state(child, child), 'Z');
   EXPECT_NE(live_task(child), child);
@@ -160,6 +152,4 @@ TEST(HostileProc, ZombieLeaderIsReadThroughALiveThread) {
   auto source = make_ptrace_source(child);
   ASSERT_FALSE(tids.empty());
   EXPECT_TRUE(source->thread_pointer(tids[0]).ok());
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
 }

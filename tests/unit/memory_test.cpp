@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "forked_child.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr {
@@ -75,12 +76,10 @@ TEST(LiveProcessMemory, WrappingRangeIsRefused) {
 }
 
 TEST(LiveProcessMemory, ProcessThatExitedIsGone) {
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) ::_exit(0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  LiveProcessMemory mem(child);
+  test::ForkedChild child([](test::ForkedChild::Pipes) {});
+  ASSERT_TRUE(child.started());
+  int status = child.wait();
+  LiveProcessMemory mem(child.pid());
   std::uint8_t out[8];
   auto st = mem.read(reinterpret_cast<std::uintptr_t>(&status), out);
   ASSERT_FALSE(st.ok());

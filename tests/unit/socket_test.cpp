@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "forked_child.hpp"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/socket.hpp"
 
@@ -121,25 +122,20 @@ TEST_F(SocketDir, PeerGoneIsRefused) {
 TEST_F(SocketDir, SocketTheTargetDoesNotHoldIsRefusedBeforeAnythingIsSent) {
   std::string path = dir_ + "/service.sock";
   files_.push_back(path);
-  int ready[2], done[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(done), 0);
-  pid_t service = ::fork();
-  ASSERT_GE(service, 0);
-  if (service == 0) {
+  test::ForkedChild service([&path](test::ForkedChild::Pipes pipes) {
     int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(2);
-    (void)!::write(ready[1], "r", 1);
+    (void)!::write(pipes.report, "r", 1);
     char c;
-    (void)!::read(done[0], &c, 1);
+    (void)!::read(pipes.release, &c, 1);
     char buf[64];
     ::_exit(::recv(fd, buf, sizeof buf, MSG_DONTWAIT) >= 0 ? 1 : 0);  // 1: something arrived
-  }
+  });
   char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(service.read(&c, 1));
   auto f = examine_socket(::getpid(), path);  // we are the "target": we hold no fd on it
   ASSERT_TRUE(f.ok()) << f.error().message();
   EXPECT_TRUE(f->is_socket);
@@ -149,13 +145,12 @@ TEST_F(SocketDir, SocketTheTargetDoesNotHoldIsRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(s.error().requirement, "SOCK-02");
   EXPECT_NE(s.error().message().find("holds no descriptor"), std::string::npos) << s.error().message();
   // The service itself holds it, so from its side the same path is its socket.
-  auto theirs = examine_socket(service, path);
+  auto theirs = examine_socket(service.pid(), path);
   ASSERT_TRUE(theirs.ok()) << theirs.error().message();
   EXPECT_TRUE(theirs->bound_by_target);
   EXPECT_TRUE(theirs->datagram);
-  ASSERT_EQ(::write(done[1], "d", 1), 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(service, &status, 0), service);
+  service.release();
+  int status = service.wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the service received a datagram";
 }
 

@@ -2,6 +2,7 @@
 // client against an in-process stub that speaks like qemu 7.2's.
 #include <gtest/gtest.h>
 
+#include "forked_child.hpp"
 #include "thread_pointer_support.hpp"
 
 #include <arpa/inet.h>
@@ -37,78 +38,63 @@ char thread_state(pid_t pid, pid_t tid) {
   return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
 }
 
-// A child with two threads that report (tid, thread pointer) through a pipe and then wait.
-struct Child {
-  pid_t pid = -1;
-  std::map<pid_t, std::uint64_t> reported;
-  ~Child() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
+// A child with two threads that report (tid, thread pointer) and then wait.
 void report(int fd) {
   std::uint64_t msg[2] = {static_cast<std::uint64_t>(::gettid()), own_thread_pointer()};
   (void)!::write(fd, msg, sizeof msg);
 }
 
-void start_child(Child& c) {
-  int p[2];
-  ASSERT_EQ(::pipe(p), 0);
-  c.pid = ::fork();
-  ASSERT_GE(c.pid, 0);
-  if (c.pid == 0) {
-    ::close(p[0]);
-    static int fd = p[1];
+void two_reporting_threads(test::ForkedChild::Pipes pipes) {
+  static int fd = pipes.report;
+  report(fd);
+  pthread_t t;
+  pthread_create(&t, nullptr, [](void*) -> void* {
     report(fd);
-    pthread_t t;
-    pthread_create(&t, nullptr, [](void*) -> void* {
-      report(fd);
-      for (;;) ::pause();
-    }, nullptr);
     for (;;) ::pause();
-  }
-  ::close(p[1]);
+  }, nullptr);
+  for (;;) ::pause();
+}
+
+std::map<pid_t, std::uint64_t> read_reports(test::ForkedChild& child) {
+  std::map<pid_t, std::uint64_t> reported;
   for (int i = 0; i < 2; ++i) {
     std::uint64_t msg[2];
-    ASSERT_EQ(::read(p[0], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
-    c.reported[static_cast<pid_t>(msg[0])] = msg[1];
+    if (!child.read(msg, sizeof msg)) break;
+    reported[static_cast<pid_t>(msg[0])] = msg[1];
   }
-  ::close(p[0]);
+  return reported;
 }
 
 TEST(PtraceSource, ReadsEveryThreadsPointerAndLeavesThemRunning) {
-  Child c;
-  start_child(c);
-  auto source = make_ptrace_source(c.pid);
+  test::ForkedChild child(two_reporting_threads);
+  auto reported = read_reports(child);
+  ASSERT_EQ(reported.size(), 2u);
+  auto source = make_ptrace_source(child.pid());
   EXPECT_EQ(source->describe(), "ptrace");
   auto tids = source->threads();
   ASSERT_TRUE(tids.ok()) << tids.error().message();
   ASSERT_EQ(tids->size(), 2u);
   for (pid_t tid : *tids) {
-    ASSERT_TRUE(c.reported.count(tid)) << tid;
+    ASSERT_TRUE(reported.count(tid)) << tid;
     auto tp = source->thread_pointer(tid);
     ASSERT_TRUE(tp.ok()) << tp.error().message();
-    EXPECT_EQ(*tp, c.reported[tid]);
+    EXPECT_EQ(*tp, reported[tid]);
     EXPECT_NE(*tp, 0u);
     // Detached and resumed: not in a ptrace-stop or group-stop.
-    char state = thread_state(c.pid, tid);
+    char state = thread_state(child.pid(), tid);
     EXPECT_TRUE(state != 't' && state != 'T' && state != '?') << tid << " is in state " << state;
   }
   // A second read works: no attachment was left behind.
-  auto again = source->thread_pointer(c.pid);
+  auto again = source->thread_pointer(child.pid());
   ASSERT_TRUE(again.ok()) << again.error().message();
 }
 
 TEST(PtraceSource, ThreadThatIsGoneIsAnError) {
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
-  auto source = make_ptrace_source(child);
-  auto tp = source->thread_pointer(child);
+  test::ForkedChild child([](test::ForkedChild::Pipes) {});
+  ASSERT_TRUE(child.started());
+  child.wait();
+  auto source = make_ptrace_source(child.pid());
+  auto tp = source->thread_pointer(child.pid());
   ASSERT_FALSE(tp.ok());
   EXPECT_NE(tp.error().message().find("gone"), std::string::npos) << tp.error().message();
   EXPECT_FALSE(source->threads().ok());
@@ -332,19 +318,15 @@ bool listening_on(int port) {
 TEST(GdbstubSource, ReadsWhatAQemuGuestPrintsAsItsOwnTpidrEl0) {
   if (::access("/usr/bin/qemu-aarch64", X_OK) != 0) GTEST_SKIP() << "qemu-aarch64 not installed";
   const int port = unused_loopback_port();
-  int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  pid_t qemu = ::fork();
-  ASSERT_GE(qemu, 0);
-  if (qemu == 0) {
-    ::dup2(out[1], 1);
+  // Killed and reaped however the test ends.
+  test::ForkedChild guest([port](test::ForkedChild::Pipes pipes) {
+    ::dup2(pipes.report, 1);
     std::string p = std::to_string(port);
     ::execl("/usr/bin/qemu-aarch64", "qemu-aarch64", "-g", p.c_str(), TC_PRINT_TPIDR_ARM64, nullptr);
     ::_exit(127);
-  }
-  ::close(out[1]);
-  Child reaper;  // kills and reaps qemu however the test ends
-  reaper.pid = qemu;
+  });
+  const pid_t qemu = guest.pid();
+  ASSERT_GT(qemu, 0);
   // Wait for the stub to listen without connecting (it serves one connection).
   for (int i = 0; i < 3000 && !listening_on(port); ++i) {
     ASSERT_EQ(::waitpid(qemu, nullptr, WNOHANG), 0) << "qemu exited";
@@ -357,7 +339,7 @@ TEST(GdbstubSource, ReadsWhatAQemuGuestPrintsAsItsOwnTpidrEl0) {
   ASSERT_TRUE((*source)->resume().ok());  // qemu -g holds the guest until now
   std::map<pid_t, std::uint64_t> printed;
   {
-    FILE* f = ::fdopen(out[0], "r");
+    FILE* f = ::fdopen(::dup(guest.report_fd()), "r");
     char line[128];
     while (std::fgets(line, sizeof line, f) && std::string(line) != "ready\n") {
       long tid = 0;

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "forked_child.hpp"
 #include "tracecorr/conform/update_order.hpp"
 #include "tracecorr/memory.hpp"
 
@@ -40,35 +41,25 @@ struct PublisherThread {
   std::uint64_t record = 0;
 };
 
-// A launched update_order_target; killed and reaped on destruction.
+// A launched update_order_target.
 class Publisher {
  public:
-  Publisher(std::vector<std::string> argv, std::size_t threads) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      ADD_FAILURE() << "pipe2 failed";
+  Publisher(std::vector<std::string> argv, std::size_t threads)
+      : child_([argv](test::ForkedChild::Pipes pipes) mutable {
+          std::vector<char*> args;
+          for (auto& a : argv) args.push_back(a.data());
+          args.push_back(nullptr);
+          dup2(pipes.report, STDOUT_FILENO);
+          execv(args[0], args.data());
+          _exit(127);
+        }),
+        pid_(child_.pid()),
+        out_(child_.report_fd()) {
+    if (pid_ <= 0) {
+      ADD_FAILURE() << "fork failed";
       return;
     }
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    out_ = fds[0];
     read_threads(threads);
-  }
-  ~Publisher() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-    if (out_ >= 0) close(out_);
   }
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
@@ -120,6 +111,7 @@ class Publisher {
     ASSERT_EQ(threads_.size(), count) << "the publisher did not announce its threads: " << buffered;
   }
 
+  test::ForkedChild child_;  // killed and reaped on destruction
   pid_t pid_ = -1;
   int out_ = -1;
   std::vector<PublisherThread> threads_;
