@@ -681,7 +681,8 @@ std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::tim
 // longer hold. Launched sessions always stop the agent, and holds whose
 // delay reaches the stop are not judged.)
 std::function<void(SessionSet&)> deferral(std::chrono::milliseconds enabled_hold, std::chrono::milliseconds enabled_child_hold,
-                                          std::chrono::milliseconds disabled_hold) {
+                                          std::chrono::milliseconds disabled_hold,
+                                          std::chrono::milliseconds disabled_child_hold = 0ms) {
   return [=](SessionSet& set) {
     auto t0 = std::chrono::system_clock::now() - 60s;
     // Each session stops its agent once the last span has ended, as a launched session does.
@@ -689,7 +690,7 @@ std::function<void(SessionSet&)> deferral(std::chrono::milliseconds enabled_hold
     on.spans = deferral_timeline(t0, enabled_hold, enabled_child_hold);
     on.stop_requested_at = t0 + 6s;
     auto off = conforming_session(kDisabledSession);
-    off.spans = deferral_timeline(t0 + 20s, disabled_hold, 0ms);
+    off.spans = deferral_timeline(t0 + 20s, disabled_hold, disabled_child_hold);
     off.stop_requested_at = t0 + 26s;
     set.add(std::move(on));
     set.add(std::move(off));
@@ -710,7 +711,13 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"ChildrenAtOnce", "DEFER-05", deferral(1100ms, 0ms, 0ms), Outcome::Met, "child spans exported promptly"},
         JudgeCase{"ChildrenDeferredToo", "DEFER-05", deferral(1100ms, 1100ms, 0ms), Outcome::Violated, "child spans"},
         JudgeCase{"HeldTooLong", "DEFER-03", deferral(2500ms, 0ms, 0ms), Outcome::Violated, ""},
-        JudgeCase{"NoDisabledSession", "DEFER-04", enabled(), Outcome::NotApplicable, "feature disabled"}),
+        JudgeCase{"NoDisabledSession", "DEFER-04", enabled(), Outcome::NotApplicable, "feature disabled"},
+        JudgeCase{"DisabledMeansNothingDeferred", "CONF-01", deferral(1100ms, 0ms, 0ms), Outcome::Met, "nothing deferred"},
+        JudgeCase{"DisabledStillDeferring", "CONF-01", deferral(1100ms, 0ms, 1100ms), Outcome::Violated,
+                  "with ENABLED=false transactions were still deferred"},
+        // Every span late alike (a batching exporter, a slow network) keeps export order: not deferral.
+        JudgeCase{"UniformLatenessIsNotDeferral", "CONF-01", deferral(1100ms, 0ms, 1100ms, 1100ms), Outcome::Met,
+                  "nothing deferred"}),
     case_name);
 
 // ---- TLS-05: the ids a record names, and when ---------------------------
