@@ -26,6 +26,16 @@ Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evid
   return {std::move(id), Finding::Outcome::KitError, std::move(reason), std::move(evidence)};
 }
 
+Verdict verdict_of(Finding::Outcome o) {
+  switch (o) {
+    case Finding::Outcome::Met: return Verdict::Pass;
+    case Finding::Outcome::Violated: return Verdict::Fail;
+    case Finding::Outcome::NotApplicable: return Verdict::Skip;
+    case Finding::Outcome::KitError: return Verdict::Error;
+  }
+  return Verdict::Error;
+}
+
 // ---- spans ------------------------------------------------------------------
 SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
   flags_absent_ = !spans_.empty() && std::none_of(spans_.begin(), spans_.end(), [](const otlp::ReceivedSpan& s) {

@@ -74,5 +74,8 @@ Finding met(std::string id, std::size_t evidence_count, std::string reason, std:
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 Finding not_applicable(std::string id, std::string reason);
 Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+// The verdict an outcome becomes before the level and expectations apply
+// (a violated SHOULD becomes a warning later, in the runner).
+Verdict verdict_of(Finding::Outcome outcome);
 
 }  // namespace tracecorr::conform

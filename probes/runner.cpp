@@ -33,16 +33,6 @@ std::string repeat_command(const RunOptions& o, const std::string& id) {
   return shell_join(argv);
 }
 
-Verdict verdict_of(Finding::Outcome o) {
-  switch (o) {
-    case Finding::Outcome::Met: return Verdict::Pass;
-    case Finding::Outcome::Violated: return Verdict::Fail;
-    case Finding::Outcome::NotApplicable: return Verdict::Skip;
-    case Finding::Outcome::KitError: return Verdict::Error;
-  }
-  return Verdict::Error;
-}
-
 void say(const RunOptions& o, const std::string& line) {
   // Session errors quote what the target published: escaped like the report.
   if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", printable_text(line).c_str());
@@ -189,10 +179,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
     auto started = std::chrono::steady_clock::now();
     say(o, "session " + name + ": " + (sessions.attach_mode ? "attaching" : "launching"));
-    auto settings = session_settings(name);
-    // The slot watch holds the opening until the agent's threads published: only worth it for TLS-01.
-    if (!scenario.judges("TLS-01")) settings.watch_tls_slots = false;
-    auto session = Session::open(o.target, settings);
+    auto session = Session::open(o.target, session_settings(name, scenario));
     if (!session) {
       session_errors[name] = session.error().message();
       say(o, "session " + name + ": " + session.error().message());

@@ -78,7 +78,7 @@ inline constexpr std::uint64_t kCapacityMaxSends = 20000;
 }  // namespace scenario
 
 std::vector<std::string> all_session_names();
-SessionSettings session_settings(const std::string& name);
+SessionSettings session_settings(const std::string& name, const ScenarioOptions& options);
 // Runs the scenario for session.settings().name. Errors are kit faults.
 Status run_scenario(Session& session, const ScenarioOptions& options);
 

@@ -22,15 +22,8 @@ namespace {
 using Outcome = Finding::Outcome;
 using namespace std::chrono_literals;
 
-const char* outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::Met: return "met";
-    case Outcome::Violated: return "violated";
-    case Outcome::NotApplicable: return "not applicable";
-    case Outcome::KitError: return "kit error";
-  }
-  return "?";
-}
+// How an outcome reads in a failure message: the verdict it becomes.
+std::string_view outcome_name(Outcome o) { return to_string(verdict_of(o)); }
 
 // ---- evidence builders: a conforming session, which each case then breaks --
 
@@ -176,7 +169,7 @@ Finding judge_one(const JudgeCase& c) {
 
 void check(const JudgeCase& c) {
   Finding f = judge_one(c);
-  EXPECT_EQ(outcome_name(f.outcome), std::string(outcome_name(c.expected))) << c.requirement << ": " << f.reason;
+  EXPECT_EQ(outcome_name(f.outcome), outcome_name(c.expected)) << c.requirement << ": " << f.reason;
   if (!c.reason_has.empty()) EXPECT_NE(f.reason.find(c.reason_has), std::string::npos) << c.requirement << ": " << f.reason;
   // No pass without evidence: a Met always states what it rests on.
   if (f.outcome == Outcome::Met) EXPECT_GT(f.evidence_count, 0u) << c.requirement << ": " << f.reason;

@@ -242,9 +242,16 @@ class Follower {
   // Threads that were running when their process's slot became locatable
   // (the library was loaded after they started): stop each once to arm it.
   void arm_late_threads() {
+    std::map<pid_t, bool> locatable;  // asked once per process per round, not once per thread
+    auto can_locate = [&](pid_t pid) {
+      if (located_pids_.count(pid)) return true;
+      auto [it, inserted] = locatable.try_emplace(pid, false);
+      if (inserted) it->second = s_.locate(pid, 0).ok();
+      return it->second;
+    };
     for (auto& [tid, t] : threads_) {
       if (t.settled || t.session->held()) continue;
-      if (!located_pids_.count(t.pid) && !s_.locate(t.pid, 0)) continue;
+      if (!can_locate(t.pid)) continue;
       auto stop = t.session->interrupt(kInterruptBound);
       if (!stop) return fail(stop.error());
       if (stop->kind == Stop::Kind::kExited) continue;  // erased at its next poll
