@@ -19,7 +19,7 @@ SampleError to_sample_error(std::uint32_t status) {
   }
 }
 
-static_assert(sizeof(tc_sample::record) == spec::kTlsRecordSize);
+static_assert(sizeof(tc_sample::record) == elastic_v1::spec::kTlsRecordSize);
 static_assert(TC_MAX_STACK_DEPTH == kMaxStackFrames);
 
 class BpfSampler final : public Sampler {
@@ -40,7 +40,7 @@ class BpfSampler final : public Sampler {
       s.record_pointer = r.record_pointer;
       s.error = to_sample_error(r.status);
       if (s.error == SampleError::Ok) {
-        wire::TlsRecordBytes b;
+        elastic_v1::TlsRecordBytes b;
         std::memcpy(b.data(), r.record, b.size());
         s.record = b;
       }

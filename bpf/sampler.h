@@ -8,7 +8,7 @@
 #ifndef TRACECORR_BPF_SAMPLER_H
 #define TRACECORR_BPF_SAMPLER_H
 
-#include "tracecorr_layout.h"
+#include "elastic_v1_layout.h"
 
 #ifdef __cplusplus
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -42,7 +42,7 @@ class AttrProbe final : public Probe {
       for (const auto& [key, first_sent] : targeted) {
         const auto* t = spans.transaction(key.first, key.second);
         if (!t) continue;
-        if (t->attribute(spec::kAttributeName)) {
+        if (t->attribute(elastic_v1::spec::kAttributeName)) {
           ++exported, ++with;
         } else if (forwarded_before_taken_up(spans, *t, first_sent)) {
           ++early;  // forwarded before the agent could have read the first message
@@ -58,7 +58,7 @@ class AttrProbe final : public Probe {
         out.push_back(met("ATTR-01", with, std::to_string(with) + " correlated transactions carry the attribute" + also));
       else
         out.push_back(violated("ATTR-01", std::to_string(exported - with) + " of " + std::to_string(exported) +
-                                              " correlated transactions lack " + std::string(spec::kAttributeName) + also,
+                                              " correlated transactions lack " + std::string(elastic_v1::spec::kAttributeName) + also,
                                {span_evidence(*example, "attribute present", "absent")}));
     }
     // ATTR-02, ATTR-03, ATTR-05: every span carrying the attribute.
@@ -71,7 +71,7 @@ class AttrProbe final : public Probe {
       if (!ids.string_array && !type_bad)
         type_bad = violated("ATTR-02", "the attribute is a " + ids.type_name + ", not a string array",
                             {span_evidence(sp, "string-array", ids.type_name + ": " +
-                                                                   sp.attribute(spec::kAttributeName)->to_display())});
+                                                                   sp.attribute(elastic_v1::spec::kAttributeName)->to_display())});
       if (ids.string_array && !ids.problems.empty() && !encoding_bad)
         encoding_bad = violated("ATTR-03", ids.problems.front(),
                                 {span_evidence(sp, "base64url without padding, 22 characters", ids.problems.front())});

@@ -8,7 +8,7 @@
 #include "judging.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -187,7 +187,7 @@ class DeferProbe final : public Probe {
       out.push_back(not_applicable("DEFER-03", "no transaction ended before the first registration"));
     else {
       double m = median(unregistered);
-      double want = static_cast<double>(spec::kDefaultDelayMs);
+      double want = static_cast<double>(elastic_v1::spec::kDefaultDelayMs);
       double late = want + kLateSlackMs + baseline.quantile(0.95);
       if (m > late && baseline.too_noisy_for(want))
         out.push_back(kit_error("DEFER-03", "before any registration transactions were held " + ms(m) +
@@ -338,7 +338,7 @@ class DeferProbe final : public Probe {
     // starved target), "handed over at once" is unwitnessed, not proven.
     auto witnessed = [&](const otlp::ReceivedSpan& t) {
       return spans.hold_witnessed(t, std::chrono::milliseconds(static_cast<long long>(kImmediateMs)),
-                                  std::chrono::milliseconds(spec::kDefaultDelayMs) - kMargin);
+                                  std::chrono::milliseconds(elastic_v1::spec::kDefaultDelayMs) - kMargin);
     };
     std::size_t n = 0, late = 0, unwitnessed = 0;
     const otlp::ReceivedSpan* example = nullptr;

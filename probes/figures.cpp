@@ -57,7 +57,7 @@ std::vector<DeferralPoint> deferral_points(const std::string& name, const Sessio
   return out;
 }
 
-std::string changed_fields(const wire::TlsRecordBytes& before, const wire::TlsRecordBytes& after) {
+std::string changed_fields(const elastic_v1::TlsRecordBytes& before, const elastic_v1::TlsRecordBytes& after) {
   std::string out;
   for (const auto& f : decode_record_fields(after)) {
     bool changed = false;

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "probe.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 
@@ -143,7 +143,7 @@ double SpanIndex::export_delay_ms(const otlp::ReceivedSpan& s) {
 // ---- the attribute ----------------------------------------------------------
 AttributeIds attribute_ids(const otlp::ReceivedSpan& span) {
   AttributeIds out;
-  const auto* value = span.attribute(spec::kAttributeName);
+  const auto* value = span.attribute(elastic_v1::spec::kAttributeName);
   if (!value) return out;
   out.present = true;
   out.type_name = value->type_name();
@@ -155,9 +155,9 @@ AttributeIds attribute_ids(const otlp::ReceivedSpan& span) {
     const auto& text = (*strings)[i];
     auto problem = base64url_problem(text);
     auto bytes = problem.empty() ? base64url_decode(text) : std::nullopt;
-    if (problem.empty() && (!bytes || bytes->size() != spec::kStackTraceIdSize))
+    if (problem.empty() && (!bytes || bytes->size() != elastic_v1::spec::kStackTraceIdSize))
       problem = "decodes to " + std::to_string(bytes ? bytes->size() : 0) + " bytes, not " +
-                std::to_string(spec::kStackTraceIdSize);
+                std::to_string(elastic_v1::spec::kStackTraceIdSize);
     if (!problem.empty()) {
       out.problems.push_back("element " + std::to_string(i) + " \"" + text.substr(0, 64) + "\": " + problem);
       continue;
@@ -217,26 +217,26 @@ std::string printable(const std::uint8_t* p, std::size_t n) {
 
 std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>& b) {
   std::vector<DecodedField> f;
-  add_field(f, b, spec::kHeaderMessageTypeOffset, spec::kHeaderMessageTypeSize, "message_type", true);
-  add_field(f, b, spec::kHeaderMinorVersionOffset, spec::kHeaderMinorVersionSize, "minor_version", true);
-  if (b.size() < spec::kMessageHeaderSize) return f;
+  add_field(f, b, elastic_v1::spec::kHeaderMessageTypeOffset, elastic_v1::spec::kHeaderMessageTypeSize, "message_type", true);
+  add_field(f, b, elastic_v1::spec::kHeaderMinorVersionOffset, elastic_v1::spec::kHeaderMinorVersionSize, "minor_version", true);
+  if (b.size() < elastic_v1::spec::kMessageHeaderSize) return f;
   auto type = load<std::uint16_t>(b.data());
-  std::size_t known_end = spec::kMessageHeaderSize;
-  if (type == spec::kMsgCorrelationType) {
-    add_field(f, b, spec::kMsgCorrelationTraceIdOffset, spec::kMsgCorrelationTraceIdSize, "trace_id", false);
-    add_field(f, b, spec::kMsgCorrelationTransactionIdOffset, spec::kMsgCorrelationTransactionIdSize,
+  std::size_t known_end = elastic_v1::spec::kMessageHeaderSize;
+  if (type == elastic_v1::spec::kMsgCorrelationType) {
+    add_field(f, b, elastic_v1::spec::kMsgCorrelationTraceIdOffset, elastic_v1::spec::kMsgCorrelationTraceIdSize, "trace_id", false);
+    add_field(f, b, elastic_v1::spec::kMsgCorrelationTransactionIdOffset, elastic_v1::spec::kMsgCorrelationTransactionIdSize,
               "transaction_id", false);
-    add_field(f, b, spec::kMsgCorrelationStackTraceIdOffset, spec::kMsgCorrelationStackTraceIdSize,
+    add_field(f, b, elastic_v1::spec::kMsgCorrelationStackTraceIdOffset, elastic_v1::spec::kMsgCorrelationStackTraceIdSize,
               "stack_trace_id", false);
-    add_field(f, b, spec::kMsgCorrelationCountOffset, spec::kMsgCorrelationCountSize, "count", true);
-    known_end = spec::kMsgCorrelationFixedSize;
-  } else if (type == spec::kMsgRegistrationType) {
-    add_field(f, b, spec::kMsgRegistrationSamplesDelayMsOffset, spec::kMsgRegistrationSamplesDelayMsSize,
+    add_field(f, b, elastic_v1::spec::kMsgCorrelationCountOffset, elastic_v1::spec::kMsgCorrelationCountSize, "count", true);
+    known_end = elastic_v1::spec::kMsgCorrelationFixedSize;
+  } else if (type == elastic_v1::spec::kMsgRegistrationType) {
+    add_field(f, b, elastic_v1::spec::kMsgRegistrationSamplesDelayMsOffset, elastic_v1::spec::kMsgRegistrationSamplesDelayMsSize,
               "samples_delay_ms", true);
-    add_field(f, b, spec::kMsgRegistrationHostIdOffset, 4, "host_id.length", true);
-    known_end = spec::kMsgRegistrationFixedSize;
+    add_field(f, b, elastic_v1::spec::kMsgRegistrationHostIdOffset, 4, "host_id.length", true);
+    known_end = elastic_v1::spec::kMsgRegistrationFixedSize;
     if (b.size() >= known_end) {
-      auto len = load<std::uint32_t>(b.data() + spec::kMsgRegistrationHostIdOffset);
+      auto len = load<std::uint32_t>(b.data() + elastic_v1::spec::kMsgRegistrationHostIdOffset);
       std::size_t have = std::min<std::size_t>(len, b.size() - known_end);
       f.push_back({known_end, have, "host_id", printable(b.data() + known_end, have)});
       known_end += have;
@@ -247,16 +247,16 @@ std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>&
   return f;
 }
 
-std::vector<DecodedField> decode_record_fields(const wire::TlsRecordBytes& bytes) {
+std::vector<DecodedField> decode_record_fields(const elastic_v1::TlsRecordBytes& bytes) {
   std::vector<std::uint8_t> b(bytes.begin(), bytes.end());
   std::vector<DecodedField> f;
-  add_field(f, b, spec::kTlsLayoutMinorVersionOffset, spec::kTlsLayoutMinorVersionSize, "layout_minor_version", true);
-  add_field(f, b, spec::kTlsValidOffset, spec::kTlsValidSize, "valid", true);
-  add_field(f, b, spec::kTlsTracePresentOffset, spec::kTlsTracePresentSize, "trace_present", true);
-  add_field(f, b, spec::kTlsTraceFlagsOffset, spec::kTlsTraceFlagsSize, "trace_flags", true);
-  add_field(f, b, spec::kTlsTraceIdOffset, spec::kTlsTraceIdSize, "trace_id", false);
-  add_field(f, b, spec::kTlsSpanIdOffset, spec::kTlsSpanIdSize, "span_id", false);
-  add_field(f, b, spec::kTlsTransactionIdOffset, spec::kTlsTransactionIdSize, "transaction_id", false);
+  add_field(f, b, elastic_v1::spec::kTlsLayoutMinorVersionOffset, elastic_v1::spec::kTlsLayoutMinorVersionSize, "layout_minor_version", true);
+  add_field(f, b, elastic_v1::spec::kTlsValidOffset, elastic_v1::spec::kTlsValidSize, "valid", true);
+  add_field(f, b, elastic_v1::spec::kTlsTracePresentOffset, elastic_v1::spec::kTlsTracePresentSize, "trace_present", true);
+  add_field(f, b, elastic_v1::spec::kTlsTraceFlagsOffset, elastic_v1::spec::kTlsTraceFlagsSize, "trace_flags", true);
+  add_field(f, b, elastic_v1::spec::kTlsTraceIdOffset, elastic_v1::spec::kTlsTraceIdSize, "trace_id", false);
+  add_field(f, b, elastic_v1::spec::kTlsSpanIdOffset, elastic_v1::spec::kTlsSpanIdSize, "span_id", false);
+  add_field(f, b, elastic_v1::spec::kTlsTransactionIdOffset, elastic_v1::spec::kTlsTransactionIdSize, "transaction_id", false);
   return f;
 }
 
@@ -288,7 +288,7 @@ Evidence message_evidence(const SentMessage& m, std::string expected, std::strin
   return e;
 }
 
-Evidence record_evidence(std::string label, const wire::TlsRecordBytes& bytes, std::string expected,
+Evidence record_evidence(std::string label, const elastic_v1::TlsRecordBytes& bytes, std::string expected,
                          std::string actual) {
   Evidence e;
   e.label = std::move(label);
@@ -388,7 +388,7 @@ CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& s
       continue;
     }
     std::string problem;
-    if (!ids.present) problem = "the transaction has no " + std::string(spec::kAttributeName) + " attribute";
+    if (!ids.present) problem = "the transaction has no " + std::string(elastic_v1::spec::kAttributeName) + " attribute";
     else if (!ids.string_array) problem = "the attribute is a " + ids.type_name + ", not a string array";
     out.mismatches.push_back({e.first, e.total, actual, problem});
   }
@@ -430,7 +430,7 @@ std::vector<RegistrationWindow> registration_windows(const SessionEvidence& s, s
   auto boundary = s.timing_boundary.value_or(std::chrono::system_clock::time_point::max());
   if (auto stop = s.stop_requested_at) boundary = std::min(boundary, *stop);
   std::vector<RegistrationWindow> out;
-  std::uint32_t previous = static_cast<std::uint32_t>(spec::kDefaultDelayMs);
+  std::uint32_t previous = static_cast<std::uint32_t>(elastic_v1::spec::kDefaultDelayMs);
   for (std::size_t i = 0; i < regs.size(); ++i) {
     if (!regs[i].sent()) continue;
     std::uint32_t before = previous;

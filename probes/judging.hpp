@@ -106,10 +106,10 @@ AttributeIds attribute_ids(const otlp::ReceivedSpan& span);
 
 // Evidence from bytes, with their fields decoded by the registry's layouts.
 std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>& bytes);
-std::vector<DecodedField> decode_record_fields(const wire::TlsRecordBytes& bytes);
+std::vector<DecodedField> decode_record_fields(const elastic_v1::TlsRecordBytes& bytes);
 std::vector<DecodedField> decode_storage_fields(const std::vector<std::uint8_t>& bytes);
 Evidence message_evidence(const SentMessage& m, std::string expected, std::string actual);
-Evidence record_evidence(std::string label, const wire::TlsRecordBytes& bytes, std::string expected, std::string actual);
+Evidence record_evidence(std::string label, const elastic_v1::TlsRecordBytes& bytes, std::string expected, std::string actual);
 Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::string actual);
 Evidence text_evidence(std::string label, std::string expected, std::string actual);
 

@@ -15,9 +15,9 @@ constexpr auto kMargin = std::chrono::milliseconds(150);
 
 Evidence registration_evidence(const RegistrationWindow& w, const RegistrationEffect& e) {
   SentMessage m;
-  m.label = wire::describe(wire::Message{w.registration.message});
+  m.label = elastic_v1::describe(elastic_v1::Message{w.registration.message});
   m.requirement = "MSG-02";
-  m.bytes = wire::encode(w.registration.message);
+  m.bytes = elastic_v1::encode(w.registration.message);
   return message_evidence(m,
                           "host.id \"" + w.registration.message.host_id.substr(0, 40) + "\" adopted or delay " +
                               std::to_string(w.registration.message.samples_delay_ms) + " ms applied",
@@ -230,7 +230,7 @@ class MsgProbe final : public Probe {
       if (!scenario::is_long_registration(w.registration.message)) continue;
       RegistrationEffect e;
       auto ok = took_effect(w, spans, adopts, &e);
-      auto bytes = wire::encode(w.registration.message).size();
+      auto bytes = elastic_v1::encode(w.registration.message).size();
       if (ok && !*ok)
         return violated("MSG-07", "a registration of " + std::to_string(bytes) + " bytes (host-id " +
                                       std::to_string(w.registration.message.host_id.size()) +

@@ -29,7 +29,7 @@ class ProcProbe final : public Probe {
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    if (!s->library || !s->library->storage_pointer_addr)
+    if (!s->library || !s->library->process_pointer_addr)
       return not_run(requirements(), "no library exporting the process storage symbol (see ELF)");
     auto sightings = s->storage_sightings;
     std::vector<const StorageSighting*> published;
@@ -63,7 +63,7 @@ class ProcProbe final : public Probe {
       out.push_back(bad ? *bad : met("PROC-01", sightings.size(), "complete and unchanged from the first read (" +
                                                     std::to_string(sightings.size()) + " reads)"));
     }
-    const wire::ProcessStorage* decoded = nullptr;
+    const elastic_v1::ProcessStorage* decoded = nullptr;
     for (const auto* x : published)
       if (x->decoded) decoded = &*x->decoded;
     // PROC-02

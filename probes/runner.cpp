@@ -13,7 +13,7 @@
 #include "figures.hpp"
 #include "probe.hpp"
 #include "tracecorr/conform/report.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -111,7 +111,7 @@ std::vector<std::string> expand_areas(const std::vector<std::string>& only) {
   std::vector<std::string> ids;
   for (const auto& token : only) {
     bool area = false;
-    for (const auto& r : spec::kRequirements)
+    for (const auto& r : elastic_v1::spec::kRequirements)
       if (r.area == token) {
         area = true;
         ids.emplace_back(r.id);
@@ -124,8 +124,8 @@ std::vector<std::string> expand_areas(const std::vector<std::string>& only) {
 std::vector<std::string> selected_requirements(const std::vector<std::string>& only) {
   auto wanted = expand_areas(only);
   std::vector<std::string> ids;
-  for (const auto& r : spec::kRequirements) {
-    if (r.role != spec::Role::Agent) continue;
+  for (const auto& r : elastic_v1::spec::kRequirements) {
+    if (r.role != Role::Agent) continue;
     std::string id(r.id);
     if (only.empty() || std::find(wanted.begin(), wanted.end(), id) != wanted.end()) ids.push_back(id);
   }

@@ -9,7 +9,7 @@
 
 #include "tracecorr/conform/flames.hpp"
 #include "tracecorr/sampler.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -35,8 +35,8 @@ Millis scaled(const ScenarioOptions& o, Millis d) {
 
 using TransactionKey = std::pair<TraceId, SpanId>;
 
-wire::Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, std::uint16_t count) {
-  wire::Correlation c;
+elastic_v1::Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, std::uint16_t count) {
+  elastic_v1::Correlation c;
   c.trace_id = t.first;
   c.transaction_id = t.second;
   c.stack_trace_id = stack;
@@ -175,9 +175,9 @@ std::optional<TransactionKey> fresh_transaction(Session& s, CorrelationTraffic& 
   return shared;
 }
 
-wire::Registration registration(std::uint16_t minor, std::uint32_t delay, std::string host_id,
+elastic_v1::Registration registration(std::uint16_t minor, std::uint32_t delay, std::string host_id,
                                 std::size_t trailing_bytes = 0) {
-  wire::Registration r;
+  elastic_v1::Registration r;
   r.minor = minor;
   r.samples_delay_ms = delay;
   r.host_id = std::move(host_id);
@@ -200,18 +200,18 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   // 0 times; each is followed by a control that must count once. An agent that
   // decodes a short datagram with stale bytes of the previous one shows up as a
   // control counted twice or an id that was never sent whole.
-  for (std::size_t len = 0; len < spec::kMsgCorrelationFixedSize; ++len) {
+  for (std::size_t len = 0; len < elastic_v1::spec::kMsgCorrelationFixedSize; ++len) {
     auto c = correlation_for(t, random_id<16>(), 1);
-    auto bytes = wire::encode(c);
+    auto bytes = elastic_v1::encode(c);
     bytes.resize(len);
     s.send_correlation(c, "MSG-04",
                        "correlation truncated to " + std::to_string(len) + " of " +
-                           std::to_string(spec::kMsgCorrelationFixedSize) + " bytes",
+                           std::to_string(elastic_v1::spec::kMsgCorrelationFixedSize) + " bytes",
                        0u, std::move(bytes));
     s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
                        "control correlation after the " + std::to_string(len) + "-byte one", 1u);
   }
-  auto reg = wire::encode(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
+  auto reg = elastic_v1::encode(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
   for (std::size_t len = 0; len < reg.size(); ++len) {
     std::vector<std::uint8_t> bytes(reg.begin(), reg.begin() + static_cast<long>(len));
     s.send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
@@ -222,8 +222,8 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   // MSG-05: unknown types and minor 0 carry a correlation's payload; none may count.
   for (std::uint16_t type : {std::uint16_t{0}, std::uint16_t{3}, std::uint16_t{0xFFFF}}) {
     auto c = correlation_for(t, random_id<16>(), 1);
-    auto bytes = wire::encode(c);
-    std::memcpy(bytes.data() + spec::kHeaderMessageTypeOffset, &type, sizeof type);
+    auto bytes = elastic_v1::encode(c);
+    std::memcpy(bytes.data() + elastic_v1::spec::kHeaderMessageTypeOffset, &type, sizeof type);
     s.send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
                        0u, std::move(bytes));
     s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
@@ -265,9 +265,9 @@ void send_message_battery(Session& s, const TransactionKey& t) {
 // MSG-07: boundary values of the registration. Their effect on delay and
 // host.id is not specified, so they are not judged, only survived.
 void send_boundary_registrations(Session& s) {
-  const std::uint16_t minor = spec::kMsgRegistrationMinor;
+  const std::uint16_t minor = elastic_v1::spec::kMsgRegistrationMinor;
   for (auto r : {registration(minor, scenario::kFirstDelayMs, ""),
-                 registration(minor, scenario::kFirstDelayMs, std::string(spec::kMsgRegistrationHostIdMaxLength, 'h')),
+                 registration(minor, scenario::kFirstDelayMs, std::string(elastic_v1::spec::kMsgRegistrationHostIdMaxLength, 'h')),
                  registration(minor, scenario::kFirstDelayMs, std::string("\xff\xfe\xc0\x80", 4)),
                  registration(minor, 0xFFFFFFFFu, "tracecorr-boundary"), registration(minor, 0, "tracecorr-boundary")}) {
     s.register_profiler(std::move(r), "MSG-07", /*judged=*/false);
@@ -397,7 +397,7 @@ Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
   // An agent may wait for a registration before it publishes records (TLS-06):
   // then, and only then, one registration is sent (never in observe-only).
   if (!s.wait_for_records(3000ms) && !o.observe_only && s.can_send()) {
-    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+    s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                      unique_host_id("tracecorr-host-records")),
                         "TLS-06");
     s.wait_for_records(1500ms);
@@ -426,7 +426,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
 
   s.reconnect_socket();  // a profiler restart
-  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
+  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
                                    unique_host_id("tracecorr-host-2")),
                       "MSG-03");
   traffic.pump_until_exported(scaled(o, 1100ms), kWindowPatience, "ATTR-04");
@@ -434,12 +434,12 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (o.judges("MSG-07")) {
     auto long_host_id = unique_host_id("tracecorr-host-long");
     long_host_id.resize(scenario::kLongHostIdBytes, 'l');
-    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+    s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
                         "MSG-07");
     traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
     send_boundary_registrations(s);
   }
-  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
+  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
   traffic.pump(scaled(o, 700ms), "MSG-07", true);
@@ -478,7 +478,7 @@ Status run_auto(Session& s, const ScenarioOptions& o) {
   if (!s.wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
   s.wait_for_records(1500ms);
   traffic.pump(scaled(o, 800ms), "CONF-02", false);
-  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                    unique_host_id("tracecorr-host-auto")),
                       "CONF-02");
   traffic.pump_until_exported(scaled(o, 900ms), kWindowPatience, "CONF-02");
@@ -489,7 +489,7 @@ Status run_auto(Session& s, const ScenarioOptions& o) {
 Status run_small_queue(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   // Minor 2 with trailing bytes, as the first registration this agent sees (MSG-02).
-  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-queue"), 6),
                       "DEFER-06");
   sleep_until_exported(s, scaled(o, 1500ms), kWindowPatience);
@@ -501,7 +501,7 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
 Status run_unsampled(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   s.sleep(scaled(o, 300ms));
-  s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-unsampled")),
                       "DEFER-05");
   s.sleep(scaled(o, 3000ms));
@@ -511,7 +511,7 @@ Status run_unsampled(Session& s, const ScenarioOptions& o) {
 Status run_own_host_id(Session& s, const ScenarioOptions& o) {
   s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
   if (s.can_send()) {
-    s.register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
+    s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
                         "HOST-02");
     sleep_until_exported(s, scaled(o, 900ms), kWindowPatience);
   }
@@ -549,7 +549,7 @@ std::vector<std::string> all_session_names() {
 SessionSettings session_settings(const std::string& name, const ScenarioOptions& options) {
   SessionSettings s;
   s.name = name;
-  std::string enabled(spec::kEnvEnabled);
+  std::string enabled(elastic_v1::spec::kEnvEnabled);
   if (name == kDisabledSession) {
     s.env[enabled] = "false";
     s.storage_wait = std::chrono::milliseconds(500);  // a disabled agent need not publish anything
@@ -557,10 +557,10 @@ SessionSettings session_settings(const std::string& name, const ScenarioOptions&
   // The slot watch holds the opening until the agent's threads published: only worth it for TLS-01.
   s.watch_tls_slots = name == kEnabledSession && options.judges("TLS-01");
   if (name == kAutoSession) s.env[enabled] = "auto";
-  if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
+  if (name == kSmallQueueSession) s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
   if (name == kUnsampledSession) {
     s.env[enabled] = "true";
-    s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
+    s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
     s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
     // One in four sampled: an agent that queues unsampled transactions then
     // holds about 2 sampled of 8, never the 7 that is too close to call.
@@ -603,7 +603,7 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
   if (name == kUnsampledSession) st = run_unsampled(session, options);
   if (name == kEnabledSession && !session.launched() && !session.registrations().empty() && session.can_send()) {
     // A live service: whatever the scenario registered, leave the user's values in force.
-    session.register_profiler(registration(spec::kMsgRegistrationMinor, options.restore_samples_delay_ms,
+    session.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, options.restore_samples_delay_ms,
                                            options.restore_host_id),
                               kRestoreLabel, /*judged=*/false);
   }

@@ -69,7 +69,7 @@ inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
 // with the delay already in force, so that only its host.id shows whether the
 // agent took it. HOST-01 and MSG-03 leave it to MSG-07.
 inline constexpr std::size_t kLongHostIdBytes = 1500;
-inline bool is_long_registration(const wire::Registration& r) { return r.host_id.size() >= kLongHostIdBytes; }
+inline bool is_long_registration(const elastic_v1::Registration& r) { return r.host_id.size() >= kLongHostIdBytes; }
 // How long a session waits for one more export before it stops the agent
 // (an exporter batching every 5 s, plus scheduling).
 inline constexpr std::chrono::milliseconds kBatchPatience{6000};

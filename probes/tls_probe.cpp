@@ -7,7 +7,7 @@
 #include "probes.hpp"
 #include "scenarios.hpp"
 #include "tracecorr/memory.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -101,7 +101,7 @@ class TlsProbe final : public Probe {
                                         ", which could not be read at that store: " + p.read_error->message(),
                           {text_evidence("the store publishing " + who + "'s pointer (hardware watchpoint)",
                                          "a complete record", "unreadable memory")});
-        if (wire::decode_tls_record(*p.bytes)->minor == 0)  // full-size bytes always decode
+        if (elastic_v1::decode_tls_record(*p.bytes)->minor == 0)  // full-size bytes always decode
           return violated("TLS-01", who + "'s TLS pointer was set before its record was initialised (seen at the store "
                                         "that set it, by a hardware watchpoint)",
                           {record_evidence("record of " + who + " at the store that published its pointer", *p.bytes,

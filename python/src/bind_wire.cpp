@@ -6,8 +6,8 @@
 #include "tracecorr/conform/result.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/inspect.hpp"
-#include "tracecorr/spec_registry.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/registry.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::python {
 
@@ -37,41 +37,41 @@ std::span<const std::uint8_t> view(const std::string& s) {
 
 void bind_wire(py::module_& m) {
   // ---- registry -------------------------------------------------------------
-  py::enum_<spec::Level>(m, "Level", "Requirement level (MUST, SHOULD, MAY).")
-      .value("MUST", spec::Level::Must)
-      .value("SHOULD", spec::Level::Should)
-      .value("MAY", spec::Level::May);
-  py::enum_<spec::Role>(m, "Role", "Who a requirement binds: the agent (judged by conform) or the profiler.")
-      .value("AGENT", spec::Role::Agent)
-      .value("PROFILER", spec::Role::Profiler);
+  py::enum_<Level>(m, "Level", "Requirement level (MUST, SHOULD, MAY).")
+      .value("MUST", Level::Must)
+      .value("SHOULD", Level::Should)
+      .value("MAY", Level::May);
+  py::enum_<Role>(m, "Role", "Who a requirement binds: the agent (judged by conform) or the profiler.")
+      .value("AGENT", Role::Agent)
+      .value("PROFILER", Role::Profiler);
 
-  py::class_<spec::Requirement>(m, "Requirement", "One requirement of the registry.")
-      .def_property_readonly("id", [](const spec::Requirement& r) { return std::string(r.id); })
-      .def_readonly("level", &spec::Requirement::level)
-      .def_property_readonly("area", [](const spec::Requirement& r) { return std::string(r.area); })
-      .def_readonly("role", &spec::Requirement::role)
-      .def_property_readonly("source", [](const spec::Requirement& r) { return std::string(r.source); })
-      .def_property_readonly("summary", [](const spec::Requirement& r) { return std::string(r.summary); })
-      .def("__repr__", [](const spec::Requirement& r) { return "<Requirement " + std::string(r.id) + ">"; });
+  py::class_<Requirement>(m, "Requirement", "One requirement of the registry.")
+      .def_property_readonly("id", [](const Requirement& r) { return std::string(r.id); })
+      .def_readonly("level", &Requirement::level)
+      .def_property_readonly("area", [](const Requirement& r) { return std::string(r.area); })
+      .def_readonly("role", &Requirement::role)
+      .def_property_readonly("source", [](const Requirement& r) { return std::string(r.source); })
+      .def_property_readonly("summary", [](const Requirement& r) { return std::string(r.summary); })
+      .def("__repr__", [](const Requirement& r) { return "<Requirement " + std::string(r.id) + ">"; });
 
   m.def(
-      "requirements", [] { return std::vector<spec::Requirement>(spec::kRequirements.begin(), spec::kRequirements.end()); },
+      "requirements", [] { return std::vector<Requirement>(elastic_v1::spec::kRequirements.begin(), elastic_v1::spec::kRequirements.end()); },
       "Every requirement of the registry, in registry order.");
   m.def(
       "find_requirement",
-      [](const std::string& id) -> std::optional<spec::Requirement> {
-        if (const auto* r = spec::find_requirement(id)) return *r;
+      [](const std::string& id) -> std::optional<Requirement> {
+        if (const auto* r = find_requirement(id)) return *r;
         return std::nullopt;
       },
       py::arg("id"), "The requirement with this id, or None.");
   m.def("validate_ids", &conform::validate_ids, py::arg("ids"),
         "The ids that are not in the registry, in the order given (empty: all known).");
   m.def(
-      "registry_json", [] { return std::string(spec::kRegistryJson); },
+      "registry_json", [] { return std::string(elastic_v1::spec::kRegistryJson); },
       "spec/elastic-v1.json as compiled into the library (text; tracecorr.registry() parses it).");
 
   py::module_ s = m.def_submodule("spec", "Layout constants generated from the registry.");
-#define TC_CONST(name) s.attr(#name) = spec::name
+#define TC_CONST(name) s.attr(#name) = elastic_v1::spec::name
   TC_CONST(kPointerSize);
   TC_CONST(kUtf8StrMaxLengthRead);
   TC_CONST(kTlsRecordSize);
@@ -89,13 +89,13 @@ void bind_wire(py::module_& m) {
   TC_CONST(kMsgRegistrationFixedSize);
   TC_CONST(kMsgRegistrationHostIdMaxLength);
 #undef TC_CONST
-  s.attr("kAttributeName") = std::string(spec::kAttributeName);
-  s.attr("kEnvEnabled") = std::string(spec::kEnvEnabled);
-  s.attr("kEnvSocketDir") = std::string(spec::kEnvSocketDir);
-  s.attr("kEnvBufferSize") = std::string(spec::kEnvBufferSize);
-  s.attr("kLibraryNameRegex") = std::string(spec::kLibraryNameRegex);
-  s.attr("kProcessStorageSymbol") = std::string(spec::kProcessStorageSymbol);
-  s.attr("kTlsSymbol") = std::string(spec::kTlsSymbol);
+  s.attr("kAttributeName") = std::string(elastic_v1::spec::kAttributeName);
+  s.attr("kEnvEnabled") = std::string(elastic_v1::spec::kEnvEnabled);
+  s.attr("kEnvSocketDir") = std::string(elastic_v1::spec::kEnvSocketDir);
+  s.attr("kEnvBufferSize") = std::string(elastic_v1::spec::kEnvBufferSize);
+  s.attr("kLibraryNameRegex") = std::string(elastic_v1::spec::kLibraryNameRegex);
+  s.attr("kProcessStorageSymbol") = std::string(elastic_v1::spec::kProcessStorageSymbol);
+  s.attr("kTlsSymbol") = std::string(elastic_v1::spec::kTlsSymbol);
 
   // ---- ids ------------------------------------------------------------------
   m.def(
@@ -127,88 +127,88 @@ void bind_wire(py::module_& m) {
       "Offset of the first invalid UTF-8 sequence, or None for valid text.");
 
   // ---- wire: records and storage ------------------------------------------------
-  py::class_<wire::TlsRecord> tls(m, "TlsRecord", "The 37-byte per-thread correlation record.");
+  py::class_<elastic_v1::TlsRecord> tls(m, "TlsRecord", "The 37-byte per-thread correlation record.");
   tls.def(py::init<>())
-      .def_readwrite("minor", &wire::TlsRecord::minor)
-      .def_readwrite("valid", &wire::TlsRecord::valid)
-      .def_readwrite("trace_present", &wire::TlsRecord::trace_present)
-      .def_readwrite("trace_flags", &wire::TlsRecord::trace_flags)
+      .def_readwrite("minor", &elastic_v1::TlsRecord::minor)
+      .def_readwrite("valid", &elastic_v1::TlsRecord::valid)
+      .def_readwrite("trace_present", &elastic_v1::TlsRecord::trace_present)
+      .def_readwrite("trace_flags", &elastic_v1::TlsRecord::trace_flags)
       .def(py::self == py::self);
-  id_property(tls, "trace_id", &wire::TlsRecord::trace_id);
-  id_property(tls, "span_id", &wire::TlsRecord::span_id);
-  id_property(tls, "transaction_id", &wire::TlsRecord::transaction_id);
+  id_property(tls, "trace_id", &elastic_v1::TlsRecord::trace_id);
+  id_property(tls, "span_id", &elastic_v1::TlsRecord::span_id);
+  id_property(tls, "transaction_id", &elastic_v1::TlsRecord::transaction_id);
   m.def(
-      "encode_tls_record", [](const wire::TlsRecord& r) { return to_bytes(wire::encode_tls_record(r)); },
+      "encode_tls_record", [](const elastic_v1::TlsRecord& r) { return to_bytes(elastic_v1::encode_tls_record(r)); },
       py::arg("record"));
   m.def(
-      "decode_tls_record", [](const py::bytes& b) { std::string s = b; return unwrap(wire::decode_tls_record(view(s))); },
+      "decode_tls_record", [](const py::bytes& b) { std::string s = b; return unwrap(elastic_v1::decode_tls_record(view(s))); },
       py::arg("data"), "Decodes the layout only (minor and valid are the caller's to judge).");
 
-  py::class_<wire::ProcessStorage>(m, "ProcessStorage", "The process storage the agent publishes.")
+  py::class_<elastic_v1::ProcessStorage>(m, "ProcessStorage", "The process storage the agent publishes.")
       .def(py::init<>())
-      .def_readwrite("minor", &wire::ProcessStorage::minor)
-      .def_readwrite("service_name", &wire::ProcessStorage::service_name)
-      .def_readwrite("service_environment", &wire::ProcessStorage::service_environment)
-      .def_readwrite("socket_file_path", &wire::ProcessStorage::socket_file_path)
-      .def_readonly("encoded_size", &wire::ProcessStorage::encoded_size)
+      .def_readwrite("minor", &elastic_v1::ProcessStorage::minor)
+      .def_readwrite("service_name", &elastic_v1::ProcessStorage::service_name)
+      .def_readwrite("service_environment", &elastic_v1::ProcessStorage::service_environment)
+      .def_readwrite("socket_file_path", &elastic_v1::ProcessStorage::socket_file_path)
+      .def_readonly("encoded_size", &elastic_v1::ProcessStorage::encoded_size)
       .def(py::self == py::self);
   m.def(
-      "encode_process_storage", [](const wire::ProcessStorage& p) { return to_bytes(wire::encode_process_storage(p)); },
+      "encode_process_storage", [](const elastic_v1::ProcessStorage& p) { return to_bytes(elastic_v1::encode_process_storage(p)); },
       py::arg("storage"));
   m.def(
       "decode_process_storage",
       [](const py::bytes& b) {
         std::string s = b;
-        return unwrap(wire::decode_process_storage(wire::buffer_source(view(s))));
+        return unwrap(elastic_v1::decode_process_storage(buffer_source(view(s))));
       },
       py::arg("data"), "Checks layout, length bounds and UTF-8 (PROC-03); TracecorrError otherwise.");
 
   // ---- wire: messages -------------------------------------------------------------
-  py::class_<wire::Registration> reg(m, "Registration", "Profiler registration message (type 2).");
+  py::class_<elastic_v1::Registration> reg(m, "Registration", "Profiler registration message (type 2).");
   reg.def(py::init<>())
-      .def_readwrite("minor", &wire::Registration::minor)
-      .def_readwrite("samples_delay_ms", &wire::Registration::samples_delay_ms)
+      .def_readwrite("minor", &elastic_v1::Registration::minor)
+      .def_readwrite("samples_delay_ms", &elastic_v1::Registration::samples_delay_ms)
       .def_property(
-          "host_id", [](const wire::Registration& r) { return py::bytes(r.host_id); },
-          [](wire::Registration& r, const py::object& v) {
+          "host_id", [](const elastic_v1::Registration& r) { return py::bytes(r.host_id); },
+          [](elastic_v1::Registration& r, const py::object& v) {
             r.host_id = py::isinstance<py::str>(v) ? v.cast<std::string>() : std::string(v.cast<py::bytes>());
           },
           "host-id as bytes (need not be UTF-8: MSG-07); str is accepted when setting")
       .def(py::self == py::self);
-  bytes_property(reg, "trailing", &wire::Registration::trailing, "bytes after the known fields (a later minor)");
+  bytes_property(reg, "trailing", &elastic_v1::Registration::trailing, "bytes after the known fields (a later minor)");
 
-  py::class_<wire::Correlation> corr(m, "Correlation", "CPU profiler trace correlation message (type 1).");
+  py::class_<elastic_v1::Correlation> corr(m, "Correlation", "CPU profiler trace correlation message (type 1).");
   corr.def(py::init<>())
-      .def_readwrite("minor", &wire::Correlation::minor)
-      .def_readwrite("count", &wire::Correlation::count)
+      .def_readwrite("minor", &elastic_v1::Correlation::minor)
+      .def_readwrite("count", &elastic_v1::Correlation::count)
       .def(py::self == py::self);
-  id_property(corr, "trace_id", &wire::Correlation::trace_id);
-  id_property(corr, "transaction_id", &wire::Correlation::transaction_id);
-  id_property(corr, "stack_trace_id", &wire::Correlation::stack_trace_id);
-  bytes_property(corr, "trailing", &wire::Correlation::trailing, "bytes after the known fields (a later minor)");
+  id_property(corr, "trace_id", &elastic_v1::Correlation::trace_id);
+  id_property(corr, "transaction_id", &elastic_v1::Correlation::transaction_id);
+  id_property(corr, "stack_trace_id", &elastic_v1::Correlation::stack_trace_id);
+  bytes_property(corr, "trailing", &elastic_v1::Correlation::trailing, "bytes after the known fields (a later minor)");
 
-  py::class_<wire::UnknownMessage> unk(m, "UnknownMessage", "A message of a type (or minor) the decoder does not know.");
+  py::class_<elastic_v1::UnknownMessage> unk(m, "UnknownMessage", "A message of a type (or minor) the decoder does not know.");
   unk.def(py::init<>())
-      .def_readwrite("type", &wire::UnknownMessage::type)
-      .def_readwrite("minor", &wire::UnknownMessage::minor)
+      .def_readwrite("type", &elastic_v1::UnknownMessage::type)
+      .def_readwrite("minor", &elastic_v1::UnknownMessage::minor)
       .def(py::self == py::self);
-  bytes_property(unk, "payload", &wire::UnknownMessage::payload, "bytes after the 4-byte header");
+  bytes_property(unk, "payload", &elastic_v1::UnknownMessage::payload, "bytes after the 4-byte header");
 
   m.def(
-      "encode", [](const wire::Message& msg) { return to_bytes(wire::encode(msg)); }, py::arg("message"),
+      "encode", [](const elastic_v1::Message& msg) { return to_bytes(elastic_v1::encode(msg)); }, py::arg("message"),
       "The datagram for a Registration, Correlation or UnknownMessage.");
   m.def(
       "decode_message",
       [](const py::bytes& b) {
         std::string s = b;
-        return unwrap(wire::decode_message(view(s)));
+        return unwrap(elastic_v1::decode_message(view(s)));
       },
       py::arg("datagram"),
       "Decodes as a conforming agent must: too short is a TracecorrError (MSG-04), trailing bytes are kept, "
       "minor 0 of a known type is an UnknownMessage (MSG-05).");
-  m.def("minimum_size", &wire::minimum_size, py::arg("message"),
+  m.def("minimum_size", &elastic_v1::minimum_size, py::arg("message"),
         "The smallest datagram carrying every field of the message (its size without trailing bytes).");
-  m.def("describe", &wire::describe, py::arg("message"), "One line, ids in hex.");
+  m.def("describe", &elastic_v1::describe, py::arg("message"), "One line, ids in hex.");
 }
 
 }  // namespace tracecorr::python

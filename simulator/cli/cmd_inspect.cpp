@@ -10,6 +10,7 @@
 #include <iostream>
 #include <thread>
 
+#include "elastic_v1/library.hpp"
 #include "command.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/inspect.hpp"
@@ -34,13 +35,13 @@ bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 bool wait_for_agent(pid_t pid, double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   LibraryCache cache;
-  auto options = DiscoveryOptions::defaults();
+  auto options = elastic_v1::discovery_options();
   for (;;) {
     auto found = discover_process(pid, options, cache);
     if (!found) return false;
-    if (*found && (*found)->storage_pointer_addr) {
+    if (*found && (*found)->process_pointer_addr) {
       LiveProcessMemory mem(pid);
-      auto pointer = mem.read_u64(*(*found)->storage_pointer_addr);
+      auto pointer = mem.read_u64(*(*found)->process_pointer_addr);
       if (pointer && *pointer != 0) return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
@@ -74,7 +75,7 @@ void print_human(const Inspection& in) {
     std::printf("  machine        %s, load bias %s\n", elf::to_string(lib.elf.machine), hex_address(lib.load_bias).c_str());
     if (!lib.elf.loader_view_note.empty()) std::printf("  note           %s\n", safe(lib.elf.loader_view_note).c_str());
     std::printf("symbols\n");
-    print_symbol("process storage", lib.elf.process_storage);
+    print_symbol("process storage", lib.elf.process_symbol);
     print_symbol("tls", lib.elf.tls);
     std::printf("tls\n  dialect        %s", elf::to_string(lib.elf.tls_access.dialect));
     for (const auto& r : lib.elf.tls_access.relocations) std::printf(" %s", r.c_str());
@@ -95,7 +96,7 @@ void print_human(const Inspection& in) {
   } else if (!in.storage->pointer) {
     std::printf("  unreadable: %s\n", safe(in.storage->error).c_str());
   } else if (*in.storage->pointer == 0) {
-    std::printf("  not published yet (%s at %s is 0)\n", std::string(spec::kProcessStorageSymbol).c_str(),
+    std::printf("  not published yet (%s at %s is 0)\n", std::string(elastic_v1::spec::kProcessStorageSymbol).c_str(),
                 hex_address(in.storage->pointer_address).c_str());
   } else if (!in.storage->fields) {
     std::printf("  at %s, undecodable: %s\n", hex_address(*in.storage->pointer).c_str(), safe(in.storage->error).c_str());
@@ -193,8 +194,8 @@ int run_inspect(const InspectArgs& a) {
     if (a.json) std::puts(json_text(*result).c_str());
     std::fprintf(stderr,
                  "tracecorr inspect: pid %d has no agent library: no mapped file matches %s or defines %s / %s\n", pid,
-                 std::string(spec::kLibraryNameRegex).c_str(), std::string(spec::kProcessStorageSymbol).c_str(),
-                 std::string(spec::kTlsSymbol).c_str());
+                 std::string(elastic_v1::spec::kLibraryNameRegex).c_str(), std::string(elastic_v1::spec::kProcessStorageSymbol).c_str(),
+                 std::string(elastic_v1::spec::kTlsSymbol).c_str());
     return kExitFailure;
   }
   if (a.json)

@@ -7,7 +7,7 @@
 
 #include "command.hpp"
 #include "probes/probe.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::cli {
 namespace {
@@ -21,7 +21,7 @@ std::string probe_name(std::string_view id) {
 
 int run_list(bool json) {
   if (json) {
-    auto registry = nlohmann::json::parse(spec::kRegistryJson);
+    auto registry = nlohmann::json::parse(elastic_v1::spec::kRegistryJson);
     for (auto& r : registry["requirements"]) {
       const auto* probe = conform::probe_for(r["id"].get<std::string>());
       r["probe"] = probe ? nlohmann::json("probes/" + probe->name() + "_probe.cpp") : nlohmann::json(nullptr);
@@ -30,7 +30,7 @@ int run_list(bool json) {
     return kExitOk;
   }
   std::printf("%-8s %-6s %-8s %-6s %s\n", "ID", "LEVEL", "ROLE", "PROBE", "REQUIREMENT");
-  for (const auto& r : spec::kRequirements) {
+  for (const auto& r : elastic_v1::spec::kRequirements) {
     std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), std::string(to_string(r.level)).c_str(),
                 std::string(to_string(r.role)).c_str(), probe_name(r.id).c_str(),
                 static_cast<int>(r.summary.size()), r.summary.data());

@@ -23,10 +23,11 @@
 #include <vector>
 
 #include "sampler_loader.hpp"
+#include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/tls.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 using namespace tracecorr;
 using namespace std::chrono;
@@ -49,15 +50,15 @@ __attribute__((noinline)) std::uint64_t burn(int depth, std::uint64_t x) {
 }
 
 void worker(int depth, std::uint8_t n) {
-  wire::TlsRecord r;
+  elastic_v1::TlsRecord r;
   r.valid = 1;
   r.trace_present = 1;
   r.trace_id.fill(0xab);
   r.trace_id[15] = n;
   r.transaction_id.fill(0xcd);
   r.span_id.fill(0xef);
-  static thread_local wire::TlsRecordBytes bytes;
-  bytes = wire::encode_tls_record(r);
+  static thread_local elastic_v1::TlsRecordBytes bytes;
+  bytes = elastic_v1::encode_tls_record(r);
   t_record = bytes.data();
   volatile std::uint64_t sink = burn(depth, n);
   (void)sink;
@@ -179,7 +180,7 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
   std::optional<std::int64_t> offset;
   for (int i = 0; i < 100 && !offset; ++i) {
     std::this_thread::sleep_for(100ms);
-    auto found = discover_process(child, DiscoveryOptions::defaults(), cache);
+    auto found = discover_process(child, elastic_v1::discovery_options(), cache);
     if (!found || !found->has_value() || !(*found)->tls_descriptor_addr) continue;
     LiveProcessMemory mem(child);
     auto d = read_tls_descriptor(mem, *(*found)->tls_descriptor_addr, (*found)->elf.machine);

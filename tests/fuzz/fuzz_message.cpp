@@ -2,10 +2,10 @@
 // the round trip of what decodes: encode(decode(x)) decodes to the same message.
 #include <cstdlib>
 
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace tracecorr::wire;
+  using namespace tracecorr::elastic_v1;
   auto message = decode_message({data, size});
   if (!message.ok()) return 0;
   (void)describe(*message);

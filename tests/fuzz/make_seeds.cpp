@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "tracecorr/otlp.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace fs = std::filesystem;
 using namespace tracecorr;
@@ -54,36 +54,36 @@ int main(int argc, char** argv) {
   }
   corpus = argv[1];
 
-  wire::Registration registration;
+  elastic_v1::Registration registration;
   registration.samples_delay_ms = 500;
   registration.host_id = "host-1";
-  seed("message", "registration", wire::encode(registration));
-  wire::Registration later = registration;
+  seed("message", "registration", elastic_v1::encode(registration));
+  elastic_v1::Registration later = registration;
   later.minor = 2;
   later.trailing = {1, 2, 3};
-  seed("message", "registration-minor2-trailing", wire::encode(later));
-  wire::Correlation correlation;
+  seed("message", "registration-minor2-trailing", elastic_v1::encode(later));
+  elastic_v1::Correlation correlation;
   correlation.trace_id[0] = 1;
   correlation.transaction_id[0] = 2;
   correlation.stack_trace_id[0] = 3;
-  seed("message", "correlation", wire::encode(correlation));
-  seed("message", "unknown", wire::encode(wire::UnknownMessage{9, 1, {0xff}}));
+  seed("message", "correlation", elastic_v1::encode(correlation));
+  seed("message", "unknown", elastic_v1::encode(elastic_v1::UnknownMessage{9, 1, {0xff}}));
 
-  wire::ProcessStorage storage;
+  elastic_v1::ProcessStorage storage;
   storage.service_name = "checkout";
   storage.service_environment = "prod";
   storage.socket_file_path = "/tmp/elastic/agent.sock";
-  auto storage_bytes = wire::encode_process_storage(storage);
+  auto storage_bytes = elastic_v1::encode_process_storage(storage);
   storage_bytes.insert(storage_bytes.begin(), 1);  // first byte odd: the storage decoder
   seed("storage_record", "storage", storage_bytes);
-  wire::TlsRecord record;
+  elastic_v1::TlsRecord record;
   record.valid = 1;
   record.trace_present = 1;
   record.trace_flags = 1;
   record.trace_id[0] = 1;
   record.span_id[0] = 2;
   record.transaction_id[0] = 3;
-  auto record_bytes = wire::encode_tls_record(record);
+  auto record_bytes = elastic_v1::encode_tls_record(record);
   std::vector<std::uint8_t> record_seed{0};  // first byte even: the record decoder
   record_seed.insert(record_seed.end(), record_bytes.begin(), record_bytes.end());
   seed("storage_record", "record", record_seed);

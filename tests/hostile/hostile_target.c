@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tracecorr_layout.h"
+#include "elastic_v1_layout.h"
 
 static void (*set_record)(void *);
 static void (*publish_storage)(void *);

@@ -9,8 +9,8 @@
 namespace tracecorr::agent {
 namespace {
 
-wire::TlsRecord traced_record() {
-  wire::TlsRecord r;
+elastic_v1::TlsRecord traced_record() {
+  elastic_v1::TlsRecord r;
   r.valid = 1;
   r.trace_present = 1;
   r.trace_flags = 1;
@@ -22,7 +22,7 @@ wire::TlsRecord traced_record() {
 
 TEST(AgentRecord, ValidTracedRecordIsCorrelatedWithItsIds) {
   auto r = traced_record();
-  auto j = judge_record(wire::encode_tls_record(r));
+  auto j = judge_record(elastic_v1::encode_tls_record(r));
   EXPECT_EQ(j.verdict, RecordVerdict::Correlate);
   EXPECT_EQ(j.record, r);
 }
@@ -30,30 +30,30 @@ TEST(AgentRecord, ValidTracedRecordIsCorrelatedWithItsIds) {
 TEST(AgentRecord, ValidZeroIsIgnoredWhateverElseItSays) {  // TLS-08
   auto r = traced_record();
   r.valid = 0;
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::ValidZero);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::ValidZero);
   r.minor = 0;  // even a bad minor: nothing is read while valid is 0
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::ValidZero);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::ValidZero);
 }
 
 TEST(AgentRecord, TraceAbsentIgnoresTheIds) {  // TLS-09
   auto r = traced_record();
   r.trace_present = 0;
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::TraceAbsent);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::TraceAbsent);
 }
 
 TEST(AgentRecord, MinorZeroAndZeroIdsAreNotCorrelated) {
   auto r = traced_record();
   r.minor = 0;
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::BadMinor);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::BadMinor);
   r = traced_record();
   r.trace_id = {};
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::ZeroIds);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::ZeroIds);
   r = traced_record();
   r.transaction_id = {};
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::ZeroIds);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::ZeroIds);
   r = traced_record();
   r.minor = 7;  // a later minor only appends fields
-  EXPECT_EQ(judge_record(wire::encode_tls_record(r)).verdict, RecordVerdict::Correlate);
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::Correlate);
 }
 
 TEST(AgentStackId, SameFramesSameIdDifferentFramesDifferentId) {

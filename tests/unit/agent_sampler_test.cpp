@@ -25,8 +25,8 @@ std::int64_t record_tls_offset() {
   return reinterpret_cast<std::intptr_t>(&t_record) - reinterpret_cast<std::intptr_t>(__builtin_thread_pointer());
 }
 
-wire::TlsRecord numbered_record(std::uint8_t n, std::uint8_t valid) {
-  wire::TlsRecord r;
+elastic_v1::TlsRecord numbered_record(std::uint8_t n, std::uint8_t valid) {
+  elastic_v1::TlsRecord r;
   r.valid = valid;
   r.trace_present = 1;
   r.trace_flags = 1;
@@ -46,7 +46,7 @@ struct ThreadInfo {
 };
 
 int g_ready_fd = -1;
-wire::TlsRecordBytes g_records[2];
+elastic_v1::TlsRecordBytes g_records[2];
 
 void* child_thread(void* arg) {
   int kind = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
@@ -61,8 +61,8 @@ void* child_thread(void* arg) {
 class ChildWithRecords : public ::testing::Test {
  protected:
   void SetUp() override {
-    g_records[0] = wire::encode_tls_record(numbered_record(1, 1));
-    g_records[1] = wire::encode_tls_record(numbered_record(2, 0));
+    g_records[0] = elastic_v1::encode_tls_record(numbered_record(1, 1));
+    g_records[1] = elastic_v1::encode_tls_record(numbered_record(2, 0));
     child_ = std::make_unique<test::ForkedChild>([](test::ForkedChild::Pipes pipes) {
       g_ready_fd = pipes.report;
       pthread_t t;

@@ -18,7 +18,9 @@
 
 #include "tracecorr/elf.hpp"
 #include "tracecorr/fd.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace tracecorr::elf {
 namespace {
@@ -26,7 +28,8 @@ namespace {
 Expected<LibraryAnalysis> analyze_path(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return make_error("cannot open", path);
-  return analyze_library(fd.get(), path);
+  return analyze_library(fd.get(), path, std::string(elastic_v1::spec::kProcessStorageSymbol),
+                         std::string(elastic_v1::spec::kTlsSymbol));
 }
 
 std::vector<std::uint8_t> slurp(const std::string& path) {
@@ -58,12 +61,12 @@ TEST(ElfAnalysis, TlsdescLibraryHasTheDescriptorAndWellFormedSymbols) {
   ASSERT_TRUE(a.ok()) << a.error().message();
   EXPECT_EQ(a->machine, Machine::X86_64);
   EXPECT_EQ(a->first_load_vaddr, 0u);
-  ASSERT_TRUE(a->process_storage);
-  EXPECT_TRUE(a->process_storage->defined());
-  EXPECT_EQ(a->process_storage->type, STT_OBJECT);
-  EXPECT_EQ(a->process_storage->binding, STB_GLOBAL);
-  EXPECT_EQ(a->process_storage->visibility, STV_DEFAULT);
-  EXPECT_EQ(a->process_storage->size, 8u);
+  ASSERT_TRUE(a->process_symbol);
+  EXPECT_TRUE(a->process_symbol->defined());
+  EXPECT_EQ(a->process_symbol->type, STT_OBJECT);
+  EXPECT_EQ(a->process_symbol->binding, STB_GLOBAL);
+  EXPECT_EQ(a->process_symbol->visibility, STV_DEFAULT);
+  EXPECT_EQ(a->process_symbol->size, 8u);
   ASSERT_TRUE(a->tls);
   EXPECT_EQ(a->tls->type, STT_TLS);
   EXPECT_EQ(describe_type(a->tls->type), "TLS");
@@ -106,7 +109,7 @@ std::optional<std::uint64_t> file_offset_of_symbol(const std::string& path, cons
 // know them, so that discovery does not take them for a published pointer.
 TEST(ElfAnalysis, KnowsTheFileBytesAtTheStoragePointer) {
   auto bytes = slurp(TC_TESTLIB_DESC);
-  auto offset = file_offset_of_symbol(TC_TESTLIB_DESC, std::string(spec::kProcessStorageSymbol));
+  auto offset = file_offset_of_symbol(TC_TESTLIB_DESC, std::string(elastic_v1::spec::kProcessStorageSymbol));
   ASSERT_TRUE(offset);
   ASSERT_LE(*offset + 8, bytes.size());
   const std::uint64_t marker = 0x2e3231206e616962;  // "bian 12.": .comment text seen there under qemu-user
@@ -114,8 +117,8 @@ TEST(ElfAnalysis, KnowsTheFileBytesAtTheStoragePointer) {
   TempFile patched(bytes);
   auto a = analyze_path(patched.path());
   ASSERT_TRUE(a.ok()) << a.error().message();
-  ASSERT_TRUE(a->storage_bytes_in_file);
-  EXPECT_EQ(*a->storage_bytes_in_file, marker);
+  ASSERT_TRUE(a->process_pointer_in_file);
+  EXPECT_EQ(*a->process_pointer_in_file, marker);
 }
 
 TEST(ElfAnalysis, TraditionalDialectIsRecognisedByTheRegistryNames) {
@@ -124,7 +127,7 @@ TEST(ElfAnalysis, TraditionalDialectIsRecognisedByTheRegistryNames) {
   EXPECT_EQ(a->tls_access.dialect, TlsDialect::Traditional);
   EXPECT_FALSE(a->tls_access.descriptor_vaddr);
   EXPECT_TRUE(has(a->tls_access.relocations, "R_X86_64_DTPMOD64")) << ::testing::PrintToString(a->tls_access.relocations);
-  const auto* names = registry_dialect_relocations(Machine::X86_64);
+  const auto* names = dialect_relocations(Machine::X86_64);
   ASSERT_NE(names, nullptr);
   for (const auto& r : a->tls_access.relocations) EXPECT_TRUE(has(names->traditional, r)) << r;
 }
@@ -132,7 +135,7 @@ TEST(ElfAnalysis, TraditionalDialectIsRecognisedByTheRegistryNames) {
 TEST(ElfAnalysis, LibraryWithoutTheSymbols) {
   auto a = analyze_path(TC_TESTLIB_NOSYMS);
   ASSERT_TRUE(a.ok()) << a.error().message();
-  EXPECT_FALSE(a->process_storage);
+  EXPECT_FALSE(a->process_symbol);
   EXPECT_FALSE(a->tls);
   EXPECT_EQ(a->tls_access.dialect, TlsDialect::None);
   EXPECT_GT(a->dynamic_symbol_count, 0u);
@@ -164,19 +167,18 @@ TEST(ElfAnalysis, Aarch64TraditionalLibrary) {
 }
 #endif
 
-TEST(ElfAnalysis, RegistryDialectNamesMatchTheRelocationTable) {
-  for (Machine m : {Machine::X86_64, Machine::AArch64}) {
-    const auto* names = registry_dialect_relocations(m);
+TEST(ElfAnalysis, DialectTableAgreesWithTheElasticRegistry) {
+  // The Elastic registry documents the dialects (library.tls_dialects); the
+  // ELF layer's table is the psABI's. They must say the same.
+  auto registry = nlohmann::json::parse(elastic_v1::spec::kRegistryJson);
+  const auto& dialects = registry.at("library").at("tls_dialects");
+  for (auto [m, key] : {std::pair{Machine::X86_64, "x86_64"}, std::pair{Machine::AArch64, "aarch64"}}) {
+    const auto* names = dialect_relocations(m);
     ASSERT_NE(names, nullptr);
-    // Every registry name is one we can produce from a relocation number.
-    bool found_descriptor = false;
-    for (std::uint32_t type = 0; type < 2048; ++type) {
-      auto n = relocation_name(m, type);
-      if (n == names->descriptor) found_descriptor = true;
-    }
-    EXPECT_TRUE(found_descriptor) << names->descriptor;
+    EXPECT_EQ(names->descriptor, dialects.at(key).at("descriptor_relocation").get<std::string>());
+    EXPECT_EQ(names->traditional, dialects.at(key).at("traditional_relocations").get<std::vector<std::string>>());
   }
-  EXPECT_EQ(registry_dialect_relocations(Machine::Other), nullptr);
+  EXPECT_EQ(dialect_relocations(Machine::Other), nullptr);
 }
 
 TEST(ElfAnalysis, GarbageIsAnErrorNamingTheFile) {
@@ -382,7 +384,7 @@ TEST(ElfAnalysis, AnUntouchedLibraryAgreesWithTheLoadersView) {
 TEST(ElfAnalysis, RewrittenSectionHeadersDoNotMoveTheSymbols) {
   auto original = analyze_path(TC_TESTLIB_DESC);
   ASSERT_TRUE(original.ok()) << original.error().message();
-  ASSERT_TRUE(original->process_storage && original->tls_access.descriptor_vaddr);
+  ASSERT_TRUE(original->process_symbol && original->tls_access.descriptor_vaddr);
 
   SparseElf elf;
   const unsigned index = elf.find(SHT_DYNSYM);
@@ -400,8 +402,8 @@ TEST(ElfAnalysis, RewrittenSectionHeadersDoNotMoveTheSymbols) {
   elf.set_section(index, sh);
   auto a = elf.analyze(elf.bytes.size());
   ASSERT_TRUE(a.ok()) << a.error().message();
-  ASSERT_TRUE(a->process_storage);
-  EXPECT_EQ(a->process_storage->value, original->process_storage->value);
+  ASSERT_TRUE(a->process_symbol);
+  EXPECT_EQ(a->process_symbol->value, original->process_symbol->value);
   EXPECT_EQ(a->tls_access.descriptor_vaddr, original->tls_access.descriptor_vaddr);
   EXPECT_NE(a->loader_view_note.find("disagree with the dynamic segment"), std::string::npos) << a->loader_view_note;
 }

@@ -32,11 +32,11 @@ class OwnThreadSource : public ThreadPointerSource {
 };
 
 TEST(Findings, CarryTheRegistryLevel) {
-  EXPECT_EQ(make_finding("TLS-07", "x").level, spec::Level::Should);
-  EXPECT_EQ(make_finding("ELF-04", "x").level, spec::Level::Must);
+  EXPECT_EQ(make_finding("TLS-07", "x").level, Level::Should);
+  EXPECT_EQ(make_finding("ELF-04", "x").level, Level::Must);
   EXPECT_EQ(make_finding("SOCK-04", "x").requirement, "SOCK-04");
-  EXPECT_NE(spec::find_requirement("PROC-03"), nullptr);
-  EXPECT_EQ(spec::find_requirement("PROC-99"), nullptr);
+  EXPECT_NE(find_requirement("PROC-03"), nullptr);
+  EXPECT_EQ(find_requirement("PROC-99"), nullptr);
   // make_finding("NOPE-01", ...) does not compile: RequirementId is consteval.
 }
 
@@ -55,20 +55,20 @@ TEST(Inspect, SeesWhatThisProcessPublished) {
   std::strncpy(a.sun_path, sock_path.c_str(), sizeof a.sun_path - 1);
   ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
 
-  wire::ProcessStorage s;
+  elastic_v1::ProcessStorage s;
   s.service_name = "inspect-test";
   s.service_environment = "unit";
   s.socket_file_path = sock_path;
-  auto storage = wire::encode_process_storage(s);
+  auto storage = elastic_v1::encode_process_storage(s);
   publish(storage.data());
-  wire::TlsRecord r;
+  elastic_v1::TlsRecord r;
   r.valid = 1;
   r.trace_present = 1;
   r.trace_flags = 1;
   r.trace_id.fill(0x11);
   r.span_id.fill(0x22);
   r.transaction_id.fill(0x33);
-  auto record = wire::encode_tls_record(r);
+  auto record = elastic_v1::encode_tls_record(r);
   set_record(record.data());
 
   OwnThreadSource source;

@@ -13,8 +13,8 @@
 
 #include "probes/probe.hpp"
 #include "probes/scenarios.hpp"
-#include "tracecorr/spec_registry.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/registry.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -32,7 +32,7 @@ elf::Symbol symbol(unsigned type) {
   s.type = type;
   s.binding = STB_GLOBAL;
   s.visibility = STV_DEFAULT;
-  s.size = spec::kPointerSize;
+  s.size = elastic_v1::spec::kPointerSize;
   s.section = 12;  // defined
   return s;
 }
@@ -42,20 +42,20 @@ AgentLibrary conforming_library() {
   lib.pid = 4242;
   lib.path = "/opt/agent/elastic-jvmti-linux-x64.so";
   lib.name_matches = true;
-  lib.storage_pointer_addr = 0x7f0000001000;
+  lib.process_pointer_addr = 0x7f0000001000;
   lib.tls_descriptor_addr = 0x7f0000002000;
-  lib.elf.process_storage = symbol(STT_OBJECT);
+  lib.elf.process_symbol = symbol(STT_OBJECT);
   lib.elf.tls = symbol(STT_TLS);
   lib.elf.tls_access.dialect = elf::TlsDialect::Descriptor;
   lib.elf.tls_access.relocations = {"R_X86_64_TLSDESC"};
   return lib;
 }
 
-StorageSighting sighting(std::uint64_t pointer, wire::ProcessStorage storage, bool socket_exists = true) {
+StorageSighting sighting(std::uint64_t pointer, elastic_v1::ProcessStorage storage, bool socket_exists = true) {
   StorageSighting s;
   s.pointer = pointer;
   if (pointer) {
-    s.raw = wire::encode_process_storage(storage);
+    s.raw = elastic_v1::encode_process_storage(storage);
     s.decoded = storage;
     SocketFacts facts;
     facts.is_socket = socket_exists;
@@ -64,9 +64,9 @@ StorageSighting sighting(std::uint64_t pointer, wire::ProcessStorage storage, bo
   return s;
 }
 
-wire::ProcessStorage storage_fields() {
-  wire::ProcessStorage p;
-  p.minor = spec::kProcessStorageMinor;
+elastic_v1::ProcessStorage storage_fields() {
+  elastic_v1::ProcessStorage p;
+  p.minor = elastic_v1::spec::kProcessStorageMinor;
   p.service_name = "checkout";
   p.service_environment = "test";
   p.socket_file_path = "/tmp/agent/socket";
@@ -102,7 +102,7 @@ RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid
   o.tid = tid;
   o.record.minor = minor;
   o.record.valid = valid;
-  o.bytes = wire::encode_tls_record(o.record);
+  o.bytes = elastic_v1::encode_tls_record(o.record);
   o.record_pointer = 0x60000000u + static_cast<std::uint64_t>(tid) * 0x100;
   return o;
 }
@@ -112,9 +112,9 @@ SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
   p.tid = tid;
   p.record_pointer = 0x61000000u + static_cast<std::uint64_t>(tid) * 0x100;
   if (minor) {
-    wire::TlsRecord r;
+    elastic_v1::TlsRecord r;
     r.minor = *minor;
-    p.bytes = wire::encode_tls_record(r);
+    p.bytes = elastic_v1::encode_tls_record(r);
   } else {
     p.read_error = make_error(ErrorKind::kUnmapped, "nothing is mapped there");
   }
@@ -134,7 +134,7 @@ SentRegistration taken_up_registration(std::chrono::system_clock::time_point at,
   SentRegistration r;
   r.at = std::chrono::steady_clock::now();
   r.at_system = at;
-  r.message.samples_delay_ms = spec::kDefaultDelayMs;
+  r.message.samples_delay_ms = elastic_v1::spec::kDefaultDelayMs;
   r.message.host_id = std::move(host_id);
   r.sequence = 1;
   r.taken_up_at = at + 5ms;
@@ -206,12 +206,12 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"NoLibraryNothingToExamine", "ELF-02", enabled([](auto& s) { s.library.reset(); }),
                   Outcome::NotApplicable, "no library"},
         JudgeCase{"StorageSymbolExported", "ELF-02", enabled(), Outcome::Met, "size 8"},
-        JudgeCase{"StorageSymbolWrongSize", "ELF-02", enabled([](auto& s) { s.library->elf.process_storage->size = 4; }),
+        JudgeCase{"StorageSymbolWrongSize", "ELF-02", enabled([](auto& s) { s.library->elf.process_symbol->size = 4; }),
                   Outcome::Violated, "size 4"},
-        JudgeCase{"StorageSymbolAbsent", "ELF-02", enabled([](auto& s) { s.library->elf.process_storage.reset(); }),
+        JudgeCase{"StorageSymbolAbsent", "ELF-02", enabled([](auto& s) { s.library->elf.process_symbol.reset(); }),
                   Outcome::Violated, "not among the library's dynamic symbols"},
         JudgeCase{"StorageSymbolOnlyImported", "ELF-02",
-                  enabled([](auto& s) { s.library->elf.process_storage->section = SHN_UNDEF; }), Outcome::Violated,
+                  enabled([](auto& s) { s.library->elf.process_symbol->section = SHN_UNDEF; }), Outcome::Violated,
                   "undefined"},
         JudgeCase{"TlsSymbolNotThreadLocal", "ELF-03", enabled([](auto& s) { s.library->elf.tls->type = STT_OBJECT; }),
                   Outcome::Violated, "type"},
@@ -270,7 +270,7 @@ INSTANTIATE_TEST_SUITE_P(
                   enabled([](auto& s) { s.storage_sightings.back() = sighting(0x55000000, storage_fields(), false); }),
                   Outcome::Violated, "before its socket existed"},
         JudgeCase{"AttachModeCannotTell", "PROC-04", enabled({}, true), Outcome::NotApplicable, "attach mode"},
-        JudgeCase{"NoStorageSymbol", "PROC-01", enabled([](auto& s) { s.library->storage_pointer_addr.reset(); }),
+        JudgeCase{"NoStorageSymbol", "PROC-01", enabled([](auto& s) { s.library->process_pointer_addr.reset(); }),
                   Outcome::NotApplicable, "process storage symbol"}),
     case_name);
 
@@ -459,9 +459,9 @@ std::function<void(SessionSet&)> traffic(std::vector<std::pair<std::uint8_t, uns
     Traffic t;
     auto end = t.t0 + 1s;
     auto tx = t.span(t.transaction, std::nullopt, end);
-    if (on_transaction) tx.attributes[std::string(spec::kAttributeName)] = *on_transaction;
+    if (on_transaction) tx.attributes[std::string(elastic_v1::spec::kAttributeName)] = *on_transaction;
     auto child = t.span(t.child, t.transaction, end - 50ms);
-    if (on_child) child.attributes[std::string(spec::kAttributeName)] = *on_child;
+    if (on_child) child.attributes[std::string(elastic_v1::spec::kAttributeName)] = *on_child;
     // Spans ending after the transaction witness when it was handed over.
     s.spans = {child, tx};
     for (int i = 1; i <= 4; ++i) {
@@ -748,7 +748,7 @@ std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
     o.record.span_id = t.child;
     o.record.transaction_id = t.transaction;
     if (change) change(o, t);
-    o.bytes = wire::encode_tls_record(o.record);
+    o.bytes = elastic_v1::encode_tls_record(o.record);
     auto steady_child_start = now_steady - 10s;
     o.at = steady_child_start + std::chrono::milliseconds(from_ms) - 1ms;
     o.read_by = steady_child_start + std::chrono::milliseconds(from_ms);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "forked_child.hpp"
+#include "elastic_v1/wire.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr {
@@ -26,12 +27,12 @@ TEST(LiveProcessMemory, ReadsOwnMemory) {
 }
 
 TEST(LiveProcessMemory, SourceAtFeedsTheWireDecoders) {
-  wire::ProcessStorage s;
+  elastic_v1::ProcessStorage s;
   s.service_name = "svc";
   s.socket_file_path = "/tmp/s";
-  auto bytes = wire::encode_process_storage(s);
+  auto bytes = elastic_v1::encode_process_storage(s);
   LiveProcessMemory mem(::getpid());
-  auto d = wire::decode_process_storage(mem.source_at(reinterpret_cast<std::uintptr_t>(bytes.data())));
+  auto d = elastic_v1::decode_process_storage(mem.source_at(reinterpret_cast<std::uintptr_t>(bytes.data())));
   ASSERT_TRUE(d.ok()) << d.error().message();
   EXPECT_EQ(d->service_name, "svc");
 }

@@ -7,7 +7,7 @@ namespace tracecorr::conform {
 namespace {
 
 using test_support::result;
-using Level = spec::Level;
+
 
 TEST(Verdicts, FailedMustIsFail) {
   EXPECT_EQ(judge(Level::Must, false, false), Verdict::Fail);

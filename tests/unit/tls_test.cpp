@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/tls.hpp"
@@ -49,20 +50,20 @@ TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
   const auto& lib = desc_library();
   ASSERT_NE(lib.handle, nullptr) << ::dlerror();
   LibraryCache cache;
-  auto found = discover_process(::getpid(), DiscoveryOptions::defaults(), cache);
+  auto found = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
   ASSERT_TRUE(found.ok()) << found.error().message();
   ASSERT_TRUE(found->has_value());
   const auto& a = **found;
   EXPECT_EQ(a.path, TC_TESTLIB_DESC);
   EXPECT_TRUE(a.name_matches);
   EXPECT_EQ(a.name_suffix, "unittest");
-  ASSERT_TRUE(a.storage_pointer_addr);
-  EXPECT_EQ(*a.storage_pointer_addr,
+  ASSERT_TRUE(a.process_pointer_addr);
+  EXPECT_EQ(*a.process_pointer_addr,
             reinterpret_cast<std::uintptr_t>(::dlsym(lib.handle, "elastic_apm_profiling_correlation_process_storage_v1")));
   ASSERT_TRUE(a.tls_descriptor_addr);
   // A second scan hits the cache: no file is parsed again.
   auto parsed = cache.analyses();
-  auto again = discover_process(::getpid(), DiscoveryOptions::defaults(), cache);
+  auto again = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(cache.analyses(), parsed);
 }
@@ -70,7 +71,7 @@ TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
 TEST(Discovery, MisnamedLibraryIsFoundByItsSymbols) {
   void* h = ::dlopen(TC_TESTLIB_MISNAMED, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << ::dlerror();
-  auto o = DiscoveryOptions::defaults();
+  auto o = elastic_v1::discovery_options();
   o.name_regex = ".*/no-such-agent-name\\.so";  // so only the symbols can find a library
   LibraryCache cache;
   auto found = discover_process(::getpid(), o, cache);
@@ -86,7 +87,7 @@ TEST(Discovery, MisnamedLibraryIsFoundByItsSymbols) {
 
 TEST(Discovery, NameRegexIsTheRegistrys) {
   std::string suffix;
-  auto re = DiscoveryOptions::defaults().name_regex;
+  auto re = elastic_v1::discovery_options().name_regex;
   EXPECT_TRUE(library_name_matches("/opt/x/elastic-jvmti-linux-x64.so", re, &suffix));
   EXPECT_EQ(suffix, "x64");
   EXPECT_TRUE(library_name_matches("/a/elastic-jvmti-linux-arm64-v2.so", re, &suffix));
@@ -100,7 +101,7 @@ TEST(Discovery, NameRegexIsTheRegistrys) {
 // Issue 16: std::regex overflowed the stack on 25-30 KB paths (SIGSEGV in
 // inspect and agent). The matcher is linear and does not recurse.
 TEST(Discovery, NameMatcherSurvivesHugePaths) {
-  auto re = DiscoveryOptions::defaults().name_regex;
+  auto re = elastic_v1::discovery_options().name_regex;
   ASSERT_TRUE(library_name_pattern_supported(re));
   std::string deep;
   while (deep.size() < 200'000) deep += "/d";
@@ -113,7 +114,7 @@ TEST(Discovery, NameMatcherSurvivesHugePaths) {
 
 // The matcher agrees with the regex it stands for (std::regex is safe on these short inputs).
 TEST(Discovery, NameMatcherAgreesWithTheRegex) {
-  for (std::string re : {DiscoveryOptions::defaults().name_regex, std::string(".*/no-such-agent-name\\.so"),
+  for (std::string re : {elastic_v1::discovery_options().name_regex, std::string(".*/no-such-agent-name\\.so"),
                          std::string(".*/lib([a-c0-9]+)\\.so")}) {
     ASSERT_TRUE(library_name_pattern_supported(re)) << re;
     std::regex reference(re, std::regex::ECMAScript);
@@ -133,7 +134,7 @@ TEST(Discovery, NameMatcherAgreesWithTheRegex) {
 
 TEST(Discovery, NonexistentProcessIsAnError) {
   LibraryCache cache;
-  auto found = discover_process(0x3ffffff0, DiscoveryOptions::defaults(), cache);
+  auto found = discover_process(0x3ffffff0, elastic_v1::discovery_options(), cache);
   EXPECT_FALSE(found.ok());
 }
 
@@ -141,7 +142,7 @@ TEST(TlsDescriptor, StaticOffsetLeadsToTheThreadLocalThisThreadSees) {
   const auto& lib = desc_library();
   ASSERT_NE(lib.handle, nullptr) << ::dlerror();
   LibraryCache cache;
-  auto found = discover_process(::getpid(), DiscoveryOptions::defaults(), cache);
+  auto found = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
   ASSERT_TRUE(found.ok() && found->has_value());
   LiveProcessMemory mem(::getpid());
   auto d = read_tls_descriptor(mem, *(*found)->tls_descriptor_addr, (*found)->elf.machine);
@@ -164,7 +165,7 @@ TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   const auto& lib = desc_library();
   ASSERT_NE(lib.handle, nullptr);
   LibraryCache cache;
-  auto found = discover_process(::getpid(), DiscoveryOptions::defaults(), cache);
+  auto found = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
   ASSERT_TRUE(found.ok() && found->has_value());
   LiveProcessMemory mem(::getpid());
   auto d = read_tls_descriptor(mem, *(*found)->tls_descriptor_addr, (*found)->elf.machine);
@@ -176,11 +177,11 @@ TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   EXPECT_EQ(none->record_pointer, 0u);
   EXPECT_FALSE(none->bytes);
 
-  wire::TlsRecord r;
+  elastic_v1::TlsRecord r;
   r.valid = 1;
   r.trace_present = 1;
   r.trace_id[0] = 0xab;
-  auto bytes = wire::encode_tls_record(r);
+  auto bytes = elastic_v1::encode_tls_record(r);
   lib.set_record(bytes.data());
   auto got = read_thread_record(mem, own_thread_pointer(), d->tp_offset);
   ASSERT_TRUE(got.ok()) << got.error().message();

@@ -155,7 +155,7 @@ std::optional<std::array<unsigned long, 5>> debug_registers(pid_t tid) {
 // Waits (bounded, a liveness check, not a timing assertion) until the record changes.
 bool record_keeps_changing(pid_t pid, std::uint64_t record) {
   LiveProcessMemory memory(pid);
-  wire::TlsRecordBytes first{}, now{};
+  elastic_v1::TlsRecordBytes first{}, now{};
   if (!memory.read(record, first)) return false;
   for (auto give_up = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < give_up;) {
     std::this_thread::sleep_for(1ms);
@@ -188,7 +188,7 @@ TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
     auto plan = plan_record_watch(0x7f0000001000 + misalign);
     SCOPED_TRACE("misalign " + std::to_string(misalign));
     ASSERT_LE(plan.chunks.size(), kWatchRegisters);
-    EXPECT_TRUE(plan.watched[spec::kTlsValidOffset]);
+    EXPECT_TRUE(plan.watched[elastic_v1::spec::kTlsValidOffset]);
     std::size_t covered = 0;
     for (const auto& c : plan.chunks) {
       EXPECT_EQ(c.address % kWatchChunkSize, 0u);
@@ -314,7 +314,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
     }
     if (!stopped) return fail("the group-stop never completed");
     LiveProcessMemory memory(pid);
-    wire::TlsRecordBytes before{}, after{};
+    elastic_v1::TlsRecordBytes before{}, after{};
     (void)memory.read(thread.record, before);
     std::this_thread::sleep_for(30ms);  // a resumed writer would publish ~100 times meanwhile
     (void)memory.read(thread.record, after);

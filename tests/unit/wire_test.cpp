@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
-namespace tracecorr::wire {
+namespace tracecorr::elastic_v1 {
 namespace {
 
 template <std::size_t N>
@@ -33,11 +33,11 @@ TlsRecord sample_record() {
 TEST(TlsRecordCodec, RoundTripsAndPlacesFieldsAtRegistryOffsets) {
   auto r = sample_record();
   auto bytes = encode_tls_record(r);
-  ASSERT_EQ(bytes.size(), spec::kTlsRecordSize);
-  EXPECT_EQ(bytes[spec::kTlsValidOffset], 1);
-  EXPECT_EQ(bytes[spec::kTlsTraceIdOffset], 0x10);
-  EXPECT_EQ(bytes[spec::kTlsSpanIdOffset], 0x40);
-  EXPECT_EQ(bytes[spec::kTlsTransactionIdOffset + 7], static_cast<std::uint8_t>(0x80 + 7 * 7));
+  ASSERT_EQ(bytes.size(), elastic_v1::spec::kTlsRecordSize);
+  EXPECT_EQ(bytes[elastic_v1::spec::kTlsValidOffset], 1);
+  EXPECT_EQ(bytes[elastic_v1::spec::kTlsTraceIdOffset], 0x10);
+  EXPECT_EQ(bytes[elastic_v1::spec::kTlsSpanIdOffset], 0x40);
+  EXPECT_EQ(bytes[elastic_v1::spec::kTlsTransactionIdOffset + 7], static_cast<std::uint8_t>(0x80 + 7 * 7));
   auto back = decode_tls_record(bytes);
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(*back, r);
@@ -105,14 +105,14 @@ TEST(ProcessStorageCodec, EveryTruncationIsAnErrorNamingTheField) {
 }
 
 TEST(ProcessStorageCodec, OversizedLengthsAreRefusedBeforeReading) {
-  for (std::uint32_t len : {0xFFFFFFFFu, static_cast<std::uint32_t>(spec::kUtf8StrMaxLengthRead) + 1, 0x80000000u}) {
+  for (std::uint32_t len : {0xFFFFFFFFu, static_cast<std::uint32_t>(elastic_v1::spec::kUtf8StrMaxLengthRead) + 1, 0x80000000u}) {
     auto bytes = encode_process_storage(sample_storage());
     put_u32(bytes, 2, len);  // service_name length
     std::size_t reads = 0;
     auto inner = buffer_source(bytes);
     ByteSource counting = [&](std::uint64_t off, std::span<std::uint8_t> out) {
       ++reads;
-      EXPECT_LE(out.size(), spec::kUtf8StrMaxLengthRead) << "a read larger than the bound was attempted";
+      EXPECT_LE(out.size(), elastic_v1::spec::kUtf8StrMaxLengthRead) << "a read larger than the bound was attempted";
       return inner(off, out);
     };
     auto d = decode_process_storage(counting);
@@ -125,7 +125,7 @@ TEST(ProcessStorageCodec, OversizedLengthsAreRefusedBeforeReading) {
 
 TEST(ProcessStorageCodec, SocketPathHasItsOwnSmallerBound) {
   auto s = sample_storage();
-  s.socket_file_path = std::string(spec::kProcessStorageSocketFilePathMaxLength + 1, 'a');
+  s.socket_file_path = std::string(elastic_v1::spec::kProcessStorageSocketFilePathMaxLength + 1, 'a');
   auto d = decode_process_storage(buffer_source(encode_process_storage(s)));
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().where.find("socket_file_path"), std::string::npos);
@@ -174,7 +174,7 @@ TEST(MessageCodec, RegistrationRoundTripsAtBothAcceptedMinors) {
     auto r = sample_registration();
     r.minor = minor;
     auto bytes = encode(r);
-    EXPECT_EQ(bytes.size(), spec::kMsgRegistrationFixedSize + r.host_id.size());
+    EXPECT_EQ(bytes.size(), elastic_v1::spec::kMsgRegistrationFixedSize + r.host_id.size());
     EXPECT_EQ(minimum_size(Message{r}), bytes.size());
     auto m = decode_message(bytes);
     ASSERT_TRUE(m.ok()) << m.error().message();
@@ -188,7 +188,7 @@ TEST(MessageCodec, CorrelationRoundTripsWithBoundaryCounts) {
     auto c = sample_correlation();
     c.count = count;
     auto bytes = encode(c);
-    ASSERT_EQ(bytes.size(), spec::kMsgCorrelationFixedSize);
+    ASSERT_EQ(bytes.size(), elastic_v1::spec::kMsgCorrelationFixedSize);
     auto m = decode_message(bytes);
     ASSERT_TRUE(m.ok());
     EXPECT_EQ(std::get<Correlation>(*m), c);
@@ -211,7 +211,7 @@ TEST(MessageCodec, EveryTruncationOfEveryMessageIsMSG04) {
 TEST(MessageCodec, HostIdLengthBeyondTheDatagramIsRefused) {
   for (std::uint32_t len : {10u, 0x10000u, 0xFFFFFFFFu}) {
     auto bytes = encode(sample_registration());
-    put_u32(bytes, spec::kMsgRegistrationHostIdOffset, len);
+    put_u32(bytes, elastic_v1::spec::kMsgRegistrationHostIdOffset, len);
     auto m = decode_message(bytes);
     ASSERT_FALSE(m.ok()) << len;
     EXPECT_EQ(m.error().requirement, "MSG-04");
@@ -237,20 +237,20 @@ TEST(MessageCodec, TrailingBytesAreKept) {
   ASSERT_TRUE(mr.ok() && mc.ok());
   EXPECT_EQ(std::get<Registration>(*mr).trailing, r.trailing);
   EXPECT_EQ(std::get<Correlation>(*mc).trailing, c.trailing);
-  EXPECT_EQ(minimum_size(*mc), spec::kMsgCorrelationFixedSize);
+  EXPECT_EQ(minimum_size(*mc), elastic_v1::spec::kMsgCorrelationFixedSize);
 }
 
 TEST(MessageCodec, MinorZeroOfAKnownTypeIsUnknown) {
   auto c = encode(sample_correlation());
-  c[spec::kHeaderMinorVersionOffset] = 0;
-  c[spec::kHeaderMinorVersionOffset + 1] = 0;
+  c[elastic_v1::spec::kHeaderMinorVersionOffset] = 0;
+  c[elastic_v1::spec::kHeaderMinorVersionOffset + 1] = 0;
   auto m = decode_message(c);
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(std::holds_alternative<UnknownMessage>(*m));
-  EXPECT_EQ(std::get<UnknownMessage>(*m).type, spec::kMsgCorrelationType);
-  EXPECT_EQ(std::get<UnknownMessage>(*m).payload.size(), spec::kMsgCorrelationFixedSize - spec::kMessageHeaderSize);
+  EXPECT_EQ(std::get<UnknownMessage>(*m).type, elastic_v1::spec::kMsgCorrelationType);
+  EXPECT_EQ(std::get<UnknownMessage>(*m).payload.size(), elastic_v1::spec::kMsgCorrelationFixedSize - elastic_v1::spec::kMessageHeaderSize);
   // Even a short minor-0 registration is "unknown", not truncated.
-  std::vector<std::uint8_t> short_reg = {static_cast<std::uint8_t>(spec::kMsgRegistrationType), 0, 0, 0};
+  std::vector<std::uint8_t> short_reg = {static_cast<std::uint8_t>(elastic_v1::spec::kMsgRegistrationType), 0, 0, 0};
   auto s = decode_message(short_reg);
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(std::holds_alternative<UnknownMessage>(*s));
@@ -286,4 +286,4 @@ TEST(BufferSource, RefusesReadsPastTheEndAndOffsetOverflow) {
 }
 
 }  // namespace
-}  // namespace tracecorr::wire
+}  // namespace tracecorr::elastic_v1

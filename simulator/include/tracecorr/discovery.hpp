@@ -1,5 +1,5 @@
 // Finding agent processes: the library in /proc/PID/maps, its ELF analysis,
-// the process storage and the TLS descriptor, located in that process.
+// the process pointer and the TLS descriptor, located in that process.
 #pragma once
 
 #include <sys/types.h>
@@ -19,30 +19,34 @@
 
 namespace tracecorr {
 
+// What a protocol's library looks like (its package supplies one, e.g.
+// elastic_v1::discovery_options()): a file name pattern and the two symbols
+// a correlation library may export, either possibly empty.
 struct DiscoveryOptions {
-  std::string name_regex;       // defaults to the registry's
-  std::string storage_symbol;   // defaults to the registry's
-  std::string tls_symbol;       // defaults to the registry's
+  std::string name_regex;
+  // A data symbol holding a pointer to a process-wide structure.
+  std::string process_symbol;
+  // A TLS symbol holding a pointer to the thread's record.
+  std::string tls_symbol;
   // Also analyse libraries whose name does not match but that define either
-  // symbol, so a misnamed library is diagnosed (ELF-01) instead of missed.
-  // Only files whose name looks like a shared object (".so", ".so.N") are
-  // opened, and each file is analysed once per LibraryCache.
+  // symbol, so a misnamed library is diagnosed instead of missed. Only files
+  // whose name looks like a shared object (".so", ".so.N") are opened, and
+  // each file is analysed once per LibraryCache.
   bool look_past_names = true;
-  static DiscoveryOptions defaults();
 };
 
 struct AgentLibrary {
   pid_t pid = 0;
   std::string path;             // as mapped in the target (without " (deleted)")
   bool deleted = false;         // the file was replaced or removed after mapping
-  bool name_matches = false;    // ELF-01
+  bool name_matches = false;    // the file name fits the pattern
   std::string name_suffix;      // the regex group, e.g. "x64"
   std::uint64_t load_bias = 0;  // runtime address = link-time address + load_bias
   std::uint64_t base_mapping_start = 0;  // the mapping with file offset 0
   elf::LibraryAnalysis elf;
   std::string analysis_error;  // the name matches but the file could not be analysed
   // Runtime addresses, when the symbol/relocation exists.
-  std::optional<std::uint64_t> storage_pointer_addr;  // &elastic_..._process_storage_v1
+  std::optional<std::uint64_t> process_pointer_addr;  // &<process symbol>
   std::optional<std::uint64_t> tls_descriptor_addr;   // &struct tlsdesc
 };
 
@@ -68,17 +72,17 @@ Expected<UniqueFd> open_mapped_file(pid_t pid, const Mapping& m);
 // reserved for a process that cannot be examined (gone, no permission).
 Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache);
 
-// True once the loader is done with the page holding the storage pointer, so
+// True once the loader is done with the page holding the process pointer, so
 // that what a read finds there is the agent's. Mapped is not loaded: the
 // loader first maps the whole file with the first segment's (read-only)
 // protection, then places the writable data segment over it, and only then
 // zeroes the .bss part of its last file page and applies relocations. Until
 // then the pointer's address shows unrelated file bytes (seen under qemu-user
 // as a "pointer" made of .comment text).
-bool storage_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory);
+bool process_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory);
 
 // Does `path` match the library name regex? Fills the suffix group. Linear in
-// the path's length: the regex must have the registry's shape (".*/" literal,
+// the path's length: the regex must have the shape registries use (".*/" literal,
 // at most one "([class]*)" or "+" group, literal; no '/' after the first), see
 // library_name_pattern_supported; any other pattern matches nothing.
 bool library_name_matches(const std::string& path, const std::string& regex, std::string* suffix = nullptr);

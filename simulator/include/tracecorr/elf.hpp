@@ -28,13 +28,13 @@ std::string describe_type(unsigned stt);  // "OBJECT", "TLS", ...
 enum class TlsDialect { None, Descriptor, Traditional };
 const char* to_string(TlsDialect d);
 
-// The relocation names of each dialect for a machine, from the registry
-// (library.tls_dialects); nullptr for machines the protocol does not cover.
+// The relocation names of each TLS dialect for a machine (the psABI's);
+// nullptr for machines tracecorr does not cover.
 struct DialectRelocations {
   std::string descriptor;                // "R_X86_64_TLSDESC"
   std::vector<std::string> traditional;  // "R_X86_64_DTPMOD64", ...
 };
-const DialectRelocations* registry_dialect_relocations(Machine m);
+const DialectRelocations* dialect_relocations(Machine m);
 // The relocation type's name (elf.h spelling) for the TLS relocations we know, or "type N".
 std::string relocation_name(Machine m, std::uint32_t type);
 
@@ -53,12 +53,12 @@ struct LibraryAnalysis {
   std::string path;
   Machine machine = Machine::Other;
   std::uint64_t first_load_vaddr = 0;  // p_vaddr of the first PT_LOAD (usually 0 for a .so)
-  std::optional<Symbol> process_storage;
-  // The 8 bytes the file holds at the storage pointer's place (native byte
+  std::optional<Symbol> process_symbol;
+  // The 8 bytes the file holds at the process pointer's place (native byte
   // order). While the loader has mapped that page but not yet zeroed .bss or
   // applied relocations, a read of the pointer shows exactly these bytes (for
   // a .bss pointer often text of a following section such as .comment).
-  std::optional<std::uint64_t> storage_bytes_in_file;
+  std::optional<std::uint64_t> process_pointer_in_file;
   std::optional<Symbol> tls;
   TlsAccess tls_access;
   std::size_t dynamic_symbol_count = 0;
@@ -79,11 +79,10 @@ inline constexpr std::uint64_t kMaxStringTableBytes = 16u << 20;    // .dynstr
 inline constexpr std::uint64_t kMaxRelocationBytes = 32u << 20;     // each RELA section: 1.4 M entries
 }  // namespace layout_limits
 
-// Symbol names default to the registry's. Every problem in the file itself
+// Either symbol name may be empty (not looked for). Every problem in the file itself
 // (not ELF, truncated, no dynamic symbols) is an Error naming the file.
 // `fd` is read only; the caller keeps ownership.
 Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_path,
-                                          const std::string& storage_symbol, const std::string& tls_symbol);
-Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_path);
+                                          const std::string& process_symbol, const std::string& tls_symbol);
 
 }  // namespace tracecorr::elf

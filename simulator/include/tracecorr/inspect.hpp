@@ -11,13 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/socket.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 #include "tracecorr/threadptr.hpp"
 #include "tracecorr/tls.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr {
 
@@ -25,9 +26,9 @@ namespace tracecorr {
 // registry does not define does not build.
 struct RequirementId {
   std::string_view id;
-  spec::Level level;
-  consteval RequirementId(const char* text) : id(text), level(spec::Level::Must) {
-    const spec::Requirement* r = spec::find_requirement(id);
+  Level level;
+  consteval RequirementId(const char* text) : id(text), level(Level::Must) {
+    const Requirement* r = elastic_v1::spec::find_requirement(id);
     if (!r) throw "requirement id is not in spec/elastic-v1.json";  // not a constant expression: build error
     level = r->level;
   }
@@ -35,7 +36,7 @@ struct RequirementId {
 
 struct Finding {
   std::string requirement;  // registry id, e.g. "ELF-04"
-  spec::Level level = spec::Level::Must;
+  Level level = Level::Must;
   std::string message;
 };
 Finding make_finding(RequirementId id, std::string message);
@@ -43,7 +44,7 @@ Finding make_finding(RequirementId id, std::string message);
 struct StorageInspection {
   std::uint64_t pointer_address = 0;     // &elastic_..._process_storage_v1 in the target
   std::optional<std::uint64_t> pointer;  // its value; 0 = not published yet
-  std::optional<wire::ProcessStorage> fields;
+  std::optional<elastic_v1::ProcessStorage> fields;
   std::string error;  // reading or decoding failed
 };
 
@@ -59,7 +60,7 @@ struct ThreadInspection {
   pid_t tid = 0;
   std::optional<std::uint64_t> thread_pointer;
   std::optional<std::uint64_t> record_pointer;  // 0: no record published for this thread
-  std::optional<wire::TlsRecord> record;
+  std::optional<elastic_v1::TlsRecord> record;
   std::string error;
 };
 
@@ -78,7 +79,7 @@ struct Inspection {
 };
 
 struct InspectOptions {
-  DiscoveryOptions discovery = DiscoveryOptions::defaults();
+  DiscoveryOptions discovery = elastic_v1::discovery_options();
   // Borrowed; nullptr: a ptrace source for the pid is made (and used) inside.
   ThreadPointerSource* thread_pointers = nullptr;
   bool read_threads = true;

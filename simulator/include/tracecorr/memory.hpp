@@ -4,14 +4,20 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
 #include "tracecorr/error.hpp"
 #include "tracecorr/fd.hpp"
-#include "tracecorr/wire.hpp"
 
 namespace tracecorr {
+
+// Reads `out.size()` bytes at `offset` from the start of a structure. Decoders
+// of variable-length structures pull bytes on demand through one, from target
+// memory or from a buffer.
+using ByteSource = std::function<Status(std::uint64_t offset, std::span<std::uint8_t> out)>;
+ByteSource buffer_source(std::span<const std::uint8_t> bytes);
 
 // An address in the target as every message prints it: 0x-prefixed lower-case hex.
 std::string hex_address(std::uint64_t address);
@@ -24,8 +30,8 @@ class ProcessMemory {
   virtual Status read(std::uint64_t addr, std::span<std::uint8_t> out) const = 0;
 
   Expected<std::uint64_t> read_u64(std::uint64_t addr) const;
-  // A ByteSource over the structure starting at base, for wire:: decoders.
-  wire::ByteSource source_at(std::uint64_t base) const;
+  // A ByteSource over the structure starting at base.
+  ByteSource source_at(std::uint64_t base) const;
 };
 
 // process_vm_readv, falling back to /proc/PID/mem when the syscall is refused

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr {
 
@@ -49,7 +49,7 @@ struct Sample {
   std::uint64_t thread_pointer = 0;
   std::uint64_t record_pointer = 0;
   SampleError error = SampleError::Ok;
-  std::optional<wire::TlsRecordBytes> record;  // set iff error == Ok
+  std::optional<elastic_v1::TlsRecordBytes> record;  // set iff error == Ok
   std::vector<std::uint64_t> frames;           // user stack, innermost first, <= kMaxStackFrames
   int stack_errno = 0;                         // nonzero: the stack could not be read
 };

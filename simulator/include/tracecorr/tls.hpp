@@ -11,7 +11,7 @@
 #include "tracecorr/elf.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/memory.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr {
 
@@ -38,7 +38,7 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
 // thread pointer + offset -> record pointer -> record bytes.
 struct ThreadRecordRead {
   std::uint64_t record_pointer = 0;  // 0: the thread has no record (yet)
-  std::optional<wire::TlsRecordBytes> bytes;
+  std::optional<elastic_v1::TlsRecordBytes> bytes;
 };
 Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uint64_t thread_pointer,
                                               std::int64_t tp_offset);

@@ -39,9 +39,9 @@ const char* to_string(RecordVerdict v) {
   return "?";
 }
 
-JudgedRecord judge_record(const wire::TlsRecordBytes& bytes) {
+JudgedRecord judge_record(const elastic_v1::TlsRecordBytes& bytes) {
   JudgedRecord j;
-  auto decoded = wire::decode_tls_record(bytes);
+  auto decoded = elastic_v1::decode_tls_record(bytes);
   if (!decoded) {  // cannot happen for 37 bytes, but never trust it
     j.verdict = RecordVerdict::BadMinor;
     return j;
@@ -74,10 +74,10 @@ StackTraceId stack_trace_id(std::span<const std::uint64_t> frames) {
   return id;
 }
 
-std::vector<wire::Correlation> correlation_messages(const CorrelationKey& key, std::uint64_t count) {
-  std::vector<wire::Correlation> out;
+std::vector<elastic_v1::Correlation> correlation_messages(const CorrelationKey& key, std::uint64_t count) {
+  std::vector<elastic_v1::Correlation> out;
   while (count > 0) {
-    wire::Correlation m;
+    elastic_v1::Correlation m;
     m.trace_id = key.trace_id;
     m.transaction_id = key.transaction_id;
     m.stack_trace_id = key.stack_trace_id;
@@ -94,8 +94,8 @@ void Aggregator::add(const CorrelationKey& key, std::uint64_t samples) {
   pending_ += samples;
 }
 
-std::vector<wire::Correlation> Aggregator::drain() {
-  std::vector<wire::Correlation> out;
+std::vector<elastic_v1::Correlation> Aggregator::drain() {
+  std::vector<elastic_v1::Correlation> out;
   for (const auto& [key, count] : counts_) {
     auto msgs = correlation_messages(key, count);
     out.insert(out.end(), std::make_move_iterator(msgs.begin()), std::make_move_iterator(msgs.end()));

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tracecorr/conform/report.hpp"
+#include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/procfs.hpp"
@@ -53,7 +54,7 @@ struct HostAgent::Process {
 
   std::optional<AgentLibrary> library;
   std::uint64_t storage_address = 0;
-  std::optional<wire::ProcessStorage> storage;
+  std::optional<elastic_v1::ProcessStorage> storage;
   std::optional<TlsDescriptor> tls;
   bool tls_read_once = false;  // ebpf-profiler: the offset is never re-read
   bool tracked = false;
@@ -88,12 +89,12 @@ struct HostAgent::Process {
     std::map<StackTraceId, std::uint64_t> sent;
   };
   std::map<std::pair<TraceId, SpanId>, Transaction> transactions;
-  std::map<wire::TlsRecordBytes, std::uint64_t> records;  // distinct records read (bounded)
+  std::map<elastic_v1::TlsRecordBytes, std::uint64_t> records;  // distinct records read (bounded)
   std::uint64_t records_overflow = 0;
 };
 
 struct HostAgent::Impl {
-  DiscoveryOptions discovery = DiscoveryOptions::defaults();
+  DiscoveryOptions discovery = elastic_v1::discovery_options();
   LibraryCache cache;
   std::map<pid_t, Process> processes;
   std::vector<Process> retired;
@@ -182,11 +183,11 @@ void HostAgent::refresh(Process& p) {
   const AgentLibrary& lib = *p.library;
 
   // Process storage: pointer first (0 until published, PROC-01), then the layout.
-  if (!lib.storage_pointer_addr) {
-    set_state("the library defines no " + std::string(spec::kProcessStorageSymbol) + " (ELF-02): cannot correlate");
+  if (!lib.process_pointer_addr) {
+    set_state("the library defines no " + std::string(elastic_v1::spec::kProcessStorageSymbol) + " (ELF-02): cannot correlate");
     return;
   }
-  auto storage_ptr = mem.read_u64(*lib.storage_pointer_addr);
+  auto storage_ptr = mem.read_u64(*lib.process_pointer_addr);
   if (!storage_ptr) {
     set_state("cannot read the process storage pointer: " + storage_ptr.error().message());
     return;
@@ -197,11 +198,11 @@ void HostAgent::refresh(Process& p) {
   }
   const bool ebpf = options_.personality == Personality::EbpfProfiler;
   if (*storage_ptr != p.storage_address && !(ebpf && p.storage)) {
-    if (!storage_pointer_settled(lib, mem)) {
+    if (!process_pointer_settled(lib, mem)) {
       set_state("waiting for the loader to finish with the library (its data page still shows file bytes)");
       return;
     }
-    auto storage = wire::decode_process_storage(mem.source_at(*storage_ptr));
+    auto storage = elastic_v1::decode_process_storage(mem.source_at(*storage_ptr));
     if (!storage) {
       set_state("process storage unreadable: " + storage.error().message());
       return;
@@ -236,7 +237,7 @@ void HostAgent::refresh(Process& p) {
   // TLS descriptor: only a static offset can be read through the thread pointer.
   if (!(ebpf && p.tls_read_once)) {
     if (!lib.tls_descriptor_addr) {
-      set_state("no TLSDESC relocation for " + std::string(spec::kTlsSymbol) + " (ELF-04): records cannot be read");
+      set_state("no TLSDESC relocation for " + std::string(elastic_v1::spec::kTlsSymbol) + " (ELF-04): records cannot be read");
       return;
     }
     auto tls = read_tls_descriptor(mem, *lib.tls_descriptor_addr, lib.elf.machine);
@@ -339,11 +340,11 @@ void HostAgent::on_sample(const Sample& s) {
 
 void HostAgent::send_registration(Process& p) {
   if (!p.socket) return;
-  wire::Registration r;
-  r.minor = static_cast<std::uint16_t>(spec::kMsgRegistrationMinor);
+  elastic_v1::Registration r;
+  r.minor = static_cast<std::uint16_t>(elastic_v1::spec::kMsgRegistrationMinor);
   r.samples_delay_ms = options_.samples_delay_ms;
   r.host_id = options_.host_id;
-  auto bytes = wire::encode(r);
+  auto bytes = elastic_v1::encode(r);
   switch (p.socket->send(bytes)) {
     case SendOutcome::Sent:
       p.registered = true;
@@ -360,13 +361,13 @@ void HostAgent::send_registration(Process& p) {
   }
 }
 
-void HostAgent::send_correlation(Process& p, const wire::Correlation& m) {
+void HostAgent::send_correlation(Process& p, const elastic_v1::Correlation& m) {
   if (!p.socket) {
     ++p.send_errors;
     p.samples_unsendable += m.count;
     return;
   }
-  auto bytes = wire::encode(m);
+  auto bytes = elastic_v1::encode(m);
   switch (p.socket->send(bytes)) {
     case SendOutcome::Sent: {
       ++p.messages_sent;
@@ -422,12 +423,12 @@ bool HostAgent::pump_deliveries() {
     p.next_send = std::max(p.next_send, now - options_.flush_interval);
     while (p.socket && !p.delivery.empty() && now >= p.next_send && socket_accepts(p.socket->fd())) {
       auto e = *p.delivery.front();
-      wire::Correlation m;
+      elastic_v1::Correlation m;
       m.trace_id = e.key.trace_id;
       m.transaction_id = e.key.transaction_id;
       m.stack_trace_id = e.key.stack_trace_id;
       m.count = e.count;
-      auto outcome = p.socket->send(wire::encode(m));
+      auto outcome = p.socket->send(elastic_v1::encode(m));
       if (outcome == SendOutcome::WouldBlock) break;  // another sender took the room: next tick
       if (outcome == SendOutcome::Refused) {
         ++p.send_errors;
@@ -554,8 +555,8 @@ std::vector<std::string> HostAgent::nothing_readable() const {
       if (r.pid == pid) p = &r;
     std::string who = "pid " + std::to_string(pid) + ": ";
     if (!p) {
-      out.push_back(who + "no library defining " + std::string(spec::kProcessStorageSymbol) + " or " +
-                    std::string(spec::kTlsSymbol) + " was mapped while the agent ran");
+      out.push_back(who + "no library defining " + std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
+                    std::string(elastic_v1::spec::kTlsSymbol) + " was mapped while the agent ran");
     } else if (!p->ever_tracked) {
       out.push_back(who + "never sampled: " + p->state);
     } else if (p->samples > 0 && p->correlated == 0 && p->not_correlated.count("valid_zero") == 0 &&

@@ -44,7 +44,7 @@ Expected<Expectations> parse_expectations(std::string_view text, std::string_vie
     if (!entry.contains("id") || !entry["id"].is_string()) return make_error("missing \"id\"", at);
     std::string id = entry["id"].get<std::string>();
     at += " (" + id + ")";
-    if (!spec::find_requirement(id)) return make_error("unknown requirement id \"" + id + "\"; see `tracecorr list`", at);
+    if (!find_requirement(id)) return make_error("unknown requirement id \"" + id + "\"; see `tracecorr list`", at);
     if (!seen.insert(id).second) return make_error("listed twice", at);
     if (!entry.contains("reason") || !entry["reason"].is_string())
       return make_error("missing \"reason\": say why the failure is expected", at);
@@ -97,7 +97,7 @@ std::string update_expectations(const RunResult& run, const Expectations& previo
   }
   json entries = json::array();
   // Registry order, so the file diffs cleanly run after run.
-  for (const auto& requirement : spec::kRequirements) {
+  for (const auto& requirement : elastic_v1::spec::kRequirements) {
     std::string id(requirement.id);
     bool keep = failures.count(id) || (reasons.count(id) && !evaluated.count(id));
     if (!keep) continue;

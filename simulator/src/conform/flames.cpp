@@ -9,7 +9,7 @@ namespace tracecorr::conform {
 
 std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& r) {
   if (r.error != SampleError::Ok || !r.record) return std::nullopt;
-  auto record = wire::decode_tls_record(*r.record);
+  auto record = elastic_v1::decode_tls_record(*r.record);
   if (!record || !record->valid || !record->trace_present) return std::nullopt;
   return std::make_pair(record->trace_id, record->transaction_id);
 }

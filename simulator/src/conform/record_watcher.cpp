@@ -97,7 +97,7 @@ void RecordWatcher::poll_once() {
       continue;
     }
     const auto& bytes = *first->bytes;
-    auto record = wire::decode_tls_record(bytes);
+    auto record = elastic_v1::decode_tls_record(bytes);
     if (!record) continue;
     auto last = last_bytes_.find(tid);
     if (last == last_bytes_.end() || last->second != bytes) {

@@ -17,7 +17,7 @@
 #include "tracecorr/stats.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/ids.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -38,7 +38,7 @@ std::string hex64(std::uint64_t v) {
 
 // The registry's protocol name and version (the spec this kit judges by).
 std::string protocol_of_registry() {
-  auto registry = nlohmann::ordered_json::parse(spec::kRegistryJson, nullptr, false);
+  auto registry = nlohmann::ordered_json::parse(elastic_v1::spec::kRegistryJson, nullptr, false);
   if (registry.is_discarded()) return "?";
   auto name = registry.value("protocol", std::string("?"));
   auto version = registry.value("protocol_version", std::string("?"));

@@ -89,10 +89,10 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
     RequirementResult result;
     result.id = str(r, "id");
     if (result.id.empty()) return make_error("no \"id\"", at);
-    auto level = one_of(r, "level", std::array{spec::Level::Must, spec::Level::Should, spec::Level::May}, at);
+    auto level = one_of(r, "level", std::array{Level::Must, Level::Should, Level::May}, at);
     if (!level) return level.error();
     result.level = *level;
-    auto role = one_of(r, "role", std::array{spec::Role::Agent, spec::Role::Profiler}, at);
+    auto role = one_of(r, "role", std::array{Role::Agent, Role::Profiler}, at);
     if (!role) return role.error();
     result.role = *role;
     auto verdict = one_of(r, "verdict",

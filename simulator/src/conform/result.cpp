@@ -28,7 +28,7 @@ std::string_view to_string(ExpectationStatus status) {
 }
 
 Expected<RequirementResult> make_result(std::string_view id) {
-  const spec::Requirement* r = spec::find_requirement(id);
+  const Requirement* r = find_requirement(id);
   if (!r) return make_error("unknown requirement id \"" + std::string(id) + "\"", "spec/elastic-v1.json");
   RequirementResult result;
   result.id = r->id;
@@ -43,14 +43,14 @@ Expected<RequirementResult> make_result(std::string_view id) {
 std::vector<std::string> validate_ids(const std::vector<std::string>& ids) {
   std::vector<std::string> unknown;
   for (const auto& id : ids)
-    if (!spec::find_requirement(id)) unknown.push_back(id);
+    if (!find_requirement(id)) unknown.push_back(id);
   return unknown;
 }
 
-Verdict judge(spec::Level level, bool met, bool strict) {
+Verdict judge(Level level, bool met, bool strict) {
   if (met) return Verdict::Pass;
-  if (level == spec::Level::Must) return Verdict::Fail;
-  if (level == spec::Level::Should && strict) return Verdict::Fail;
+  if (level == Level::Must) return Verdict::Fail;
+  if (level == Level::Should && strict) return Verdict::Fail;
   return Verdict::Warn;
 }
 
@@ -72,7 +72,7 @@ bool fails_gate(const RequirementResult& result, bool strict) {
   if (result.expectation == ExpectationStatus::ExpectedFailure) return false;
   if (result.verdict == Verdict::Fail) return true;
   // A warning on a SHOULD fails a strict gate even if the probe judged it leniently.
-  return strict && result.verdict == Verdict::Warn && result.level != spec::Level::May;
+  return strict && result.verdict == Verdict::Warn && result.level != Level::May;
 }
 
 Summary summarize(const RunResult& run) {
@@ -133,9 +133,9 @@ std::string shell_join(const std::vector<std::string>& argv) {
 
 std::vector<const RequirementResult*> in_registry_order(const RunResult& run) {
   auto rank = [](const RequirementResult& r) {
-    for (std::size_t i = 0; i < spec::kRequirements.size(); ++i)
-      if (spec::kRequirements[i].id == r.id) return i;
-    return spec::kRequirements.size();  // unknown ids last
+    for (std::size_t i = 0; i < elastic_v1::spec::kRequirements.size(); ++i)
+      if (elastic_v1::spec::kRequirements[i].id == r.id) return i;
+    return elastic_v1::spec::kRequirements.size();  // unknown ids last
   };
   std::vector<const RequirementResult*> ordered;
   for (const auto& r : run.results) ordered.push_back(&r);
@@ -149,7 +149,7 @@ std::vector<std::pair<std::string, std::string>> registry_areas() {
   // ordered_json keeps the registry's order (the order reports group by).
   static const auto areas = [] {
     std::vector<std::pair<std::string, std::string>> out;
-    auto registry = nlohmann::ordered_json::parse(spec::kRegistryJson);
+    auto registry = nlohmann::ordered_json::parse(elastic_v1::spec::kRegistryJson);
     for (const auto& [name, description] : registry.at("areas").items())
       out.emplace_back(name, description.get<std::string>());
     return out;

@@ -1,3 +1,4 @@
+#include "elastic_v1/library.hpp"
 #include "tracecorr/conform/session.hpp"
 
 #include <poll.h>
@@ -11,7 +12,7 @@
 #include <filesystem>
 
 #include "tracecorr/procfs.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 #include "tracecorr/threadptr.hpp"
 
 namespace tracecorr::conform {
@@ -86,8 +87,8 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
         {"OTEL_METRICS_EXPORTER", "none"},
         {"OTEL_LOGS_EXPORTER", "none"},
         {"OTEL_BSP_SCHEDULE_DELAY", kBatchDelayMs},
-        {std::string(spec::kEnvEnabled), "true"},
-        {std::string(spec::kEnvSocketDir), s->socket_dir_},
+        {std::string(elastic_v1::spec::kEnvEnabled), "true"},
+        {std::string(elastic_v1::spec::kEnvSocketDir), s->socket_dir_},
     };
     for (const auto& [k, v] : settings.env) launch.env[k] = v;
     launch.unset_env = settings.unset_env;
@@ -111,8 +112,8 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   }
   if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // the process judged
-  if (s->library_ && s->library_->storage_pointer_addr) {
-    s->sight_storage(*s->library_->storage_pointer_addr);  // the state at the earliest moment we can see
+  if (s->library_ && s->library_->process_pointer_addr) {
+    s->sight_storage(*s->library_->process_pointer_addr);  // the state at the earliest moment we can see
     s->storage_watch_running_ = true;
     s->storage_thread_ = std::thread([raw = s.get()] { raw->watch_storage(); });
   }
@@ -192,7 +193,7 @@ Status Session::discover(Clock::time_point deadline) {
   // The agent may be the launched process or any descendant (a launch script
   // that does not exec, a wrapper that forks): look for the library in every
   // process of the tree, parents first, and judge the first that loads it.
-  auto options = DiscoveryOptions::defaults();
+  auto options = elastic_v1::discovery_options();
   LibraryCache cache;
   std::optional<Error> last_error;
   // The launched process first, alone (kTreeScanDelay), then the whole tree.
@@ -217,7 +218,7 @@ Status Session::discover(Clock::time_point deadline) {
       if (!library_) library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
       // Until the loader is done with that page the pointer (and the TLS
       // descriptor) show unrelated file bytes.
-      if (!settled && (*found)->storage_pointer_addr && storage_pointer_settled(**found, LiveProcessMemory(p.pid)))
+      if (!settled && (*found)->process_pointer_addr && process_pointer_settled(**found, LiveProcessMemory(p.pid)))
         settled.emplace(p, **found);
     }
     if (settled) {
@@ -239,8 +240,8 @@ Status Session::discover(Clock::time_point deadline) {
                       exit_description_.value_or("exit status unknown") + ")");
   std::string looked_in;
   if (target_->launched()) looked_in = " in any of the " + std::to_string(tree.size()) + " processes of the launched tree";
-  return make_error("no library defining " + std::string(spec::kProcessStorageSymbol) + " or " +
-                        std::string(spec::kTlsSymbol) + " appeared within " +
+  return make_error("no library defining " + std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
+                        std::string(elastic_v1::spec::kTlsSymbol) + " appeared within " +
                         std::to_string(target_spec_.discovery_timeout.count()) + " ms" + looked_in +
                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
@@ -253,7 +254,7 @@ void Session::sight_storage(std::uint64_t pointer_addr) {
   sighting.at = Clock::now();
   sighting.pointer = *pointer;
   if (*pointer != 0) {
-    auto decoded = wire::decode_process_storage(memory_->source_at(*pointer));
+    auto decoded = elastic_v1::decode_process_storage(memory_->source_at(*pointer));
     std::size_t raw_size = decoded ? decoded->encoded_size : 64;
     sighting.raw.resize(std::min(raw_size, kMaxRawStorageBytes));
     if (!memory_->read(*pointer, sighting.raw)) sighting.raw.clear();
@@ -281,7 +282,7 @@ void Session::sight_storage(std::uint64_t pointer_addr) {
 
 void Session::watch_storage() {
   while (storage_watch_running_) {
-    sight_storage(*library_->storage_pointer_addr);
+    sight_storage(*library_->process_pointer_addr);
     std::this_thread::sleep_for(kStoragePollInterval);
   }
 }
@@ -291,7 +292,7 @@ std::vector<StorageSighting> Session::storage_sightings() const {
   return storage_sightings_;
 }
 
-std::optional<wire::ProcessStorage> Session::storage() const {
+std::optional<elastic_v1::ProcessStorage> Session::storage() const {
   std::lock_guard lock(mutex_);
   for (auto it = storage_sightings_.rbegin(); it != storage_sightings_.rend(); ++it)
     if (it->decoded) return it->decoded;
@@ -302,7 +303,7 @@ bool Session::wait_for_storage(Millis timeout) {
   auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
     if (storage()) return true;
-    if (!storage_watch_running_) sight_storage(*library_->storage_pointer_addr);
+    if (!storage_watch_running_) sight_storage(*library_->process_pointer_addr);
     if (!target_alive()) return false;
     std::this_thread::sleep_for(Millis(2));
   }
@@ -316,7 +317,7 @@ namespace {
 // judges the rest). The messages are the report's reasons, so they name no
 // address.
 Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, pid_t pid, std::uint64_t thread_pointer) {
-  auto found = discover_process(pid, DiscoveryOptions::defaults(), cache);
+  auto found = discover_process(pid, elastic_v1::discovery_options(), cache);
   if (!found || !*found) return make_error("its process had not loaded the agent library yet");
   const auto& library = **found;
   if (!library.tls_descriptor_addr) return make_error("the agent library defines no TLS slot");
@@ -428,12 +429,12 @@ void Session::reconnect_socket() {
 Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::uint64_t max_sends) {
   if (!socket_) return make_error("not connected to the agent's socket", "socket capacity");
   // One datagram, reused: a correlation for a transaction that never existed.
-  wire::Correlation c;
+  elastic_v1::Correlation c;
   c.trace_id.fill(0x7c);
   c.transaction_id.fill(0x7c);
   c.stack_trace_id.fill(0x7c);
   c.count = 1;
-  const auto bytes = wire::encode(c);
+  const auto bytes = elastic_v1::encode(c);
   SocketCapacity cap;
   // Start from an empty queue: datagrams still unread from the scenario (a
   // starved or slow agent) would otherwise count against the burst.
@@ -527,10 +528,10 @@ const SentMessage& Session::send(std::vector<std::uint8_t> datagram, std::string
   return store(transmit(std::move(datagram), std::move(requirement), std::move(label), kSendPatience));
 }
 
-const SentMessage& Session::send_correlation(const wire::Correlation& c, std::string requirement, std::string label,
+const SentMessage& Session::send_correlation(const elastic_v1::Correlation& c, std::string requirement, std::string label,
                                              std::optional<unsigned> expected_count,
                                              std::optional<std::vector<std::uint8_t>> bytes) {
-  auto m = transmit(bytes ? std::move(*bytes) : wire::encode(c), std::move(requirement), std::move(label), kSendPatience);
+  auto m = transmit(bytes ? std::move(*bytes) : elastic_v1::encode(c), std::move(requirement), std::move(label), kSendPatience);
   m.transaction = std::make_pair(c.trace_id, c.transaction_id);
   m.stack_trace_id = c.stack_trace_id;
   // A message that never reached the agent cannot be expected to show up.
@@ -543,14 +544,14 @@ std::optional<std::chrono::system_clock::time_point> Session::wait_until_read(Mi
   return take_up_.wait_until_read(patience);
 }
 
-void Session::register_profiler(wire::Registration r, std::string requirement, bool judged) {
+void Session::register_profiler(elastic_v1::Registration r, std::string requirement, bool judged) {
   // A registration takes effect when the agent reads it, not when it is sent:
   // a slow poller or an agent starved of CPU reads it much later. It goes
   // into an empty queue when the agent allows (so it does not wait behind
   // traffic), and the session waits a while for it to be read, so that what
   // the scenario does next happens under it.
   if (judged) (void)wait_until_read(kTakeUpPatience);
-  auto m = transmit(wire::encode(r), std::move(requirement), wire::describe(wire::Message{r}), kRegistrationSendPatience);
+  auto m = transmit(elastic_v1::encode(r), std::move(requirement), elastic_v1::describe(elastic_v1::Message{r}), kRegistrationSendPatience);
   if (judged && m.outcome == SendOutcome::Sent) (void)wait_until_read(kTakeUpPatience);
   std::lock_guard lock(mutex_);
   registrations_.push_back({m.at, m.at_system, std::move(r), judged, m.sequence, std::nullopt});

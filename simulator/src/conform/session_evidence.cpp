@@ -1,10 +1,10 @@
 #include "tracecorr/conform/session_evidence.hpp"
 
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 
-std::optional<wire::ProcessStorage> SessionEvidence::storage() const {
+std::optional<elastic_v1::ProcessStorage> SessionEvidence::storage() const {
   for (auto it = storage_sightings.rbegin(); it != storage_sightings.rend(); ++it)
     if (it->decoded) return it->decoded;
   return std::nullopt;
@@ -12,7 +12,7 @@ std::optional<wire::ProcessStorage> SessionEvidence::storage() const {
 
 std::optional<std::uint32_t> SessionEvidence::delay_in_force(std::chrono::system_clock::time_point t,
                                                              std::chrono::milliseconds margin) const {
-  std::optional<std::uint32_t> delay = spec::kDefaultDelayMs;
+  std::optional<std::uint32_t> delay = elastic_v1::spec::kDefaultDelayMs;
   for (const auto& r : registrations)
     if (r.sent() && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
   if (!delay) return std::nullopt;

@@ -231,7 +231,7 @@ class Follower {
     p.tid = t.session->tid();
     p.slot_address = t.slot;
     p.record_pointer = pointer;
-    wire::TlsRecordBytes bytes{};
+    elastic_v1::TlsRecordBytes bytes{};
     if (auto st = memory.read(pointer, bytes)) p.bytes = bytes;
     else p.read_error = st.error();
     ++report_.publications_seen;

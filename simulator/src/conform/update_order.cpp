@@ -32,13 +32,13 @@ struct FieldSpan {
 };
 // The record's fields, for naming offsets in reports; offsets from the registry.
 constexpr FieldSpan kRecordFields[] = {
-    {"minor", spec::kTlsLayoutMinorVersionOffset, spec::kTlsLayoutMinorVersionSize},
-    {"valid", spec::kTlsValidOffset, spec::kTlsValidSize},
-    {"trace-present", spec::kTlsTracePresentOffset, spec::kTlsTracePresentSize},
-    {"trace-flags", spec::kTlsTraceFlagsOffset, spec::kTlsTraceFlagsSize},
-    {"trace-id", spec::kTlsTraceIdOffset, spec::kTlsTraceIdSize},
-    {"span-id", spec::kTlsSpanIdOffset, spec::kTlsSpanIdSize},
-    {"transaction-id", spec::kTlsTransactionIdOffset, spec::kTlsTransactionIdSize},
+    {"minor", elastic_v1::spec::kTlsLayoutMinorVersionOffset, elastic_v1::spec::kTlsLayoutMinorVersionSize},
+    {"valid", elastic_v1::spec::kTlsValidOffset, elastic_v1::spec::kTlsValidSize},
+    {"trace-present", elastic_v1::spec::kTlsTracePresentOffset, elastic_v1::spec::kTlsTracePresentSize},
+    {"trace-flags", elastic_v1::spec::kTlsTraceFlagsOffset, elastic_v1::spec::kTlsTraceFlagsSize},
+    {"trace-id", elastic_v1::spec::kTlsTraceIdOffset, elastic_v1::spec::kTlsTraceIdSize},
+    {"span-id", elastic_v1::spec::kTlsSpanIdOffset, elastic_v1::spec::kTlsSpanIdSize},
+    {"transaction-id", elastic_v1::spec::kTlsTransactionIdOffset, elastic_v1::spec::kTlsTransactionIdSize},
 };
 
 const FieldSpan& field_at(std::size_t offset) {
@@ -86,8 +86,8 @@ class OrderChecker {
     if (next.valid() != 0 && next.bytes != before.bytes) ++report_.updates_seen;
     if (before.valid() != 0) {
       std::vector<std::size_t> changed;
-      for (std::size_t i = 0; i < spec::kTlsRecordSize; ++i)
-        if (i != spec::kTlsValidOffset && before.bytes[i] != next.bytes[i]) changed.push_back(i);
+      for (std::size_t i = 0; i < elastic_v1::spec::kTlsRecordSize; ++i)
+        if (i != elastic_v1::spec::kTlsValidOffset && before.bytes[i] != next.bytes[i]) changed.push_back(i);
       if (!changed.empty()) {
         if (next.valid() != 0) {
           add({UpdateOrderViolation::Kind::kChangedWhileValid, before, next, changed});
@@ -119,7 +119,7 @@ class OrderChecker {
 Expected<RecordState> read_state(const LiveProcessMemory& memory, std::uint64_t address, std::uint64_t pc, unsigned hits) {
   RecordState s;
   if (auto st = memory.read(address, s.bytes); !st)
-    return st.error().within("reading the " + std::to_string(spec::kTlsRecordSize) + "-byte record at " + hex_address(address));
+    return st.error().within("reading the " + std::to_string(elastic_v1::spec::kTlsRecordSize) + "-byte record at " + hex_address(address));
   s.at = Clock::now();
   s.pc_after_store = pc;
   s.chunks_hit = hits;
@@ -158,9 +158,9 @@ std::string WatchPlan::unwatched_description() const {
 
 WatchPlan plan_record_watch(std::uint64_t record_address) {
   const std::uint64_t base = record_address & ~std::uint64_t{kWatchChunkSize - 1};
-  const std::uint64_t end = record_address + spec::kTlsRecordSize;
+  const std::uint64_t end = record_address + elastic_v1::spec::kTlsRecordSize;
   const std::size_t chunk_count = static_cast<std::size_t>((end - base + kWatchChunkSize - 1) / kWatchChunkSize);
-  const std::size_t valid_chunk = static_cast<std::size_t>((record_address + spec::kTlsValidOffset - base) / kWatchChunkSize);
+  const std::size_t valid_chunk = static_cast<std::size_t>((record_address + elastic_v1::spec::kTlsValidOffset - base) / kWatchChunkSize);
 
   auto chunk = [&](std::size_t k) {
     std::uint64_t a = base + k * kWatchChunkSize;
@@ -199,7 +199,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
   const std::string where = thread_where(pid, tid) + " record " + hex_address(record_address);
   if (pid <= 0 || tid <= 0) return make_error("pid and tid must be positive", where);
   // x86-64 user space ends below 2^47; the kernel refuses watchpoints above it.
-  if (record_address == 0 || record_address > (std::uint64_t{1} << 47) - spec::kTlsRecordSize)
+  if (record_address == 0 || record_address > (std::uint64_t{1} << 47) - elastic_v1::spec::kTlsRecordSize)
     return make_error("the record address is not a user-space address", where);
 #if !defined(__x86_64__)
   (void)duration;
@@ -272,7 +272,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
 #endif
 }
 
-std::string describe_record_bytes(const wire::TlsRecordBytes& bytes) {
+std::string describe_record_bytes(const elastic_v1::TlsRecordBytes& bytes) {
   std::string s;
   for (const auto& f : kRecordFields) {
     if (!s.empty()) s += ' ';

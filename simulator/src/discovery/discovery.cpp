@@ -16,7 +16,6 @@
 
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/socket.hpp"
-#include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr {
 namespace {
@@ -129,14 +128,6 @@ const std::optional<NamePattern>& cached_pattern(const std::string& regex) {
 
 }  // namespace
 
-DiscoveryOptions DiscoveryOptions::defaults() {
-  DiscoveryOptions o;
-  o.name_regex = std::string(spec::kLibraryNameRegex);
-  o.storage_symbol = std::string(spec::kProcessStorageSymbol);
-  o.tls_symbol = std::string(spec::kTlsSymbol);
-  return o;
-}
-
 bool library_name_pattern_supported(const std::string& regex) { return cached_pattern(regex).has_value(); }
 
 bool library_name_matches(const std::string& path, const std::string& regex, std::string* suffix) {
@@ -215,14 +206,14 @@ Expected<elf::LibraryAnalysis> LibraryCache::analyze(pid_t pid, const Mapping& m
   std::string key;
   if (::stat(map_files_entry(pid, m).c_str(), &st) == 0) {
     key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_size) + ":" + o.storage_symbol + ":" +
+          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_size) + ":" + o.process_symbol + ":" +
           o.tls_symbol;
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   }
   auto fd = open_mapped_file(pid, m);
   if (!fd) return fd.error();
   ++analyses_;
-  auto analysis = elf::analyze_library(fd->get(), m.file_path(), o.storage_symbol, o.tls_symbol);
+  auto analysis = elf::analyze_library(fd->get(), m.file_path(), o.process_symbol, o.tls_symbol);
   if (!key.empty()) cache_.emplace(key, analysis);
   return analysis;
 }
@@ -275,7 +266,7 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
       best_score = 1;
       continue;
     }
-    bool defines = (analysis->process_storage && analysis->process_storage->defined()) ||
+    bool defines = (analysis->process_symbol && analysis->process_symbol->defined()) ||
                    (analysis->tls && analysis->tls->defined());
     if (!c.name_matches && !defines) continue;
     int score = (defines ? 2 : 0) + (c.name_matches ? 1 : 0);
@@ -293,8 +284,8 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
       std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
       lib.base_mapping_start = c.base->start;
       lib.load_bias = c.base->start - (lib.elf.first_load_vaddr & ~(page - 1));
-      if (lib.elf.process_storage && lib.elf.process_storage->defined())
-        lib.storage_pointer_addr = lib.load_bias + lib.elf.process_storage->value;
+      if (lib.elf.process_symbol && lib.elf.process_symbol->defined())
+        lib.process_pointer_addr = lib.load_bias + lib.elf.process_symbol->value;
       if (lib.elf.tls_access.descriptor_vaddr)
         lib.tls_descriptor_addr = lib.load_bias + *lib.elf.tls_access.descriptor_vaddr;
     }
@@ -304,14 +295,14 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
   return best;
 }
 
-bool storage_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory) {
-  if (!library.storage_pointer_addr) return false;
-  const std::uint64_t address = *library.storage_pointer_addr;
+bool process_pointer_settled(const AgentLibrary& library, const ProcessMemory& memory) {
+  if (!library.process_pointer_addr) return false;
+  const std::uint64_t address = *library.process_pointer_addr;
   auto maps = read_maps(library.pid);
   if (!maps) return false;
   const auto* m = find_mapping(*maps, address);
   if (!m || !m->write) return false;  // the data segment is not placed yet
-  const auto& file_bytes = library.elf.storage_bytes_in_file;
+  const auto& file_bytes = library.elf.process_pointer_in_file;
   if (!file_bytes || *file_bytes == 0) return true;
   auto value = memory.read_u64(address);
   return value && *value != *file_bytes;  // still the file's bytes: not zeroed or relocated yet

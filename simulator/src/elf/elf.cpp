@@ -19,7 +19,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "tracecorr/spec_registry.hpp"
 
 namespace tracecorr::elf {
 namespace {
@@ -163,24 +162,20 @@ std::string describe_type(unsigned stt) {
   }
 }
 
-const DialectRelocations* registry_dialect_relocations(Machine m) {
-  static const auto table = [] {
-    std::array<std::optional<DialectRelocations>, 2> t;
-    auto reg = nlohmann::json::parse(spec::kRegistryJson);
-    const auto& dialects = reg.at("library").at("tls_dialects");
-    const char* keys[2] = {"x86_64", "aarch64"};
-    for (int i = 0; i < 2; ++i) {
-      if (!dialects.contains(keys[i])) continue;
-      const auto& d = dialects.at(keys[i]);
-      DialectRelocations r;
-      r.descriptor = d.at("descriptor_relocation").get<std::string>();
-      r.traditional = d.at("traditional_relocations").get<std::vector<std::string>>();
-      t[i] = std::move(r);
-    }
-    return t;
-  }();
-  if (m == Machine::X86_64 && table[0]) return &*table[0];
-  if (m == Machine::AArch64 && table[1]) return &*table[1];
+const DialectRelocations* dialect_relocations(Machine m) {
+  // The psABI's TLS relocations (elf.h), by dialect: what a library built with
+  // -mtls-dialect=gnu2 (x86-64) or =desc (arm64) carries, and what the
+  // traditional __tls_get_addr code carries instead.
+  static const DialectRelocations x86_64{relocation_name(Machine::X86_64, R_X86_64_TLSDESC),
+                                         {relocation_name(Machine::X86_64, R_X86_64_DTPMOD64),
+                                          relocation_name(Machine::X86_64, R_X86_64_DTPOFF64),
+                                          relocation_name(Machine::X86_64, R_X86_64_TPOFF64)}};
+  static const DialectRelocations aarch64{relocation_name(Machine::AArch64, R_AARCH64_TLSDESC),
+                                          {relocation_name(Machine::AArch64, R_AARCH64_TLS_DTPMOD),
+                                           relocation_name(Machine::AArch64, R_AARCH64_TLS_DTPREL),
+                                           relocation_name(Machine::AArch64, R_AARCH64_TLS_TPREL)}};
+  if (m == Machine::X86_64) return &x86_64;
+  if (m == Machine::AArch64) return &aarch64;
   return nullptr;
 }
 
@@ -207,9 +202,6 @@ std::string relocation_name(Machine m, std::uint32_t type) {
   return "type " + std::to_string(type);
 }
 
-Expected<LibraryAnalysis> analyze_library(int fd, const std::string& display_path) {
-  return analyze_library(fd, display_path, std::string(spec::kProcessStorageSymbol), std::string(spec::kTlsSymbol));
-}
 
 namespace {
 
@@ -362,7 +354,7 @@ Expected<std::optional<LoaderTables>> loader_tables(int fd, std::uint64_t file_s
 
 }  // namespace
 
-Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const std::string& storage_symbol,
+Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const std::string& process_symbol,
                                           const std::string& tls_symbol) {
   if (!init_libelf()) return make_error("libelf refuses to initialise: " + libelf_error(), path);
   struct stat st {};
@@ -509,18 +501,18 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     const GElf_Sym& sym = symbols[i];
     const char* name = name_at(sym.st_name);
     if (!name) continue;  // a name offset outside .dynstr: not one of ours
-    if (storage_symbol == name) keep(out.process_storage, to_symbol(name, sym));
+    if (process_symbol == name) keep(out.process_symbol, to_symbol(name, sym));
     if (tls_symbol == name) {
       keep(out.tls, to_symbol(name, sym));
       if (out.tls->value == sym.st_value && out.tls->section == sym.st_shndx) tls_index = i;
     }
   }
 
-  if (out.process_storage && out.process_storage->defined())
-    out.storage_bytes_in_file = bytes_in_file_at(fd, file_size, loads, out.process_storage->value);
+  if (out.process_symbol && out.process_symbol->defined())
+    out.process_pointer_in_file = bytes_in_file_at(fd, file_size, loads, out.process_symbol->value);
 
   // Relocations against the TLS symbol.
-  const DialectRelocations* dialect = registry_dialect_relocations(out.machine);
+  const DialectRelocations* dialect = dialect_relocations(out.machine);
   bool saw_descriptor = false, saw_traditional = false;
   for (const auto& [offset, bytes] : rela_tables) {
     if (!out.tls) break;

@@ -56,38 +56,38 @@ void check_symbol(const std::optional<elf::Symbol>& sym, const std::string& name
     findings.push_back(make_finding(id, what + " has binding " + binding_name(sym->binding) + ", expected GLOBAL"));
   if (sym->visibility != STV_DEFAULT)
     findings.push_back(make_finding(id, what + " has visibility " + visibility_name(sym->visibility) + ", expected DEFAULT"));
-  if (sym->size != spec::kPointerSize)
+  if (sym->size != elastic_v1::spec::kPointerSize)
     findings.push_back(make_finding(id, what + " is " + std::to_string(sym->size) + " bytes, expected " +
-                                            std::to_string(spec::kPointerSize) + " (a pointer)"));
+                                            std::to_string(elastic_v1::spec::kPointerSize) + " (a pointer)"));
 }
 
 // Turns an Error whose requirement is the target's fault into a finding.
 void finding_from_error(const Error& e, std::vector<Finding>& findings) {
   if (e.requirement.empty()) return;
-  const auto* r = spec::find_requirement(e.requirement);
+  const auto* r = find_requirement(e.requirement);
   if (!r) return;
   findings.push_back(Finding{std::string(r->id), r->level, e.message()});
 }
 
 void inspect_storage(const ProcessMemory& mem, Inspection& out) {
   const auto& lib = *out.library;
-  if (!lib.storage_pointer_addr) return;
+  if (!lib.process_pointer_addr) return;
   StorageInspection s;
-  s.pointer_address = *lib.storage_pointer_addr;
+  s.pointer_address = *lib.process_pointer_addr;
   auto pointer = mem.read_u64(s.pointer_address);
   if (!pointer) {
-    s.error = pointer.error().within("process storage pointer (" + std::string(spec::kProcessStorageSymbol) + ")").message();
+    s.error = pointer.error().within("process storage pointer (" + std::string(elastic_v1::spec::kProcessStorageSymbol) + ")").message();
     out.storage = std::move(s);
     return;
   }
   s.pointer = *pointer;
   if (*pointer != 0) {
-    auto decoded = wire::decode_process_storage(mem.source_at(*pointer));
+    auto decoded = elastic_v1::decode_process_storage(mem.source_at(*pointer));
     if (decoded) {
       if (decoded->minor == 0)
         out.findings.push_back(make_finding("PROC-02", "process storage at " + hex_address(*pointer) +
                                                            " has layout-minor-version 0; it must be " +
-                                                           std::to_string(spec::kProcessStorageMinor)));
+                                                           std::to_string(elastic_v1::spec::kProcessStorageMinor)));
       s.fields = std::move(*decoded);
     } else {
       Error e = decoded.error().within("process storage at " + hex_address(*pointer));
@@ -173,7 +173,7 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
       } else {
         t.record_pointer = read->record_pointer;
         if (read->bytes) {
-          auto rec = wire::decode_tls_record(*read->bytes);
+          auto rec = elastic_v1::decode_tls_record(*read->bytes);
           if (rec) {
             if (rec->minor == 0)
               out.findings.push_back(make_finding("TLS-02", "thread " + std::to_string(tid) + ": record at " +
@@ -230,7 +230,7 @@ Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
     out.findings.push_back(make_finding("ELF-01", "library " + lib.path + " defines the agent symbols but its name "
                                                   "does not match " + o.discovery.name_regex +
                                                   ": profilers will not pick it up"));
-  check_symbol(lib.elf.process_storage, o.discovery.storage_symbol, STT_OBJECT, "ELF-02", out.findings);
+  check_symbol(lib.elf.process_symbol, o.discovery.process_symbol, STT_OBJECT, "ELF-02", out.findings);
   check_symbol(lib.elf.tls, o.discovery.tls_symbol, STT_TLS, "ELF-03", out.findings);
   const auto& access = lib.elf.tls_access;
   if (lib.elf.tls && lib.elf.tls->defined()) {
@@ -292,7 +292,7 @@ nlohmann::json to_json(const Inspection& in) {
                   // Set when the file's section headers disagree with its dynamic segment (ELF analysis).
                   {"loader_view_note", lib.elf.loader_view_note.empty() ? nlohmann::json(nullptr)
                                                                         : nlohmann::json(lib.elf.loader_view_note)}};
-  j["symbols"] = {{"process_storage", symbol_json(lib.elf.process_storage)}, {"tls", symbol_json(lib.elf.tls)}};
+  j["symbols"] = {{"process_storage", symbol_json(lib.elf.process_symbol)}, {"tls", symbol_json(lib.elf.tls)}};
   j["tls"] = {{"dialect", elf::to_string(lib.elf.tls_access.dialect)},
               {"relocations", lib.elf.tls_access.relocations},
               {"descriptor_address", optional_hex(lib.tls_descriptor_addr)},

@@ -48,7 +48,17 @@ Expected<std::uint64_t> ProcessMemory::read_u64(std::uint64_t addr) const {
   return v;  // native byte order: the target runs on this machine's byte order
 }
 
-wire::ByteSource ProcessMemory::source_at(std::uint64_t base) const {
+ByteSource buffer_source(std::span<const std::uint8_t> bytes) {
+  return [bytes](std::uint64_t offset, std::span<std::uint8_t> out) -> Status {
+    if (offset > bytes.size() || out.size() > bytes.size() - offset)
+      return make_error("needs " + std::to_string(out.size()) + " bytes but the buffer ends at " +
+                        std::to_string(bytes.size()));
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
+    return Ok{};
+  };
+}
+
+ByteSource ProcessMemory::source_at(std::uint64_t base) const {
   // The ProcessMemory outlives the decoder call that uses this source.
   return [this, base](std::uint64_t offset, std::span<std::uint8_t> out) -> Status {
     if (offset > UINT64_MAX - base) return make_error("address overflows", hex_address(base) + "+" + std::to_string(offset));

@@ -222,16 +222,16 @@ class PtraceSampler final : public Sampler {
       return;
     }
     s.record_pointer = *rp;
-    wire::TlsRecordBytes bytes{};
+    elastic_v1::TlsRecordBytes bytes{};
     if (!mem.read(*rp, bytes)) {
       s.error = SampleError::RecordReadFailed;
       ++counters_.record_read_failed;
       return;
     }
     s.record = bytes;
-    if (bytes[spec::kTlsValidOffset] == 0)
+    if (bytes[elastic_v1::spec::kTlsValidOffset] == 0)
       ++counters_.valid_zero;
-    else if (bytes[spec::kTlsTracePresentOffset] == 0)
+    else if (bytes[elastic_v1::spec::kTlsTracePresentOffset] == 0)
       ++counters_.trace_absent;
   }
 

@@ -127,7 +127,7 @@ Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uin
                                   std::to_string(tp_offset) + " = " + hex_address(slot));
   out.record_pointer = *pointer;
   if (out.record_pointer == 0) return out;  // no record for this thread (yet)
-  wire::TlsRecordBytes bytes{};
+  elastic_v1::TlsRecordBytes bytes{};
   if (auto st = mem.read(out.record_pointer, bytes); !st) {
     Error e = st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " + hex_address(slot) + ")");
     // A non-zero pointer must point at a complete record; a vanished process is not the target's fault.

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tracecorr_layout.h"
+#include "elastic_v1_layout.h"
 
 enum mode { MODE_CORRECT, MODE_FIELDS_WHILE_VALID, MODE_VALID_EARLY };
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tracecorr/ids.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::agent {
 
@@ -36,9 +36,9 @@ const char* to_string(RecordVerdict v);  // "correlate", "valid_zero", ...
 
 struct JudgedRecord {
   RecordVerdict verdict = RecordVerdict::ValidZero;
-  wire::TlsRecord record;  // decoded fields (meaningful only for Correlate)
+  elastic_v1::TlsRecord record;  // decoded fields (meaningful only for Correlate)
 };
-JudgedRecord judge_record(const wire::TlsRecordBytes& bytes);
+JudgedRecord judge_record(const elastic_v1::TlsRecordBytes& bytes);
 
 // ---- stack trace ids -------------------------------------------------------------
 // XXH3-128 of the frame addresses (little-endian u64 each, innermost first),
@@ -55,14 +55,14 @@ struct CorrelationKey {
 
 // Messages carrying `count` samples for `key`: ceil(count / 65535) of them,
 // since the count field is a u16 (MSG-08). count 0 yields none.
-std::vector<wire::Correlation> correlation_messages(const CorrelationKey& key, std::uint64_t count);
+std::vector<elastic_v1::Correlation> correlation_messages(const CorrelationKey& key, std::uint64_t count);
 
 // (trace id, transaction id, stack trace id) -> samples since the last report.
 class Aggregator {
  public:
   void add(const CorrelationKey& key, std::uint64_t samples = 1);
   // The pending counts as messages (in key order), leaving the aggregator empty.
-  std::vector<wire::Correlation> drain();
+  std::vector<elastic_v1::Correlation> drain();
   bool empty() const { return counts_.empty(); }
   std::size_t keys() const { return counts_.size(); }
   std::uint64_t pending_samples() const { return pending_; }

@@ -73,7 +73,7 @@ class HostAgent {
   void on_sample(const Sample& s);
   void flush(bool final_flush);
   void send_registration(Process& p);
-  void send_correlation(Process& p, const wire::Correlation& m);  // ebpf-profiler: now or never
+  void send_correlation(Process& p, const elastic_v1::Correlation& m);  // ebpf-profiler: now or never
   // Spec: sends queued messages while the agent's socket accepts (POLLOUT),
   // paced over the flush interval; drops those past due. Returns whether any
   // process still has messages queued.

@@ -24,7 +24,7 @@
 #include "tracecorr/memory.hpp"
 #include "tracecorr/threadptr.hpp"
 #include "tracecorr/tls.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 
@@ -36,8 +36,8 @@ struct RecordObservation {
   // saw it unchanged): TLS-05 compares them with the named span's start and end.
   pid_t tid = 0;
   std::uint64_t record_pointer = 0;
-  wire::TlsRecordBytes bytes{};
-  wire::TlsRecord record;  // decoded bytes
+  elastic_v1::TlsRecordBytes bytes{};
+  elastic_v1::TlsRecord record;  // decoded bytes
   std::chrono::steady_clock::time_point read_by{};
   std::chrono::steady_clock::time_point last_seen{};
 };
@@ -104,7 +104,7 @@ class RecordWatcher {
   std::map<pid_t, std::chrono::steady_clock::time_point> thread_pointer_retry_at_;
   std::map<pid_t, std::chrono::milliseconds> thread_pointer_backoff_;
   std::map<pid_t, std::uint64_t> record_pointers_;
-  std::map<pid_t, wire::TlsRecordBytes> last_bytes_;
+  std::map<pid_t, elastic_v1::TlsRecordBytes> last_bytes_;
   std::vector<RecordObservation> observations_;
   std::uint64_t observations_dropped_ = 0;          // erased from the front (bounded memory)
   std::map<pid_t, std::uint64_t> open_observation_;  // per thread: absolute index of its current state

@@ -18,7 +18,7 @@
 #include "tracecorr/conform/figures.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/exit_code.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 
@@ -56,8 +56,8 @@ std::string_view to_string(ExpectationStatus status);  // "", "xfail", "xpass", 
 
 struct RequirementResult {
   std::string id;  // "ATTR-02"
-  spec::Level level = spec::Level::Must;
-  spec::Role role = spec::Role::Agent;
+  Level level = Level::Must;
+  Role role = Role::Agent;
   std::string words;   // the registry's summary of the requirement
   std::string area;    // "ATTR"
   std::string source;  // section of the reference it comes from
@@ -85,7 +85,7 @@ Expected<RequirementResult> make_result(std::string_view id);
 std::vector<std::string> validate_ids(const std::vector<std::string>& ids);
 
 // The verdict for a requirement that was (not) met, given its level.
-Verdict judge(spec::Level level, bool met, bool strict);
+Verdict judge(Level level, bool met, bool strict);
 // No pass without evidence: a Pass whose evidence_count is below its
 // evidence_minimum becomes an Error ("inconclusive: ..."), naming the count.
 void enforce_evidence_minimum(RequirementResult& result);

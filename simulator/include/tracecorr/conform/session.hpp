@@ -31,7 +31,7 @@
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 
@@ -101,7 +101,7 @@ class Session {
 
   // Process storage, watched from the moment the library was mapped.
   std::vector<StorageSighting> storage_sightings() const;
-  std::optional<wire::ProcessStorage> storage() const;  // last decoded
+  std::optional<elastic_v1::ProcessStorage> storage() const;  // last decoded
   // Waits until the storage is published and decodes (or the timeout passes).
   bool wait_for_storage(Millis timeout);
 
@@ -127,14 +127,14 @@ class Session {
   // Records the transaction and stack id `m` carries with the count the
   // attribute must show. `bytes`: what to send instead of m's encoding (a
   // truncated or retyped message that still carries m's ids).
-  const SentMessage& send_correlation(const wire::Correlation& m, std::string requirement, std::string label,
+  const SentMessage& send_correlation(const elastic_v1::Correlation& m, std::string requirement, std::string label,
                                       std::optional<unsigned> expected_count,
                                       std::optional<std::vector<std::uint8_t>> bytes = std::nullopt);
   // Waits until the agent has read every datagram tracecorr queued on its
   // socket (SIOCOUTQ on the sending socket reaches 0); when, or nullopt if
   // the patience ran out first (or there is no socket).
   std::optional<std::chrono::system_clock::time_point> wait_until_read(Millis patience);
-  void register_profiler(wire::Registration m, std::string requirement, bool judged = true);
+  void register_profiler(elastic_v1::Registration m, std::string requirement, bool judged = true);
   std::vector<SentMessage> sent_messages() const;
   std::vector<SentRegistration> registrations() const;
   std::uint64_t messages_lost() const { return messages_lost_; }

@@ -22,7 +22,7 @@
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 
@@ -34,7 +34,7 @@ struct StorageSighting {
   Clock::time_point at;
   std::uint64_t pointer = 0;
   std::vector<std::uint8_t> raw;                 // the encoded bytes read (bounded), for evidence
-  std::optional<wire::ProcessStorage> decoded;
+  std::optional<elastic_v1::ProcessStorage> decoded;
   std::optional<Error> error;                    // decoding failed
   // The socket the storage names, examined at the moment of the sighting (PROC-04).
   std::optional<SocketFacts> socket;
@@ -66,7 +66,7 @@ struct SentMessage {
 struct SentRegistration {
   Clock::time_point at;
   std::chrono::system_clock::time_point at_system;
-  wire::Registration message;
+  elastic_v1::Registration message;
   bool judged = true;   // false for boundary values whose effect is not specified
   std::uint64_t sequence = 0;  // TakeUpClock's number for it; 0: not sent
   bool sent() const { return sequence != 0; }
@@ -162,7 +162,7 @@ struct SessionEvidence {
 
   // Derived.
   // The last process storage that decoded.
-  std::optional<wire::ProcessStorage> storage() const;
+  std::optional<elastic_v1::ProcessStorage> storage() const;
   // The deferral delay that governs a transaction ended at `t`: the delay of
   // the last registration the agent had read before it (1 s before any).
   // nullopt when a registration (or the timing boundary) falls between

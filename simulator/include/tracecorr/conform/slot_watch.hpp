@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 
@@ -40,7 +40,7 @@ struct SlotPublication {
   pid_t tid = 0;
   std::uint64_t slot_address = 0;
   std::uint64_t record_pointer = 0;
-  std::optional<wire::TlsRecordBytes> bytes;  // nullopt: the pointer leads to unreadable memory (read_error)
+  std::optional<elastic_v1::TlsRecordBytes> bytes;  // nullopt: the pointer leads to unreadable memory (read_error)
   std::optional<Error> read_error;
 };
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 
@@ -43,7 +43,7 @@ struct WatchChunk {
 
 struct WatchPlan {
   std::vector<WatchChunk> chunks;  // at most kWatchRegisters, ascending
-  std::array<bool, spec::kTlsRecordSize> watched{};  // per record byte
+  std::array<bool, elastic_v1::spec::kTlsRecordSize> watched{};  // per record byte
   std::size_t watched_bytes() const;
   // "record bytes 32..36 (transaction-id bytes 3..7)", or empty when all are watched.
   std::string unwatched_description() const;
@@ -56,14 +56,14 @@ WatchPlan plan_record_watch(std::uint64_t record_address);
 // One observed state of the record.
 struct RecordState {
   std::chrono::steady_clock::time_point at;
-  wire::TlsRecordBytes bytes{};
+  elastic_v1::TlsRecordBytes bytes{};
   // The thread's instruction pointer when it stopped. Data watchpoints trap
   // after the store, so this is the instruction FOLLOWING the store. Zero for
   // the state read when the watch began. Under qemu-user: a host address in
   // qemu's generated code.
   std::uint64_t pc_after_store = 0;
   unsigned chunks_hit = 0;  // bit i: WatchPlan::chunks[i] was written (DR6 bits 0..3)
-  std::uint8_t valid() const { return bytes[spec::kTlsValidOffset]; }
+  std::uint8_t valid() const { return bytes[elastic_v1::spec::kTlsValidOffset]; }
 };
 
 struct UpdateOrderViolation {
@@ -131,6 +131,6 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
 // before and after (hex, split by field) and the pc after the store.
 std::string describe(const UpdateOrderReport& report);
 std::string describe(const UpdateOrderViolation& violation);
-std::string describe_record_bytes(const wire::TlsRecordBytes& bytes);  // "minor=0001 valid=01 ... span=..."
+std::string describe_record_bytes(const elastic_v1::TlsRecordBytes& bytes);  // "minor=0001 valid=01 ... span=..."
 
 }  // namespace tracecorr::conform

@@ -1,9 +1,9 @@
-#include "tracecorr/wire.hpp"
+#include "elastic_v1/wire.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-namespace tracecorr::wire {
+namespace tracecorr::elastic_v1 {
 namespace {
 
 template <typename T>
@@ -64,43 +64,33 @@ Expected<std::string> read_str(const ByteSource& src, std::uint64_t& offset, con
 // ---- per-thread record -------------------------------------------------------
 TlsRecordBytes encode_tls_record(const TlsRecord& r) {
   TlsRecordBytes b{};
-  store(b.data() + spec::kTlsLayoutMinorVersionOffset, r.minor);
-  b[spec::kTlsValidOffset] = r.valid;
-  b[spec::kTlsTracePresentOffset] = r.trace_present;
-  b[spec::kTlsTraceFlagsOffset] = r.trace_flags;
-  std::memcpy(b.data() + spec::kTlsTraceIdOffset, r.trace_id.data(), spec::kTlsTraceIdSize);
-  std::memcpy(b.data() + spec::kTlsSpanIdOffset, r.span_id.data(), spec::kTlsSpanIdSize);
-  std::memcpy(b.data() + spec::kTlsTransactionIdOffset, r.transaction_id.data(), spec::kTlsTransactionIdSize);
+  store(b.data() + elastic_v1::spec::kTlsLayoutMinorVersionOffset, r.minor);
+  b[elastic_v1::spec::kTlsValidOffset] = r.valid;
+  b[elastic_v1::spec::kTlsTracePresentOffset] = r.trace_present;
+  b[elastic_v1::spec::kTlsTraceFlagsOffset] = r.trace_flags;
+  std::memcpy(b.data() + elastic_v1::spec::kTlsTraceIdOffset, r.trace_id.data(), elastic_v1::spec::kTlsTraceIdSize);
+  std::memcpy(b.data() + elastic_v1::spec::kTlsSpanIdOffset, r.span_id.data(), elastic_v1::spec::kTlsSpanIdSize);
+  std::memcpy(b.data() + elastic_v1::spec::kTlsTransactionIdOffset, r.transaction_id.data(), elastic_v1::spec::kTlsTransactionIdSize);
   return b;
 }
 
 Expected<TlsRecord> decode_tls_record(std::span<const std::uint8_t> b) {
-  if (b.size() < spec::kTlsRecordSize)
+  if (b.size() < elastic_v1::spec::kTlsRecordSize)
     return make_error("record is " + std::to_string(b.size()) + " bytes, the layout needs " +
-                          std::to_string(spec::kTlsRecordSize),
+                          std::to_string(elastic_v1::spec::kTlsRecordSize),
                       "thread record", "TLS-01");
   TlsRecord r;
-  r.minor = load<std::uint16_t>(b.data() + spec::kTlsLayoutMinorVersionOffset);
-  r.valid = b[spec::kTlsValidOffset];
-  r.trace_present = b[spec::kTlsTracePresentOffset];
-  r.trace_flags = b[spec::kTlsTraceFlagsOffset];
-  copy_id(r.trace_id, b.data() + spec::kTlsTraceIdOffset);
-  copy_id(r.span_id, b.data() + spec::kTlsSpanIdOffset);
-  copy_id(r.transaction_id, b.data() + spec::kTlsTransactionIdOffset);
+  r.minor = load<std::uint16_t>(b.data() + elastic_v1::spec::kTlsLayoutMinorVersionOffset);
+  r.valid = b[elastic_v1::spec::kTlsValidOffset];
+  r.trace_present = b[elastic_v1::spec::kTlsTracePresentOffset];
+  r.trace_flags = b[elastic_v1::spec::kTlsTraceFlagsOffset];
+  copy_id(r.trace_id, b.data() + elastic_v1::spec::kTlsTraceIdOffset);
+  copy_id(r.span_id, b.data() + elastic_v1::spec::kTlsSpanIdOffset);
+  copy_id(r.transaction_id, b.data() + elastic_v1::spec::kTlsTransactionIdOffset);
   return r;
 }
 
 // ---- process storage ----------------------------------------------------------
-ByteSource buffer_source(std::span<const std::uint8_t> bytes) {
-  return [bytes](std::uint64_t offset, std::span<std::uint8_t> out) -> Status {
-    if (offset > bytes.size() || out.size() > bytes.size() - offset)
-      return make_error("needs " + std::to_string(out.size()) + " bytes but the buffer ends at " +
-                        std::to_string(bytes.size()));
-    std::memcpy(out.data(), bytes.data() + offset, out.size());
-    return Ok{};
-  };
-}
-
 std::vector<std::uint8_t> encode_process_storage(const ProcessStorage& s) {
   std::vector<std::uint8_t> out;
   append<std::uint16_t>(out, s.minor);
@@ -116,11 +106,11 @@ Expected<ProcessStorage> decode_process_storage(const ByteSource& src) {
   if (auto st = src(0, minor); !st) return st.error().within("layout_minor_version at offset 0");
   s.minor = load<std::uint16_t>(minor);
   std::uint64_t offset = 2;
-  auto name = read_str(src, offset, "service_name", spec::kUtf8StrMaxLengthRead, "PROC-03");
+  auto name = read_str(src, offset, "service_name", elastic_v1::spec::kUtf8StrMaxLengthRead, "PROC-03");
   if (!name) return name.error();
-  auto env = read_str(src, offset, "service_environment", spec::kUtf8StrMaxLengthRead, "PROC-03");
+  auto env = read_str(src, offset, "service_environment", elastic_v1::spec::kUtf8StrMaxLengthRead, "PROC-03");
   if (!env) return env.error();
-  auto path = read_str(src, offset, "socket_file_path", spec::kProcessStorageSocketFilePathMaxLength, "PROC-03");
+  auto path = read_str(src, offset, "socket_file_path", elastic_v1::spec::kProcessStorageSocketFilePathMaxLength, "PROC-03");
   if (!path) return path.error();
   s.service_name = std::move(*name);
   s.service_environment = std::move(*env);
@@ -139,7 +129,7 @@ void append_header(std::vector<std::uint8_t>& out, std::uint16_t type, std::uint
 
 std::vector<std::uint8_t> encode(const Registration& m) {
   std::vector<std::uint8_t> out;
-  append_header(out, spec::kMsgRegistrationType, m.minor);
+  append_header(out, elastic_v1::spec::kMsgRegistrationType, m.minor);
   append<std::uint32_t>(out, m.samples_delay_ms);
   append_str(out, m.host_id);
   out.insert(out.end(), m.trailing.begin(), m.trailing.end());
@@ -148,7 +138,7 @@ std::vector<std::uint8_t> encode(const Registration& m) {
 
 std::vector<std::uint8_t> encode(const Correlation& m) {
   std::vector<std::uint8_t> out;
-  append_header(out, spec::kMsgCorrelationType, m.minor);
+  append_header(out, elastic_v1::spec::kMsgCorrelationType, m.minor);
   out.insert(out.end(), m.trace_id.begin(), m.trace_id.end());
   out.insert(out.end(), m.transaction_id.begin(), m.transaction_id.end());
   out.insert(out.end(), m.stack_trace_id.begin(), m.stack_trace_id.end());
@@ -169,56 +159,56 @@ std::vector<std::uint8_t> encode(const Message& m) {
 }
 
 Expected<Message> decode_message(std::span<const std::uint8_t> d) {
-  if (d.size() < spec::kMessageHeaderSize)
+  if (d.size() < elastic_v1::spec::kMessageHeaderSize)
     return make_error("datagram is " + std::to_string(d.size()) + " bytes, shorter than the 4-byte header",
                       "message header", "MSG-04");
-  auto type = load<std::uint16_t>(d.data() + spec::kHeaderMessageTypeOffset);
-  auto minor = load<std::uint16_t>(d.data() + spec::kHeaderMinorVersionOffset);
+  auto type = load<std::uint16_t>(d.data() + elastic_v1::spec::kHeaderMessageTypeOffset);
+  auto minor = load<std::uint16_t>(d.data() + elastic_v1::spec::kHeaderMinorVersionOffset);
   auto unknown = [&]() -> Message {
-    return UnknownMessage{type, minor, {d.begin() + spec::kMessageHeaderSize, d.end()}};
+    return UnknownMessage{type, minor, {d.begin() + elastic_v1::spec::kMessageHeaderSize, d.end()}};
   };
   if (minor == 0) return unknown();
 
-  if (type == spec::kMsgCorrelationType) {
-    if (d.size() < spec::kMsgCorrelationFixedSize)
+  if (type == elastic_v1::spec::kMsgCorrelationType) {
+    if (d.size() < elastic_v1::spec::kMsgCorrelationFixedSize)
       return make_error("correlation message is " + std::to_string(d.size()) + " bytes, needs " +
-                            std::to_string(spec::kMsgCorrelationFixedSize),
+                            std::to_string(elastic_v1::spec::kMsgCorrelationFixedSize),
                         "correlation message", "MSG-04");
     Correlation m;
     m.minor = minor;
-    copy_id(m.trace_id, d.data() + spec::kMsgCorrelationTraceIdOffset);
-    copy_id(m.transaction_id, d.data() + spec::kMsgCorrelationTransactionIdOffset);
-    copy_id(m.stack_trace_id, d.data() + spec::kMsgCorrelationStackTraceIdOffset);
-    m.count = load<std::uint16_t>(d.data() + spec::kMsgCorrelationCountOffset);
-    m.trailing.assign(d.begin() + spec::kMsgCorrelationFixedSize, d.end());
+    copy_id(m.trace_id, d.data() + elastic_v1::spec::kMsgCorrelationTraceIdOffset);
+    copy_id(m.transaction_id, d.data() + elastic_v1::spec::kMsgCorrelationTransactionIdOffset);
+    copy_id(m.stack_trace_id, d.data() + elastic_v1::spec::kMsgCorrelationStackTraceIdOffset);
+    m.count = load<std::uint16_t>(d.data() + elastic_v1::spec::kMsgCorrelationCountOffset);
+    m.trailing.assign(d.begin() + elastic_v1::spec::kMsgCorrelationFixedSize, d.end());
     return Message{std::move(m)};
   }
-  if (type == spec::kMsgRegistrationType) {
-    if (d.size() < spec::kMsgRegistrationFixedSize)
+  if (type == elastic_v1::spec::kMsgRegistrationType) {
+    if (d.size() < elastic_v1::spec::kMsgRegistrationFixedSize)
       return make_error("registration message is " + std::to_string(d.size()) + " bytes, needs at least " +
-                            std::to_string(spec::kMsgRegistrationFixedSize),
+                            std::to_string(elastic_v1::spec::kMsgRegistrationFixedSize),
                         "registration message", "MSG-04");
     Registration m;
     m.minor = minor;
-    m.samples_delay_ms = load<std::uint32_t>(d.data() + spec::kMsgRegistrationSamplesDelayMsOffset);
-    auto len = load<std::uint32_t>(d.data() + spec::kMsgRegistrationHostIdOffset);
-    std::size_t avail = d.size() - spec::kMsgRegistrationFixedSize;
+    m.samples_delay_ms = load<std::uint32_t>(d.data() + elastic_v1::spec::kMsgRegistrationSamplesDelayMsOffset);
+    auto len = load<std::uint32_t>(d.data() + elastic_v1::spec::kMsgRegistrationHostIdOffset);
+    std::size_t avail = d.size() - elastic_v1::spec::kMsgRegistrationFixedSize;
     if (len > avail)
       return make_error("host_id length " + std::to_string(len) + " exceeds the " + std::to_string(avail) +
                             " bytes left in the datagram",
                         "registration message host_id at offset 8", "MSG-04");
-    auto* p = reinterpret_cast<const char*>(d.data() + spec::kMsgRegistrationFixedSize);
+    auto* p = reinterpret_cast<const char*>(d.data() + elastic_v1::spec::kMsgRegistrationFixedSize);
     m.host_id.assign(p, len);
-    m.trailing.assign(d.begin() + spec::kMsgRegistrationFixedSize + len, d.end());
+    m.trailing.assign(d.begin() + elastic_v1::spec::kMsgRegistrationFixedSize + len, d.end());
     return Message{std::move(m)};
   }
   return unknown();
 }
 
 std::size_t minimum_size(const Message& m) {
-  if (auto* r = std::get_if<Registration>(&m)) return spec::kMsgRegistrationFixedSize + r->host_id.size();
-  if (std::holds_alternative<Correlation>(m)) return spec::kMsgCorrelationFixedSize;
-  return spec::kMessageHeaderSize + std::get<UnknownMessage>(m).payload.size();
+  if (auto* r = std::get_if<Registration>(&m)) return elastic_v1::spec::kMsgRegistrationFixedSize + r->host_id.size();
+  if (std::holds_alternative<Correlation>(m)) return elastic_v1::spec::kMsgCorrelationFixedSize;
+  return elastic_v1::spec::kMessageHeaderSize + std::get<UnknownMessage>(m).payload.size();
 }
 
 std::string describe(const Message& m) {
@@ -236,4 +226,4 @@ std::string describe(const Message& m) {
          std::to_string(u.payload.size()) + "B";
 }
 
-}  // namespace tracecorr::wire
+}  // namespace tracecorr::elastic_v1

@@ -14,13 +14,14 @@
 
 #include "tracecorr/error.hpp"
 #include "tracecorr/ids.hpp"
-#include "tracecorr/spec_registry.hpp"
+#include "tracecorr/memory.hpp"
+#include "elastic_v1/registry.hpp"
 
-namespace tracecorr::wire {
+namespace tracecorr::elastic_v1 {
 
 // ---- per-thread record -------------------------------------------------------
 struct TlsRecord {
-  std::uint16_t minor = spec::kTlsRecordMinor;
+  std::uint16_t minor = elastic_v1::spec::kTlsRecordMinor;
   std::uint8_t valid = 0;
   std::uint8_t trace_present = 0;
   std::uint8_t trace_flags = 0;
@@ -29,7 +30,7 @@ struct TlsRecord {
   SpanId transaction_id{};
   bool operator==(const TlsRecord&) const = default;
 };
-using TlsRecordBytes = std::array<std::uint8_t, spec::kTlsRecordSize>;
+using TlsRecordBytes = std::array<std::uint8_t, elastic_v1::spec::kTlsRecordSize>;
 
 TlsRecordBytes encode_tls_record(const TlsRecord& r);
 // Decodes the layout only; the semantic checks (minor, valid) are the caller's.
@@ -37,7 +38,7 @@ Expected<TlsRecord> decode_tls_record(std::span<const std::uint8_t> bytes);
 
 // ---- process storage ----------------------------------------------------------
 struct ProcessStorage {
-  std::uint16_t minor = spec::kProcessStorageMinor;
+  std::uint16_t minor = elastic_v1::spec::kProcessStorageMinor;
   std::string service_name;
   std::string service_environment;
   std::string socket_file_path;
@@ -45,11 +46,6 @@ struct ProcessStorage {
   bool operator==(const ProcessStorage&) const = default;
 };
 
-// Reads `out.size()` bytes at `offset` from the start of the structure. The
-// process storage has variable length, so decoding pulls bytes on demand from
-// target memory or from a buffer.
-using ByteSource = std::function<Status(std::uint64_t offset, std::span<std::uint8_t> out)>;
-ByteSource buffer_source(std::span<const std::uint8_t> bytes);
 
 std::vector<std::uint8_t> encode_process_storage(const ProcessStorage& s);
 // Checks layout, length bounds and UTF-8 (PROC-03). The minor version is
@@ -58,7 +54,7 @@ Expected<ProcessStorage> decode_process_storage(const ByteSource& source);
 
 // ---- messages -----------------------------------------------------------------
 struct Registration {
-  std::uint16_t minor = spec::kMsgRegistrationMinor;
+  std::uint16_t minor = elastic_v1::spec::kMsgRegistrationMinor;
   std::uint32_t samples_delay_ms = 0;
   std::string host_id;
   std::vector<std::uint8_t> trailing;  // bytes after the known fields (a later minor)
@@ -66,7 +62,7 @@ struct Registration {
 };
 
 struct Correlation {
-  std::uint16_t minor = spec::kMsgCorrelationMinor;
+  std::uint16_t minor = elastic_v1::spec::kMsgCorrelationMinor;
   TraceId trace_id{};
   SpanId transaction_id{};
   StackTraceId stack_trace_id{};
@@ -99,4 +95,4 @@ Expected<Message> decode_message(std::span<const std::uint8_t> datagram);
 std::size_t minimum_size(const Message& m);
 std::string describe(const Message& m);  // one line, ids in hex, for reports
 
-}  // namespace tracecorr::wire
+}  // namespace tracecorr::elastic_v1

@@ -1,0 +1,15 @@
+#include "elastic_v1/library.hpp"
+
+#include "elastic_v1/registry.hpp"
+
+namespace tracecorr::elastic_v1 {
+
+DiscoveryOptions discovery_options() {
+  DiscoveryOptions o;
+  o.name_regex = std::string(spec::kLibraryNameRegex);
+  o.process_symbol = std::string(spec::kProcessStorageSymbol);
+  o.tls_symbol = std::string(spec::kTlsSymbol);
+  return o;
+}
+
+}  // namespace tracecorr::elastic_v1
