@@ -3,7 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "common.hpp"
-#include "probes/runner.hpp"
+#include "tracecorr/conform/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/conform/result.hpp"
@@ -146,14 +146,19 @@ void bind_conform(py::module_& m) {
       "apply_expectations_file",
       [](RunResult& run, const std::string& path) { apply_expectations(run, unwrap(load_expectations(path))); },
       py::arg("run"), py::arg("path"), "Marks listed failures XFAIL and stale entries XPASS (tracecorr conform --expect).");
-  m.def("selected_requirements", &selected_requirements, py::arg("only") = std::vector<std::string>{},
-        "The agent-role requirement ids a run judges, filtered by `only`.");
+  m.def(
+      "selected_requirements",
+      [](const std::vector<std::string>& only, const std::string& protocol) {
+        return selected_requirements(*unwrap(choose_suite(protocol)), only);
+      },
+      py::arg("only") = std::vector<std::string>{}, py::arg("protocol") = "",
+      "The agent-role requirement ids a run of `protocol` (default: the only one) judges, filtered by `only`.");
 
   m.def(
       "run_conformance",
       [](std::vector<std::string> command, std::optional<pid_t> pid, std::vector<std::string> only, bool strict,
          const std::string& personality, double time_scale, const std::string& gdbstub, std::uint16_t otlp_port,
-         bool quiet) {
+         bool quiet, const std::string& protocol, std::map<std::string, std::string> options) {
         RunOptions o;
         o.target.command = std::move(command);
         o.target.pid = pid;
@@ -161,10 +166,14 @@ void bind_conform(py::module_& m) {
         o.target.otlp_port = otlp_port;
         o.only = std::move(only);
         o.strict = strict;
-        o.personality = personality;
+        o.protocol = protocol;
         o.progress = quiet ? nullptr : stderr;
-        if (!agent::parse_personality(personality, o.scenario.personality))
-          throw py::value_error("unknown personality '" + personality + "' (spec, ebpf-profiler)");
+        // `personality` is the Elastic suite's option, kept as a keyword for
+        // compatibility; `options` carries any suite's (tracecorr conform --NAME).
+        options.try_emplace("personality", personality);
+        o.scenario.settings = std::move(options);
+        if (auto suite = choose_suite(protocol))
+          if (auto st = (*suite)->check(o.scenario); !st) throw py::value_error(st.error().message());
         o.scenario.time_scale = time_scale;
         std::optional<Expected<RunResult>> r;
         {
@@ -176,7 +185,9 @@ void bind_conform(py::module_& m) {
       py::arg("command") = std::vector<std::string>{}, py::arg("pid") = std::nullopt,
       py::arg("only") = std::vector<std::string>{}, py::arg("strict") = false, py::arg("personality") = "spec",
       py::arg("time_scale") = 1.0, py::arg("gdbstub") = "", py::arg("otlp_port") = 0, py::arg("quiet") = true,
-      "The `tracecorr conform` run (GIL released). Give command (launch mode) or pid (attach mode). "
+      py::arg("protocol") = "", py::arg("options") = std::map<std::string, std::string>{},
+      "The `tracecorr conform` run (GIL released). Give command (launch mode) or pid (attach mode); protocol "
+      "(default: the only one) and its suite's options (tracecorr conform --NAME VALUE). "
       "TracecorrError for usage errors (unknown id); environment failures are ERROR verdicts.");
 }
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 from . import _tracecorr
 from ._tracecorr import RunResult
@@ -16,21 +16,23 @@ DEFAULT_MAIN_SESSION_SECONDS = 5.0
 def run_conformance(cmd: Union[str, Sequence[str], None] = None, *, pid: Optional[int] = None,
                     only: Sequence[str] = (), strict: bool = False, personality: str = "spec",
                     duration: Optional[float] = None, gdbstub: str = "", otlp_port: int = 0,
-                    expectations: Optional[str] = None, quiet: bool = True) -> RunResult:
+                    expectations: Optional[str] = None, quiet: bool = True, protocol: str = "",
+                    options: Optional[Dict[str, str]] = None) -> RunResult:
     """Runs the suite against ``cmd`` (launch mode, restarted per session) or ``pid`` (attach mode).
 
     Returns the C++ :class:`RunResult`; render it with :func:`tracecorr.render_console`,
     :func:`~tracecorr.render_junit` or :func:`~tracecorr.render_json`, and gate with
     :func:`tracecorr.exit_code`. ``duration`` (seconds for the main session, like
-    ``--duration``), ``expectations`` (``--expect FILE``). Unknown ids in ``only`` raise
-    TracecorrError.
+    ``--duration``), ``expectations`` (``--expect FILE``), ``protocol`` (``--protocol``,
+    default: the only one) and ``options``, the protocol suite's own settings (``--NAME VALUE``;
+    ``personality`` is one of Elastic v1's). Unknown ids in ``only`` raise TracecorrError.
     """
     if (cmd is None) == (pid is None):
         raise ValueError("give either cmd (launch mode) or pid (attach mode)")
     argv = [] if cmd is None else (shlex.split(cmd) if isinstance(cmd, str) else list(cmd))
     time_scale = duration / DEFAULT_MAIN_SESSION_SECONDS if duration else 1.0
     run = _tracecorr.run_conformance(argv, pid, list(only), strict, personality, time_scale, gdbstub, otlp_port,
-                                     quiet)
+                                     quiet, protocol, dict(options or {}))
     if expectations:
         _tracecorr.apply_expectations_file(run, expectations)
     return run

@@ -1,4 +1,4 @@
-// tracecorr conform: judges an agent against every requirement of the spec.
+// tracecorr conform: judges an agent against every requirement of a protocol.
 //
 //   tracecorr conform [options] -- CMD ARGS...   launch mode (restarts CMD per session)
 //   tracecorr conform [options] --pid PID        attach mode (one session, no restarts)
@@ -6,11 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
 #include "command.hpp"
-#include "probes/runner.hpp"
+#include "tracecorr/conform/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
 #include "tracecorr/conform/report.hpp"
 
@@ -22,10 +23,10 @@ using namespace tracecorr::conform;
 struct ConformArgs {
   std::vector<std::string> command;
   int pid = 0;
-  std::string junit, json, html, expect, only, personality = "spec", gdbstub;
+  std::string junit, json, html, expect, only, protocol, gdbstub;
   bool strict = false, update_expectations = false, quiet = false, observe_only = false;
-  std::uint32_t samples_delay_ms = 1000;
-  std::optional<std::string> host_id;
+  // The suites' own options (conform::SuiteOption), as given on the command line.
+  std::map<std::string, std::optional<std::string>> suite_settings;
   double duration = 0;
   int otlp_port = 0;
 };
@@ -37,15 +38,6 @@ std::vector<std::string> split_ids(const std::string& text) {
   while (std::getline(in, id, ','))
     if (!id.empty()) ids.push_back(id);
   return ids;
-}
-
-// The default host-id of the registration attach mode leaves in force: the
-// machine id (what OpenTelemetry's host.id detector reports), else empty.
-std::string machine_id() {
-  std::ifstream in("/etc/machine-id");
-  std::string id;
-  if (!in || !std::getline(in, id) || id.size() > 64) return "";
-  return id;
 }
 
 // The expected duration of the main session's phases, which --duration scales.
@@ -67,15 +59,16 @@ int run_conform(const ConformArgs& a) {
   o.target.otlp_port = static_cast<std::uint16_t>(a.otlp_port);
   o.only = split_ids(a.only);
   o.strict = a.strict;
-  o.personality = a.personality;
+  o.protocol = a.protocol;
   o.progress = a.quiet ? nullptr : stderr;
-  if (!agent::parse_personality(a.personality, o.scenario.personality)) {
-    std::fprintf(stderr, "tracecorr conform: unknown personality '%s' (spec, ebpf-profiler)\n", a.personality.c_str());
-    return kExitUsage;
-  }
   o.scenario.observe_only = a.observe_only;
-  o.scenario.restore_samples_delay_ms = a.samples_delay_ms;
-  o.scenario.restore_host_id = a.host_id ? *a.host_id : machine_id();
+  if (auto suite = choose_suite(a.protocol)) {
+    for (const auto& option : (*suite)->options()) {  // defaults first, so reports name them
+      auto given = a.suite_settings.find(option.name);
+      if (given != a.suite_settings.end() && given->second) o.scenario.settings[option.name] = *given->second;
+      else if (!option.default_value.empty()) o.scenario.settings[option.name] = option.default_value;
+    }
+  }
   if (a.observe_only && !a.pid) {
     std::fprintf(stderr, "tracecorr conform: --observe-only is for attach mode (--pid)\n");
     return kExitUsage;
@@ -144,16 +137,17 @@ RegisterCommand conform_command(
       app.add_option("--only", a->only, "Comma-separated requirement ids or areas (ELF,TLS,...) to judge (see tracecorr list)");
       app.add_flag("--observe-only", a->observe_only,
                    "Attach mode: send the agent nothing; requirements judged by messages are skipped");
-      app.add_option("--samples-delay-ms", a->samples_delay_ms,
-                     "Attach mode: samples-delay-ms of the registration left in force at the end (default 1000, the "
-                     "spec's default)");
-      app.add_option("--host-id", a->host_id,
-                     "Attach mode: host-id of the registration left in force at the end (default: /etc/machine-id, "
-                     "else empty)");
+      app.add_option("--protocol", a->protocol, "The protocol to judge (see tracecorr list); default: the only one");
+      // Each protocol suite's own options; one flag per name.
+      for (const auto* suite : suites())
+        for (const auto& option : suite->options())
+          if (!a->suite_settings.count(option.name)) {
+            auto& value = a->suite_settings[option.name];
+            app.add_option("--" + option.name, value,
+                           option.help + " [" + std::string(suite->protocol().id) + "]");
+          }
       app.add_option("--expect", a->expect, "Expectations file: ids expected to fail, each with a reason");
       app.add_flag("--update-expectations", a->update_expectations, "Rewrite --expect with the current failures");
-      app.add_option("--personality", a->personality, "How tracecorr's host agent sends correlations: spec or ebpf-profiler")
-          ->check(CLI::IsMember({"spec", "ebpf-profiler"}));
       app.add_option("--duration", a->duration, "Seconds for the main session's phases (default 5; longer is steadier)");
       app.add_option("--gdbstub", a->gdbstub, "HOST:PORT of qemu-user's gdbstub, for arm64 agents under qemu-aarch64 -g");
       app.add_option("--otlp-port", a->otlp_port, "Fixed port for tracecorr's OTLP receiver (attach mode)");

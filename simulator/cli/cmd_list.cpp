@@ -6,43 +6,71 @@
 #include <string_view>
 
 #include "command.hpp"
-#include "probes/probe.hpp"
-#include "elastic_v1/registry.hpp"
+#include "tracecorr/conform/suite.hpp"
+#include "tracecorr/protocol.hpp"
 
 namespace tracecorr::cli {
 namespace {
 
-// The probe's file, e.g. probes/msg_probe.cpp, or "-" (a profiler-side
-// requirement tracecorr's own host agent follows, not something to judge).
+// The probe's file, e.g. probes/elastic_v1/msg_probe.cpp, or "-" (a
+// profiler-side requirement tracecorr's own host agent follows, not something
+// to judge).
 std::string probe_name(std::string_view id) {
-  const auto* probe = conform::probe_for(std::string(id));
+  const auto* probe = conform::probe_for(id);
   return probe ? probe->name() : "-";
 }
 
-int run_list(bool json) {
+std::string probe_file(const ProtocolSpec& protocol, const conform::Probe& probe) {
+  std::string folder(protocol.id);
+  for (auto& c : folder)
+    if (c == '-') c = '_';
+  return "probes/" + folder + "/" + probe.name() + "_probe.cpp";
+}
+
+// The registry as written, each requirement with the file of the probe that checks it.
+nlohmann::json registry_with_probes(const ProtocolSpec& protocol) {
+  auto registry = nlohmann::json::parse(protocol.registry_json);
+  for (auto& r : registry["requirements"]) {
+    const auto* probe = conform::probe_for(r["id"].get<std::string>());
+    r["probe"] = probe ? nlohmann::json(probe_file(protocol, *probe)) : nlohmann::json(nullptr);
+  }
+  return registry;
+}
+
+int run_list(bool json, const std::string& only_protocol) {
+  std::vector<const ProtocolSpec*> chosen;
+  for (const auto* p : protocols())
+    if (only_protocol.empty() || p->id == only_protocol) chosen.push_back(p);
+  if (chosen.empty()) {
+    std::fprintf(stderr, "tracecorr list: unknown protocol \"%s\"\n", only_protocol.c_str());
+    return kExitUsage;
+  }
   if (json) {
-    auto registry = nlohmann::json::parse(elastic_v1::spec::kRegistryJson);
-    for (auto& r : registry["requirements"]) {
-      const auto* probe = conform::probe_for(r["id"].get<std::string>());
-      r["probe"] = probe ? nlohmann::json("probes/" + probe->name() + "_probe.cpp") : nlohmann::json(nullptr);
-    }
-    std::puts(registry.dump(2).c_str());
+    // One protocol: its registry (what the Python package and tools read).
+    // Several: an array of them.
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto* p : chosen) out.push_back(registry_with_probes(*p));
+    std::puts((chosen.size() == 1 ? out.front() : out).dump(2).c_str());
     return kExitOk;
   }
-  std::printf("%-8s %-6s %-8s %-6s %s\n", "ID", "LEVEL", "ROLE", "PROBE", "REQUIREMENT");
-  for (const auto& r : elastic_v1::spec::kRequirements) {
-    std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), std::string(to_string(r.level)).c_str(),
-                std::string(to_string(r.role)).c_str(), probe_name(r.id).c_str(),
-                static_cast<int>(r.summary.size()), r.summary.data());
+  for (const auto* p : chosen) {
+    if (chosen.size() > 1) std::printf("%s (%s)\n", std::string(p->title).c_str(), std::string(p->id).c_str());
+    std::printf("%-8s %-6s %-8s %-6s %s\n", "ID", "LEVEL", "ROLE", "PROBE", "REQUIREMENT");
+    for (const auto& r : p->requirements)
+      std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), std::string(to_string(r.level)).c_str(),
+                  std::string(to_string(r.role)).c_str(), probe_name(r.id).c_str(),
+                  static_cast<int>(r.summary.size()), r.summary.data());
   }
   return kExitOk;
 }
 
-RegisterCommand list_command("list", "Print the requirement registry (IDs, levels, words, layouts)",
+RegisterCommand list_command("list", "Print the requirement registries (IDs, levels, words, layouts)",
                              [](CLI::App& app) -> std::function<int()> {
                                auto json = std::make_shared<bool>(false);
+                               auto protocol = std::make_shared<std::string>();
                                app.add_flag("--json", *json, "Print the whole machine-readable registry");
-                               return [json] { return run_list(*json); };
+                               app.add_option("--protocol", *protocol, "Only this protocol's requirements");
+                               return [json, protocol] { return run_list(*json, *protocol); };
                              });
 
 }  // namespace

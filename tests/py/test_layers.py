@@ -26,21 +26,34 @@ NM = shutil.which("nm")
 NOT_YET_NEUTRAL = {"tracecorr_tls", "tracecorr_sampler", "tracecorr_inspect", "tracecorr_conform", "tracecorr_agent"}
 
 
+SUITES = REPO / "probes"
+
+
+def protocol_names() -> list[str]:
+    return sorted(d.name for d in PROTOCOLS.iterdir() if (d / "CMakeLists.txt").exists())
+
+
 def protocol_packages() -> list[str]:
-    return sorted("tracecorr_" + d.name for d in PROTOCOLS.iterdir() if (d / "CMakeLists.txt").exists())
+    """Each protocol's libraries: its codecs and rules, and its conformance suite."""
+    return sorted([f"tracecorr_{p}" for p in protocol_names()] + [f"tracecorr_{p}_conform" for p in protocol_names()])
+
+
+def package_cmake_files() -> list[Path]:
+    return [folder / p / "CMakeLists.txt" for p in protocol_names() for folder in (PROTOCOLS, SUITES)]
 
 
 def library_path(name: str) -> Path:
-    package = name.removeprefix("tracecorr_")
-    if (PROTOCOLS / package / "CMakeLists.txt").exists():
-        return BUILD / "simulator" / "protocols" / package / f"lib{name}.a"
+    for p in protocol_names():
+        if name == f"tracecorr_{p}":
+            return BUILD / "simulator" / "protocols" / p / f"lib{name}.a"
+        if name == f"tracecorr_{p}_conform":
+            return BUILD / "probes" / p / f"lib{name}.a"
     return BUILD / "simulator" / f"lib{name}.a"
 
 
 def declared_dependencies() -> dict[str, set[str]]:
     """tracecorr_X -> the tracecorr_* libraries its target_link_libraries names."""
-    text = CMAKE.read_text() + "".join(
-        (PROTOCOLS / p.removeprefix("tracecorr_") / "CMakeLists.txt").read_text() for p in protocol_packages())
+    text = CMAKE.read_text() + "".join(f.read_text() for f in package_cmake_files())
     deps: dict[str, set[str]] = {}
     for m in re.finditer(r"target_link_libraries\((tracecorr_\w+)\s+([^)]*)\)", text):
         deps.setdefault(m.group(1), set()).update(re.findall(r"\btracecorr_\w+", m.group(2)))

@@ -22,6 +22,7 @@ inline RunResult sample_run() {
   RunResult run;
   run.tool_version = "0.1.0-test";
   run.target = {"java -jar 'app jar'", 4242, "x86_64"};
+  run.protocol = "elastic-v1";
   run.personality = "java";
   run.started = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
   run.finished = run.started + std::chrono::seconds(3);

@@ -67,6 +67,7 @@ std::string render_console(const RunResult& run, const ConsoleOptions& options) 
   out += style.wrap("1", "tracecorr conform") + " " + printable_text(run.tool_version) + " — " +
          printable_text(run.target.description.empty() ? "(no target)" : run.target.description);
   if (!run.target.arch.empty()) out += " (" + printable_text(run.target.arch) + ")";
+  if (!run.protocol.empty()) out += ", " + printable_text(run.protocol);
   if (!run.personality.empty()) out += ", personality " + printable_text(run.personality);
   if (run.strict) out += ", strict";
   out += "\n\n";

@@ -17,7 +17,7 @@
 #include "tracecorr/stats.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/ids.hpp"
-#include "elastic_v1/registry.hpp"
+#include "tracecorr/protocol.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -36,13 +36,11 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-// The registry's protocol name and version (the spec this kit judges by).
-std::string protocol_of_registry() {
-  auto registry = nlohmann::ordered_json::parse(elastic_v1::spec::kRegistryJson, nullptr, false);
-  if (registry.is_discarded()) return "?";
-  auto name = registry.value("protocol", std::string("?"));
-  auto version = registry.value("protocol_version", std::string("?"));
-  return name + " " + version;
+// The protocol judged, as its registry names it (the spec this kit judges by).
+std::string protocol_title(const RunResult& run) {
+  const ProtocolSpec* p = find_protocol(run.protocol);
+  if (!p) return run.protocol.empty() ? "?" : run.protocol;
+  return std::string(p->title) + " (" + run.protocol + ")";
 }
 
 constexpr const char* kStyle = R"css(
@@ -124,7 +122,7 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   row("target", run.target.description);
   if (run.target.pid) row("pid", std::to_string(*run.target.pid));
   row("architecture", run.target.arch);
-  row("protocol (spec)", protocol_of_registry());
+  row("protocol (spec)", protocol_title(run));
   row("personality", run.personality);
   row("strict", run.strict ? "yes (a missed SHOULD fails the gate)" : "no");
   row("kit", run.tool_version);

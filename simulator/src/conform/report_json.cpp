@@ -66,6 +66,7 @@ std::string render_json(const RunResult& run) {
       {"schema", kReportSchema},
       {"tool", {{"name", "tracecorr"}, {"version", text(run.tool_version)}}},
       {"target", target},
+      {"protocol", text(run.protocol)},
       {"personality", text(run.personality)},
       {"strict", run.strict},
       {"started", format_utc(run.started)},

@@ -114,6 +114,7 @@ std::string render_junit(const RunResult& run) {
     property(out, "      ", "tool_version", run.tool_version);
     property(out, "      ", "target", run.target.description);
     property(out, "      ", "arch", run.target.arch);
+    property(out, "      ", "protocol", run.protocol);
     property(out, "      ", "personality", run.personality);
     property(out, "      ", "strict", run.strict ? "true" : "false");
     out += "    </properties>\n";

@@ -76,6 +76,7 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
     run.target.arch = str(t, "arch");
     if (t.contains("pid") && t["pid"].is_number_integer()) run.target.pid = t["pid"].get<std::int64_t>();
   }
+  run.protocol = str(doc, "protocol");
   run.personality = str(doc, "personality");
   run.strict = doc.contains("strict") && doc["strict"].is_boolean() && doc["strict"].get<bool>();
   run.started = parse_utc(str(doc, "started"));

@@ -29,7 +29,7 @@ std::string_view to_string(ExpectationStatus status) {
 
 Expected<RequirementResult> make_result(std::string_view id) {
   const Requirement* r = find_requirement(id);
-  if (!r) return make_error("unknown requirement id \"" + std::string(id) + "\"", "spec/elastic-v1.json");
+  if (!r) return make_error("unknown requirement id \"" + std::string(id) + "\"", "the registered protocols' registries");
   RequirementResult result;
   result.id = r->id;
   result.level = r->level;
@@ -132,11 +132,7 @@ std::string shell_join(const std::vector<std::string>& argv) {
 }
 
 std::vector<const RequirementResult*> in_registry_order(const RunResult& run) {
-  auto rank = [](const RequirementResult& r) {
-    for (std::size_t i = 0; i < elastic_v1::spec::kRequirements.size(); ++i)
-      if (elastic_v1::spec::kRequirements[i].id == r.id) return i;
-    return elastic_v1::spec::kRequirements.size();  // unknown ids last
-  };
+  auto rank = [](const RequirementResult& r) { return requirement_rank(r.id); };
   std::vector<const RequirementResult*> ordered;
   for (const auto& r : run.results) ordered.push_back(&r);
   std::stable_sort(ordered.begin(), ordered.end(),
@@ -145,13 +141,16 @@ std::vector<const RequirementResult*> in_registry_order(const RunResult& run) {
 }
 
 std::vector<std::pair<std::string, std::string>> registry_areas() {
-  // The generated header has no area table; the raw registry does, and
-  // ordered_json keeps the registry's order (the order reports group by).
+  // The generated headers have no area table; the raw registries do, and
+  // ordered_json keeps each registry's order (the order reports group by).
   static const auto areas = [] {
     std::vector<std::pair<std::string, std::string>> out;
-    auto registry = nlohmann::ordered_json::parse(elastic_v1::spec::kRegistryJson);
-    for (const auto& [name, description] : registry.at("areas").items())
-      out.emplace_back(name, description.get<std::string>());
+    for (const ProtocolSpec* p : protocols()) {
+      auto registry = nlohmann::ordered_json::parse(p->registry_json, nullptr, false);
+      if (registry.is_discarded() || !registry.contains("areas") || !registry["areas"].is_object()) continue;
+      for (const auto& [name, description] : registry["areas"].items())
+        if (description.is_string()) out.emplace_back(name, description.get<std::string>());
+    }
     return out;
   }();
   return areas;

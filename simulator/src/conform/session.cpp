@@ -1,7 +1,5 @@
-#include "elastic_v1/library.hpp"
 #include "tracecorr/conform/session.hpp"
 
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,57 +10,30 @@
 #include <filesystem>
 
 #include "tracecorr/procfs.hpp"
-#include "elastic_v1/registry.hpp"
 #include "tracecorr/threadptr.hpp"
 
 namespace tracecorr::conform {
 namespace {
 
-constexpr auto kStoragePollInterval = std::chrono::microseconds(500);
 constexpr auto kDiscoveryPollInterval = std::chrono::milliseconds(2);
 // Discovery looks at the launched process alone for kTreeScanDelay (it is the
 // agent whenever the command execs it, and a scan of /proc takes up to ~20 ms
-// on a busy machine: time the agent's first milliseconds need, TLS-01 and
-// PROC-04), then re-lists the launched tree every kTreeScanInterval.
+// on a busy machine: time the agent's first milliseconds need, when it
+// publishes), then re-lists the launched tree every kTreeScanInterval.
 constexpr auto kTreeScanDelay = std::chrono::milliseconds(100);
 constexpr auto kTreeScanInterval = std::chrono::milliseconds(50);
-// Bound on the raw storage bytes kept per sighting (evidence, not data).
-constexpr std::size_t kMaxRawStorageBytes = 8192;
-// How long a send may wait for room in the agent's queue (max_dgram_qlen) before
-// the message counts as lost. A registration waits longer: every judge of
-// delay and host.id rests on it, and an agent starved of CPU on a busy
-// machine leaves its queue full for a second or more.
-constexpr auto kSendPatience = std::chrono::milliseconds(250);
-constexpr auto kRegistrationSendPatience = std::chrono::milliseconds(3000);
-// A sender that bursts loses datagrams (the queue holds max_dgram_qlen, 10 by
-// default): after kPaceEvery unread datagrams, a send waits up to kPacePatience
-// for the agent to read them. An agent that does not read in that time is not
-// waited for again until it has read everything.
-constexpr std::size_t kPaceEvery = 8;
-constexpr auto kPacePatience = std::chrono::milliseconds(2000);
-// Socket capacity: after the socket has room again, how long to leave the agent
-// to finish draining before refilling (its drain takes microseconds).
-constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
-// How long the capacity measurement waits for the agent to read what the
-// scenario left queued (a slow poller takes one poll interval).
-constexpr auto kCapacityQueueEmptyPatience = std::chrono::milliseconds(2000);
 // Exports are batched by the agent's span processor; a short schedule keeps
 // deferral measurements sharp.
 constexpr const char* kBatchDelayMs = "50";
 
-std::string make_socket_dir() {
-  std::string tmpl = "/tmp/tracecorr-sock-XXXXXX";
-  if (!mkdtemp(tmpl.data())) return "/tmp";
-  chmod(tmpl.c_str(), 0755);
-  return tmpl;
-}
-
 }  // namespace
 
-Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const SessionSettings& settings) {
+Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const SessionSettings& settings,
+                                                 std::unique_ptr<SessionPart> part) {
   std::unique_ptr<Session> s(new Session());
   s->settings_ = settings;
   s->target_spec_ = spec;
+  s->part_ = std::move(part);
 
   otlp::ReceiverOptions receiver_options;
   receiver_options.port = spec.otlp_port;
@@ -77,7 +48,6 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     if (!attached) return attached.error();
     s->target_ = std::move(*attached);
   } else {
-    s->socket_dir_ = make_socket_dir();
     LaunchSpec launch;
     launch.argv = spec.command;
     launch.env = {
@@ -87,9 +57,8 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
         {"OTEL_METRICS_EXPORTER", "none"},
         {"OTEL_LOGS_EXPORTER", "none"},
         {"OTEL_BSP_SCHEDULE_DELAY", kBatchDelayMs},
-        {std::string(elastic_v1::spec::kEnvEnabled), "true"},
-        {std::string(elastic_v1::spec::kEnvSocketDir), s->socket_dir_},
     };
+    if (s->part_) s->part_->prepare_launch(launch);
     for (const auto& [k, v] : settings.env) launch.env[k] = v;
     launch.unset_env = settings.unset_env;
     for (const auto& name : settings.unset_env) launch.env.erase(name);
@@ -112,11 +81,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   }
   if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // the process judged
-  if (s->library_ && s->library_->process_pointer_addr) {
-    s->sight_storage(*s->library_->process_pointer_addr);  // the state at the earliest moment we can see
-    s->storage_watch_running_ = true;
-    s->storage_thread_ = std::thread([raw = s.get()] { raw->watch_storage(); });
-  }
+  if (s->library_ && s->part_) s->part_->library_found(*s);
   // The record watcher reads thread pointers by ptrace: the slot watch must
   // have let go of every thread first.
   if (s->slot_watch_) {
@@ -126,8 +91,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   if (s->library_ && s->library_->tls_descriptor_addr) {
     if (auto st = s->attach_tls(deadline); !st) s->tls_error_ = st.error();
   }
-  auto storage_wait = std::min(settings.storage_wait, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
-  if (s->library_ && s->wait_for_storage(storage_wait)) s->connect_socket();
+  if (s->part_) s->part_->opened(*s, deadline);
   s->run_queue_at_open_ = read_run_queue_wait(s->target_->pid());
   s->run_queue_since_ = Clock::now();
   return s;
@@ -193,7 +157,7 @@ Status Session::discover(Clock::time_point deadline) {
   // The agent may be the launched process or any descendant (a launch script
   // that does not exec, a wrapper that forks): look for the library in every
   // process of the tree, parents first, and judge the first that loads it.
-  auto options = elastic_v1::discovery_options();
+  const auto& options = settings_.discovery;
   LibraryCache cache;
   std::optional<Error> last_error;
   // The launched process first, alone (kTreeScanDelay), then the whole tree.
@@ -215,7 +179,7 @@ Status Session::discover(Clock::time_point deadline) {
       }
       if (!*found) continue;
       ++with_library;
-      if (!library_) library_ = **found;  // a library without the storage symbol: keep looking a while, it may still load
+      if (!library_) library_ = **found;  // a library without the process symbol: keep looking a while, it may still load
       // Until the loader is done with that page the pointer (and the TLS
       // descriptor) show unrelated file bytes.
       if (!settled && (*found)->process_pointer_addr && process_pointer_settled(**found, LiveProcessMemory(p.pid)))
@@ -240,90 +204,30 @@ Status Session::discover(Clock::time_point deadline) {
                       exit_description_.value_or("exit status unknown") + ")");
   std::string looked_in;
   if (target_->launched()) looked_in = " in any of the " + std::to_string(tree.size()) + " processes of the launched tree";
-  return make_error("no library defining " + std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
-                        std::string(elastic_v1::spec::kTlsSymbol) + " appeared within " +
+  std::string symbols = options.process_symbol.empty()  ? options.tls_symbol
+                        : options.tls_symbol.empty()     ? options.process_symbol
+                                                         : options.process_symbol + " or " + options.tls_symbol;
+  return make_error("no library defining " + symbols + " appeared within " +
                         std::to_string(target_spec_.discovery_timeout.count()) + " ms" + looked_in +
                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
 }
 
-void Session::sight_storage(std::uint64_t pointer_addr) {
-  auto pointer = memory_->read_u64(pointer_addr);
-  if (!pointer) return;  // process gone or unmapped: nothing new to see
-  StorageSighting sighting;
-  sighting.at = Clock::now();
-  sighting.pointer = *pointer;
-  if (*pointer != 0) {
-    auto decoded = elastic_v1::decode_process_storage(memory_->source_at(*pointer));
-    std::size_t raw_size = decoded ? decoded->encoded_size : 64;
-    sighting.raw.resize(std::min(raw_size, kMaxRawStorageBytes));
-    if (!memory_->read(*pointer, sighting.raw)) sighting.raw.clear();
-    if (decoded)
-      sighting.decoded = *decoded;
-    else
-      sighting.error = decoded.error();
-  }
-  std::lock_guard lock(mutex_);
-  if (!storage_sightings_.empty()) {
-    const auto& last = storage_sightings_.back();
-    if (last.pointer == sighting.pointer && last.raw == sighting.raw) return;
-  }
-  bool pointer_changed = storage_sightings_.empty() || storage_sightings_.back().pointer != sighting.pointer;
-  if (sighting.decoded && pointer_changed) {
-    // PROC-04: does the socket exist at the moment the storage becomes visible?
-    auto facts = examine_socket(pid(), sighting.decoded->socket_file_path);
-    if (facts)
-      sighting.socket = *facts;
-    else
-      sighting.socket_error = facts.error();
-  }
-  storage_sightings_.push_back(std::move(sighting));
-}
-
-void Session::watch_storage() {
-  while (storage_watch_running_) {
-    sight_storage(*library_->process_pointer_addr);
-    std::this_thread::sleep_for(kStoragePollInterval);
-  }
-}
-
-std::vector<StorageSighting> Session::storage_sightings() const {
-  std::lock_guard lock(mutex_);
-  return storage_sightings_;
-}
-
-std::optional<elastic_v1::ProcessStorage> Session::storage() const {
-  std::lock_guard lock(mutex_);
-  for (auto it = storage_sightings_.rbegin(); it != storage_sightings_.rend(); ++it)
-    if (it->decoded) return it->decoded;
-  return std::nullopt;
-}
-
-bool Session::wait_for_storage(Millis timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (storage()) return true;
-    if (!storage_watch_running_) sight_storage(*library_->process_pointer_addr);
-    if (!target_alive()) return false;
-    std::this_thread::sleep_for(Millis(2));
-  }
-  return storage().has_value();
-}
-
 namespace {
 
 // Where a thread's slot is, found as the session finds it: the agent library
-// in the thread's process, then its TLS descriptor (static TLS only; TLS-07
-// judges the rest). The messages are the report's reasons, so they name no
+// in the thread's process, then its TLS descriptor (static TLS only; the judges take
+// the rest). The messages are the report's reasons, so they name no
 // address.
-Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, pid_t pid, std::uint64_t thread_pointer) {
-  auto found = discover_process(pid, elastic_v1::discovery_options(), cache);
+Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options, pid_t pid,
+                                        std::uint64_t thread_pointer) {
+  auto found = discover_process(pid, options, cache);
   if (!found || !*found) return make_error("its process had not loaded the agent library yet");
   const auto& library = **found;
   if (!library.tls_descriptor_addr) return make_error("the agent library defines no TLS slot");
   auto descriptor = read_tls_descriptor(LiveProcessMemory(pid), *library.tls_descriptor_addr, library.elf.machine);
   if (!descriptor) return make_error("the agent library's TLS descriptor could not be read");
-  if (descriptor->model == TlsModel::Dynamic) return make_error("the agent library's TLS is dynamic (TLS-07)");
+  if (descriptor->model == TlsModel::Dynamic) return make_error("the agent library's TLS is dynamic");
   if (descriptor->model != TlsModel::StaticOffset) return make_error("the agent library's TLS descriptor was not relocated yet");
   return thread_pointer + static_cast<std::uint64_t>(descriptor->tp_offset);
 }
@@ -344,7 +248,9 @@ void Session::prepare_slot_watch(LaunchSpec& launch) {
   }
   launch.before_exec = [this](pid_t pid) {
     auto cache = std::make_shared<LibraryCache>();
-    auto watch = SlotWatch::follow_launch(pid, [cache](pid_t p, std::uint64_t tp) { return locate_tls_slot(*cache, p, tp); });
+    auto watch = SlotWatch::follow_launch(pid, [cache, options = settings_.discovery](pid_t p, std::uint64_t tp) {
+      return locate_tls_slot(*cache, options, p, tp);
+    });
     if (watch) slot_watch_ = std::move(*watch);
     else slot_watch_unavailable_ = watch.error().message();
   };
@@ -362,7 +268,7 @@ Status Session::attach_tls(Clock::time_point deadline) {
     } else {
       tls_descriptor_ = *desc;
       if (desc->model == TlsModel::StaticOffset) break;
-      if (desc->model == TlsModel::Dynamic || Clock::now() >= deadline) return Ok{};  // evidence for TLS-07
+      if (desc->model == TlsModel::Dynamic || Clock::now() >= deadline) return Ok{};  // evidence: a dynamic or unrelocated descriptor
     }
     std::this_thread::sleep_for(Millis(5));
   }
@@ -407,77 +313,6 @@ bool Session::wait_for_records(Millis timeout) {
   return false;
 }
 
-void Session::connect_socket() {
-  auto st = storage();
-  if (!st) return;
-  if (auto facts = examine_socket(pid(), st->socket_file_path)) socket_facts_ = *facts;
-  auto connected = AgentSocket::connect(pid(), st->socket_file_path);
-  if (!connected) {
-    socket_error_ = connected.error();
-    return;
-  }
-  socket_.emplace(std::move(*connected));
-  take_up_.watch(socket_->fd());
-}
-
-void Session::reconnect_socket() {
-  socket_.reset();
-  socket_error_.reset();
-  connect_socket();
-}
-
-Expected<SocketCapacity> Session::measure_socket_capacity(Millis window, std::uint64_t max_sends) {
-  if (!socket_) return make_error("not connected to the agent's socket", "socket capacity");
-  // One datagram, reused: a correlation for a transaction that never existed.
-  elastic_v1::Correlation c;
-  c.trace_id.fill(0x7c);
-  c.transaction_id.fill(0x7c);
-  c.stack_trace_id.fill(0x7c);
-  c.count = 1;
-  const auto bytes = elastic_v1::encode(c);
-  SocketCapacity cap;
-  // Start from an empty queue: datagrams still unread from the scenario (a
-  // starved or slow agent) would otherwise count against the burst.
-  if (!wait_until_read(kCapacityQueueEmptyPatience))
-    return make_error("the agent did not read what was already queued within " +
-                          std::to_string(kCapacityQueueEmptyPatience.count()) + " ms",
-                      "socket capacity");
-  // Sends until the queue is full (EAGAIN) or `count` reaches max_sends.
-  auto fill = [&](std::uint64_t& count) -> Status {
-    for (;;) {
-      auto outcome = socket_->send(bytes);
-      if (outcome == SendOutcome::WouldBlock) return Ok{};
-      if (outcome == SendOutcome::Refused)
-        return make_error(std::string("send refused: ") + std::strerror(socket_->last_errno()), "socket capacity");
-      take_up_.sent();
-      if (++count >= max_sends) return Ok{};
-    }
-  };
-  if (auto st = fill(cap.burst); !st) return st.error();  // the burst: until the queue is full
-  // Then cycles of: wait for room (POLLOUT), let the agent finish its drain,
-  // fill the queue again until EAGAIN. A sender that refilled inside the
-  // agent's drain loop would be read as fast as it sends, which no profiler
-  // sending per sample does; this measures what arrives when it arrives.
-  const auto start = Clock::now(), end = start + window;
-  while (Clock::now() < end && cap.sent < max_sends) {
-    auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
-    pollfd p{socket_->fd(), POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 1))) <= 0) continue;
-    std::this_thread::sleep_for(kCapacityDrainPause);
-    if (auto st = fill(cap.sent); !st) return st.error();
-  }
-  cap.capped = cap.sent >= max_sends;
-  cap.window_s = std::chrono::duration<double>(Clock::now() - start).count();
-  std::lock_guard lock(mutex_);
-  socket_capacity_ = cap;
-  return cap;
-}
-
-std::optional<SocketCapacity> Session::socket_capacity() const {
-  std::lock_guard lock(mutex_);
-  return socket_capacity_;
-}
-
 void Session::add_update_order_report(Expected<UpdateOrderReport> report) {
   std::lock_guard lock(mutex_);
   update_order_reports_.push_back(std::move(report));
@@ -486,98 +321,6 @@ void Session::add_update_order_report(Expected<UpdateOrderReport> report) {
 std::vector<Expected<UpdateOrderReport>> Session::update_order_reports() const {
   std::lock_guard lock(mutex_);
   return update_order_reports_;
-}
-
-SentMessage Session::transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label,
-                              Millis patience) {
-  SentMessage m;
-  m.requirement = std::move(requirement);
-  m.label = std::move(label);
-  m.bytes = std::move(datagram);
-  if (socket_) {
-    if (take_up_.unread() == 0) pacing_abandoned_ = false;
-    if (!pacing_abandoned_ && take_up_.unread() >= kPaceEvery && !take_up_.wait_until_read(kPacePatience))
-      pacing_abandoned_ = true;
-    // The queue holds max_dgram_qlen datagrams; the agent drains it when it
-    // polls. Wait briefly for room rather than lose a probe's message.
-    auto give_up = Clock::now() + patience;
-    for (;;) {
-      m.outcome = socket_->send(m.bytes);
-      if (m.outcome != SendOutcome::WouldBlock || Clock::now() >= give_up) break;
-      ++m.would_block_retries;
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-    }
-    m.send_errno = socket_->last_errno();
-    if (m.outcome == SendOutcome::Sent)
-      m.sequence = take_up_.sent();
-    else
-      ++messages_lost_;
-  }
-  m.at = Clock::now();
-  m.at_system = std::chrono::system_clock::now();
-  return m;
-}
-
-const SentMessage& Session::store(SentMessage m) {
-  std::lock_guard lock(mutex_);
-  sent_.push_back(std::move(m));
-  return sent_.back();
-}
-
-const SentMessage& Session::send(std::vector<std::uint8_t> datagram, std::string requirement, std::string label) {
-  return store(transmit(std::move(datagram), std::move(requirement), std::move(label), kSendPatience));
-}
-
-const SentMessage& Session::send_correlation(const elastic_v1::Correlation& c, std::string requirement, std::string label,
-                                             std::optional<unsigned> expected_count,
-                                             std::optional<std::vector<std::uint8_t>> bytes) {
-  auto m = transmit(bytes ? std::move(*bytes) : elastic_v1::encode(c), std::move(requirement), std::move(label), kSendPatience);
-  m.transaction = std::make_pair(c.trace_id, c.transaction_id);
-  m.stack_trace_id = c.stack_trace_id;
-  // A message that never reached the agent cannot be expected to show up.
-  m.expected_count = m.outcome == SendOutcome::Sent ? expected_count : std::optional<unsigned>(0);
-  return store(std::move(m));
-}
-
-std::optional<std::chrono::system_clock::time_point> Session::wait_until_read(Millis patience) {
-  if (!socket_) return std::nullopt;
-  return take_up_.wait_until_read(patience);
-}
-
-void Session::register_profiler(elastic_v1::Registration r, std::string requirement, bool judged) {
-  // A registration takes effect when the agent reads it, not when it is sent:
-  // a slow poller or an agent starved of CPU reads it much later. It goes
-  // into an empty queue when the agent allows (so it does not wait behind
-  // traffic), and the session waits a while for it to be read, so that what
-  // the scenario does next happens under it.
-  if (judged) (void)wait_until_read(kTakeUpPatience);
-  auto m = transmit(elastic_v1::encode(r), std::move(requirement), elastic_v1::describe(elastic_v1::Message{r}), kRegistrationSendPatience);
-  if (judged && m.outcome == SendOutcome::Sent) (void)wait_until_read(kTakeUpPatience);
-  std::lock_guard lock(mutex_);
-  registrations_.push_back({m.at, m.at_system, std::move(r), judged, m.sequence, std::nullopt});
-  sent_.push_back(std::move(m));
-}
-
-std::vector<SentMessage> Session::sent_messages() const {
-  std::vector<SentMessage> out;
-  {
-    std::lock_guard lock(mutex_);
-    out.assign(sent_.begin(), sent_.end());
-  }
-  for (auto& m : out)
-    if (m.sequence) m.taken_up_by = take_up_.read_after(m.sequence);
-  return out;
-}
-
-std::vector<SentRegistration> Session::registrations() const {
-  std::vector<SentRegistration> out;
-  {
-    std::lock_guard lock(mutex_);
-    out = registrations_;
-  }
-  for (auto& r : out)
-    if (r.sent()) r.taken_up_at = take_up_.read_after(r.sequence);
-  return out;
 }
 
 void Session::mark_timing_boundary() {
@@ -603,8 +346,7 @@ bool Session::target_alive() {
 
 void Session::close() {
   slot_watch_.reset();  // released before the target is stopped (an early error return from open())
-  storage_watch_running_ = false;
-  if (storage_thread_.joinable()) storage_thread_.join();
+  if (part_) part_->stop_watching();
   if (watcher_) watcher_->stop();
   // Detach from qemu's gdbstub before stopping the target: with a debugger
   // attached, qemu reports the SIGTERM to it and waits instead of delivering it.
@@ -634,11 +376,7 @@ void Session::close() {
     closed_output_ = target_->output();
     if (closed_output_.empty()) closed_output_ = " ";  // marks the session closed
   }
-  if (!socket_dir_.empty() && socket_dir_ != "/tmp" && !socket_dir_removed_) {
-    std::error_code ignored;
-    std::filesystem::remove_all(socket_dir_, ignored);
-    socket_dir_removed_ = true;  // the name stays: judges compare the socket path with it
-  }
+  if (part_) part_->closed();
 }
 
 void Session::set_stack_samples(StackSamples samples) {
@@ -656,10 +394,8 @@ SessionEvidence Session::evidence() const {
   e.name = settings_.name;
   e.launched = target_->launched();
   e.opened_at = opened_at_;
-  e.socket_dir = socket_dir_;
   e.library = library_;
   e.discovery_error = discovery_error_;
-  e.storage_sightings = storage_sightings();
   e.tls_descriptor = tls_descriptor_;
   e.tls_error = tls_error_;
   e.slot_watch = slot_watch_report_;
@@ -667,12 +403,6 @@ SessionEvidence Session::evidence() const {
   if (watcher_)
     e.records = RecordEvidence{watcher_->observations(), watcher_->transactions(), watcher_->record_pointers(), watcher_->stats()};
   e.update_order_reports = update_order_reports();
-  e.socket_facts = socket_facts_;
-  e.socket_error = socket_error_;
-  e.could_send = can_send();
-  e.sent_messages = sent_messages();
-  e.registrations = registrations();
-  e.messages_lost = messages_lost_;
   e.timing_boundary = timing_boundary();
   e.stop_requested_at = stop_requested_at();
   e.run_queue_wait = run_queue_wait();
@@ -681,6 +411,7 @@ SessionEvidence Session::evidence() const {
   e.target_exit = target_exit();
   e.spans = receiver_->spans();
   e.stack_samples = stack_samples();
+  if (part_) e.protocol = part_->evidence();
   return e;
 }
 

@@ -18,7 +18,7 @@
 #include "tracecorr/conform/figures.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/exit_code.hpp"
-#include "elastic_v1/registry.hpp"
+#include "tracecorr/protocol.hpp"
 
 namespace tracecorr::conform {
 
@@ -108,6 +108,7 @@ struct RunResult {
   std::string tool_version;
   std::string schema_version = std::string(kReportSchema);
   TargetDescription target;
+  std::string protocol;     // the protocol judged (ProtocolSpec::id, "elastic-v1")
   std::string personality;  // which agent behaviour was assumed ("java", "generic", ...)
   bool strict = false;
   std::chrono::system_clock::time_point started{};

@@ -1,4 +1,4 @@
-// The judges over plain evidence: each case builds a SessionEvidence by hand,
+// Elastic v1's judges over plain evidence: each case builds a session's evidence by hand,
 // runs the probe that covers the requirement and checks the outcome and the
 // words of its reason. Nothing is launched: these run in milliseconds, where
 // the kill matrix needs minutes.
@@ -11,13 +11,25 @@
 #include <string>
 #include <vector>
 
-#include "probes/probe.hpp"
-#include "probes/scenarios.hpp"
 #include "elastic_v1/registry.hpp"
 #include "elastic_v1/wire.hpp"
+#include "probes/elastic_v1/evidence.hpp"
+#include "probes/elastic_v1/scenarios.hpp"
+#include "tracecorr/conform/suite.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 namespace {
+
+// A session as a test writes it: the engine's evidence and Elastic's facts
+// side by side, so a case changes either with `s.field`; done() makes the
+// evidence a session hands the judges.
+struct Draft : SessionEvidence, SessionFacts {
+  SessionEvidence done() const {
+    SessionEvidence e = static_cast<const SessionEvidence&>(*this);
+    e.protocol = std::make_shared<SessionFacts>(static_cast<const SessionFacts&>(*this));
+    return e;
+  }
+};
 
 using Outcome = Finding::Outcome;
 using namespace std::chrono_literals;
@@ -32,7 +44,7 @@ elf::Symbol symbol(unsigned type) {
   s.type = type;
   s.binding = STB_GLOBAL;
   s.visibility = STV_DEFAULT;
-  s.size = elastic_v1::spec::kPointerSize;
+  s.size = spec::kPointerSize;
   s.section = 12;  // defined
   return s;
 }
@@ -51,11 +63,11 @@ AgentLibrary conforming_library() {
   return lib;
 }
 
-StorageSighting sighting(std::uint64_t pointer, elastic_v1::ProcessStorage storage, bool socket_exists = true) {
+StorageSighting sighting(std::uint64_t pointer, ProcessStorage storage, bool socket_exists = true) {
   StorageSighting s;
   s.pointer = pointer;
   if (pointer) {
-    s.raw = elastic_v1::encode_process_storage(storage);
+    s.raw = encode_process_storage(storage);
     s.decoded = storage;
     SocketFacts facts;
     facts.is_socket = socket_exists;
@@ -64,9 +76,9 @@ StorageSighting sighting(std::uint64_t pointer, elastic_v1::ProcessStorage stora
   return s;
 }
 
-elastic_v1::ProcessStorage storage_fields() {
-  elastic_v1::ProcessStorage p;
-  p.minor = elastic_v1::spec::kProcessStorageMinor;
+ProcessStorage storage_fields() {
+  ProcessStorage p;
+  p.minor = spec::kProcessStorageMinor;
   p.service_name = "checkout";
   p.service_environment = "test";
   p.socket_file_path = "/tmp/agent/socket";
@@ -86,8 +98,8 @@ SocketFacts private_datagram_socket() {
   return f;
 }
 
-SessionEvidence conforming_session(std::string name = kEnabledSession) {
-  SessionEvidence s;
+Draft conforming_session(std::string name = kEnabledSession) {
+  Draft s;
   s.name = std::move(name);
   s.library = conforming_library();
   s.storage_sightings = {sighting(0, {}), sighting(0x55000000, storage_fields())};
@@ -102,7 +114,7 @@ RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid
   o.tid = tid;
   o.record.minor = minor;
   o.record.valid = valid;
-  o.bytes = elastic_v1::encode_tls_record(o.record);
+  o.bytes = encode_tls_record(o.record);
   o.record_pointer = 0x60000000u + static_cast<std::uint64_t>(tid) * 0x100;
   return o;
 }
@@ -112,9 +124,9 @@ SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
   p.tid = tid;
   p.record_pointer = 0x61000000u + static_cast<std::uint64_t>(tid) * 0x100;
   if (minor) {
-    elastic_v1::TlsRecord r;
+    TlsRecord r;
     r.minor = *minor;
-    p.bytes = elastic_v1::encode_tls_record(r);
+    p.bytes = encode_tls_record(r);
   } else {
     p.read_error = make_error(ErrorKind::kUnmapped, "nothing is mapped there");
   }
@@ -134,7 +146,7 @@ SentRegistration taken_up_registration(std::chrono::system_clock::time_point at,
   SentRegistration r;
   r.at = std::chrono::steady_clock::now();
   r.at_system = at;
-  r.message.samples_delay_ms = elastic_v1::spec::kDefaultDelayMs;
+  r.message.samples_delay_ms = spec::kDefaultDelayMs;
   r.message.host_id = std::move(host_id);
   r.sequence = 1;
   r.taken_up_at = at + 5ms;
@@ -156,7 +168,7 @@ void PrintTo(const JudgeCase& c, std::ostream* os) { *os << c.requirement << " "
 Finding judge_one(const JudgeCase& c) {
   SessionSet set;
   c.build(set);
-  const Probe* probe = probe_for(c.requirement);
+  const Probe* probe = conform::probe_for(c.requirement);
   if (!probe) {
     ADD_FAILURE() << "no probe covers " << c.requirement;
     return {};
@@ -178,12 +190,12 @@ void check(const JudgeCase& c) {
 std::string case_name(const testing::TestParamInfo<JudgeCase>& info) { return info.param.name; }
 
 // Shorthands: add a session built from the conforming one by `change`.
-std::function<void(SessionSet&)> enabled(std::function<void(SessionEvidence&)> change = {}, bool attach = false) {
+std::function<void(SessionSet&)> enabled(std::function<void(Draft&)> change = {}, bool attach = false) {
   return [change, attach](SessionSet& set) {
     auto s = conforming_session();
     if (change) change(s);
     set.attach_mode = attach;
-    set.add(std::move(s));
+    set.add(s.done());
   };
 }
 
@@ -313,8 +325,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- TLS ----------------------------------------------------------------
 
-std::function<void(SessionEvidence&)> with_records(std::vector<RecordObservation> obs) {
-  return [obs](SessionEvidence& s) {
+std::function<void(Draft&)> with_records(std::vector<RecordObservation> obs) {
+  return [obs](Draft& s) {
     s.records->observations = obs;
     for (const auto& o : obs) s.records->record_pointers[o.tid] = o.record_pointer;
   };
@@ -454,14 +466,14 @@ std::function<void(SessionSet&)> traffic(std::vector<std::pair<std::uint8_t, uns
                                          std::optional<otlp::AttributeValue> on_transaction,
                                          std::optional<otlp::AttributeValue> on_child = std::nullopt,
                                          std::string requirement = "ATTR-04",
-                                         std::function<void(SessionEvidence&)> then = {}) {
-  return enabled([=](SessionEvidence& s) {
+                                         std::function<void(Draft&)> then = {}) {
+  return enabled([=](Draft& s) {
     Traffic t;
     auto end = t.t0 + 1s;
     auto tx = t.span(t.transaction, std::nullopt, end);
-    if (on_transaction) tx.attributes[std::string(elastic_v1::spec::kAttributeName)] = *on_transaction;
+    if (on_transaction) tx.attributes[std::string(spec::kAttributeName)] = *on_transaction;
     auto child = t.span(t.child, t.transaction, end - 50ms);
-    if (on_child) child.attributes[std::string(elastic_v1::spec::kAttributeName)] = *on_child;
+    if (on_child) child.attributes[std::string(spec::kAttributeName)] = *on_child;
     // Spans ending after the transaction witness when it was handed over.
     s.spans = {child, tx};
     for (int i = 1; i <= 4; ++i) {
@@ -510,7 +522,7 @@ INSTANTIATE_TEST_SUITE_P(
 // it ("" : none).
 std::function<void(SessionSet&)> registered(std::vector<std::string> host_ids, std::vector<std::string> exported,
                                             std::uint16_t first_minor = 1) {
-  return enabled([=](SessionEvidence& s) {
+  return enabled([=](Draft& s) {
     auto t0 = std::chrono::system_clock::now() - 20s;
     for (std::size_t i = 0; i < host_ids.size(); ++i) {
       auto at = t0 + std::chrono::seconds(3 * i);
@@ -547,7 +559,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "were not counted as required"},
         JudgeCase{"TestedMessageNeverRead", "MSG-05",
                   traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-05",
-                          [](SessionEvidence& s) {
+                          [](Draft& s) {
                             s.sent_messages.push_back(s.sent_messages.front());
                             s.sent_messages.back().stack_trace_id = stack_id(7);
                             s.sent_messages.back().at_system += 1ms;  // after the one the attribute proves read
@@ -560,7 +572,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "that no message carried whole"},
         JudgeCase{"AgentDiedOnABoundary", "MSG-07",
                   traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-07",
-                          [](SessionEvidence& s) { s.target_exit = "killed by signal 6 (Aborted)"; }),
+                          [](Draft& s) { s.target_exit = "killed by signal 6 (Aborted)"; }),
                   Outcome::Violated, "the agent died during the session"},
         JudgeCase{"NoSocket", "MSG-06", enabled([](auto& s) { s.could_send = false; }), Outcome::NotApplicable,
                   "could not connect"},
@@ -579,7 +591,7 @@ INSTANTIATE_TEST_SUITE_P(
 // 50 ms after its end (handed over at once: the queue is full). `lines`:
 // the agent's output, each at (the first transaction's end + ms).
 std::function<void(SessionSet&)> small_queue(int transactions, std::vector<std::pair<int, std::string>> lines,
-                                             std::function<void(SessionEvidence&)> then = {}) {
+                                             std::function<void(Draft&)> then = {}) {
   return [=](SessionSet& set) {
     auto s = conforming_session(kSmallQueueSession);
     auto t0 = std::chrono::system_clock::now() - 30s;
@@ -598,7 +610,7 @@ std::function<void(SessionSet&)> small_queue(int transactions, std::vector<std::
     for (const auto& [at_ms, text] : lines)
       s.target_output_lines.push_back(OutputLine{first_end + std::chrono::milliseconds(at_ms), text});
     if (then) then(s);
-    set.add(std::move(s));
+    set.add(s.done());
   };
 }
 
@@ -685,8 +697,8 @@ std::function<void(SessionSet&)> deferral(std::chrono::milliseconds enabled_hold
     auto off = conforming_session(kDisabledSession);
     off.spans = deferral_timeline(t0 + 20s, disabled_hold, disabled_child_hold);
     off.stop_requested_at = t0 + 26s;
-    set.add(std::move(on));
-    set.add(std::move(off));
+    set.add(on.done());
+    set.add(off.done());
   };
 }
 
@@ -720,7 +732,7 @@ INSTANTIATE_TEST_SUITE_P(
 // relative to the child's start (the child runs 200 ms).
 std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
                                                      std::function<void(RecordObservation&, Traffic&)> change = {}) {
-  return enabled([=](SessionEvidence& s) {
+  return enabled([=](Draft& s) {
     Traffic t;
     const auto now_system = std::chrono::system_clock::now();
     const auto now_steady = std::chrono::steady_clock::now();
@@ -748,7 +760,7 @@ std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
     o.record.span_id = t.child;
     o.record.transaction_id = t.transaction;
     if (change) change(o, t);
-    o.bytes = elastic_v1::encode_tls_record(o.record);
+    o.bytes = encode_tls_record(o.record);
     auto steady_child_start = now_steady - 10s;
     o.at = steady_child_start + std::chrono::milliseconds(from_ms) - 1ms;
     o.read_by = steady_child_start + std::chrono::milliseconds(from_ms);
@@ -782,7 +794,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- HOST ---------------------------------------------------------------
 
-std::function<void(SessionSet&)> own_host_id(std::function<void(SessionEvidence&)> change) {
+std::function<void(SessionSet&)> own_host_id(std::function<void(Draft&)> change) {
   return [change](SessionSet& set) {
     auto s = conforming_session(kOwnHostIdSession);
     auto t0 = std::chrono::system_clock::now() - 10s;
@@ -790,7 +802,7 @@ std::function<void(SessionSet&)> own_host_id(std::function<void(SessionEvidence&
     for (int i = 1; i <= 4; ++i) s.spans.push_back(span_with_host_id(scenario::kOwnHostId, t0 + i * 1s));
     s.target_output = "agent: warning: host.id from the profiler registration differs from our own; keeping ours\n";
     if (change) change(s);
-    set.add(std::move(s));
+    set.add(s.done());
   };
 }
 
@@ -813,4 +825,4 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -2,11 +2,13 @@
 // sessions' evidence, after the probes judged. Reads, never judges.
 #pragma once
 
-#include "probe.hpp"
+#include "tracecorr/conform/probe.hpp"
 #include "tracecorr/conform/figures.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 
 Figures collect_figures(const SessionSet& sessions);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

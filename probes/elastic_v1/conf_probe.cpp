@@ -6,7 +6,9 @@
 #include "probes.hpp"
 #include "scenarios.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 constexpr auto kMargin = std::chrono::milliseconds(150);
@@ -70,7 +72,7 @@ std::chrono::system_clock::time_point until_stop(const SessionEvidence& s) {
 // (transaction, stack id) pairs judged.
 Finding expect_ignored(const std::string& id, const SessionEvidence& s, const SpanIndex& spans, const std::string& when) {
   // The mismatches point into `sent`: it must outlive the evidence built from them.
-  auto sent = s.sent_messages;
+  auto sent = facts(s).sent_messages;
   auto check = check_counts(sent, spans, [&](const SentMessage& m) {
     return m.requirement == id && m.expected_count && *m.expected_count == 0;
   });
@@ -110,7 +112,7 @@ class ConfProbe final : public Probe {
     auto d = holds_before(spans, until_stop(*off));
     if (auto bad = judge_deferred("CONF-01", d, "with ENABLED=false transactions were still deferred")) return *bad;
     return met("CONF-01", ignored.evidence_count + d.n,
-               "ENABLED=false: " + ignored.reason + (off->storage() ? "" : " (no socket opened)") +
+               "ENABLED=false: " + ignored.reason + (facts(*off).storage() ? "" : " (no socket opened)") +
                    ", nothing deferred (median hold " + ms(d.median) + " over " + std::to_string(d.n) +
                    " transactions)");
   }
@@ -118,10 +120,10 @@ class ConfProbe final : public Probe {
   static Finding judge_auto(const SessionSet& sessions, bool* supported) {
     const SessionEvidence* s = sessions.find(kAutoSession);
     if (!s) return not_run({"CONF-02"}, "needs a launch with ENABLED=auto").front();
-    if (!s->storage()) return not_applicable("CONF-02", "ENABLED=auto opened no socket: the agent does not implement auto");
+    if (!facts(*s).storage()) return not_applicable("CONF-02", "ENABLED=auto opened no socket: the agent does not implement auto");
     *supported = true;
     SpanIndex spans(s->spans);
-    auto regs = s->registrations;
+    auto regs = facts(*s).registrations;
     auto first = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
     auto ignored = expect_ignored("CONF-02", *s, spans, "before any registration in auto mode");
     if (ignored.outcome == Finding::Outcome::Violated) return ignored;
@@ -158,7 +160,7 @@ class ConfProbe final : public Probe {
     // After the registration, only transactions that ended once the agent had
     // surely processed it (kMargin) are judged: one that ended in between was
     // rightly exported at once, undeferred, before its correlations arrived.
-    auto sent = s->sent_messages;
+    auto sent = facts(*s).sent_messages;
     auto after = check_counts(sent, spans, [&](const SentMessage& m) {
       if (m.requirement != "CONF-02" || !m.expected_count || *m.expected_count == 0 || !m.transaction) return false;
       const auto* t = spans.transaction(m.transaction->first, m.transaction->second);
@@ -180,10 +182,10 @@ class ConfProbe final : public Probe {
     const SessionEvidence* s = sessions.find(kOwnHostIdSession);
     if (!s) return not_run({"CONF-03"}, "needs a launch without the ENABLED option").front();
     SpanIndex spans(s->spans);
-    if (!s->storage())
+    if (!facts(*s).storage())
       return auto_supported ? violated("CONF-03", "auto is supported, but without the option the feature is off")
                             : met("CONF-03", 1, "without the option the feature is off (auto not supported)");
-    auto regs = s->registrations;
+    auto regs = facts(*s).registrations;
     auto first = regs.empty() ? until_stop(*s) : regs.front().at_system;
     auto d = holds_before(spans, first);
     if (auto bad = judge_deferred("CONF-03", d, "without the option the agent defers before any registration: the "
@@ -196,10 +198,10 @@ class ConfProbe final : public Probe {
   static Finding judge_socket_dir(const SessionSet& sessions) {
     const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s || sessions.attach_mode) return not_applicable("CONF-04", "needs a launch with SOCKET_DIR set");
-    auto st = s->storage();
+    auto st = facts(*s).storage();
     if (!st) return not_applicable("CONF-04", "no process storage (see PROC)");
     auto dir = std::filesystem::path(st->socket_file_path).parent_path();
-    auto want = std::filesystem::path(s->socket_dir);
+    auto want = std::filesystem::path(facts(*s).socket_dir);
     if (dir == want) return met("CONF-04", 1, "the socket is in " + want.string());
     return violated("CONF-04", "the socket is not in the configured directory",
                     {text_evidence("socket-file-path", "in " + want.string(), st->socket_file_path)});
@@ -209,7 +211,7 @@ class ConfProbe final : public Probe {
     const SessionEvidence* s = sessions.find(kSmallQueueSession);
     if (!s) return not_run({"CONF-05"}, "needs a launch with a small BUFFER_SIZE").front();
     SpanIndex spans(s->spans);
-    auto regs = s->registrations;
+    auto regs = facts(*s).registrations;
     if (regs.empty()) return not_applicable("CONF-05", "no registration could be sent");
     // Prompt: exported well within the 4 s delay and before the session
     // stopped the agent (whatever an agent flushes on shutdown arrives
@@ -241,4 +243,4 @@ class ConfProbe final : public Probe {
 
 std::unique_ptr<Probe> make_conf_probe() { return std::make_unique<ConfProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -8,7 +8,9 @@
 #include "scenarios.hpp"
 #include "elastic_v1/registry.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 class AttrProbe final : public Probe {
@@ -24,7 +26,7 @@ class AttrProbe final : public Probe {
     if (!s) return not_run(requirements());
     SpanIndex spans(s->spans);
     if (spans.spans().empty()) return not_run(requirements(), "no spans were received");
-    auto sent = s->sent_messages;
+    auto sent = facts(*s).sent_messages;
 
     // The transactions tracecorr sent correlations for, with the first send.
     std::map<std::pair<TraceId, SpanId>, std::chrono::system_clock::time_point> targeted;
@@ -115,4 +117,4 @@ class AttrProbe final : public Probe {
 
 std::unique_ptr<Probe> make_attr_probe() { return std::make_unique<AttrProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -9,7 +9,9 @@
 #include "tracecorr/memory.hpp"
 #include "elastic_v1/registry.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 // Observations this close to the end of the session may belong to
@@ -101,7 +103,7 @@ class TlsProbe final : public Probe {
                                         ", which could not be read at that store: " + p.read_error->message(),
                           {text_evidence("the store publishing " + who + "'s pointer (hardware watchpoint)",
                                          "a complete record", "unreadable memory")});
-        if (elastic_v1::decode_tls_record(*p.bytes)->minor == 0)  // full-size bytes always decode
+        if (decode_tls_record(*p.bytes)->minor == 0)  // full-size bytes always decode
           return violated("TLS-01", who + "'s TLS pointer was set before its record was initialised (seen at the store "
                                         "that set it, by a hardware watchpoint)",
                           {record_evidence("record of " + who + " at the store that published its pointer", *p.bytes,
@@ -279,4 +281,4 @@ class TlsProbe final : public Probe {
 
 std::unique_ptr<Probe> make_tls_probe() { return std::make_unique<TlsProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

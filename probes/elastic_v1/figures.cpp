@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <map>
 
+#include "evidence.hpp"
 #include "judging.hpp"
 #include "scenarios.hpp"
 #include "tracecorr/conform/flames.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 using namespace std::chrono_literals;
@@ -51,13 +54,13 @@ std::vector<DeferralPoint> deferral_points(const std::string& name, const Sessio
     auto end = SpanIndex::end_time(sp);
     p.ended_ms = clock.ms(end);
     p.export_delay_ms = SpanIndex::export_delay_ms(sp);
-    if (auto d = s.delay_in_force(end, kDeferralMargin)) p.delay_in_force_ms = *d;
+    if (auto d = delay_in_force(s, end, kDeferralMargin)) p.delay_in_force_ms = *d;
     out.push_back(std::move(p));
   }
   return out;
 }
 
-std::string changed_fields(const elastic_v1::TlsRecordBytes& before, const elastic_v1::TlsRecordBytes& after) {
+std::string changed_fields(const TlsRecordBytes& before, const TlsRecordBytes& after) {
   std::string out;
   for (const auto& f : decode_record_fields(after)) {
     bool changed = false;
@@ -95,14 +98,14 @@ SessionTimeline timeline(const std::string& name, const SessionEvidence& s) {
   SessionTimeline t;
   t.session = name;
   auto add = [&](double at, std::string kind, std::string text) { t.events.push_back({at, std::move(kind), std::move(text)}); };
-  for (const auto& r : s.registrations)
+  for (const auto& r : facts(s).registrations)
     add(clock.ms(r.at), "registration",
         std::string(r.sent() ? "" : "(not sent) ") + "registration minor " + std::to_string(r.message.minor) +
             ", samples-delay-ms " + std::to_string(r.message.samples_delay_ms) + ", host-id \"" + r.message.host_id +
             "\"" + (r.judged ? "" : " (boundary value, not judged)"));
   // Messages come in bursts (the battery sends ~150): one event per burst of
   // the same requirement.
-  auto sent = s.sent_messages;
+  auto sent = facts(s).sent_messages;
   for (std::size_t i = 0; i < sent.size();) {
     std::size_t j = i + 1;
     while (j < sent.size() && sent[j].requirement == sent[i].requirement && sent[j].at - sent[j - 1].at < 20ms) ++j;
@@ -156,4 +159,4 @@ Figures collect_figures(const SessionSet& sessions) {
   return f;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -8,16 +8,18 @@
 #include "probes.hpp"
 #include "scenarios.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 constexpr auto kMargin = std::chrono::milliseconds(150);
 
 Evidence registration_evidence(const RegistrationWindow& w, const RegistrationEffect& e) {
   SentMessage m;
-  m.label = elastic_v1::describe(elastic_v1::Message{w.registration.message});
+  m.label = describe(Message{w.registration.message});
   m.requirement = "MSG-02";
-  m.bytes = elastic_v1::encode(w.registration.message);
+  m.bytes = encode(w.registration.message);
   return message_evidence(m,
                           "host.id \"" + w.registration.message.host_id.substr(0, 40) + "\" adopted or delay " +
                               std::to_string(w.registration.message.samples_delay_ms) + " ms applied",
@@ -45,7 +47,7 @@ bool adopts_host_ids(const std::vector<RegistrationWindow>& windows, const SpanI
 }
 
 Finding judge_counts(const std::string& id, const SessionEvidence& s, const SpanIndex& spans, const std::string& what) {
-  auto sent = s.sent_messages;
+  auto sent = facts(s).sent_messages;
   // Each tested message must have reached the agent and been read: one that
   // was lost to a full queue, or never read, tests nothing, and an agent that
   // mishandles exactly that message would pass.
@@ -66,7 +68,7 @@ Finding judge_counts(const std::string& id, const SessionEvidence& s, const Span
   if (undelivered)
     return kit_error(id, "inconclusive: " + std::to_string(undelivered) + " of " + std::to_string(tested) + " " + what +
                              " never reached the agent or were never read (its queue stayed full; " +
-                             std::to_string(s.messages_lost) + " messages lost in the session)");
+                             std::to_string(facts(s).messages_lost) + " messages lost in the session)");
   if (!check.checked)
     return not_applicable(id, check.unexported ? "the transactions the messages named were never exported"
                                                : "no messages could be sent (no socket or no live transaction)");
@@ -92,7 +94,7 @@ class MsgProbe final : public Probe {
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    if (!s->could_send && s->sent_messages.empty())
+    if (!facts(*s).could_send && facts(*s).sent_messages.empty())
       return not_run(requirements(), "tracecorr could not connect to the agent's socket (see SOCK-02)");
     SpanIndex spans(s->spans);
     auto windows = registration_windows(*s, kMargin);
@@ -186,7 +188,7 @@ class MsgProbe final : public Probe {
   static Finding judge_truncation(const SessionEvidence& s, const SpanIndex& spans) {
     auto f = judge_counts("MSG-04", s, spans, "truncated messages (and their controls)");
     if (f.outcome == Finding::Outcome::Violated) return f;
-    auto unknown = unknown_ids(s.sent_messages, spans);
+    auto unknown = unknown_ids(facts(s).sent_messages, spans);
     if (!unknown.empty()) {
       std::vector<Evidence> ev;
       for (std::size_t i = 0; i < unknown.size() && i < kMaxExamples; ++i)
@@ -208,7 +210,7 @@ class MsgProbe final : public Probe {
     std::string how;
     if (died_during(s, &how)) {
       const SentMessage* last = nullptr;
-      auto sent = s.sent_messages;
+      auto sent = facts(s).sent_messages;
       if (!sent.empty()) last = &sent.back();
       std::vector<Evidence> ev;
       if (last) ev.push_back(message_evidence(*last, "the agent survives", "last message sent before it died"));
@@ -225,12 +227,12 @@ class MsgProbe final : public Probe {
     bool adopts = adopts_host_ids(ordinary, spans);
     std::size_t long_judged = 0, long_sent = 0;
     std::string long_note;
-    for (const auto& r : s.registrations) long_sent += r.sent() && scenario::is_long_registration(r.message);
+    for (const auto& r : facts(s).registrations) long_sent += r.sent() && scenario::is_long_registration(r.message);
     for (const auto& w : windows) {
       if (!scenario::is_long_registration(w.registration.message)) continue;
       RegistrationEffect e;
       auto ok = took_effect(w, spans, adopts, &e);
-      auto bytes = elastic_v1::encode(w.registration.message).size();
+      auto bytes = encode(w.registration.message).size();
       if (ok && !*ok)
         return violated("MSG-07", "a registration of " + std::to_string(bytes) + " bytes (host-id " +
                                       std::to_string(w.registration.message.host_id.size()) +
@@ -258,4 +260,4 @@ class MsgProbe final : public Probe {
 
 std::unique_ptr<Probe> make_msg_probe() { return std::make_unique<MsgProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

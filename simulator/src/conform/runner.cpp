@@ -1,4 +1,4 @@
-#include "runner.hpp"
+#include "tracecorr/conform/runner.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -10,18 +10,17 @@
 #include <optional>
 #include <set>
 
-#include "figures.hpp"
-#include "probe.hpp"
+#include "tracecorr/conform/probe.hpp"
 #include "tracecorr/conform/report.hpp"
-#include "elastic_v1/registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
 
 std::string repeat_command(const RunOptions& o, const std::string& id) {
   std::vector<std::string> argv{"tracecorr", "conform", "--only", id};
+  if (!o.protocol.empty()) argv.insert(argv.end(), {"--protocol", o.protocol});
   if (o.strict) argv.push_back("--strict");
-  if (o.personality != "spec") argv.insert(argv.end(), {"--personality", o.personality});
+  for (const auto& [name, value] : o.scenario.settings) argv.insert(argv.end(), {"--" + name, value});
   if (!o.target.gdbstub.empty()) argv.insert(argv.end(), {"--gdbstub", o.target.gdbstub});
   if (o.target.pid) {
     argv.insert(argv.end(), {"--pid", std::to_string(*o.target.pid)});
@@ -38,9 +37,10 @@ void say(const RunOptions& o, const std::string& line) {
   if (o.progress) std::fprintf(o.progress, "tracecorr conform: %s\n", printable_text(line).c_str());
 }
 
-// How late the agent's child spans (never deferred) reach the receiver: the
-// batch span processor's schedule delay, as seen from outside. Above
-// kCoarseBatchingMs deferral (judged at 300 and 600 ms) cannot be timed.
+// How late the agent's child spans (never held back by any protocol's rules)
+// reach the receiver: the batch span processor's schedule delay, as seen from
+// outside. Above kCoarseBatchingMs the suite's timing areas (judged at a few
+// hundred ms) cannot be timed.
 constexpr double kCoarseBatchingMs = 250;
 struct ExportBatching {
   std::size_t child_spans = 0, requests = 0;
@@ -73,31 +73,6 @@ ExportBatching measure_export_batching(const Session& s) {
   return b;
 }
 
-// The socket capacity note: what the agent absorbs and what a profiler
-// sending one message per sample would lose at 20 Hz and 1 kHz per CPU here.
-std::string capacity_note(const std::optional<SocketCapacity>& cap, bool sent_anything) {
-  if (!cap)
-    return sent_anything ? "agent socket capacity: not measured (no connection to the agent's socket)"
-                         : "agent socket capacity: not measured (this run sent the agent nothing)";
-  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const double rate = cap->per_second();
-  auto loss = [&](double hz) {
-    double offered = hz * static_cast<double>(cpus);
-    double lost = offered > rate ? 100.0 * (1.0 - rate / offered) : 0.0;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "at %g Hz per CPU on %ld CPUs it offers %.0f/s and would lose %s%.0f%%", hz, cpus,
-                  offered, cap->capped && lost == 0 ? "" : "about ", lost);
-    return std::string(buf);
-  };
-  char head[200];
-  std::snprintf(head, sizeof head,
-                "agent socket capacity (informational): %llu datagrams accepted before the first EAGAIN, then %s%.0f/s "
-                "while refilling it each time it had room, over %.2f s",
-                static_cast<unsigned long long>(cap->burst), cap->capped ? "at least " : "", rate, cap->window_s);
-  return std::string(head) + "; a profiler sending one message per sample (the OTel eBPF profiler): " + loss(20) +
-         ", " + loss(1000);
-}
-
 std::string agent_settings_advice(const RunOptions& o) {
   std::string port = o.target.otlp_port ? std::to_string(o.target.otlp_port) : "PORT";
   return "start the agent with OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (tracecorr receives OTLP/HTTP only), "
@@ -107,11 +82,23 @@ std::string agent_settings_advice(const RunOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> expand_areas(const std::vector<std::string>& only) {
+Expected<const Suite*> choose_suite(const std::string& protocol) {
+  auto all = suites();
+  std::string names;
+  for (const auto* s : all) names += (names.empty() ? "" : ", ") + std::string(s->protocol().id);
+  if (protocol.empty()) {
+    if (all.size() == 1) return all.front();
+    return make_error(all.empty() ? "no protocol suite is registered" : "choose a protocol: " + names, "--protocol");
+  }
+  if (const auto* s = find_suite(protocol)) return s;
+  return make_error("unknown protocol \"" + protocol + "\" (known: " + names + ")", "--protocol");
+}
+
+std::vector<std::string> expand_areas(const Suite& suite, const std::vector<std::string>& only) {
   std::vector<std::string> ids;
   for (const auto& token : only) {
     bool area = false;
-    for (const auto& r : elastic_v1::spec::kRequirements)
+    for (const auto& r : suite.protocol().requirements)
       if (r.area == token) {
         area = true;
         ids.emplace_back(r.id);
@@ -121,10 +108,10 @@ std::vector<std::string> expand_areas(const std::vector<std::string>& only) {
   return ids;
 }
 
-std::vector<std::string> selected_requirements(const std::vector<std::string>& only) {
-  auto wanted = expand_areas(only);
+std::vector<std::string> selected_requirements(const Suite& suite, const std::vector<std::string>& only) {
+  auto wanted = expand_areas(suite, only);
   std::vector<std::string> ids;
-  for (const auto& r : elastic_v1::spec::kRequirements) {
+  for (const auto& r : suite.protocol().requirements) {
     if (r.role != Role::Agent) continue;
     std::string id(r.id);
     if (only.empty() || std::find(wanted.begin(), wanted.end(), id) != wanted.end()) ids.push_back(id);
@@ -133,9 +120,17 @@ std::vector<std::string> selected_requirements(const std::vector<std::string>& o
 }
 
 Expected<RunResult> run_conformance(const RunOptions& o) {
-  if (auto unknown = validate_ids(expand_areas(o.only)); !unknown.empty())
-    return make_error("unknown requirement id or area " + unknown.front() + " (see tracecorr list)", "--only");
-  auto ids = selected_requirements(o.only);
+  auto chosen = choose_suite(o.protocol);
+  if (!chosen) return chosen.error();
+  const Suite& suite = **chosen;
+  if (auto st = suite.check(o.scenario); !st) return st.error();
+  auto expanded = expand_areas(suite, o.only);
+  for (const auto& id : expanded)
+    if (!suite_of_requirement(id) || suite_of_requirement(id) != &suite)
+      return make_error("unknown requirement id or area " + id + " for " + std::string(suite.protocol().id) +
+                            " (see tracecorr list)",
+                        "--only");
+  auto ids = selected_requirements(suite, o.only);
   if (ids.empty()) return make_error("the filter matches no agent requirement (profiler requirements are tracecorr agent's)", "--only");
 
   RunResult run;
@@ -145,14 +140,15 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   struct utsname u{};
   uname(&u);
   run.target.arch = u.machine;
-  run.personality = o.personality;
+  run.protocol = std::string(suite.protocol().id);
+  run.personality = o.scenario.setting("personality");
   run.strict = o.strict;
   run.started = std::chrono::system_clock::now();
 
   // Scenarios send only what the judged requirements need; observe-only sends nothing.
   ScenarioOptions scenario = o.scenario;
   if (!o.only.empty()) scenario.judged = ids;
-  auto observed_only = [&](const std::string& id) { return scenario.observe_only && judged_by_messages(id); };
+  auto observed_only = [&](const std::string& id) { return scenario.observe_only && suite.judged_by_sending(id); };
   std::vector<std::string> probed;
   for (const auto& id : ids)
     if (!observed_only(id)) probed.push_back(id);
@@ -160,7 +156,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   // The probes these requirements need, and the sessions those probes read.
   std::vector<const Probe*> probes;
   std::set<std::string> wanted_sessions;
-  for (const auto& p : all_probes()) {
+  for (const auto& p : suite.probes()) {
     auto covers = p->requirements();
     if (std::none_of(covers.begin(), covers.end(),
                      [&](const std::string& id) { return std::count(probed.begin(), probed.end(), id); }))
@@ -174,12 +170,12 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
   std::map<std::string, std::string> session_errors, lost_sessions;
   bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
   std::optional<ExportBatching> coarse_batching;  // attach mode: the agent's own export schedule
-  for (const auto& name : all_session_names()) {
+  for (const auto& name : suite.session_names()) {
     if (!wanted_sessions.count(name)) continue;
-    if (sessions.attach_mode && name != kEnabledSession) continue;  // needs a restart with other settings
+    if (sessions.attach_mode && name != suite.attach_session()) continue;  // needs a restart with other settings
     auto started = std::chrono::steady_clock::now();
     say(o, "session " + name + ": " + (sessions.attach_mode ? "attaching" : "launching"));
-    auto session = Session::open(o.target, session_settings(name, scenario));
+    auto session = suite.open_session(o.target, name, scenario);
     if (!session) {
       session_errors[name] = session.error().message();
       say(o, "session " + name + ": " + session.error().message());
@@ -194,7 +190,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
       }
       judged_noted = true;
     }
-    if (auto st = run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();
+    if (auto st = suite.run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();
     (*session)->close();
     // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
     // a process that is no longer the one judged (a failed SOCK-02 against a
@@ -204,19 +200,8 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
         lost_sessions[name] = *lost;
         say(o, "session " + name + ": " + *lost);
       }
+    suite.session_closed(**session, scenario, run);
     if (sessions.attach_mode) {
-      auto regs = (*session)->registrations();
-      if (!regs.empty()) {
-        const auto& last = regs.back();
-        std::string values = "samples-delay-ms " + std::to_string(scenario.restore_samples_delay_ms) + ", host-id \"" +
-                             scenario.restore_host_id + "\"";
-        run.notes.push_back(last.sent() && !last.judged && last.message.samples_delay_ms == scenario.restore_samples_delay_ms
-                                ? "left the agent registered with " + values + " (--samples-delay-ms, --host-id)"
-                                : "could not restore the registration (" + values +
-                                      "): the agent may still hold a test registration; restart its profiler");
-      } else {
-        run.notes.push_back("sent no registration: the agent's registration is as it was");
-      }
       if ((*session)->receiver().counters().spans == 0 && o.target.otlp_port)
         run.notes.push_back("no span arrived at port " + std::to_string(o.target.otlp_port) + ": " +
                             agent_settings_advice(o));
@@ -228,16 +213,6 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
         coarse_batching = batching;
       }
     }
-    if (name == kEnabledSession) {
-      auto cap = (*session)->socket_capacity();
-      run.notes.push_back(capacity_note(cap, scenario.sends_messages()));
-      if (cap) {
-        run.counters["socket_capacity.burst"] = cap->burst;
-        run.counters["socket_capacity.per_second"] = static_cast<std::uint64_t>(cap->per_second());
-      }
-    }
-    run.counters["messages_sent." + name] = (*session)->sent_messages().size();
-    run.counters["messages_lost." + name] = (*session)->messages_lost();
     run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
     auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     say(o, "session " + name + ": done in " + std::to_string(seconds).substr(0, 4) + " s, " +
@@ -285,10 +260,12 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + ": " + e->second + "; not judged (was: " + r.reason + ")";
         }
-      // Export batching coarser than the delays judged: deferral cannot be timed (too noisy to tell).
-      if (coarse_batching && r.area == "DEFER" && (r.verdict == Verdict::Fail || r.verdict == Verdict::Pass)) {
+      // Export batching coarser than the delays judged: timing cannot be judged (too noisy to tell).
+      auto timing = suite.timing_areas();
+      if (coarse_batching && std::count(timing.begin(), timing.end(), r.area) &&
+          (r.verdict == Verdict::Fail || r.verdict == Verdict::Pass)) {
         r.verdict = Verdict::Error;
-        r.reason = "cannot time deferral: " + coarse_batching->figures() + ", coarser than the delays judged; " +
+        r.reason = "cannot time " + r.area + ": " + coarse_batching->figures() + ", coarser than the delays judged; " +
                    agent_settings_advice(o);
         r.evidence.clear();
       }
@@ -296,7 +273,7 @@ Expected<RunResult> run_conformance(const RunOptions& o) {
     }
     run.results.push_back(std::move(r));
   }
-  run.figures = collect_figures(sessions);
+  run.figures = suite.figures(sessions);
   run.finished = std::chrono::system_clock::now();
   return run;
 }

@@ -1,5 +1,5 @@
 // Conformance probes: one per requirement area, each judging the evidence
-// that the scenarios (scenarios.hpp) collected in one or more sessions.
+// that its protocol's scenarios collected in one or more sessions (suite.hpp).
 //
 // A probe never drives the target itself: scenarios act, sessions record,
 // probes judge. So every verdict can be traced to recorded evidence, and a
@@ -50,7 +50,7 @@ struct Finding {
 class Probe {
  public:
   virtual ~Probe() = default;
-  virtual std::string name() const = 0;  // "msg": also the file probes/msg_probe.cpp
+  virtual std::string name() const = 0;  // "msg": also the file probes/<protocol>/msg_probe.cpp
   virtual std::vector<std::string> requirements() const = 0;
   // Sessions whose evidence the probe reads: the runner opens each needed one.
   virtual std::vector<std::string> sessions() const = 0;
@@ -63,10 +63,6 @@ class Probe {
   }
 };
 
-// Every probe, in registry area order.
-const std::vector<std::unique_ptr<Probe>>& all_probes();
-// The probe covering a requirement, or nullptr.
-const Probe* probe_for(const std::string& requirement);
 
 // Shorthands for judges.
 // A pass always states how many observations it rests on.

@@ -21,8 +21,11 @@
 
 #include "tracecorr/agent/correlation.hpp"
 #include "tracecorr/conform/session.hpp"
+#include "tracecorr/conform/suite.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 
 inline constexpr const char* kEnabledSession = "enabled";
 inline constexpr const char* kDisabledSession = "disabled";
@@ -34,22 +37,22 @@ inline constexpr const char* kUnsampledSession = "unsampled";
 // How tracecorr's host agent sends correlations during the scenarios.
 using agent::Personality;
 
-struct ScenarioOptions {
+// The suite's own settings (its SuiteOptions: personality, samples-delay-ms,
+// host-id), parsed from ScenarioOptions::settings.
+struct Settings {
   Personality personality = Personality::Spec;
-  double time_scale = 1.0;  // stretches every phase (--duration)
-  // The requirements judged (empty: all). Scenarios send only what these
-  // need: no message at all when none of them is judged by messages.
-  std::vector<std::string> judged;
-  // Send nothing (attach mode on a live service): requirements judged by
-  // messages are skipped.
-  bool observe_only = false;
   // Attach mode: the registration left in force when the session ends, so no
   // test value (a 2^32-1 ms delay, a made-up host-id) stays in a live service.
   std::uint32_t restore_samples_delay_ms = 1000;  // the spec's default
-  std::string restore_host_id;
-  bool judges(std::string_view id_or_area) const;  // is this id (or any id of this area) judged?
-  bool sends_messages() const;  // does any judged requirement need messages sent?
+  std::string restore_host_id;                    // default: this machine's id
 };
+Expected<Settings> parse_settings(const ScenarioOptions& options);
+// Parsed settings; the defaults when they do not parse (the suite's check()
+// refused those before anything ran).
+Settings settings_of(const ScenarioOptions& options);
+
+// Does any judged requirement need messages sent?
+bool sends_messages(const ScenarioOptions& options);
 
 // Areas whose requirements are judged by what tracecorr sends (registrations,
 // correlations): the rest (ELF, PROC, SOCK, TLS) only need watching.
@@ -69,7 +72,7 @@ inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
 // with the delay already in force, so that only its host.id shows whether the
 // agent took it. HOST-01 and MSG-03 leave it to MSG-07.
 inline constexpr std::size_t kLongHostIdBytes = 1500;
-inline bool is_long_registration(const elastic_v1::Registration& r) { return r.host_id.size() >= kLongHostIdBytes; }
+inline bool is_long_registration(const Registration& r) { return r.host_id.size() >= kLongHostIdBytes; }
 // How long a session waits for one more export before it stops the agent
 // (an exporter batching every 5 s, plus scheduling).
 inline constexpr std::chrono::milliseconds kBatchPatience{6000};
@@ -79,6 +82,8 @@ inline constexpr std::uint64_t kCapacityMaxSends = 20000;
 
 std::vector<std::string> all_session_names();
 SessionSettings session_settings(const std::string& name, const ScenarioOptions& options);
+// How long opening waits for the process storage in that session.
+Millis storage_wait(const std::string& name);
 // Runs the scenario for session.settings().name. Errors are kit faults.
 Status run_scenario(Session& session, const ScenarioOptions& options);
 
@@ -88,4 +93,4 @@ inline constexpr const char* kRestoreLabel = "restore";
 // Host ids the enabled scenario registers with, in order: judges check adoption.
 std::vector<std::string> registered_host_ids(const Session& session);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

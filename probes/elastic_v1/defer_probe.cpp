@@ -10,7 +10,9 @@
 #include "scenarios.hpp"
 #include "elastic_v1/registry.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 constexpr auto kMargin = std::chrono::milliseconds(150);
@@ -69,7 +71,7 @@ class DeferProbe final : public Probe {
   // measured against the session's baseline and answered with an error.
   static void judge_enabled(const SessionEvidence& s, const SessionEvidence* disabled, std::vector<Finding>& out) {
     SpanIndex spans(s.spans);
-    auto regs = s.registrations;
+    auto regs = facts(s).registrations;
     auto first_registration = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
 
     // A hold is a lower bound (a starved process ends few spans to witness
@@ -84,7 +86,7 @@ class DeferProbe final : public Probe {
     const otlp::ReceivedSpan* child_example = nullptr;
     for (const auto& sp : spans.spans()) {
       auto end = SpanIndex::end_time(sp);
-      auto delay = s.delay_in_force(end, kMargin);
+      auto delay = delay_in_force(s, end, kMargin);
       if (!delay) continue;
       double d = spans.held_at_least_ms(sp);
       if (!spans.is_transaction(sp)) {
@@ -258,7 +260,7 @@ class DeferProbe final : public Probe {
   // transactions (held past the stop), however many unsampled ones ended.
   static Finding judge_unsampled(const SessionEvidence& s) {
     const RecordEvidence* records = s.records ? &*s.records : nullptr;
-    auto regs = s.registrations;
+    auto regs = facts(s).registrations;
     if (!records || regs.empty()) return not_applicable("DEFER-05", "");
     std::size_t unsampled = 0;
     for (const auto& t : records->transactions) unsampled += !t.sampled();
@@ -380,7 +382,7 @@ class DeferProbe final : public Probe {
   // first two must still reach the exporter at once.
   static Finding judge_full_queue(const SessionEvidence& s) {
     const RecordEvidence* records = s.records ? &*s.records : nullptr;
-    auto regs = s.registrations;
+    auto regs = facts(s).registrations;
     if (!records || regs.empty()) return not_applicable("DEFER-06", "no registration or no readable records in the small-queue session");
     SpanIndex spans(s.spans);
     auto seen = records->transactions;
@@ -431,7 +433,7 @@ class DeferProbe final : public Probe {
   // small queue was full) that was not already printed before it.
   static Finding judge_warning(const SessionEvidence& s) {
     if (!s.launched) return not_applicable("DEFER-07", "the agent's output is only visible when tracecorr launches it");
-    auto regs = s.registrations;
+    auto regs = facts(s).registrations;
     if (regs.empty()) return not_applicable("DEFER-07", "no registration could be sent, so the queue never filled");
     SpanIndex spans(s.spans);
     auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
@@ -483,4 +485,4 @@ class DeferProbe final : public Probe {
 
 std::unique_ptr<Probe> make_defer_probe() { return std::make_unique<DeferProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

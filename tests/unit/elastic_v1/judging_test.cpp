@@ -3,10 +3,10 @@
 // as a registration taking effect.
 #include <gtest/gtest.h>
 
-#include "probes/judging.hpp"
-#include "probes/probe.hpp"
+#include "probes/elastic_v1/judging.hpp"
+#include "tracecorr/conform/probe.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 namespace {
 
 RequirementResult result_with(Verdict v, std::size_t count, std::size_t minimum) {
@@ -130,4 +130,4 @@ TEST(RegistrationEffect, HostIdCountsFromTheAgentsOwnTakeUp) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

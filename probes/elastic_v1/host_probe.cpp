@@ -6,7 +6,9 @@
 #include "probes.hpp"
 #include "scenarios.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 constexpr auto kMargin = std::chrono::milliseconds(150);
@@ -37,7 +39,7 @@ class HostProbe final : public Probe {
     auto windows = registration_windows(*s, kMargin);
     if (windows.empty()) return not_applicable("HOST-01", "no registration could be sent");
     for (const auto& sp : spans.spans())
-      if (sp.received_at_system < s->registrations.front().at_system && !host_id_of(sp).empty())
+      if (sp.received_at_system < facts(*s).registrations.front().at_system && !host_id_of(sp).empty())
         return not_applicable("HOST-01", "the agent sends host.id \"" + host_id_of(sp) +
                                              "\" of its own before any registration (HOST-02 applies)");
     std::size_t judged = 0;
@@ -71,7 +73,7 @@ class HostProbe final : public Probe {
 
   static Finding judge_own(const SessionEvidence* s) {
     if (!s) return not_run({"HOST-02"}, "needs a launch with host.id in OTEL_RESOURCE_ATTRIBUTES").front();
-    auto regs = s->registrations;
+    auto regs = facts(*s).registrations;
     if (regs.empty()) return not_applicable("HOST-02", "the agent opened no socket without the ENABLED option, so no registration could be sent");
     SpanIndex spans(s->spans);
     std::size_t after = 0;
@@ -97,4 +99,4 @@ class HostProbe final : public Probe {
 
 std::unique_ptr<Probe> make_host_probe() { return std::make_unique<HostProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

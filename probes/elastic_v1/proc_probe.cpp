@@ -4,7 +4,9 @@
 #include "scenarios.hpp"
 #include "tracecorr/memory.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 Evidence sighting_evidence(const StorageSighting& s, const std::string& label, std::string expected,
@@ -31,7 +33,7 @@ class ProcProbe final : public Probe {
     if (!s) return not_run(requirements());
     if (!s->library || !s->library->process_pointer_addr)
       return not_run(requirements(), "no library exporting the process storage symbol (see ELF)");
-    auto sightings = s->storage_sightings;
+    auto sightings = facts(*s).storage_sightings;
     std::vector<const StorageSighting*> published;
     for (const auto& x : sightings)
       if (x.pointer != 0) published.push_back(&x);
@@ -63,7 +65,7 @@ class ProcProbe final : public Probe {
       out.push_back(bad ? *bad : met("PROC-01", sightings.size(), "complete and unchanged from the first read (" +
                                                     std::to_string(sightings.size()) + " reads)"));
     }
-    const elastic_v1::ProcessStorage* decoded = nullptr;
+    const ProcessStorage* decoded = nullptr;
     for (const auto* x : published)
       if (x->decoded) decoded = &*x->decoded;
     // PROC-02
@@ -117,4 +119,4 @@ class ProcProbe final : public Probe {
 
 std::unique_ptr<Probe> make_proc_probe() { return std::make_unique<ProcProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -7,34 +7,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "probe.hpp"
+#include "evidence.hpp"
+#include "tracecorr/conform/probe.hpp"
 #include "elastic_v1/registry.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 
-// ---- findings ---------------------------------------------------------------
-Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence) {
-  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence), evidence_count};
-}
-Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence) {
-  return {std::move(id), Finding::Outcome::Violated, std::move(reason), std::move(evidence)};
-}
-Finding not_applicable(std::string id, std::string reason) {
-  return {std::move(id), Finding::Outcome::NotApplicable, std::move(reason), {}};
-}
-Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence) {
-  return {std::move(id), Finding::Outcome::KitError, std::move(reason), std::move(evidence)};
-}
-
-Verdict verdict_of(Finding::Outcome o) {
-  switch (o) {
-    case Finding::Outcome::Met: return Verdict::Pass;
-    case Finding::Outcome::Violated: return Verdict::Fail;
-    case Finding::Outcome::NotApplicable: return Verdict::Skip;
-    case Finding::Outcome::KitError: return Verdict::Error;
-  }
-  return Verdict::Error;
-}
+using namespace tracecorr::conform;
 
 // ---- spans ------------------------------------------------------------------
 SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
@@ -247,7 +226,7 @@ std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>&
   return f;
 }
 
-std::vector<DecodedField> decode_record_fields(const elastic_v1::TlsRecordBytes& bytes) {
+std::vector<DecodedField> decode_record_fields(const TlsRecordBytes& bytes) {
   std::vector<std::uint8_t> b(bytes.begin(), bytes.end());
   std::vector<DecodedField> f;
   add_field(f, b, elastic_v1::spec::kTlsLayoutMinorVersionOffset, elastic_v1::spec::kTlsLayoutMinorVersionSize, "layout_minor_version", true);
@@ -288,7 +267,7 @@ Evidence message_evidence(const SentMessage& m, std::string expected, std::strin
   return e;
 }
 
-Evidence record_evidence(std::string label, const elastic_v1::TlsRecordBytes& bytes, std::string expected,
+Evidence record_evidence(std::string label, const TlsRecordBytes& bytes, std::string expected,
                          std::string actual) {
   Evidence e;
   e.label = std::move(label);
@@ -316,9 +295,9 @@ Evidence text_evidence(std::string label, std::string expected, std::string actu
   return e;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 
 CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& spans,
                         const std::function<bool(const SentMessage&)>& which) {
@@ -416,9 +395,9 @@ std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(cons
   return out;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 
 std::string host_id_of(const otlp::ReceivedSpan& s) {
   const auto* v = s.resource_attribute("host.id");
@@ -426,7 +405,7 @@ std::string host_id_of(const otlp::ReceivedSpan& s) {
 }
 
 std::vector<RegistrationWindow> registration_windows(const SessionEvidence& s, std::chrono::milliseconds margin) {
-  auto regs = s.registrations;
+  auto regs = facts(s).registrations;
   auto boundary = s.timing_boundary.value_or(std::chrono::system_clock::time_point::max());
   if (auto stop = s.stop_requested_at) boundary = std::min(boundary, *stop);
   std::vector<RegistrationWindow> out;
@@ -502,4 +481,4 @@ RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans
   return e;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "evidence.hpp"
 #include "tracecorr/conform/result.hpp"
 #include "tracecorr/conform/session.hpp"
 #include "tracecorr/otlp.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 
 // Spans received in one session, indexed the ways judges ask.
 class SpanIndex {
@@ -106,10 +109,10 @@ AttributeIds attribute_ids(const otlp::ReceivedSpan& span);
 
 // Evidence from bytes, with their fields decoded by the registry's layouts.
 std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>& bytes);
-std::vector<DecodedField> decode_record_fields(const elastic_v1::TlsRecordBytes& bytes);
+std::vector<DecodedField> decode_record_fields(const TlsRecordBytes& bytes);
 std::vector<DecodedField> decode_storage_fields(const std::vector<std::uint8_t>& bytes);
 Evidence message_evidence(const SentMessage& m, std::string expected, std::string actual);
-Evidence record_evidence(std::string label, const elastic_v1::TlsRecordBytes& bytes, std::string expected, std::string actual);
+Evidence record_evidence(std::string label, const TlsRecordBytes& bytes, std::string expected, std::string actual);
 Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::string actual);
 Evidence text_evidence(std::string label, std::string expected, std::string actual);
 
@@ -119,9 +122,9 @@ std::string hex(std::span<const std::uint8_t> bytes);
 // Bounded evidence: judges keep the first few examples of a violation.
 inline constexpr std::size_t kMaxExamples = 3;
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 
 // Compares, per (transaction, stack id), how often the id appears in the
 // transaction's attribute with what the messages sent for it expect.
@@ -160,9 +163,9 @@ Evidence mismatch_evidence(const CountMismatch& m);
 std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(const std::vector<SentMessage>& sent,
                                                                            const SpanIndex& spans);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 
 // Spans that ended while one registration was the latest the agent had.
 struct RegistrationWindow {
@@ -202,4 +205,4 @@ RegistrationEffect effect_of(const RegistrationWindow& w, const SpanIndex& spans
 // The resource host.id of a span, or "" when it has none.
 std::string host_id_of(const otlp::ReceivedSpan& s);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -5,9 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "probe.hpp"
+#include "evidence.hpp"
+#include "tracecorr/conform/probe.hpp"
+#include "tracecorr/conform/suite.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 
 std::unique_ptr<Probe> make_elf_probe();
 std::unique_ptr<Probe> make_proc_probe();
@@ -23,4 +27,7 @@ std::unique_ptr<Probe> make_host_probe();
 // (attach mode, or --only left them out).
 std::vector<Finding> not_run(const std::vector<std::string>& ids, const std::string& why = "");
 
-}  // namespace tracecorr::conform
+// The suite (suite.cpp), for register_protocol().
+const conform::Suite& suite();
+
+}  // namespace tracecorr::elastic_v1

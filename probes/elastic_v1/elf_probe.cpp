@@ -3,12 +3,14 @@
 #include <elf.h>
 
 #include "judging.hpp"
-#include "probe.hpp"
+#include "tracecorr/conform/probe.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
 #include "elastic_v1/registry.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
+
+using namespace tracecorr::conform;
 namespace {
 
 std::string describe_symbol(const elf::Symbol& s) {
@@ -78,4 +80,4 @@ class ElfProbe final : public Probe {
 
 std::unique_ptr<Probe> make_elf_probe() { return std::make_unique<ElfProbe>(); }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

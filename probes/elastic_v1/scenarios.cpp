@@ -9,9 +9,11 @@
 
 #include "tracecorr/conform/flames.hpp"
 #include "tracecorr/sampler.hpp"
+#include "channel.hpp"
+#include "elastic_v1/library.hpp"
 #include "elastic_v1/registry.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::elastic_v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -35,8 +37,8 @@ Millis scaled(const ScenarioOptions& o, Millis d) {
 
 using TransactionKey = std::pair<TraceId, SpanId>;
 
-elastic_v1::Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, std::uint16_t count) {
-  elastic_v1::Correlation c;
+Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, std::uint16_t count) {
+  Correlation c;
   c.trace_id = t.first;
   c.transaction_id = t.second;
   c.stack_trace_id = stack;
@@ -50,7 +52,7 @@ constexpr std::size_t kWindowSpans = 5;
 constexpr Millis kWindowMargin{300};  // more than the judges' kMargin (150 ms)
 constexpr Millis kWindowPatience{8000};
 bool exported_under_latest_registration(Session& s) {
-  auto regs = s.registrations();
+  auto regs = channel(s).registrations();
   if (regs.empty() || !regs.back().sent()) return true;
   if (!regs.back().taken_up_at) return false;
   // The judges' window ends a margin before the next message: count only
@@ -87,7 +89,7 @@ class CorrelationTraffic {
     auto end = Clock::now() + duration;
     std::size_t targeted = 0;
     while (Clock::now() < end) {
-      if (records && s_.can_send() && targeted < max_transactions) {
+      if (records && channel(s_).can_send() && targeted < max_transactions) {
         for (const auto& t : records->active_transactions()) {
           if (!t.sampled() || targeted >= max_transactions) continue;
           TransactionKey key{t.trace_id, t.transaction_id};
@@ -120,14 +122,14 @@ class CorrelationTraffic {
   void send_pattern(const TransactionKey& key, const std::string& requirement, bool attach_expected) {
     auto a = random_id<16>(), b = random_id<16>();
     auto expect = [&](unsigned n) { return attach_expected ? n : 0u; };
-    if (o_.personality == Personality::Spec) {
-      s_.send_correlation(correlation_for(key, a, 2), requirement, "correlation (stack A, count 2)", expect(2));
-      s_.send_correlation(correlation_for(key, b, 1), requirement, "correlation (stack B, count 1)", expect(1));
-      s_.send_correlation(correlation_for(key, a, 1), requirement, "correlation (stack A again, count 1)", expect(1));
+    if (settings_of(o_).personality == Personality::Spec) {
+      channel(s_).send_correlation(correlation_for(key, a, 2), requirement, "correlation (stack A, count 2)", expect(2));
+      channel(s_).send_correlation(correlation_for(key, b, 1), requirement, "correlation (stack B, count 1)", expect(1));
+      channel(s_).send_correlation(correlation_for(key, a, 1), requirement, "correlation (stack A again, count 1)", expect(1));
     } else {
       for (const auto* which : {"A", "B", "A", "A"}) {
         const auto& id = which[0] == 'A' ? a : b;
-        s_.send_correlation(correlation_for(key, id, 1), requirement,
+        channel(s_).send_correlation(correlation_for(key, id, 1), requirement,
                             std::string("correlation per sample (stack ") + which + ", count 1)", expect(1));
       }
     }
@@ -175,9 +177,9 @@ std::optional<TransactionKey> fresh_transaction(Session& s, CorrelationTraffic& 
   return shared;
 }
 
-elastic_v1::Registration registration(std::uint16_t minor, std::uint32_t delay, std::string host_id,
+Registration registration(std::uint16_t minor, std::uint32_t delay, std::string host_id,
                                 std::size_t trailing_bytes = 0) {
-  elastic_v1::Registration r;
+  Registration r;
   r.minor = minor;
   r.samples_delay_ms = delay;
   r.host_id = std::move(host_id);
@@ -192,7 +194,7 @@ std::string unique_host_id(const char* stem) { return std::string(stem) + "-" + 
 // still be counted.
 void send_message_battery(Session& s, const TransactionKey& t) {
   auto control = [&](const char* when) {
-    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
+    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
                        std::string("control correlation ") + when + " the truncated messages", 1u);
   };
   control("before");
@@ -200,21 +202,21 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   // 0 times; each is followed by a control that must count once. An agent that
   // decodes a short datagram with stale bytes of the previous one shows up as a
   // control counted twice or an id that was never sent whole.
-  for (std::size_t len = 0; len < elastic_v1::spec::kMsgCorrelationFixedSize; ++len) {
+  for (std::size_t len = 0; len < spec::kMsgCorrelationFixedSize; ++len) {
     auto c = correlation_for(t, random_id<16>(), 1);
-    auto bytes = elastic_v1::encode(c);
+    auto bytes = encode(c);
     bytes.resize(len);
-    s.send_correlation(c, "MSG-04",
+    channel(s).send_correlation(c, "MSG-04",
                        "correlation truncated to " + std::to_string(len) + " of " +
-                           std::to_string(elastic_v1::spec::kMsgCorrelationFixedSize) + " bytes",
+                           std::to_string(spec::kMsgCorrelationFixedSize) + " bytes",
                        0u, std::move(bytes));
-    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
+    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
                        "control correlation after the " + std::to_string(len) + "-byte one", 1u);
   }
-  auto reg = elastic_v1::encode(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
+  auto reg = encode(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
   for (std::size_t len = 0; len < reg.size(); ++len) {
     std::vector<std::uint8_t> bytes(reg.begin(), reg.begin() + static_cast<long>(len));
-    s.send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
+    channel(s).send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
                                 " bytes");
   }
   control("after");
@@ -222,17 +224,17 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   // MSG-05: unknown types and minor 0 carry a correlation's payload; none may count.
   for (std::uint16_t type : {std::uint16_t{0}, std::uint16_t{3}, std::uint16_t{0xFFFF}}) {
     auto c = correlation_for(t, random_id<16>(), 1);
-    auto bytes = elastic_v1::encode(c);
-    std::memcpy(bytes.data() + elastic_v1::spec::kHeaderMessageTypeOffset, &type, sizeof type);
-    s.send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
+    auto bytes = encode(c);
+    std::memcpy(bytes.data() + spec::kHeaderMessageTypeOffset, &type, sizeof type);
+    channel(s).send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
                        0u, std::move(bytes));
-    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
+    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
                        "control correlation after unknown type " + std::to_string(type), 1u);
   }
   {
     auto c = correlation_for(t, random_id<16>(), 1);
     c.minor = 0;
-    s.send_correlation(c, "MSG-05", "correlation at minor version 0", 0u);
+    channel(s).send_correlation(c, "MSG-05", "correlation at minor version 0", 0u);
   }
 
   // MSG-06: a later minor's trailing bytes are ignored; an oversized datagram
@@ -240,37 +242,37 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   {
     auto c = correlation_for(t, random_id<16>(), 1);
     c.trailing.assign(10, 0x5A);
-    s.send_correlation(c, "MSG-06", "correlation with 10 trailing bytes", 1u);
+    channel(s).send_correlation(c, "MSG-06", "correlation with 10 trailing bytes", 1u);
     c = correlation_for(t, random_id<16>(), 1);
     c.minor = 2;
     c.trailing.assign(4, 0x5A);
-    s.send_correlation(c, "MSG-06", "correlation at minor 2 with 4 trailing bytes", 1u);
+    channel(s).send_correlation(c, "MSG-06", "correlation at minor 2 with 4 trailing bytes", 1u);
     c = correlation_for(t, random_id<16>(), 1);
     c.trailing.assign(60000, 0x00);
-    s.send_correlation(c, "MSG-06", "oversized correlation (60046 bytes)", std::nullopt);
-    s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-06", "control correlation after the oversized one",
+    channel(s).send_correlation(c, "MSG-06", "oversized correlation (60046 bytes)", std::nullopt);
+    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-06", "control correlation after the oversized one",
                        1u);
   }
 
   // MSG-07: boundary values of every correlation field.
-  s.send_correlation(correlation_for(t, random_id<16>(), 0), "MSG-07", "correlation with count 0", 0u);
-  s.send_correlation(correlation_for({random_id<16>(), random_id<8>()}, random_id<16>(), 1), "MSG-07",
+  channel(s).send_correlation(correlation_for(t, random_id<16>(), 0), "MSG-07", "correlation with count 0", 0u);
+  channel(s).send_correlation(correlation_for({random_id<16>(), random_id<8>()}, random_id<16>(), 1), "MSG-07",
                      "correlation for a transaction the agent never had", std::nullopt);
-  s.send_correlation(correlation_for({TraceId{}, SpanId{}}, random_id<16>(), 1), "MSG-07",
+  channel(s).send_correlation(correlation_for({TraceId{}, SpanId{}}, random_id<16>(), 1), "MSG-07",
                      "correlation with all-zero trace and transaction ids", std::nullopt);
-  s.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-07", "control correlation after the boundary values",
+  channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-07", "control correlation after the boundary values",
                      1u);
 }
 
 // MSG-07: boundary values of the registration. Their effect on delay and
 // host.id is not specified, so they are not judged, only survived.
 void send_boundary_registrations(Session& s) {
-  const std::uint16_t minor = elastic_v1::spec::kMsgRegistrationMinor;
+  const std::uint16_t minor = spec::kMsgRegistrationMinor;
   for (auto r : {registration(minor, scenario::kFirstDelayMs, ""),
-                 registration(minor, scenario::kFirstDelayMs, std::string(elastic_v1::spec::kMsgRegistrationHostIdMaxLength, 'h')),
+                 registration(minor, scenario::kFirstDelayMs, std::string(spec::kMsgRegistrationHostIdMaxLength, 'h')),
                  registration(minor, scenario::kFirstDelayMs, std::string("\xff\xfe\xc0\x80", 4)),
                  registration(minor, 0xFFFFFFFFu, "tracecorr-boundary"), registration(minor, 0, "tracecorr-boundary")}) {
-    s.register_profiler(std::move(r), "MSG-07", /*judged=*/false);
+    channel(s).register_profiler(std::move(r), "MSG-07", /*judged=*/false);
     std::this_thread::sleep_for(10ms);
   }
 }
@@ -379,7 +381,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
 void drain(Session& s, Millis timeout) {
   // Wait until every transaction a message expects to see has been exported.
   std::set<TransactionKey> expected;
-  for (const auto& m : s.sent_messages())
+  for (const auto& m : channel(s).sent_messages())
     if (m.transaction && m.expected_count && *m.expected_count > 0) expected.insert(*m.transaction);
   s.receiver().wait_for(
       [&](const std::vector<otlp::ReceivedSpan>& spans) {
@@ -396,8 +398,8 @@ void drain(Session& s, Millis timeout) {
 Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
   // An agent may wait for a registration before it publishes records (TLS-06):
   // then, and only then, one registration is sent (never in observe-only).
-  if (!s.wait_for_records(3000ms) && !o.observe_only && s.can_send()) {
-    s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+  if (!s.wait_for_records(3000ms) && !o.observe_only && channel(s).can_send()) {
+    channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                      unique_host_id("tracecorr-host-records")),
                         "TLS-06");
     s.wait_for_records(1500ms);
@@ -409,7 +411,7 @@ Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
 }
 
 Status run_enabled(Session& s, const ScenarioOptions& o) {
-  if (!o.sends_messages()) return run_enabled_watching(s, o);
+  if (!sends_messages(o)) return run_enabled_watching(s, o);
   CorrelationTraffic traffic(s, o);
   s.wait_for_records(3000ms);
   // Unregistered: the default delay applies (DEFER-03); the update order is watched (TLS-04).
@@ -418,15 +420,15 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   traffic.pump(scaled(o, 1300ms), "ATTR-04", true);
   if (watcher.joinable()) watcher.join();
 
-  s.register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
+  channel(s).register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
   traffic.pump(scaled(o, 150ms), "ATTR-04", true);
   const bool battery_judged = o.judges("MSG-04") || o.judges("MSG-05") || o.judges("MSG-06") || o.judges("MSG-07");
   if (battery_judged)
     if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
   traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
 
-  s.reconnect_socket();  // a profiler restart
-  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
+  channel(s).reconnect_socket();  // a profiler restart
+  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
                                    unique_host_id("tracecorr-host-2")),
                       "MSG-03");
   traffic.pump_until_exported(scaled(o, 1100ms), kWindowPatience, "ATTR-04");
@@ -434,12 +436,12 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (o.judges("MSG-07")) {
     auto long_host_id = unique_host_id("tracecorr-host-long");
     long_host_id.resize(scenario::kLongHostIdBytes, 'l');
-    s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+    channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
                         "MSG-07");
     traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
     send_boundary_registrations(s);
   }
-  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
+  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
   traffic.pump(scaled(o, 700ms), "MSG-07", true);
@@ -448,7 +450,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (o.judges("MSG-07")) {
     if (auto big = fresh_transaction(s, traffic, 500ms)) {
       s.mark_timing_boundary();
-      s.send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535",
+      channel(s).send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535",
                          65535u);
     }
   }
@@ -459,9 +461,9 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   sampling.join();
   // Last, informational: how many datagrams the agent absorbs. The flood may
   // disturb its timing, so nothing after it is judged for deferral.
-  if (s.can_send()) {
+  if (channel(s).can_send()) {
     if (!s.timing_boundary()) s.mark_timing_boundary();
-    (void)s.measure_socket_capacity(scenario::kCapacityWindow, scenario::kCapacityMaxSends);
+    (void)channel(s).measure_socket_capacity(scenario::kCapacityWindow, scenario::kCapacityMaxSends);
   }
   return Ok{};
 }
@@ -475,10 +477,10 @@ Status run_disabled(Session& s, const ScenarioOptions& o) {
 
 Status run_auto(Session& s, const ScenarioOptions& o) {
   CorrelationTraffic traffic(s, o);
-  if (!s.wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
+  if (!channel(s).wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
   s.wait_for_records(1500ms);
   traffic.pump(scaled(o, 800ms), "CONF-02", false);
-  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                    unique_host_id("tracecorr-host-auto")),
                       "CONF-02");
   traffic.pump_until_exported(scaled(o, 900ms), kWindowPatience, "CONF-02");
@@ -489,7 +491,7 @@ Status run_auto(Session& s, const ScenarioOptions& o) {
 Status run_small_queue(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   // Minor 2 with trailing bytes, as the first registration this agent sees (MSG-02).
-  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-queue"), 6),
                       "DEFER-06");
   sleep_until_exported(s, scaled(o, 1500ms), kWindowPatience);
@@ -501,7 +503,7 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
 Status run_unsampled(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   s.sleep(scaled(o, 300ms));
-  s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-unsampled")),
                       "DEFER-05");
   s.sleep(scaled(o, 3000ms));
@@ -510,8 +512,8 @@ Status run_unsampled(Session& s, const ScenarioOptions& o) {
 
 Status run_own_host_id(Session& s, const ScenarioOptions& o) {
   s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
-  if (s.can_send()) {
-    s.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
+  if (channel(s).can_send()) {
+    channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
                         "HOST-02");
     sleep_until_exported(s, scaled(o, 900ms), kWindowPatience);
   }
@@ -527,19 +529,10 @@ bool judged_by_messages(std::string_view id) {
   return false;
 }
 
-bool ScenarioOptions::judges(std::string_view id_or_area) const {
-  if (judged.empty()) return true;
-  for (const auto& id : judged)
-    if (id == id_or_area || (id.size() > id_or_area.size() && id.compare(0, id_or_area.size(), id_or_area) == 0 &&
-                             id[id_or_area.size()] == '-'))
-      return true;
-  return false;
-}
-
-bool ScenarioOptions::sends_messages() const {
-  if (observe_only) return false;
-  if (judged.empty()) return true;
-  return std::any_of(judged.begin(), judged.end(), [](const std::string& id) { return judged_by_messages(id); });
+bool sends_messages(const ScenarioOptions& o) {
+  if (o.observe_only) return false;
+  if (o.judged.empty()) return true;
+  return std::any_of(o.judged.begin(), o.judged.end(), [](const std::string& id) { return judged_by_messages(id); });
 }
 
 std::vector<std::string> all_session_names() {
@@ -549,18 +542,16 @@ std::vector<std::string> all_session_names() {
 SessionSettings session_settings(const std::string& name, const ScenarioOptions& options) {
   SessionSettings s;
   s.name = name;
-  std::string enabled(elastic_v1::spec::kEnvEnabled);
-  if (name == kDisabledSession) {
-    s.env[enabled] = "false";
-    s.storage_wait = std::chrono::milliseconds(500);  // a disabled agent need not publish anything
-  }
+  s.discovery = discovery_options();
+  std::string enabled(spec::kEnvEnabled);
+  if (name == kDisabledSession) s.env[enabled] = "false";
   // The slot watch holds the opening until the agent's threads published: only worth it for TLS-01.
   s.watch_tls_slots = name == kEnabledSession && options.judges("TLS-01");
   if (name == kAutoSession) s.env[enabled] = "auto";
-  if (name == kSmallQueueSession) s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
+  if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
   if (name == kUnsampledSession) {
     s.env[enabled] = "true";
-    s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
+    s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
     s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
     // One in four sampled: an agent that queues unsampled transactions then
     // holds about 2 sampled of 8, never the 7 that is too close to call.
@@ -571,6 +562,11 @@ SessionSettings session_settings(const std::string& name, const ScenarioOptions&
     s.env["OTEL_RESOURCE_ATTRIBUTES"] = std::string("host.id=") + scenario::kOwnHostId;
   }
   return s;
+}
+
+Millis storage_wait(const std::string& name) {
+  // A disabled agent need not publish anything.
+  return name == kDisabledSession ? Millis(500) : Millis(5000);
 }
 
 namespace {
@@ -601,10 +597,11 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
   if (name == kSmallQueueSession) st = run_small_queue(session, options);
   if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
   if (name == kUnsampledSession) st = run_unsampled(session, options);
-  if (name == kEnabledSession && !session.launched() && !session.registrations().empty() && session.can_send()) {
+  if (name == kEnabledSession && !session.launched() && !channel(session).registrations().empty() && channel(session).can_send()) {
     // A live service: whatever the scenario registered, leave the user's values in force.
-    session.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, options.restore_samples_delay_ms,
-                                           options.restore_host_id),
+    auto settings = settings_of(options);
+    channel(session).register_profiler(registration(spec::kMsgRegistrationMinor, settings.restore_samples_delay_ms,
+                                                    settings.restore_host_id),
                               kRestoreLabel, /*judged=*/false);
   }
   if (st) await_next_export(session);
@@ -613,9 +610,9 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
 
 std::vector<std::string> registered_host_ids(const Session& session) {
   std::vector<std::string> ids;
-  for (const auto& r : session.registrations())
+  for (const auto& r : channel(session).registrations())
     if (r.judged) ids.push_back(r.message.host_id);
   return ids;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::elastic_v1

@@ -1,0 +1,41 @@
+// The conformance run: opens the sessions the selected requirements need,
+// runs the protocol suite's scenarios, lets its probes judge, and builds the
+// result model. Protocol-neutral: what a protocol adds comes through its
+// Suite (suite.hpp).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tracecorr/conform/result.hpp"
+#include "tracecorr/conform/session.hpp"
+#include "tracecorr/conform/suite.hpp"
+
+namespace tracecorr::conform {
+
+struct RunOptions {
+  TargetSpec target;
+  // The protocol judged (ProtocolSpec::id); empty: the only registered one.
+  std::string protocol;
+  std::vector<std::string> only;  // requirement ids or areas ("ELF"); empty: every agent requirement
+  bool strict = false;
+  ScenarioOptions scenario;
+  std::FILE* progress = stderr;   // one line per session; nullptr: quiet
+};
+
+// The suite `protocol` names (empty: the only one); an error names the choices.
+Expected<const Suite*> choose_suite(const std::string& protocol);
+
+// The agent-role requirements of `suite` the run judges (profiler-role ones
+// are tracecorr agent's, tested by its own tests), filtered by `only`.
+std::vector<std::string> selected_requirements(const Suite& suite, const std::vector<std::string>& only);
+// `only` with each area name ("ELF", "TLS") replaced by the ids in that area.
+std::vector<std::string> expand_areas(const Suite& suite, const std::vector<std::string>& only);
+
+// Errors are usage errors (an unknown id, a filter matching nothing, a
+// setting the suite refuses); the environment failing (cannot launch) is
+// recorded as Error verdicts.
+Expected<RunResult> run_conformance(const RunOptions& options);
+
+}  // namespace tracecorr::conform

@@ -1,0 +1,97 @@
+// A protocol's conformance suite: what `tracecorr conform` runs for it. The
+// runner (runner.hpp) is the engine; a suite brings the protocol's sessions,
+// scenarios, probes and the notes only it can write, and registers itself
+// (see tracecorr/protocol.hpp for the package list).
+//
+// Modelled on the OTel eBPF profiler's interpreter plug-ins: the engine asks
+// small questions, the package answers them; nothing in the engine names a
+// protocol's options, sessions or requirement areas.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tracecorr/conform/figures.hpp"
+#include "tracecorr/conform/probe.hpp"
+#include "tracecorr/conform/result.hpp"
+#include "tracecorr/conform/session.hpp"
+#include "tracecorr/protocol.hpp"
+
+namespace tracecorr::conform {
+
+// A setting the suite takes from the command line (`--NAME VALUE`) and the
+// Python API (`options={NAME: VALUE}`); the CLI declares one option per entry.
+struct SuiteOption {
+  std::string name;           // "personality"
+  std::string help;
+  std::string default_value;  // "" : the suite decides when unset
+};
+
+// How the scenarios run, for every protocol.
+struct ScenarioOptions {
+  double time_scale = 1.0;  // stretches every phase (--duration)
+  // The requirements judged (empty: all). Scenarios do only what these need.
+  std::vector<std::string> judged;
+  // Send nothing (attach mode on a live service): requirements judged by what
+  // tracecorr sends are skipped.
+  bool observe_only = false;
+  // The suite's own settings (SuiteOption names), as given.
+  std::map<std::string, std::string> settings;
+  bool judges(std::string_view id_or_area) const;  // is this id (or any id of this area) judged?
+  std::string setting(const std::string& name, const std::string& fallback = "") const;
+};
+
+class Suite {
+ public:
+  virtual ~Suite() = default;
+  virtual const ProtocolSpec& protocol() const = 0;
+  virtual std::vector<SuiteOption> options() const { return {}; }
+  // Refuses settings it cannot use (a usage error, before anything runs).
+  virtual Status check(const ScenarioOptions& options) const {
+    (void)options;
+    return Ok{};
+  }
+  // Every probe, in registry area order.
+  virtual const std::vector<std::unique_ptr<Probe>>& probes() const = 0;
+  // Session names in the order they run, and the one an attached target runs
+  // (the others need a restart with other settings).
+  virtual std::vector<std::string> session_names() const = 0;
+  virtual std::string attach_session() const = 0;
+  virtual Expected<std::unique_ptr<Session>> open_session(const TargetSpec& target, const std::string& name,
+                                                          const ScenarioOptions& options) const = 0;
+  // Drives one session (its settings().name). Errors are kit faults.
+  virtual Status run_scenario(Session& session, const ScenarioOptions& options) const = 0;
+  // Requirements judged by what tracecorr sends, not by watching
+  // (not judged under --observe-only).
+  virtual bool judged_by_sending(std::string_view requirement) const = 0;
+  // Requirement areas whose verdicts rest on when spans are exported: an
+  // agent that batches its export coarsely makes them errors, not verdicts.
+  virtual std::vector<std::string> timing_areas() const { return {}; }
+  // After a session closed, while it is still whole: what the run's notes and
+  // counters should say about it (e.g. a registration restored).
+  virtual void session_closed(const Session& session, const ScenarioOptions& options, RunResult& run) const {
+    (void)session;
+    (void)options;
+    (void)run;
+  }
+  // What the HTML report draws, from the evidence, after the probes judged.
+  virtual Figures figures(const SessionSet& sessions) const {
+    (void)sessions;
+    return {};
+  }
+};
+
+// Suites register before main (the package's register_protocol()).
+void register_suite(const Suite& suite);
+std::vector<const Suite*> suites();
+// The suite of a protocol (ProtocolSpec::id), or nullptr.
+const Suite* find_suite(std::string_view protocol);
+// The suite judging a requirement, or nullptr.
+const Suite* suite_of_requirement(std::string_view requirement);
+// The probe covering a requirement in any suite, or nullptr.
+const Probe* probe_for(std::string_view requirement);
+
+}  // namespace tracecorr::conform
