@@ -40,7 +40,7 @@ SUBSET = {"traditional-tls", "storage-before-socket", "valid-byte-set-early", "r
           "auto-buffers-before-registration", "ignores-host-id"}
 # glibc gives the dlopen'ed library dynamic TLS only with a zero static TLS
 # surplus; the dynamic-tls program's own re-exec cannot work under qemu-user
-# without binfmt_misc (fixtures/README.md), so the tunable comes from outside.
+# without binfmt_misc (fixtures/elastic_v1/README.md), so the tunable comes from outside.
 MUTANT_ENV = {"dynamic-tls": {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=0"}}
 ARCH_AREAS = ("ELF", "PROC", "SOCK", "TLS")
 # Mutants no reader can catch under qemu-user, and why. They stay in "all" and

@@ -1,4 +1,4 @@
-"""The mutant fixtures are built as listed in fixtures/mutants/mutants.json and
+"""The mutant fixtures are built as listed in fixtures/elastic_v1/mutants/mutants.json and
 their library variants carry exactly the ELF defect they claim."""
 import json
 import shutil

@@ -1,4 +1,4 @@
-"""The reference agent-side fixture (fixtures/reference) behaves per the protocol.
+"""The reference agent-side fixture (fixtures/elastic_v1/reference) behaves per the protocol.
 
 Runs the x86-64 reference natively and the arm64 one under qemu-aarch64, each
 with an in-test OTLP/HTTP JSON receiver and a journal, and plays the profiler
