@@ -13,7 +13,7 @@ from test_fixture_reference import (ARCHES, REGISTRY, WORKLOAD, correlation, reg
                                     wait_open_transaction)
 from test_fixture_reference import receiver, run_fixture  # noqa: F401  (pytest fixtures)
 
-MUTANTS = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "mutants" / "mutants.json").read_text())
+MUTANTS = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "elastic_v1" / "mutants" / "mutants.json").read_text())
 LIBRARY_ARCH = {"x86_64": "x64", "arm64": "arm64"}
 REGISTRY_ARCH = {"x86_64": "x86_64", "arm64": "aarch64"}
 READELF = shutil.which("readelf")
