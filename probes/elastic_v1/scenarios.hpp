@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tracecorr/agent/correlation.hpp"
+#include "elastic_v1/agent/correlation.hpp"
 #include "tracecorr/conform/session.hpp"
 #include "tracecorr/conform/suite.hpp"
 

@@ -11,7 +11,7 @@
 #include "figures.hpp"
 #include "probes.hpp"
 #include "scenarios.hpp"
-#include "tracecorr/agent/correlation.hpp"
+#include "elastic_v1/agent/correlation.hpp"
 
 namespace tracecorr::elastic_v1 {
 namespace {

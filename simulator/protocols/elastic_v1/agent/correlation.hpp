@@ -14,7 +14,7 @@
 #include "tracecorr/ids.hpp"
 #include "elastic_v1/wire.hpp"
 
-namespace tracecorr::agent {
+namespace tracecorr::elastic_v1::agent {
 
 // ---- personalities -----------------------------------------------------------
 enum class Personality {
@@ -139,4 +139,4 @@ class DeliveryQueue {
   DeliveryStats stats_;
 };
 
-}  // namespace tracecorr::agent
+}  // namespace tracecorr::elastic_v1::agent

@@ -4,14 +4,16 @@
 #include <atomic>
 
 #include "common.hpp"
-#include "tracecorr/agent/correlation.hpp"
-#include "tracecorr/agent/host_agent.hpp"
+#include "elastic_v1/agent/correlation.hpp"
+#include "elastic_v1/agent/host_agent.hpp"
 #include "tracecorr/sampler.hpp"
 #if defined(TRACECORR_HAVE_BPF)
 #include "bpf_sampler.hpp"
 #endif
 
 namespace tracecorr::python {
+
+namespace agent = tracecorr::elastic_v1::agent;
 
 namespace {
 

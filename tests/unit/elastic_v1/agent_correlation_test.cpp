@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "tracecorr/agent/correlation.hpp"
+#include "elastic_v1/agent/correlation.hpp"
 
-namespace tracecorr::agent {
+namespace tracecorr::elastic_v1::agent {
 namespace {
 
 elastic_v1::TlsRecord traced_record() {
@@ -213,4 +213,4 @@ TEST(AgentDeliveryQueue, SplitsAboveTheU16CountAndKeepsEverySample) {
 }
 
 }  // namespace
-}  // namespace tracecorr::agent
+}  // namespace tracecorr::elastic_v1::agent

@@ -11,7 +11,7 @@
 
 #include "command.hpp"
 #include "tracecorr/conform/report.hpp"
-#include "tracecorr/agent/host_agent.hpp"
+#include "elastic_v1/agent/host_agent.hpp"
 #include "tracecorr/conform/flames.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/sampler.hpp"
@@ -20,6 +20,8 @@
 #endif
 
 namespace tracecorr::cli {
+
+namespace agent = tracecorr::elastic_v1::agent;
 namespace {
 
 std::atomic<bool> g_stop{false};

@@ -1,4 +1,4 @@
-#include "tracecorr/agent/correlation.hpp"
+#include "elastic_v1/agent/correlation.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-namespace tracecorr::agent {
+namespace tracecorr::elastic_v1::agent {
 
 const char* to_string(Personality p) {
   switch (p) {
@@ -183,5 +183,5 @@ std::uint64_t DeliveryQueue::queued_samples() const {
   return n;
 }
 
-}  // namespace tracecorr::agent
+}  // namespace tracecorr::elastic_v1::agent
 

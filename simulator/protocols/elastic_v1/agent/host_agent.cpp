@@ -1,4 +1,4 @@
-#include "tracecorr/agent/host_agent.hpp"
+#include "elastic_v1/agent/host_agent.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -20,7 +20,7 @@
 #include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
 
-namespace tracecorr::agent {
+namespace tracecorr::elastic_v1::agent {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -681,4 +681,4 @@ nlohmann::json HostAgent::summary() const {
   return out;
 }
 
-}  // namespace tracecorr::agent
+}  // namespace tracecorr::elastic_v1::agent

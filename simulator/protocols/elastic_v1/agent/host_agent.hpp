@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tracecorr/agent/correlation.hpp"
+#include "elastic_v1/agent/correlation.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/sampler.hpp"
 
-namespace tracecorr::agent {
+namespace tracecorr::elastic_v1::agent {
 
 struct AgentOptions {
   std::vector<pid_t> pids;  // processes to correlate
@@ -88,4 +88,4 @@ class HostAgent {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tracecorr::agent
+}  // namespace tracecorr::elastic_v1::agent
