@@ -287,14 +287,6 @@ Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::s
   return e;
 }
 
-Evidence text_evidence(std::string label, std::string expected, std::string actual) {
-  Evidence e;
-  e.label = std::move(label);
-  e.expected = std::move(expected);
-  e.actual = std::move(actual);
-  return e;
-}
-
 }  // namespace tracecorr::elastic_v1
 
 namespace tracecorr::elastic_v1 {

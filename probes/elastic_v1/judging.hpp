@@ -114,7 +114,6 @@ std::vector<DecodedField> decode_storage_fields(const std::vector<std::uint8_t>&
 Evidence message_evidence(const SentMessage& m, std::string expected, std::string actual);
 Evidence record_evidence(std::string label, const TlsRecordBytes& bytes, std::string expected, std::string actual);
 Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::string actual);
-Evidence text_evidence(std::string label, std::string expected, std::string actual);
 
 std::string ms(double value);  // "312 ms"
 std::string hex(std::span<const std::uint8_t> bytes);

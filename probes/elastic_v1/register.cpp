@@ -1,7 +1,8 @@
-// Elastic v1 tells the engine what it brings: its requirements and its
-// conformance suite. Called before main from the generated
+// Elastic v1 tells the engine what it brings: its requirements, its
+// conformance suite and its inspector. Called before main from the generated
 // builtin_protocols.cpp (TRACECORR_PROTOCOLS in the top CMakeLists.txt).
 #include "elastic_v1/registry.hpp"
+#include "elastic_v1/inspect/inspect.hpp"
 #include "probes.hpp"
 
 namespace tracecorr::elastic_v1 {
@@ -9,6 +10,7 @@ namespace tracecorr::elastic_v1 {
 void register_protocol() {
   tracecorr::register_protocol(spec::kProtocol);
   conform::register_suite(suite());
+  tracecorr::register_inspector(inspector());
 }
 
 }  // namespace tracecorr::elastic_v1

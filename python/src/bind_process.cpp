@@ -6,7 +6,7 @@
 
 #include "common.hpp"
 #include "tracecorr/conform/target.hpp"
-#include "tracecorr/inspect.hpp"
+#include "tracecorr/inspector.hpp"
 #include "tracecorr/socket.hpp"
 
 namespace tracecorr::python {
@@ -37,15 +37,20 @@ void bind_process(py::module_& m) {
   m.def(
       "inspect_process",
       [](pid_t pid, bool read_threads, bool check_socket_reachable) {
-        InspectOptions o;
+        InspectRequest o;
         o.read_threads = read_threads;
         o.check_socket_reachable = check_socket_reachable;
-        std::optional<Expected<Inspection>> inspection;
-        {
-          py::gil_scoped_release nogil;
-          inspection.emplace(inspect_process(pid, o));
+        // As `tracecorr inspect --json`: one protocol's document, or one member per protocol.
+        nlohmann::json by_protocol = nlohmann::json::object();
+        for (const auto* inspector : inspectors()) {
+          std::optional<Expected<InspectReport>> report;
+          {
+            py::gil_scoped_release nogil;
+            report.emplace(inspector->inspect(pid, o));
+          }
+          by_protocol[std::string(inspector->protocol())] = unwrap(std::move(*report)).json;
         }
-        return json_to_py(to_json(unwrap(std::move(*inspection))));
+        return json_to_py(by_protocol.size() == 1 ? by_protocol.begin().value() : by_protocol);
       },
       py::arg("pid"), py::arg("read_threads") = true, py::arg("check_socket_reachable") = true,
       "Everything one agent process exposes (the `tracecorr inspect --json` document) as a dict. "

@@ -23,7 +23,7 @@ NM = shutil.which("nm")
 
 # Engine libraries that still link a protocol package, until issue 11 moves
 # what they name into it. Stale entries fail: shrink it as they are freed.
-NOT_YET_NEUTRAL = {"tracecorr_tls", "tracecorr_sampler", "tracecorr_inspect", "tracecorr_conform"}
+NOT_YET_NEUTRAL = {"tracecorr_tls", "tracecorr_sampler", "tracecorr_conform"}
 
 
 SUITES = REPO / "probes"
@@ -35,7 +35,7 @@ def protocol_names() -> list[str]:
 
 def protocol_packages() -> list[str]:
     """Each protocol's libraries: its codecs and rules, its host-agent behaviour, its conformance suite."""
-    return sorted(f"tracecorr_{p}{part}" for p in protocol_names() for part in ("", "_agent", "_conform"))
+    return sorted(f"tracecorr_{p}{part}" for p in protocol_names() for part in ("", "_agent", "_inspect", "_conform"))
 
 
 def package_cmake_files() -> list[Path]:
@@ -44,7 +44,7 @@ def package_cmake_files() -> list[Path]:
 
 def library_path(name: str) -> Path:
     for p in protocol_names():
-        if name in (f"tracecorr_{p}", f"tracecorr_{p}_agent"):
+        if name in (f"tracecorr_{p}", f"tracecorr_{p}_agent", f"tracecorr_{p}_inspect"):
             return BUILD / "simulator" / "protocols" / p / f"lib{name}.a"
         if name == f"tracecorr_{p}_conform":
             return BUILD / "probes" / p / f"lib{name}.a"

@@ -5,7 +5,6 @@
 #include "common.hpp"
 #include "tracecorr/conform/result.hpp"
 #include "tracecorr/ids.hpp"
-#include "tracecorr/inspect.hpp"
 #include "elastic_v1/registry.hpp"
 #include "elastic_v1/wire.hpp"
 

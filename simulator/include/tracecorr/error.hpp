@@ -22,6 +22,9 @@ enum class ErrorKind {
   kTruncated,    // input ends before its declared or required length
   kTooLong,      // input exceeds a bound
   kNotFound,     // a path that does not resolve
+  kNotASocket,   // a path that resolves to something other than a socket
+  kNotHeld,      // a socket the target holds no descriptor for (someone else's)
+  kWrongType,    // a socket of another type than asked (stream for datagram)
 };
 
 struct Error {

@@ -60,7 +60,7 @@ const char* to_string(SendOutcome o) {
 }
 
 Expected<UniqueFd> open_in_target_root(pid_t pid, const std::string& path, int open_flags) {
-  if (path.empty()) return make_error("empty path", in_root(pid, path), "SOCK-02");
+  if (path.empty()) return make_error(ErrorKind::kNotFound, "empty path", in_root(pid, path));
   if (path.size() > 4096) return make_error("path longer than PATH_MAX", "path in the root of pid " + std::to_string(pid));
   if (path.find('\0') != std::string::npos) return make_error("path contains a NUL byte", in_root(pid, path));
   std::string root_path = process_dir(pid) + "/root";
@@ -236,13 +236,7 @@ Expected<SocketFacts> examine_resolved(pid_t pid, int fd, const std::string& pat
 }
 
 Expected<UniqueFd> resolve_socket_path(pid_t pid, const std::string& path) {
-  auto fd = open_in_target_root(pid, path);
-  if (!fd) {
-    Error e = fd.error();
-    if (e.requirement.empty() && e.kind == ErrorKind::kNotFound) e.requirement = "SOCK-02";
-    return e;
-  }
-  return fd;
+  return open_in_target_root(pid, path);
 }
 
 }  // namespace
@@ -276,14 +270,17 @@ Expected<AgentSocket> AgentSocket::connect(pid_t pid, const std::string& path) {
   auto facts = examine_resolved(pid, target->get(), path);
   if (!facts) return facts.error();
   if (!facts->is_socket)
-    return make_error("not a socket (" + describe_file_type(facts->file_type) + ")", in_root(pid, path), "SOCK-01");
+    return make_error(ErrorKind::kNotASocket, "not a socket (" + describe_file_type(facts->file_type) + ")",
+                      in_root(pid, path));
   if (!facts->bound_by_target)
-    return make_error("the process holds no descriptor for the socket bound there; tracecorr sends only to a "
+    return make_error(ErrorKind::kNotHeld,
+                      "the process holds no descriptor for the socket bound there; tracecorr sends only to a "
                       "socket the target itself holds",
-                      in_root(pid, path), "SOCK-02");
+                      in_root(pid, path));
   if (!facts->datagram)
-    return make_error("the socket is not a datagram socket (type " + std::to_string(facts->socket_type) + ")",
-                      in_root(pid, path), "SOCK-01");
+    return make_error(ErrorKind::kWrongType,
+                      "the socket is not a datagram socket (type " + std::to_string(facts->socket_type) + ")",
+                      in_root(pid, path));
   UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!sock) return make_error(std::string("socket(AF_UNIX, SOCK_DGRAM) failed: ") + std::strerror(errno));
   // Connecting through our O_PATH descriptor's /proc/self/fd entry reaches the
@@ -295,10 +292,11 @@ Expected<AgentSocket> AgentSocket::connect(pid_t pid, const std::string& path) {
   std::memcpy(addr.sun_path, via.c_str(), via.size() + 1);
   if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
-    std::string req = err == EPROTOTYPE ? "SOCK-01" : err == ECONNREFUSED ? "SOCK-02" : "";
-    return make_error(std::string("connect failed: ") + std::strerror(err) +
-                          (err == EPROTOTYPE ? " (the socket is not a datagram socket)" : ""),
-                      in_root(pid, path), req);
+    auto kind = err == EPROTOTYPE ? ErrorKind::kWrongType : err == ECONNREFUSED ? ErrorKind::kNotHeld
+                                                                                : ErrorKind::kUnspecified;
+    return make_error(kind, std::string("connect failed: ") + std::strerror(err) +
+                                (err == EPROTOTYPE ? " (the socket is not a datagram socket)" : ""),
+                      in_root(pid, path));
   }
   return AgentSocket(std::move(sock));
 }

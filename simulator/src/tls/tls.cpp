@@ -128,12 +128,11 @@ Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uin
   out.record_pointer = *pointer;
   if (out.record_pointer == 0) return out;  // no record for this thread (yet)
   elastic_v1::TlsRecordBytes bytes{};
-  if (auto st = mem.read(out.record_pointer, bytes); !st) {
-    Error e = st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " + hex_address(slot) + ")");
-    // A non-zero pointer must point at a complete record; a vanished process is not the target's fault.
-    if (e.kind == ErrorKind::kUnmapped) e.requirement = "TLS-01";
-    return e;
-  }
+  if (auto st = mem.read(out.record_pointer, bytes); !st)
+    // kUnmapped: a non-zero pointer that leads nowhere readable (the protocol
+    // says which requirement that breaks); kGone: the process vanished.
+    return st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " +
+                             hex_address(slot) + ")");
   out.bytes = bytes;
   return out;
 }

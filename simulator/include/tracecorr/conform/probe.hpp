@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tracecorr/conform/result.hpp"
+#include "tracecorr/finding.hpp"
 #include "tracecorr/conform/session_evidence.hpp"
 
 namespace tracecorr::conform {
@@ -34,19 +35,6 @@ class SessionSet {
   std::map<std::string, SessionEvidence> sessions_;
 };
 
-// What a probe concluded about one requirement. The runner turns it into a
-// RequirementResult (level, words and exit-code rules come from the registry).
-struct Finding {
-  enum class Outcome { Met, Violated, NotApplicable, KitError };
-  std::string requirement;
-  Outcome outcome = Outcome::NotApplicable;
-  std::string reason;
-  std::vector<Evidence> evidence;
-  // Observations a Met rests on; the runner compares it with the probe's
-  // minimum_evidence() and refuses a pass below it (enforce_evidence_minimum).
-  std::size_t evidence_count = 0;
-};
-
 class Probe {
  public:
   virtual ~Probe() = default;
@@ -64,12 +52,6 @@ class Probe {
 };
 
 
-// Shorthands for judges.
-// A pass always states how many observations it rests on.
-Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence = {});
-Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
-Finding not_applicable(std::string id, std::string reason);
-Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 // The verdict an outcome becomes before the level and expectations apply
 // (a violated SHOULD becomes a warning later, in the runner).
 Verdict verdict_of(Finding::Outcome outcome);

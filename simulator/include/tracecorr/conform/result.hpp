@@ -17,6 +17,7 @@
 
 #include "tracecorr/conform/figures.hpp"
 #include "tracecorr/error.hpp"
+#include "tracecorr/finding.hpp"
 #include "tracecorr/exit_code.hpp"
 #include "tracecorr/protocol.hpp"
 
@@ -29,21 +30,6 @@ inline constexpr std::string_view kToolVersion = "tracecorr " TRACECORR_VERSION;
 enum class Verdict { Pass, Fail, Warn, Skip, Error };
 std::string_view to_string(Verdict verdict);  // "pass", "fail", "warn", "skip", "error"
 
-// Raw bytes shown as hex, with the fields a decoder found in them.
-struct DecodedField {
-  std::size_t offset = 0;
-  std::size_t size = 0;
-  std::string name;   // "trace_id"
-  std::string value;  // "4bf92f3577b34da6a3ce929d0e0e4736"
-};
-
-struct Evidence {
-  std::string label;     // "correlation message #3"
-  std::string expected;  // "string-array"
-  std::string actual;    // "string"
-  std::vector<std::uint8_t> bytes;
-  std::vector<DecodedField> fields;
-};
 
 // What applying the expectations file did to a result.
 enum class ExpectationStatus {

@@ -1,5 +1,5 @@
-// `tracecorr inspect`: everything one agent process exposes, read once, with
-// findings that name the requirement each problem breaks.
+// Elastic v1's inspector: everything one agent process exposes, read once,
+// with findings that name the requirement each problem breaks.
 #pragma once
 
 #include <sys/types.h>
@@ -13,38 +13,20 @@
 
 #include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
+#include "tracecorr/finding.hpp"
+#include "tracecorr/inspector.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/socket.hpp"
-#include "elastic_v1/registry.hpp"
 #include "tracecorr/threadptr.hpp"
 #include "tracecorr/tls.hpp"
 #include "elastic_v1/wire.hpp"
 
-namespace tracecorr {
-
-// A requirement ID checked against the registry at compile time: an ID the
-// registry does not define does not build.
-struct RequirementId {
-  std::string_view id;
-  Level level;
-  consteval RequirementId(const char* text) : id(text), level(Level::Must) {
-    const Requirement* r = elastic_v1::spec::find_requirement(id);
-    if (!r) throw "requirement id is not in spec/elastic-v1.json";  // not a constant expression: build error
-    level = r->level;
-  }
-};
-
-struct Finding {
-  std::string requirement;  // registry id, e.g. "ELF-04"
-  Level level = Level::Must;
-  std::string message;
-};
-Finding make_finding(RequirementId id, std::string message);
+namespace tracecorr::elastic_v1 {
 
 struct StorageInspection {
   std::uint64_t pointer_address = 0;     // &elastic_..._process_storage_v1 in the target
   std::optional<std::uint64_t> pointer;  // its value; 0 = not published yet
-  std::optional<elastic_v1::ProcessStorage> fields;
+  std::optional<ProcessStorage> fields;
   std::string error;  // reading or decoding failed
 };
 
@@ -60,7 +42,7 @@ struct ThreadInspection {
   pid_t tid = 0;
   std::optional<std::uint64_t> thread_pointer;
   std::optional<std::uint64_t> record_pointer;  // 0: no record published for this thread
-  std::optional<elastic_v1::TlsRecord> record;
+  std::optional<TlsRecord> record;
   std::string error;
 };
 
@@ -79,7 +61,7 @@ struct Inspection {
 };
 
 struct InspectOptions {
-  DiscoveryOptions discovery = elastic_v1::discovery_options();
+  DiscoveryOptions discovery = discovery_options();
   // Borrowed; nullptr: a ptrace source for the pid is made (and used) inside.
   ThreadPointerSource* thread_pointers = nullptr;
   bool read_threads = true;
@@ -91,5 +73,13 @@ struct InspectOptions {
 Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& options = {});
 
 nlohmann::json to_json(const Inspection& inspection);
+// For people: library, symbols, TLS, storage, socket, threads, findings.
+std::string render_text(const Inspection& inspection);
+// A finding as inspect lists it: its level, and its reason with the evidence in words.
+std::string level_of(const Finding& finding);
+std::string finding_message(const Finding& finding);
 
-}  // namespace tracecorr
+// Elastic v1's inspector, registered with the engine (tracecorr/inspector.hpp).
+const Inspector& inspector();
+
+}  // namespace tracecorr::elastic_v1

@@ -13,9 +13,10 @@
 
 #include <cstring>
 
-#include "tracecorr/inspect.hpp"
+#include "elastic_v1/inspect/inspect.hpp"
+#include "elastic_v1/registry.hpp"
 
-namespace tracecorr {
+namespace tracecorr::elastic_v1 {
 namespace {
 
 using test_support::own_thread_pointer;
@@ -31,13 +32,13 @@ class OwnThreadSource : public ThreadPointerSource {
   std::string describe() const override { return "own thread"; }
 };
 
-TEST(Findings, CarryTheRegistryLevel) {
-  EXPECT_EQ(make_finding("TLS-07", "x").level, Level::Should);
-  EXPECT_EQ(make_finding("ELF-04", "x").level, Level::Must);
-  EXPECT_EQ(make_finding("SOCK-04", "x").requirement, "SOCK-04");
+TEST(Findings, CarryTheRegistryLevelAndTheirEvidenceInWords) {
+  EXPECT_EQ(level_of(violated("TLS-07", "x")), "SHOULD");
+  EXPECT_EQ(level_of(violated("ELF-04", "x")), "MUST");
+  EXPECT_EQ(finding_message(violated("SOCK-01", "not datagram", {text_evidence("type", "2", "1 (SOCK_STREAM)")})),
+            "not datagram (type: expected 2, found 1 (SOCK_STREAM))");
   EXPECT_NE(find_requirement("PROC-03"), nullptr);
   EXPECT_EQ(find_requirement("PROC-99"), nullptr);
-  // make_finding("NOPE-01", ...) does not compile: RequirementId is consteval.
 }
 
 TEST(Inspect, SeesWhatThisProcessPublished) {
@@ -55,20 +56,20 @@ TEST(Inspect, SeesWhatThisProcessPublished) {
   std::strncpy(a.sun_path, sock_path.c_str(), sizeof a.sun_path - 1);
   ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
 
-  elastic_v1::ProcessStorage s;
+  ProcessStorage s;
   s.service_name = "inspect-test";
   s.service_environment = "unit";
   s.socket_file_path = sock_path;
-  auto storage = elastic_v1::encode_process_storage(s);
+  auto storage = encode_process_storage(s);
   publish(storage.data());
-  elastic_v1::TlsRecord r;
+  TlsRecord r;
   r.valid = 1;
   r.trace_present = 1;
   r.trace_flags = 1;
   r.trace_id.fill(0x11);
   r.span_id.fill(0x22);
   r.transaction_id.fill(0x33);
-  auto record = elastic_v1::encode_tls_record(r);
+  auto record = encode_tls_record(r);
   set_record(record.data());
 
   OwnThreadSource source;
@@ -96,7 +97,7 @@ TEST(Inspect, SeesWhatThisProcessPublished) {
   ASSERT_TRUE(in->threads[0].record) << in->threads[0].error;
   EXPECT_EQ(in->threads[0].record_pointer, reinterpret_cast<std::uintptr_t>(record.data()));
   EXPECT_EQ(*in->threads[0].record, r);
-  for (const auto& f : in->findings) ADD_FAILURE() << f.requirement << ": " << f.message;
+  for (const auto& f : in->findings) ADD_FAILURE() << f.requirement << ": " << f.reason;
 
   auto j = to_json(*in);
   EXPECT_EQ(j["storage"]["service_name"], "inspect-test");
@@ -125,4 +126,4 @@ TEST(Inspect, StorageWithAHugeStringLengthIsAFindingNotACrash) {
 }
 
 }  // namespace
-}  // namespace tracecorr
+}  // namespace tracecorr::elastic_v1

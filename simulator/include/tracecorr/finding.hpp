@@ -1,0 +1,50 @@
+// What any check concluded about one requirement, and the evidence it shows:
+// the one vocabulary of `tracecorr conform`'s probes and `tracecorr inspect`,
+// so a protocol writes each check once and both use it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tracecorr {
+
+// Raw bytes shown as hex, with the fields a decoder found in them.
+struct DecodedField {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+  std::string name;   // "trace_id"
+  std::string value;  // "4bf92f3577b34da6a3ce929d0e0e4736"
+};
+
+struct Evidence {
+  std::string label;     // "correlation message #3"
+  std::string expected;  // "string-array"
+  std::string actual;    // "string"
+  std::vector<std::uint8_t> bytes;
+  std::vector<DecodedField> fields;
+};
+
+// A conform run turns it into a RequirementResult (level, words and exit-code
+// rules come from the registry); inspect lists the ones not Met.
+struct Finding {
+  enum class Outcome { Met, Violated, NotApplicable, KitError };
+  std::string requirement;
+  Outcome outcome = Outcome::NotApplicable;
+  std::string reason;
+  std::vector<Evidence> evidence;
+  // Observations a Met rests on; the runner compares it with the probe's
+  // minimum_evidence() and refuses a pass below it (enforce_evidence_minimum).
+  std::size_t evidence_count = 0;
+};
+
+// Shorthands. A pass always states how many observations it rests on.
+Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence = {});
+Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+Finding not_applicable(std::string id, std::string reason);
+Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+// Evidence that is words only: what was expected and what was there.
+Evidence text_evidence(std::string label, std::string expected, std::string actual);
+
+}  // namespace tracecorr

@@ -1,0 +1,26 @@
+#include "tracecorr/finding.hpp"
+
+namespace tracecorr {
+
+Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::Met, std::move(reason), std::move(evidence), evidence_count};
+}
+Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::Violated, std::move(reason), std::move(evidence)};
+}
+Finding not_applicable(std::string id, std::string reason) {
+  return {std::move(id), Finding::Outcome::NotApplicable, std::move(reason), {}};
+}
+Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence) {
+  return {std::move(id), Finding::Outcome::KitError, std::move(reason), std::move(evidence)};
+}
+
+Evidence text_evidence(std::string label, std::string expected, std::string actual) {
+  Evidence e;
+  e.label = std::move(label);
+  e.expected = std::move(expected);
+  e.actual = std::move(actual);
+  return e;
+}
+
+}  // namespace tracecorr
