@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -163,13 +164,25 @@ Expected<std::unique_ptr<SamplerLoader>> SamplerLoader::open(const SamplerLoader
   if (int err = tc_sampler_bpf__load(l->skel_); err != 0) return load_error("loading the sampler BPF program", err);
   l->ringbuf_ = ring_buffer__new(bpf_map__fd(l->skel_->maps.samples), &SamplerLoader::on_record, l.get(), nullptr);
   if (!l->ringbuf_) return load_error("opening the ring buffer", errno);
+  const long page = sysconf(_SC_PAGESIZE);
+  void* consumer = mmap(nullptr, static_cast<std::size_t>(page), PROT_READ, MAP_SHARED, bpf_map__fd(l->skel_->maps.samples), 0);
+  if (consumer != MAP_FAILED) {
+    l->consumer_page_ = static_cast<const volatile std::uint64_t*>(consumer);
+    l->consumer_page_size_ = static_cast<std::size_t>(page);
+    l->consumer_at_open_ = l->consumer_page_[0];
+  }
   return l;
 }
 
 SamplerLoader::~SamplerLoader() {
   links_.clear();  // stop sampling first
+  if (consumer_page_) munmap(const_cast<std::uint64_t*>(consumer_page_), consumer_page_size_);
   if (ringbuf_) ring_buffer__free(ringbuf_);
   if (skel_) tc_sampler_bpf__destroy(skel_);
+}
+
+std::uint64_t SamplerLoader::ring_bytes_consumed() const {
+  return consumer_page_ ? consumer_page_[0] - consumer_at_open_ : 0;
 }
 
 Status SamplerLoader::track(pid_t pid, std::int64_t tls_offset, std::uint32_t flags) {

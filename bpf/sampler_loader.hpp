@@ -77,6 +77,10 @@ class SamplerLoader {
 
   std::array<std::uint64_t, TC_CTR_COUNT> counters() const;  // summed over CPUs
   std::uint64_t malformed() const { return malformed_; }
+  // Bytes the ring buffer's consumer position has advanced since open(): every
+  // record consumed with its 8-byte header and the kernel's padding, as the
+  // kernel counts them (read from the ring's consumer page, not computed).
+  std::uint64_t ring_bytes_consumed() const;
   int prog_fd() const;
   Expected<ProgramStats> stats() const { return program_stats(prog_fd()); }
 
@@ -86,6 +90,11 @@ class SamplerLoader {
 
   ::tc_sampler_bpf* skel_ = nullptr;
   ring_buffer* ringbuf_ = nullptr;
+  // The ring's consumer page, mapped read-only a second time (libbpf 1.1 has
+  // no accessor for the consumer position).
+  const volatile std::uint64_t* consumer_page_ = nullptr;
+  std::size_t consumer_page_size_ = 0;
+  std::uint64_t consumer_at_open_ = 0;
   std::vector<LinkPtr> links_;
   const Callback* callback_ = nullptr;
   std::size_t delivered_ = 0;

@@ -81,6 +81,13 @@ struct StatsToggle {  // kernel.bpf_stats_enabled=1 for the run, restored after
   }
 };
 
+// What the records cost in the ring buffer, from the kernel's consumer position.
+void print_ring_bytes(const bpf::SamplerLoader& sampler, std::uint64_t records) {
+  const std::uint64_t bytes = sampler.ring_bytes_consumed();
+  std::printf("  ring buffer: %llu bytes consumed for %llu records = %.1f bytes per record (header and padding included)\n",
+              (unsigned long long)bytes, (unsigned long long)records, records ? double(bytes) / double(records) : 0.0);
+}
+
 double ns_per_run(const bpf::ProgramStats& s) { return s.run_cnt ? double(s.run_time_ns) / double(s.run_cnt) : 0; }
 
 int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack, std::size_t ringbuf_bytes) {
@@ -160,6 +167,7 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   std::printf("  records %llu (read ok %llu), mean user frames %.1f, ring buffer full %llu\n",
               (unsigned long long)records, (unsigned long long)ok, records ? double(frames) / double(records) : 0.0,
               (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
+  print_ring_bytes(**sampler, records);
   return 0;
 }
 
@@ -223,6 +231,7 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
               (unsigned long long)c[TC_CTR_SAMPLES], (unsigned long long)records, (unsigned long long)ok,
               (unsigned long long)traced);
   std::printf("  lost (ring buffer full): %llu (target 0)\n", (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
+  print_ring_bytes(**sampler, records);
   return 0;
 }
 
