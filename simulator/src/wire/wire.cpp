@@ -62,6 +62,31 @@ Expected<std::string> read_str(const ByteSource& src, std::uint64_t& offset, con
 }  // namespace
 
 // ---- per-thread record -------------------------------------------------------
+const RecordLayout& tls_record_layout() {
+  static const RecordLayout layout = [] {
+    RecordLayout l;
+    l.name = std::string(spec::kTlsSymbol);
+    l.length = FixedSize{spec::kTlsRecordSize};
+    l.max_size = spec::kTlsRecordSize;
+    l.valid_offset = spec::kTlsValidOffset;
+    l.valid_values = ByteValues::any_nonzero();  // spec/elastic-v1.md: "valid != 0"
+    l.presence_offset = spec::kTlsTracePresentOffset;
+    // Names as the spec's prose spells them; reports name changed bytes by them (TLS-04).
+    l.fields = {
+        {"minor", spec::kTlsLayoutMinorVersionOffset, spec::kTlsLayoutMinorVersionSize},
+        {"valid", spec::kTlsValidOffset, spec::kTlsValidSize},
+        {"trace-present", spec::kTlsTracePresentOffset, spec::kTlsTracePresentSize},
+        {"trace-flags", spec::kTlsTraceFlagsOffset, spec::kTlsTraceFlagsSize},
+        {"trace-id", spec::kTlsTraceIdOffset, spec::kTlsTraceIdSize},
+        {"span-id", spec::kTlsSpanIdOffset, spec::kTlsSpanIdSize},
+        {"transaction-id", spec::kTlsTransactionIdOffset, spec::kTlsTransactionIdSize},
+    };
+    l.indirection = PointerInTlsSlot{};
+    return l;
+  }();
+  return layout;
+}
+
 TlsRecordBytes encode_tls_record(const TlsRecord& r) {
   TlsRecordBytes b{};
   store(b.data() + spec::kTlsLayoutMinorVersionOffset, r.minor);
