@@ -247,7 +247,7 @@ std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>&
   return f;
 }
 
-std::vector<DecodedField> decode_record_fields(const wire::TlsRecordBytes& bytes) {
+std::vector<DecodedField> decode_record_fields(std::span<const std::uint8_t> bytes) {
   std::vector<std::uint8_t> b(bytes.begin(), bytes.end());
   std::vector<DecodedField> f;
   add_field(f, b, spec::kTlsLayoutMinorVersionOffset, spec::kTlsLayoutMinorVersionSize, "layout_minor_version", true);
@@ -288,7 +288,14 @@ Evidence message_evidence(const SentMessage& m, std::string expected, std::strin
   return e;
 }
 
-Evidence record_evidence(std::string label, const wire::TlsRecordBytes& bytes, std::string expected,
+wire::TlsRecord decoded_record(std::span<const std::uint8_t> bytes) {
+  if (auto r = wire::decode_tls_record(bytes)) return *r;
+  wire::TlsRecord untrusted;
+  untrusted.minor = 0;
+  return untrusted;
+}
+
+Evidence record_evidence(std::string label, std::span<const std::uint8_t> bytes, std::string expected,
                          std::string actual) {
   Evidence e;
   e.label = std::move(label);

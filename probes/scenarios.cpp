@@ -298,7 +298,7 @@ std::thread watch_update_order_async(Session& s, Millis per_thread) {
     std::size_t updates = 0;
     for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && Clock::now() < give_up); ++round) {
       for (const auto& [tid, pointer] : threads) {
-        auto report = watch_update_order(s.pid(), tid, pointer, per_thread, 40);
+        auto report = watch_update_order(s.pid(), tid, wire::tls_record_layout(), pointer, per_thread, 40);
         if (report) updates += report->updates_seen;
         bool failed = !report || !report->conforms();
         s.add_update_order_report(std::move(report));

@@ -97,14 +97,20 @@ SessionEvidence conforming_session(std::string name = kEnabledSession) {
   return s;
 }
 
-RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid) {
+// The watcher keeps bytes; a case states the record and the bytes follow.
+RecordObservation observation(pid_t tid, const wire::TlsRecord& record) {
   RecordObservation o;
   o.tid = tid;
-  o.record.minor = minor;
-  o.record.valid = valid;
-  o.bytes = wire::encode_tls_record(o.record);
+  o.bytes = RecordBytes(wire::encode_tls_record(record));
   o.record_pointer = 0x60000000u + static_cast<std::uint64_t>(tid) * 0x100;
   return o;
+}
+
+RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid) {
+  wire::TlsRecord r;
+  r.minor = minor;
+  r.valid = valid;
+  return observation(tid, r);
 }
 
 SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
@@ -114,7 +120,7 @@ SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
   if (minor) {
     wire::TlsRecord r;
     r.minor = *minor;
-    p.bytes = wire::encode_tls_record(r);
+    p.bytes = RecordBytes(wire::encode_tls_record(r));
   } else {
     p.read_error = make_error(ErrorKind::kUnmapped, "nothing is mapped there");
   }
@@ -719,7 +725,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and one record state naming the child: visible from `from_ms` to `to_ms`
 // relative to the child's start (the child runs 200 ms).
 std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
-                                                     std::function<void(RecordObservation&, Traffic&)> change = {}) {
+                                                     std::function<void(wire::TlsRecord&, Traffic&)> change = {}) {
   return enabled([=](SessionEvidence& s) {
     Traffic t;
     const auto now_system = std::chrono::system_clock::now();
@@ -741,14 +747,16 @@ std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
     later.received_at = now_steady;
     s.spans = {child, tx, later};
 
-    RecordObservation o = observation(11, 1, 1);
-    o.record.trace_present = 1;
-    o.record.trace_flags = 1;
-    o.record.trace_id = t.trace;
-    o.record.span_id = t.child;
-    o.record.transaction_id = t.transaction;
-    if (change) change(o, t);
-    o.bytes = wire::encode_tls_record(o.record);
+    wire::TlsRecord r;
+    r.minor = 1;
+    r.valid = 1;
+    r.trace_present = 1;
+    r.trace_flags = 1;
+    r.trace_id = t.trace;
+    r.span_id = t.child;
+    r.transaction_id = t.transaction;
+    if (change) change(r, t);
+    RecordObservation o = observation(11, r);
     auto steady_child_start = now_steady - 10s;
     o.at = steady_child_start + std::chrono::milliseconds(from_ms) - 1ms;
     o.read_by = steady_child_start + std::chrono::milliseconds(from_ms);
@@ -770,13 +778,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "0 stale and 1 early of 1 record states"},
         JudgeCase{"WithinTheTolerance", "TLS-05", record_naming_child(-3, 203), Outcome::Met, ""},
         JudgeCase{"TransactionIdIsTheSpanId", "TLS-05",
-                  record_naming_child(20, 180, [](RecordObservation& o, Traffic& t) { o.record.transaction_id = t.child; }),
+                  record_naming_child(20, 180, [](wire::TlsRecord& r, Traffic& t) { r.transaction_id = t.child; }),
                   Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
         JudgeCase{"SpanNeverExported", "TLS-05",
-                  record_naming_child(20, 180, [](RecordObservation& o, Traffic&) { o.record.span_id.fill(0x77); }),
+                  record_naming_child(20, 180, [](wire::TlsRecord& r, Traffic&) { r.span_id.fill(0x77); }),
                   Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
         JudgeCase{"UnsampledIsNotMatched", "TLS-05",
-                  record_naming_child(20, 400, [](RecordObservation& o, Traffic&) { o.record.trace_flags = 0; }),
+                  record_naming_child(20, 400, [](wire::TlsRecord& r, Traffic&) { r.trace_flags = 0; }),
                   Outcome::NotApplicable, "no sampled record"}),
     case_name);
 

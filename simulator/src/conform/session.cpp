@@ -13,6 +13,7 @@
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/spec_registry.hpp"
 #include "tracecorr/threadptr.hpp"
+#include "tracecorr/wire.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -343,7 +344,8 @@ void Session::prepare_slot_watch(LaunchSpec& launch) {
   }
   launch.before_exec = [this](pid_t pid) {
     auto cache = std::make_shared<LibraryCache>();
-    auto watch = SlotWatch::follow_launch(pid, [cache](pid_t p, std::uint64_t tp) { return locate_tls_slot(*cache, p, tp); });
+    auto watch = SlotWatch::follow_launch(pid, wire::tls_record_layout(),
+                                          [cache](pid_t p, std::uint64_t tp) { return locate_tls_slot(*cache, p, tp); });
     if (watch) slot_watch_ = std::move(*watch);
     else slot_watch_unavailable_ = watch.error().message();
   };
@@ -372,7 +374,14 @@ Status Session::attach_tls(Clock::time_point deadline) {
   } else {
     source = make_ptrace_source(pid());
   }
-  watcher_ = std::make_unique<RecordWatcher>(pid(), tls_descriptor_->tp_offset, std::move(source));
+  // The watcher reads bytes by the layout; which trace they name is the codec's answer.
+  ActiveTraceOf active_trace = [](std::span<const std::uint8_t> bytes) -> std::optional<ActiveTrace> {
+    auto record = wire::decode_tls_record(bytes);
+    if (!record || !record->valid || !record->trace_present) return std::nullopt;
+    return ActiveTrace{record->trace_id, record->transaction_id, record->trace_flags};
+  };
+  watcher_ = std::make_unique<RecordWatcher>(pid(), wire::tls_record_layout(), PointerSite::tls_offset(tls_descriptor_->tp_offset),
+                                             std::move(active_trace), std::move(source));
   watcher_->start();
   return Ok{};
 }

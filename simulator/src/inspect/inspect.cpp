@@ -166,7 +166,7 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
     } else if (*tp == 0) {
       t.error = "the thread pointer is 0 (the thread has not set up TLS yet)";
     } else {
-      auto read = read_thread_record(mem, *tp, out.tls->tp_offset);
+      auto read = read_thread_record(mem, wire::tls_record_layout(), *tp, PointerSite::tls_offset(out.tls->tp_offset));
       if (!read) {
         t.error = read.error().message();
         finding_from_error(read.error(), out.findings);

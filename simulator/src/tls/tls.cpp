@@ -117,24 +117,27 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
   return d;
 }
 
-Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uint64_t thread_pointer,
-                                              std::int64_t tp_offset) {
+Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, const RecordLayout& layout,
+                                              std::uint64_t thread_pointer, PointerSite site) {
   ThreadRecordRead out;
-  const std::uint64_t slot = thread_pointer + static_cast<std::uint64_t>(tp_offset);
+  const std::uint64_t slot = pointer_address(layout, site, thread_pointer);
   auto pointer = mem.read_u64(slot);
   if (!pointer)
-    return pointer.error().within("TLS variable at thread pointer " + hex_address(thread_pointer) + " + offset " +
-                                  std::to_string(tp_offset) + " = " + hex_address(slot));
+    return pointer.error().within(uses_thread_pointer(layout)
+                                      ? "TLS variable at thread pointer " + hex_address(thread_pointer) + " + offset " +
+                                            std::to_string(static_cast<std::int64_t>(site.value)) + " = " + hex_address(slot)
+                                      : "record pointer at " + hex_address(slot));
   out.record_pointer = *pointer;
   if (out.record_pointer == 0) return out;  // no record for this thread (yet)
-  wire::TlsRecordBytes bytes{};
-  if (auto st = mem.read(out.record_pointer, bytes); !st) {
-    Error e = st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " + hex_address(slot) + ")");
+  auto read = read_record(mem, layout, out.record_pointer);
+  if (!read) {
+    Error e = read.error().within("pointer read at " + hex_address(slot));
     // A non-zero pointer must point at a complete record; a vanished process is not the target's fault.
     if (e.kind == ErrorKind::kUnmapped) e.requirement = "TLS-01";
     return e;
   }
-  out.bytes = bytes;
+  out.declared_length = read->declared_length;
+  out.bytes = std::move(read->bytes);
   return out;
 }
 
