@@ -343,7 +343,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
     PtraceSamplerOptions options;
     options.frequency_hz = kStackSamplingHz;
     auto sampler = make_ptrace_sampler(options);
-    if (!sampler->track(s.pid(), descriptor->tp_offset)) return;
+    if (!sampler->track(s.pid(), wire::tls_record_layout(), PointerSite::tls_offset(descriptor->tp_offset))) return;
     // On a busy machine each stop waits for the thread to be scheduled, so a
     // round takes longer: keep going (up to three times as long) until some
     // samples fell inside transactions.

@@ -47,7 +47,9 @@ class RecordingSampler final : public Sampler {
   static constexpr std::size_t kMaxKept = 200000;
   explicit RecordingSampler(Sampler& inner) : inner_(inner) {}
   std::string name() const override { return inner_.name(); }
-  Status track(pid_t pid, std::int64_t tls_offset) override { return inner_.track(pid, tls_offset); }
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
+    return inner_.track(pid, layout, site);
+  }
   Status untrack(pid_t pid) override { return inner_.untrack(pid); }
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(

@@ -107,6 +107,7 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     return 3;
   }
   const std::uint32_t flags = no_stack ? TC_PROCESS_F_NO_STACK : 0;
+  const RecordLayout& layout = wire::tls_record_layout();
   const pid_t nobody = 0x3ffffff0;  // above any pid_max: the map holds an entry, no sample matches it
   bpf::ProgramStats se{}, su{}, ss{};
   std::uint64_t tracked_runs = 0, records = 0, frames = 0, ok = 0;
@@ -122,10 +123,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
         std::this_thread::sleep_for(100ms);
         continue;
       }
-      (void)(*sampler)->poll(100ms, [&](const tc_sample& s) {
+      (void)(*sampler)->poll(100ms, [&](const bpf::SampleView& s) {
         ++records;
-        ok += s.status == TC_SAMPLE_OK;
-        if (s.stack_bytes > 0) frames += static_cast<std::uint64_t>(s.stack_bytes) / 8;
+        ok += s.header.status == TC_SAMPLE_OK;
+        frames += s.frame_count();
       });
     }
     loader->detach();
@@ -139,10 +140,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     // Alternate the three so drift (other load, frequency) hits all alike.
     fine = phase(*empty, se, false);
     (void)(*sampler)->untrack(getpid());
-    (void)(*sampler)->track(nobody, own_tls_offset(), flags);
+    (void)(*sampler)->track(nobody, layout, PointerSite::tls_offset(own_tls_offset()), flags);
     fine = fine && phase(*sampler, su, true);
     (void)(*sampler)->untrack(nobody);
-    (void)(*sampler)->track(getpid(), own_tls_offset(), flags);
+    (void)(*sampler)->track(getpid(), layout, PointerSite::tls_offset(own_tls_offset()), flags);
     auto c0 = (*sampler)->counters()[TC_CTR_SAMPLES];
     fine = fine && phase(*sampler, ss, true);
     tracked_runs += (*sampler)->counters()[TC_CTR_SAMPLES] - c0;
@@ -204,7 +205,8 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
     kill_child();
     return 3;
   }
-  (void)(*sampler)->track(child, *offset);
+  const RecordLayout& layout = wire::tls_record_layout();
+  (void)(*sampler)->track(child, layout, PointerSite::tls_offset(*offset));
   if (auto st = (*sampler)->attach(hz); !st) {
     std::fprintf(stderr, "%s\n", st.error().message().c_str());
     kill_child();
@@ -214,15 +216,15 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
   std::uint64_t records = 0, ok = 0, traced = 0;
   auto until = steady_clock::now() + seconds * 1s;
   while (steady_clock::now() < until)
-    (void)(*sampler)->poll(100ms, [&](const tc_sample& s) {
+    (void)(*sampler)->poll(100ms, [&](const bpf::SampleView& s) {
       ++records;
-      if (s.status == TC_SAMPLE_OK) {
+      if (s.header.status == TC_SAMPLE_OK) {
         ++ok;
-        traced += s.record[TC_TLS_VALID_OFFSET] && s.record[TC_TLS_TRACE_PRESENT_OFFSET];
+        traced += layout.valid(s.record) && s.record[*layout.presence_offset] != 0;
       }
     });
   (*sampler)->detach();
-  (void)(*sampler)->poll(0ms, [&](const tc_sample&) { ++records; });
+  (void)(*sampler)->poll(0ms, [&](const bpf::SampleView&) { ++records; });
   auto c = (*sampler)->counters();
   kill_child();
   std::printf("lost: %u Hz per CPU on %zu CPUs, %d s, fixture with %d threads (TLS offset %lld)\n", hz,

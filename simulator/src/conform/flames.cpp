@@ -4,6 +4,7 @@
 #include <map>
 
 #include "tracecorr/ids.hpp"
+#include "tracecorr/wire.hpp"
 
 namespace tracecorr::conform {
 

@@ -38,7 +38,7 @@ struct JudgedRecord {
   RecordVerdict verdict = RecordVerdict::ValidZero;
   wire::TlsRecord record;  // decoded fields (meaningful only for Correlate)
 };
-JudgedRecord judge_record(const wire::TlsRecordBytes& bytes);
+JudgedRecord judge_record(std::span<const std::uint8_t> bytes);  // Elastic v1 bytes, as its layout reads them
 
 // ---- stack trace ids -------------------------------------------------------------
 // XXH3-128 of the frame addresses (little-endian u64 each, innermost first),
