@@ -5,7 +5,7 @@
 // The engine (samplers, the record reader, the conform watchers, the BPF
 // loader) reads every record through a RecordLayout and never spells a
 // protocol's offsets; each protocol's codec supplies its layout as data
-// (wire::tls_record_layout()). A new protocol adds a layout, not code.
+// (in its wire codec). A new protocol adds a layout, not code.
 //
 // Everything a layout reads from a target is hostile: a size field never
 // makes a reader copy more than the layout's max_size, itself at most
@@ -84,7 +84,7 @@ class ByteValues {
 };
 
 // A named run of record bytes, for describing bytes and for naming the field
-// a changed byte belongs to (TLS-04).
+// a changed byte belongs to (the update-order watch).
 struct RecordField {
   std::string name;
   std::size_t offset = 0;
@@ -98,8 +98,8 @@ struct RecordLayout {
   std::size_t max_size = kRecordMaxBytes;  // records declaring more are cut here (and said to be)
   std::size_t valid_offset = 0;
   ByteValues valid_values = ByteValues::any_nonzero();  // a record is readable only while its valid byte is one of these
-  // A byte that is 0 while the thread has no context to share (Elastic's
-  // trace-present). Only counted by samplers; judging it is the protocol's.
+  // A byte that is 0 while the thread has no context to share (a
+  // "trace present" flag). Only counted by samplers; judging it is the protocol's.
   std::optional<std::size_t> presence_offset;
   std::vector<RecordField> fields;
   RecordIndirection indirection = PointerInTlsSlot{};
