@@ -15,22 +15,25 @@ SampleError to_sample_error(std::uint32_t status) {
     case TC_SAMPLE_THREAD_POINTER_FAILED: return SampleError::ThreadPointerFailed;
     case TC_SAMPLE_RECORD_POINTER_READ_FAILED: return SampleError::RecordPointerReadFailed;
     case TC_SAMPLE_RECORD_POINTER_NULL: return SampleError::RecordPointerNull;
+    case TC_SAMPLE_RECORD_TRUNCATED: return SampleError::RecordTruncated;
     default: return SampleError::RecordReadFailed;
   }
 }
 
-static_assert(sizeof(tc_sample::record) == elastic_v1::spec::kTlsRecordSize);
 static_assert(TC_MAX_STACK_DEPTH == kMaxStackFrames);
 
 class BpfSampler final : public Sampler {
  public:
   explicit BpfSampler(std::unique_ptr<SamplerLoader> l) : loader_(std::move(l)) {}
   std::string name() const override { return "bpf"; }
-  Status track(pid_t pid, std::int64_t tls_offset) override { return loader_->track(pid, tls_offset); }
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
+    return loader_->track(pid, layout, site);
+  }
   Status untrack(pid_t pid) override { return loader_->untrack(pid); }
 
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
-    SamplerLoader::Callback convert = [&callback](const tc_sample& r) {
+    SamplerLoader::Callback convert = [&callback](const SampleView& v) {
+      const tc_sample& r = v.header;
       Sample s;
       s.pid = static_cast<pid_t>(r.pid);
       s.tid = static_cast<pid_t>(r.tid);
@@ -39,18 +42,16 @@ class BpfSampler final : public Sampler {
       s.thread_pointer = r.thread_pointer;
       s.record_pointer = r.record_pointer;
       s.error = to_sample_error(r.status);
-      if (s.error == SampleError::Ok) {
-        elastic_v1::TlsRecordBytes b;
-        std::memcpy(b.data(), r.record, b.size());
-        s.record = b;
+      if (s.error == SampleError::Ok || s.error == SampleError::RecordTruncated) {
+        s.record = RecordBytes(v.record);
+        s.record_declared_length = r.declared_length;
       }
       if (r.stack_bytes < 0) {
         s.stack_errno = -r.stack_bytes;
       } else {
-        // Bound by the record's array whatever the kernel claims.
-        std::size_t n = static_cast<std::size_t>(r.stack_bytes) / sizeof(std::uint64_t);
-        if (n > TC_MAX_STACK_DEPTH) n = TC_MAX_STACK_DEPTH;
-        s.frames.assign(r.stack, r.stack + n);
+        // parse_sample bounded the stack by the ring record's size and the depth.
+        s.frames.reserve(v.frame_count());
+        for (std::size_t i = 0; i < v.frame_count(); ++i) s.frames.push_back(v.frame(i));
       }
       callback(s);
     };
@@ -70,6 +71,7 @@ class BpfSampler final : public Sampler {
     out.trace_absent = c[TC_CTR_TRACE_ABSENT];
     out.stack_failed = c[TC_CTR_STACK_FAILED];
     out.lost = c[TC_CTR_RINGBUF_FULL] + loader_->malformed();
+    out.record_truncated = c[TC_CTR_RECORD_TRUNCATED];
     return out;
   }
 
@@ -79,9 +81,12 @@ class BpfSampler final : public Sampler {
 
 std::size_t ring_bytes_for(const BpfSamplerOptions& options) {
   // The consumer drains on a timer (<= 100 ms): hold at least a second of
-  // records at the attached rate on every possible CPU, as a power of two.
+  // the largest records (the bound's record and a full stack, plus the
+  // ring's 8-byte header) at the attached rate on every possible CPU, as a
+  // power of two. Records are only as long as they are, so this is ample.
   int cpus = libbpf_num_possible_cpus();
-  std::size_t per_second = static_cast<std::size_t>(cpus > 0 ? cpus : 1) * options.frequency_hz * sizeof(tc_sample);
+  std::size_t per_second =
+      static_cast<std::size_t>(cpus > 0 ? cpus : 1) * options.frequency_hz * (TC_SAMPLE_MAX_BYTES + 8);
   std::size_t bytes = options.ringbuf_bytes;
   while (bytes < per_second && bytes < (std::size_t{1} << 30)) bytes <<= 1;
   return bytes;

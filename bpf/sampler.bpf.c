@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Trace-correlation sampler: on each cpu-clock perf sample of a tracked
- * process, read the thread's correlation record through its thread pointer
- * and the process's static TLS offset, and emit it with the user stack.
+ * process, read the thread's record by the process's layout (data in its
+ * `tracked` entry: through the thread pointer and a static TLS offset, or a
+ * memory area; a fixed size, or a size field read from the record's header)
+ * and emit it, with the user stack unless the process is records-only.
  *
  * One source for x86-64 and arm64: the thread pointer is read with CO-RE from
  * task->thread.fsbase (x86-64) or task->thread.uw.tp_value (arm64); the field
@@ -45,6 +47,22 @@ struct {
   __uint(max_entries, 4 << 20); /* user space may resize before load */
 } samples SEC(".maps");
 
+/* One sample being built: header, record (padded to 8), stack. Emitted with
+ * bpf_ringbuf_output for exactly the bytes it holds: bpf_ringbuf_reserve
+ * wants a size known at load time, and reserving the largest sample for every
+ * record is what made a 37-byte records-only sample cost 608 ring bytes.
+ * Per CPU, and a perf_event program never nests on its CPU, so one is enough. */
+struct tc_scratch {
+  struct tc_sample head;
+  __u8 body[TC_RECORD_MAX_BYTES + TC_MAX_STACK_DEPTH * 8];
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct tc_scratch);
+} scratch SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, TC_CTR_COUNT);
@@ -66,6 +84,65 @@ static __always_inline __u64 thread_pointer(void) {
   return 0;
 }
 
+/* Offsets into `body` below TC_RECORD_MAX_BYTES, as the verifier can see
+ * (the loader's check already keeps them there; this keeps a hostile or
+ * broken map entry inside the scratch value too). */
+#define TC_BOUND(x) ((x) & (TC_RECORD_MAX_BYTES - 1))
+
+/* The record's size field, native byte order, from the header in `body`. */
+static __always_inline __u64 size_field(const struct tc_process* proc, const __u8* body) {
+  __u32 at = TC_BOUND(proc->size_field_offset);
+  if (proc->size_field_width == 1) return body[at];
+  if (proc->size_field_width == 2) {
+    __u16 v;
+    __builtin_memcpy(&v, body + at, sizeof(v));
+    return v;
+  }
+  __u32 v;
+  __builtin_memcpy(&v, body + at, sizeof(v));
+  return v;
+}
+
+/* Reads the record at `rp` into s->body by the process's layout: its fixed
+ * part, then (a size field saying more) the whole declared length cut at
+ * max_size. Sets the status and counters; returns the bytes read. */
+static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp, struct tc_scratch* s) {
+  __u32 fixed = proc->fixed_size;
+  if (fixed > TC_RECORD_MAX_BYTES) fixed = TC_RECORD_MAX_BYTES;
+  if (bpf_probe_read_user(s->body, fixed, (const void*)rp) != 0) {
+    s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
+    count(TC_CTR_RECORD_READ_FAILED);
+    return 0;
+  }
+  __u64 declared = fixed;
+  if (proc->size_field_width != 0) declared += size_field(proc, s->body);
+  s->head.declared_length = declared > 0xffffffffull ? 0xffffffffu : (__u32)declared;
+  __u32 max = proc->max_size;
+  if (max > TC_RECORD_MAX_BYTES) max = TC_RECORD_MAX_BYTES;
+  __u32 length = declared > max ? max : (__u32)declared;
+  if (length > fixed) {
+    /* The whole record again from its start: one destination offset (0) and
+     * one bounded size, which the verifier follows; reading only the rest
+     * would need offset + size bounded together, which it does not track. */
+    if (length > TC_RECORD_MAX_BYTES) length = TC_RECORD_MAX_BYTES;
+    if (bpf_probe_read_user(s->body, length, (const void*)rp) != 0) {
+      s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
+      count(TC_CTR_RECORD_READ_FAILED);
+      return 0;
+    }
+  }
+  if (declared > max) {
+    s->head.status = TC_SAMPLE_RECORD_TRUNCATED;
+    count(TC_CTR_RECORD_TRUNCATED);
+  }
+  __u8 valid = s->body[TC_BOUND(proc->valid_offset)];
+  if (!((proc->valid_values[(valid >> 6) & 3] >> (valid & 63)) & 1))
+    count(TC_CTR_VALID_ZERO);
+  else if (proc->presence_offset != TC_NO_PRESENCE_BYTE && s->body[TC_BOUND(proc->presence_offset)] == 0)
+    count(TC_CTR_TRACE_ABSENT);
+  return length;
+}
+
 SEC("perf_event")
 int tc_sample(void* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -74,57 +151,60 @@ int tc_sample(void* ctx) {
   if (!proc) return 0;
   count(TC_CTR_SAMPLES);
 
-  struct tc_sample* s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
-  if (!s) {
-    count(TC_CTR_RINGBUF_FULL);
-    return 0;
-  }
-  s->pid = pid;
-  s->tid = (__u32)pid_tgid;
-  s->cpu = bpf_get_smp_processor_id();
-  s->ktime_ns = bpf_ktime_get_ns();
-  s->record_pointer = 0;
-  s->status = TC_SAMPLE_OK;
-  __builtin_memset(s->record, 0, sizeof(s->record));
+  __u32 zero = 0;
+  struct tc_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!s) return 0;
+  s->head.pid = pid;
+  s->head.tid = (__u32)pid_tgid;
+  s->head.cpu = bpf_get_smp_processor_id();
+  s->head.ktime_ns = bpf_ktime_get_ns();
+  s->head.record_pointer = 0;
+  s->head.status = TC_SAMPLE_OK;
+  s->head.declared_length = 0;
 
+  __u32 length = 0;
   __u64 tp = thread_pointer();
-  s->thread_pointer = tp;
-  if (tp == 0) {
-    s->status = TC_SAMPLE_THREAD_POINTER_FAILED;
+  s->head.thread_pointer = tp;
+  const int in_tls = proc->indirection == TC_POINTER_IN_TLS_SLOT;
+  if (in_tls && tp == 0) {
+    s->head.status = TC_SAMPLE_THREAD_POINTER_FAILED;
     count(TC_CTR_THREAD_POINTER_FAILED);
   } else {
     __u64 rp = 0;
-    if (bpf_probe_read_user(&rp, sizeof(rp), (const void*)(tp + proc->tls_offset)) != 0) {
-      s->status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
+    __u64 at = proc->pointer_site + (in_tls ? tp : 0);
+    if (bpf_probe_read_user(&rp, sizeof(rp), (const void*)at) != 0) {
+      s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
       count(TC_CTR_RECORD_POINTER_READ_FAILED);
     } else if (rp == 0) {
-      s->status = TC_SAMPLE_RECORD_POINTER_NULL;
+      s->head.status = TC_SAMPLE_RECORD_POINTER_NULL;
       count(TC_CTR_RECORD_POINTER_NULL);
     } else {
-      s->record_pointer = rp;
-      if (bpf_probe_read_user(s->record, TC_TLS_RECORD_SIZE, (const void*)rp) != 0) {
-        s->status = TC_SAMPLE_RECORD_READ_FAILED;
-        count(TC_CTR_RECORD_READ_FAILED);
-      } else if (s->record[TC_TLS_VALID_OFFSET] == 0) {
-        count(TC_CTR_VALID_ZERO);
-      } else if (s->record[TC_TLS_TRACE_PRESENT_OFFSET] == 0) {
-        count(TC_CTR_TRACE_ABSENT);
-      }
+      s->head.record_pointer = rp;
+      length = read_record(proc, rp, s);
     }
   }
+  if (length > TC_RECORD_MAX_BYTES) length = TC_RECORD_MAX_BYTES;
+  s->head.record_length = (__u16)length;
+  __u32 padded = TC_SAMPLE_PADDED(length);
+  if (padded > TC_RECORD_MAX_BYTES) padded = TC_RECORD_MAX_BYTES;
 
+  __u32 stack = 0;
   if (proc->flags & TC_PROCESS_F_NO_STACK) {
-    s->stack_bytes = 0;
+    s->head.stack_bytes = 0;
   } else {
-    long n = bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
-    s->stack_bytes = (__s32)n;
+    long n = bpf_get_stack(ctx, s->body + padded, TC_MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+    s->head.stack_bytes = (__s32)n;
     if (n < 0) count(TC_CTR_STACK_FAILED);
+    else stack = n > TC_MAX_STACK_DEPTH * 8 ? TC_MAX_STACK_DEPTH * 8 : (__u32)n;
   }
   /* Never wake the consumer: a wake-up is an irq_work per sample, and even
    * deciding when to wake (bpf_ringbuf_query) costs as much as a map lookup.
    * User space drains on a timer instead (<= 100 ms) and sizes the ring for
    * at least a second of samples at the attached frequency on every CPU. */
-  bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+  if (bpf_ringbuf_output(&samples, s, sizeof(s->head) + padded + stack, BPF_RB_NO_WAKEUP) != 0) {
+    count(TC_CTR_RINGBUF_FULL);
+    return 0;
+  }
   count(TC_CTR_EMITTED);
   return 0;
 }

@@ -1,24 +1,27 @@
 /* Records and counters shared by sampler.bpf.c and its user-space loader.
  *
  * One ring-buffer record per perf sample taken on a thread of a tracked
- * process. Layout sizes come from the registry (tracecorr_layout.h); nothing
- * here spells a protocol offset by hand. Fixed-size types only, so the same
+ * process. What a record is (its length, valid byte, how it is reached) is
+ * the tracked process's layout, passed as data in its `tracked` map entry;
+ * nothing here spells a protocol offset. Fixed-size types only, so the same
  * bytes mean the same thing to BPF (either architecture) and to C++.
  */
 #ifndef TRACECORR_BPF_SAMPLER_H
 #define TRACECORR_BPF_SAMPLER_H
 
-#include "elastic_v1_layout.h"
+#include "tracecorr/record_bound.h"
 
 #ifdef __cplusplus
 #include <cstdint>
 typedef std::uint8_t tc_u8;
+typedef std::uint16_t tc_u16;
 typedef std::uint32_t tc_u32;
 typedef std::int32_t tc_s32;
 typedef std::uint64_t tc_u64;
 typedef std::int64_t tc_s64;
 #else
 typedef __u8 tc_u8;
+typedef __u16 tc_u16;
 typedef __u32 tc_u32;
 typedef __s32 tc_s32;
 typedef __u64 tc_u64;
@@ -30,38 +33,62 @@ typedef __s64 tc_s64;
 /* Processes the sampler can track at once. */
 #define TC_MAX_TRACKED_PROCESSES 4096
 
-/* Value of the `tracked` hash map, keyed by tgid (u32). */
+/* How a tracked process's record pointer is reached (RecordLayout::indirection). */
+enum tc_indirection {
+  TC_POINTER_IN_TLS_SLOT = 0,    /* thread pointer + pointer_site -> pointer -> record */
+  TC_POINTER_IN_MEMORY_AREA = 1, /* pointer_site -> pointer -> record */
+};
+/* tc_process.presence_offset when the layout has no presence byte. */
+#define TC_NO_PRESENCE_BYTE 0xffffu
+
+/* Value of the `tracked` hash map, keyed by tgid (u32): where the process's
+ * records are and how they are laid out (RecordLayout, as the loader checked it). */
 struct tc_process {
-  tc_s64 tls_offset; /* thread pointer + tls_offset = &record pointer (StaticOffset TLS) */
-  tc_u32 flags;      /* TC_PROCESS_F_* */
-  tc_u32 reserved;
+  tc_u64 pointer_site;     /* TLS slot: its offset from the thread pointer (two's complement);
+                              memory area: the pointer's address (the area's + the layout's pointer offset) */
+  tc_u64 valid_values[4];  /* bit v % 64 of word v / 64: valid byte value v is accepted */
+  tc_u32 flags;            /* TC_PROCESS_F_* */
+  tc_u8 indirection;       /* enum tc_indirection */
+  tc_u8 size_field_width;  /* 0: fixed size; 1, 2 or 4: the record's size field (native byte order) */
+  tc_u16 fixed_size;       /* bytes read first: the whole record, or the header (then total = fixed_size + size field) */
+  tc_u16 size_field_offset;
+  tc_u16 max_size;         /* <= TC_RECORD_MAX_BYTES: a record declaring more is emitted cut to this */
+  tc_u16 valid_offset;     /* < fixed_size */
+  tc_u16 presence_offset;  /* < fixed_size, or TC_NO_PRESENCE_BYTE */
 };
 /* Skip bpf_get_stack for this process (records only). */
 #define TC_PROCESS_F_NO_STACK 1u
 
-/* How far the record read got. TC_SAMPLE_OK means `record` holds the 37 bytes. */
+/* How far the record read got. TC_SAMPLE_OK and TC_SAMPLE_RECORD_TRUNCATED
+ * carry record bytes. */
 enum tc_sample_status {
   TC_SAMPLE_OK = 0,
-  TC_SAMPLE_THREAD_POINTER_FAILED = 1,     /* task->thread fsbase / tp_value unreadable or 0 */
-  TC_SAMPLE_RECORD_POINTER_READ_FAILED = 2, /* tp + tls_offset unreadable */
+  TC_SAMPLE_THREAD_POINTER_FAILED = 1,     /* task->thread fsbase / tp_value unreadable or 0 (TLS slot) */
+  TC_SAMPLE_RECORD_POINTER_READ_FAILED = 2, /* the record pointer's address unreadable */
   TC_SAMPLE_RECORD_POINTER_NULL = 3,       /* the thread has not published a record (yet) */
   TC_SAMPLE_RECORD_READ_FAILED = 4,        /* the record pointer points at unreadable memory */
+  TC_SAMPLE_RECORD_TRUNCATED = 5,          /* the record declares more than max_size: its first max_size bytes follow */
 };
 
-/* Ring-buffer record. */
+/* Ring-buffer record: this header, then `record_length` record bytes padded
+ * to a multiple of 8, then `stack_bytes` bytes of user stack (u64 frames)
+ * when stack_bytes > 0. A record is only as long as what it carries: a
+ * records-only sample has no stack area at all. */
 struct tc_sample {
   tc_u32 pid; /* tgid, initial pid namespace */
   tc_u32 tid;
   tc_u32 cpu;
-  tc_u32 status;         /* enum tc_sample_status */
+  tc_u16 status;         /* enum tc_sample_status */
+  tc_u16 record_length;  /* record bytes after this header (<= TC_RECORD_MAX_BYTES) */
   tc_u64 ktime_ns;       /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
   tc_u64 thread_pointer;
   tc_u64 record_pointer;
-  tc_s32 stack_bytes;    /* bytes of `stack` filled by bpf_get_stack, or -errno */
-  tc_u8 record[TC_TLS_RECORD_SIZE];
-  tc_u8 pad[(8 - (4 + TC_TLS_RECORD_SIZE) % 8) % 8];
-  tc_u64 stack[TC_MAX_STACK_DEPTH];
+  tc_u32 declared_length; /* what the record declared (saturating); > record_length when truncated */
+  tc_s32 stack_bytes;     /* bytes of user stack after the record, 0 when not sampled, or -errno */
 };
+#define TC_SAMPLE_PADDED(n) (((n) + 7u) & ~7u)
+/* The longest ring-buffer record the program emits. */
+#define TC_SAMPLE_MAX_BYTES (sizeof(struct tc_sample) + TC_RECORD_MAX_BYTES + TC_MAX_STACK_DEPTH * 8)
 
 /* Indexes into the per-CPU `counters` array. */
 enum tc_counter {
@@ -71,10 +98,11 @@ enum tc_counter {
   TC_CTR_RECORD_POINTER_READ_FAILED,
   TC_CTR_RECORD_POINTER_NULL,
   TC_CTR_RECORD_READ_FAILED,
-  TC_CTR_VALID_ZERO,                /* record read, valid == 0 (still emitted: TLS-08 is user space's) */
-  TC_CTR_TRACE_ABSENT,              /* record read, valid != 0, trace_present == 0 (TLS-09) */
+  TC_CTR_VALID_ZERO,                /* record read, its valid byte not an accepted value (still emitted: judging is user space's) */
+  TC_CTR_TRACE_ABSENT,              /* record read and valid, its layout's presence byte 0 */
   TC_CTR_STACK_FAILED,              /* bpf_get_stack returned an error (record still emitted) */
   TC_CTR_RINGBUF_FULL,              /* sample lost: no room in the ring buffer */
+  TC_CTR_RECORD_TRUNCATED,          /* record declared more than its layout's max_size (emitted cut) */
   TC_CTR_COUNT
 };
 

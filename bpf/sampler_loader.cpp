@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -163,21 +164,82 @@ Expected<std::unique_ptr<SamplerLoader>> SamplerLoader::open(const SamplerLoader
   if (int err = tc_sampler_bpf__load(l->skel_); err != 0) return load_error("loading the sampler BPF program", err);
   l->ringbuf_ = ring_buffer__new(bpf_map__fd(l->skel_->maps.samples), &SamplerLoader::on_record, l.get(), nullptr);
   if (!l->ringbuf_) return load_error("opening the ring buffer", errno);
+  const long page = sysconf(_SC_PAGESIZE);
+  void* consumer = mmap(nullptr, static_cast<std::size_t>(page), PROT_READ, MAP_SHARED, bpf_map__fd(l->skel_->maps.samples), 0);
+  if (consumer != MAP_FAILED) {
+    l->consumer_page_ = static_cast<const volatile std::uint64_t*>(consumer);
+    l->consumer_page_size_ = static_cast<std::size_t>(page);
+    l->consumer_at_open_ = l->consumer_page_[0];
+  }
   return l;
 }
 
 SamplerLoader::~SamplerLoader() {
   links_.clear();  // stop sampling first
+  if (consumer_page_) munmap(const_cast<std::uint64_t*>(consumer_page_), consumer_page_size_);
   if (ringbuf_) ring_buffer__free(ringbuf_);
   if (skel_) tc_sampler_bpf__destroy(skel_);
 }
 
-Status SamplerLoader::track(pid_t pid, std::int64_t tls_offset, std::uint32_t flags) {
-  if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "BPF sampler");
-  __u32 key = static_cast<__u32>(pid);
+std::uint64_t SamplerLoader::ring_bytes_consumed() const {
+  return consumer_page_ ? consumer_page_[0] - consumer_at_open_ : 0;
+}
+
+Expected<tc_process> tracked_entry(const RecordLayout& layout, PointerSite site, std::uint32_t flags) {
+  if (auto st = layout.check(); !st) return st.error().within("BPF sampler");
+  static_assert(kRecordMaxBytes <= 0xffff, "tc_process holds record offsets in 16 bits");
   tc_process value{};
-  value.tls_offset = tls_offset;
   value.flags = flags;
+  if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) {
+    value.indirection = TC_POINTER_IN_MEMORY_AREA;
+    value.pointer_site = site.value + area->pointer_offset;
+  } else {
+    value.indirection = TC_POINTER_IN_TLS_SLOT;
+    value.pointer_site = site.value;
+  }
+  value.fixed_size = static_cast<tc_u16>(layout.fixed_part());
+  if (const auto* field = std::get_if<SizeField>(&layout.length)) {
+    value.size_field_width = static_cast<tc_u8>(field->width);
+    value.size_field_offset = static_cast<tc_u16>(field->offset);
+  }
+  value.max_size = static_cast<tc_u16>(layout.max_size);
+  value.valid_offset = static_cast<tc_u16>(layout.valid_offset);
+  value.presence_offset = layout.presence_offset ? static_cast<tc_u16>(*layout.presence_offset) : TC_NO_PRESENCE_BYTE;
+  const auto words = layout.valid_values.words();
+  std::memcpy(value.valid_values, words.data(), sizeof(value.valid_values));
+  return value;
+}
+
+std::uint64_t SampleView::frame(std::size_t i) const {
+  std::uint64_t v = 0;
+  std::memcpy(&v, stack.data() + i * sizeof v, sizeof v);  // the ring gives no alignment guarantee we rely on
+  return v;
+}
+
+std::optional<SampleView> parse_sample(std::span<const std::uint8_t> data) {
+  SampleView v;
+  if (data.size() < sizeof(tc_sample)) return std::nullopt;
+  std::memcpy(&v.header, data.data(), sizeof(tc_sample));
+  const std::size_t record = v.header.record_length;
+  const std::size_t padded = TC_SAMPLE_PADDED(record);
+  if (record > kRecordMaxBytes || padded > data.size() - sizeof(tc_sample)) return std::nullopt;
+  v.record = data.subspan(sizeof(tc_sample), record);
+  if (v.header.stack_bytes > 0) {
+    const std::size_t stack = static_cast<std::size_t>(v.header.stack_bytes);
+    if (stack > TC_MAX_STACK_DEPTH * sizeof(std::uint64_t) || stack % sizeof(std::uint64_t) != 0 ||
+        stack > data.size() - sizeof(tc_sample) - padded)
+      return std::nullopt;
+    v.stack = data.subspan(sizeof(tc_sample) + padded, stack);
+  }
+  return v;
+}
+
+Status SamplerLoader::track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags) {
+  if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "BPF sampler");
+  auto entry = tracked_entry(layout, site, flags);
+  if (!entry) return entry.error().within("pid " + std::to_string(pid));
+  __u32 key = static_cast<__u32>(pid);
+  tc_process value = *entry;
   if (bpf_map__update_elem(skel_->maps.tracked, &key, sizeof(key), &value, sizeof(value), BPF_ANY) != 0)
     return make_error("updating the tracked-process map failed: " + errno_text(errno) +
                           (errno == E2BIG ? " (more than " + std::to_string(TC_MAX_TRACKED_PROCESSES) + " processes)" : ""),
@@ -205,14 +267,13 @@ void SamplerLoader::detach() { links_.clear(); }
 
 int SamplerLoader::on_record(void* ctx, void* data, std::size_t size) {
   auto* self = static_cast<SamplerLoader*>(ctx);
-  if (size < sizeof(tc_sample)) {
+  auto view = parse_sample({static_cast<const std::uint8_t*>(data), size});
+  if (!view) {
     ++self->malformed_;
     return 0;
   }
-  tc_sample s;
-  std::memcpy(&s, data, sizeof(s));
   ++self->delivered_;
-  if (self->callback_) (*self->callback_)(s);
+  if (self->callback_) (*self->callback_)(*view);
   return 0;
 }
 

@@ -9,13 +9,16 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sampler.h"
 #include "tracecorr/error.hpp"
 #include "tracecorr/fd.hpp"
+#include "tracecorr/record_layout.hpp"
 
 struct bpf_link;
 struct bpf_program;
@@ -52,6 +55,24 @@ std::string bpf_unavailable_reason();
 // libbpf's last messages (warnings and errors), for error reports.
 std::string libbpf_log_tail();
 
+// The `tracked` map entry for a process whose records `layout` describes,
+// found through `site`. An error: the layout fails RecordLayout::check() (the
+// BPF program would otherwise be handed offsets it cannot honour).
+Expected<tc_process> tracked_entry(const RecordLayout& layout, PointerSite site, std::uint32_t flags);
+
+// One ring-buffer record, its lengths checked against the bytes the ring
+// holds. The spans point into the ring buffer: valid during the callback only.
+struct SampleView {
+  tc_sample header{};
+  std::span<const std::uint8_t> record;  // header.record_length bytes
+  std::span<const std::uint8_t> stack;   // header.stack_bytes bytes when > 0: u64 frames, native byte order
+  std::size_t frame_count() const { return stack.size() / sizeof(std::uint64_t); }
+  std::uint64_t frame(std::size_t i) const;
+};
+// Checks and splits one ring-buffer record; nullopt when its lengths disagree
+// with its size (counted as malformed by the loader).
+std::optional<SampleView> parse_sample(std::span<const std::uint8_t> data);
+
 struct SamplerLoaderOptions {
   std::size_t ringbuf_bytes = 8u << 20;  // power of two, multiple of the page size
 };
@@ -63,7 +84,8 @@ class SamplerLoader {
   SamplerLoader(const SamplerLoader&) = delete;
   SamplerLoader& operator=(const SamplerLoader&) = delete;
 
-  Status track(pid_t pid, std::int64_t tls_offset, std::uint32_t flags = 0);
+  // Samples pid's threads, reading their records by `layout` through `site`.
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags = 0);
   Status untrack(pid_t pid);
 
   Status attach(unsigned hz);  // one cpu-clock event per online CPU
@@ -71,12 +93,16 @@ class SamplerLoader {
   std::size_t attached_cpus() const { return links_.size(); }
 
   // Consumes ring-buffer records, waiting up to `timeout` for the first.
-  // Records shorter than struct tc_sample are counted in malformed() and skipped.
-  using Callback = std::function<void(const tc_sample&)>;
+  // Records whose lengths disagree with their size are counted in malformed() and skipped.
+  using Callback = std::function<void(const SampleView&)>;
   Expected<std::size_t> poll(std::chrono::milliseconds timeout, const Callback& callback);
 
   std::array<std::uint64_t, TC_CTR_COUNT> counters() const;  // summed over CPUs
   std::uint64_t malformed() const { return malformed_; }
+  // Bytes the ring buffer's consumer position has advanced since open(): every
+  // record consumed with its 8-byte header and the kernel's padding, as the
+  // kernel counts them (read from the ring's consumer page, not computed).
+  std::uint64_t ring_bytes_consumed() const;
   int prog_fd() const;
   Expected<ProgramStats> stats() const { return program_stats(prog_fd()); }
 
@@ -86,6 +112,11 @@ class SamplerLoader {
 
   ::tc_sampler_bpf* skel_ = nullptr;
   ring_buffer* ringbuf_ = nullptr;
+  // The ring's consumer page, mapped read-only a second time (libbpf 1.1 has
+  // no accessor for the consumer position).
+  const volatile std::uint64_t* consumer_page_ = nullptr;
+  std::size_t consumer_page_size_ = 0;
+  std::uint64_t consumer_at_open_ = 0;
   std::vector<LinkPtr> links_;
   const Callback* callback_ = nullptr;
   std::size_t delivered_ = 0;

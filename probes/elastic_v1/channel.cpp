@@ -54,8 +54,8 @@ Channel::~Channel() {
 
 void Channel::prepare_launch(conform::LaunchSpec& launch) {
   socket_dir_ = make_socket_dir();
-  launch.env.emplace(std::string(spec::kEnvEnabled), "true");  // the settings' own value wins
-  launch.env[std::string(spec::kEnvSocketDir)] = socket_dir_;
+  launch.env.emplace(std::string(elastic_v1::spec::kEnvEnabled), "true");  // the settings' own value wins
+  launch.env[std::string(elastic_v1::spec::kEnvSocketDir)] = socket_dir_;
 }
 
 void Channel::library_found(conform::Session& session) {

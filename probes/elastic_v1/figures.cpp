@@ -60,7 +60,7 @@ std::vector<DeferralPoint> deferral_points(const std::string& name, const Sessio
   return out;
 }
 
-std::string changed_fields(const TlsRecordBytes& before, const TlsRecordBytes& after) {
+std::string changed_fields(std::span<const std::uint8_t> before, std::span<const std::uint8_t> after) {
   std::string out;
   for (const auto& f : decode_record_fields(after)) {
     bool changed = false;
@@ -82,7 +82,7 @@ std::vector<RecordStore> record_stores(const std::string& name, const SessionEvi
       r.record_address = report->record_address;
       r.index = i;
       r.at_ms = std::chrono::duration<double, std::milli>(states[i].at - states.front().at).count();
-      r.valid = states[i].valid();
+      r.valid = states[i].valid_byte;
       r.pc_after_store = states[i].pc_after_store;
       if (i > 0) r.changed = changed_fields(states[i - 1].bytes, states[i].bytes);
       for (const auto& v : report->violations)

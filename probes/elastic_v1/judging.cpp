@@ -226,7 +226,7 @@ std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>&
   return f;
 }
 
-std::vector<DecodedField> decode_record_fields(const TlsRecordBytes& bytes) {
+std::vector<DecodedField> decode_record_fields(std::span<const std::uint8_t> bytes) {
   std::vector<std::uint8_t> b(bytes.begin(), bytes.end());
   std::vector<DecodedField> f;
   add_field(f, b, elastic_v1::spec::kTlsLayoutMinorVersionOffset, elastic_v1::spec::kTlsLayoutMinorVersionSize, "layout_minor_version", true);
@@ -267,7 +267,14 @@ Evidence message_evidence(const SentMessage& m, std::string expected, std::strin
   return e;
 }
 
-Evidence record_evidence(std::string label, const TlsRecordBytes& bytes, std::string expected,
+elastic_v1::TlsRecord decoded_record(std::span<const std::uint8_t> bytes) {
+  if (auto r = elastic_v1::decode_tls_record(bytes)) return *r;
+  elastic_v1::TlsRecord untrusted;
+  untrusted.minor = 0;
+  return untrusted;
+}
+
+Evidence record_evidence(std::string label, std::span<const std::uint8_t> bytes, std::string expected,
                          std::string actual) {
   Evidence e;
   e.label = std::move(label);

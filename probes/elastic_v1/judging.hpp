@@ -109,10 +109,14 @@ AttributeIds attribute_ids(const otlp::ReceivedSpan& span);
 
 // Evidence from bytes, with their fields decoded by the registry's layouts.
 std::vector<DecodedField> decode_message_fields(const std::vector<std::uint8_t>& bytes);
-std::vector<DecodedField> decode_record_fields(const TlsRecordBytes& bytes);
+std::vector<DecodedField> decode_record_fields(std::span<const std::uint8_t> bytes);
 std::vector<DecodedField> decode_storage_fields(const std::vector<std::uint8_t>& bytes);
 Evidence message_evidence(const SentMessage& m, std::string expected, std::string actual);
-Evidence record_evidence(std::string label, const TlsRecordBytes& bytes, std::string expected, std::string actual);
+Evidence record_evidence(std::string label, std::span<const std::uint8_t> bytes, std::string expected, std::string actual);
+// An observed record's fields by the Elastic v1 codec (watchers keep bytes
+// only). Bytes that do not decode (never, for what its layout reads) give a
+// record with minor 0 and valid 0: nothing in it is trusted.
+elastic_v1::TlsRecord decoded_record(std::span<const std::uint8_t> bytes);
 Evidence span_evidence(const otlp::ReceivedSpan& s, std::string expected, std::string actual);
 
 std::string ms(double value);  // "312 ms"

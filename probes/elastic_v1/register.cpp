@@ -8,7 +8,7 @@
 namespace tracecorr::elastic_v1 {
 
 void register_protocol() {
-  tracecorr::register_protocol(spec::kProtocol);
+  tracecorr::register_protocol(elastic_v1::spec::kProtocol);
   conform::register_suite(suite());
   tracecorr::register_inspector(inspector());
 }

@@ -202,18 +202,18 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   // 0 times; each is followed by a control that must count once. An agent that
   // decodes a short datagram with stale bytes of the previous one shows up as a
   // control counted twice or an id that was never sent whole.
-  for (std::size_t len = 0; len < spec::kMsgCorrelationFixedSize; ++len) {
+  for (std::size_t len = 0; len < elastic_v1::spec::kMsgCorrelationFixedSize; ++len) {
     auto c = correlation_for(t, random_id<16>(), 1);
     auto bytes = encode(c);
     bytes.resize(len);
     channel(s).send_correlation(c, "MSG-04",
                        "correlation truncated to " + std::to_string(len) + " of " +
-                           std::to_string(spec::kMsgCorrelationFixedSize) + " bytes",
+                           std::to_string(elastic_v1::spec::kMsgCorrelationFixedSize) + " bytes",
                        0u, std::move(bytes));
     channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
                        "control correlation after the " + std::to_string(len) + "-byte one", 1u);
   }
-  auto reg = encode(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
+  auto reg = encode(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
   for (std::size_t len = 0; len < reg.size(); ++len) {
     std::vector<std::uint8_t> bytes(reg.begin(), reg.begin() + static_cast<long>(len));
     channel(s).send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
@@ -225,7 +225,7 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   for (std::uint16_t type : {std::uint16_t{0}, std::uint16_t{3}, std::uint16_t{0xFFFF}}) {
     auto c = correlation_for(t, random_id<16>(), 1);
     auto bytes = encode(c);
-    std::memcpy(bytes.data() + spec::kHeaderMessageTypeOffset, &type, sizeof type);
+    std::memcpy(bytes.data() + elastic_v1::spec::kHeaderMessageTypeOffset, &type, sizeof type);
     channel(s).send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
                        0u, std::move(bytes));
     channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
@@ -267,9 +267,9 @@ void send_message_battery(Session& s, const TransactionKey& t) {
 // MSG-07: boundary values of the registration. Their effect on delay and
 // host.id is not specified, so they are not judged, only survived.
 void send_boundary_registrations(Session& s) {
-  const std::uint16_t minor = spec::kMsgRegistrationMinor;
+  const std::uint16_t minor = elastic_v1::spec::kMsgRegistrationMinor;
   for (auto r : {registration(minor, scenario::kFirstDelayMs, ""),
-                 registration(minor, scenario::kFirstDelayMs, std::string(spec::kMsgRegistrationHostIdMaxLength, 'h')),
+                 registration(minor, scenario::kFirstDelayMs, std::string(elastic_v1::spec::kMsgRegistrationHostIdMaxLength, 'h')),
                  registration(minor, scenario::kFirstDelayMs, std::string("\xff\xfe\xc0\x80", 4)),
                  registration(minor, 0xFFFFFFFFu, "tracecorr-boundary"), registration(minor, 0, "tracecorr-boundary")}) {
     channel(s).register_profiler(std::move(r), "MSG-07", /*judged=*/false);
@@ -300,7 +300,7 @@ std::thread watch_update_order_async(Session& s, Millis per_thread) {
     std::size_t updates = 0;
     for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && Clock::now() < give_up); ++round) {
       for (const auto& [tid, pointer] : threads) {
-        auto report = watch_update_order(s.pid(), tid, pointer, per_thread, 40);
+        auto report = watch_update_order(s.pid(), tid, elastic_v1::tls_record_layout(), pointer, per_thread, 40);
         if (report) updates += report->updates_seen;
         bool failed = !report || !report->conforms();
         s.add_update_order_report(std::move(report));
@@ -345,7 +345,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
     PtraceSamplerOptions options;
     options.frequency_hz = kStackSamplingHz;
     auto sampler = make_ptrace_sampler(options);
-    if (!sampler->track(s.pid(), descriptor->tp_offset)) return;
+    if (!sampler->track(s.pid(), elastic_v1::tls_record_layout(), PointerSite::tls_offset(descriptor->tp_offset))) return;
     // On a busy machine each stop waits for the thread to be scheduled, so a
     // round takes longer: keep going (up to three times as long) until some
     // samples fell inside transactions.
@@ -360,7 +360,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
     while (!enough() && raw.size() < 20000) {
       auto polled = sampler->poll(
           [&](const Sample& sample) {
-            if (transaction_of(sample)) ++in_transactions;
+            if (transaction_of(sample, active_trace())) ++in_transactions;
             raw.push_back(sample);
           },
           50ms);
@@ -373,7 +373,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
                  " ms after the timing boundary (while the agent drained, so no judged timing was disturbed); "
                  "the transaction is the one in the thread's record at that instant; stacks walked by frame pointers";
     Symbolizer symbols(s.pid());
-    for (const auto& r : raw) out.samples.push_back(stack_sample_of(r, symbols));
+    for (const auto& r : raw) out.samples.push_back(stack_sample_of(r, symbols, active_trace()));
     s.set_stack_samples(std::move(out));
   });
 }
@@ -399,7 +399,7 @@ Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
   // An agent may wait for a registration before it publishes records (TLS-06):
   // then, and only then, one registration is sent (never in observe-only).
   if (!s.wait_for_records(3000ms) && !o.observe_only && channel(s).can_send()) {
-    channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+    channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                      unique_host_id("tracecorr-host-records")),
                         "TLS-06");
     s.wait_for_records(1500ms);
@@ -428,7 +428,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
 
   channel(s).reconnect_socket();  // a profiler restart
-  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
                                    unique_host_id("tracecorr-host-2")),
                       "MSG-03");
   traffic.pump_until_exported(scaled(o, 1100ms), kWindowPatience, "ATTR-04");
@@ -436,12 +436,12 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (o.judges("MSG-07")) {
     auto long_host_id = unique_host_id("tracecorr-host-long");
     long_host_id.resize(scenario::kLongHostIdBytes, 'l');
-    channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+    channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
                         "MSG-07");
     traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
     send_boundary_registrations(s);
   }
-  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
   traffic.pump(scaled(o, 700ms), "MSG-07", true);
@@ -480,7 +480,7 @@ Status run_auto(Session& s, const ScenarioOptions& o) {
   if (!channel(s).wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
   s.wait_for_records(1500ms);
   traffic.pump(scaled(o, 800ms), "CONF-02", false);
-  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                    unique_host_id("tracecorr-host-auto")),
                       "CONF-02");
   traffic.pump_until_exported(scaled(o, 900ms), kWindowPatience, "CONF-02");
@@ -491,7 +491,7 @@ Status run_auto(Session& s, const ScenarioOptions& o) {
 Status run_small_queue(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   // Minor 2 with trailing bytes, as the first registration this agent sees (MSG-02).
-  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-queue"), 6),
                       "DEFER-06");
   sleep_until_exported(s, scaled(o, 1500ms), kWindowPatience);
@@ -503,7 +503,7 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
 Status run_unsampled(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   s.sleep(scaled(o, 300ms));
-  channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-unsampled")),
                       "DEFER-05");
   s.sleep(scaled(o, 3000ms));
@@ -513,7 +513,7 @@ Status run_unsampled(Session& s, const ScenarioOptions& o) {
 Status run_own_host_id(Session& s, const ScenarioOptions& o) {
   s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
   if (channel(s).can_send()) {
-    channel(s).register_profiler(registration(spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
+    channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
                         "HOST-02");
     sleep_until_exported(s, scaled(o, 900ms), kWindowPatience);
   }
@@ -527,6 +527,16 @@ bool judged_by_messages(std::string_view id) {
   for (std::string_view area : {"MSG-", "ATTR-", "DEFER-", "CONF-", "HOST-"})
     if (id.substr(0, area.size()) == area) return true;
   return false;
+}
+
+const ActiveTraceOf& active_trace() {
+  // Which trace a record names: its trace id and transaction id, while valid with a trace.
+  static const ActiveTraceOf of = [](std::span<const std::uint8_t> bytes) -> std::optional<ActiveTrace> {
+    auto record = decode_tls_record(bytes);
+    if (!record || !record->valid || !record->trace_present) return std::nullopt;
+    return ActiveTrace{record->trace_id, record->transaction_id, record->trace_flags};
+  };
+  return of;
 }
 
 bool sends_messages(const ScenarioOptions& o) {
@@ -543,15 +553,17 @@ SessionSettings session_settings(const std::string& name, const ScenarioOptions&
   SessionSettings s;
   s.name = name;
   s.discovery = discovery_options();
-  std::string enabled(spec::kEnvEnabled);
+  s.record_layout = tls_record_layout();
+  s.active_trace = active_trace();
+  std::string enabled(elastic_v1::spec::kEnvEnabled);
   if (name == kDisabledSession) s.env[enabled] = "false";
   // The slot watch holds the opening until the agent's threads published: only worth it for TLS-01.
   s.watch_tls_slots = name == kEnabledSession && options.judges("TLS-01");
   if (name == kAutoSession) s.env[enabled] = "auto";
-  if (name == kSmallQueueSession) s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
+  if (name == kSmallQueueSession) s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
   if (name == kUnsampledSession) {
     s.env[enabled] = "true";
-    s.env[std::string(spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
+    s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
     s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
     // One in four sampled: an agent that queues unsampled transactions then
     // holds about 2 sampled of 8, never the 7 that is too close to call.
@@ -600,7 +612,7 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
   if (name == kEnabledSession && !session.launched() && !channel(session).registrations().empty() && channel(session).can_send()) {
     // A live service: whatever the scenario registered, leave the user's values in force.
     auto settings = settings_of(options);
-    channel(session).register_profiler(registration(spec::kMsgRegistrationMinor, settings.restore_samples_delay_ms,
+    channel(session).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, settings.restore_samples_delay_ms,
                                                     settings.restore_host_id),
                               kRestoreLabel, /*judged=*/false);
   }

@@ -51,6 +51,9 @@ Expected<Settings> parse_settings(const ScenarioOptions& options);
 // refused those before anything ran).
 Settings settings_of(const ScenarioOptions& options);
 
+// Which trace an Elastic v1 record names (for the engine's watchers and flame graphs).
+const ActiveTraceOf& active_trace();
+
 // Does any judged requirement need messages sent?
 bool sends_messages(const ScenarioOptions& options);
 

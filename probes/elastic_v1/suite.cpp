@@ -52,7 +52,7 @@ std::string capacity_note(const std::optional<SocketCapacity>& cap, bool sent_an
 
 class ElasticSuite final : public Suite {
  public:
-  const ProtocolSpec& protocol() const override { return spec::kProtocol; }
+  const ProtocolSpec& protocol() const override { return elastic_v1::spec::kProtocol; }
 
   std::vector<SuiteOption> options() const override {
     return {{"personality", "How tracecorr's host agent sends correlations: spec or ebpf-profiler", "spec"},

@@ -103,7 +103,7 @@ class TlsProbe final : public Probe {
                                         ", which could not be read at that store: " + p.read_error->message(),
                           {text_evidence("the store publishing " + who + "'s pointer (hardware watchpoint)",
                                          "a complete record", "unreadable memory")});
-        if (decode_tls_record(*p.bytes)->minor == 0)  // full-size bytes always decode
+        if (decoded_record(*p.bytes).minor == 0)
           return violated("TLS-01", who + "'s TLS pointer was set before its record was initialised (seen at the store "
                                         "that set it, by a hardware watchpoint)",
                           {record_evidence("record of " + who + " at the store that published its pointer", *p.bytes,
@@ -115,8 +115,9 @@ class TlsProbe final : public Probe {
     std::map<pid_t, const RecordObservation*> uninitialised;
     std::set<pid_t> initialised;
     for (const auto& o : obs) {
-      if (o.record.minor == 0 && !initialised.count(o.tid)) uninitialised.try_emplace(o.tid, &o);
-      if (o.record.minor != 0) {
+      const auto minor = decoded_record(o.bytes).minor;
+      if (minor == 0 && !initialised.count(o.tid)) uninitialised.try_emplace(o.tid, &o);
+      if (minor != 0) {
         initialised.insert(o.tid);
         if (auto it = uninitialised.find(o.tid); it != uninitialised.end())
           return violated("TLS-01", "thread " + std::to_string(o.tid) + "'s record pointer was set before its record was initialised",
@@ -142,9 +143,10 @@ class TlsProbe final : public Probe {
   static Finding judge_minor(const std::vector<RecordObservation>& obs) {
     std::size_t valid = 0;
     for (const auto& o : obs) {
-      if (!o.record.valid) continue;
+      const auto record = decoded_record(o.bytes);
+      if (!record.valid) continue;
       ++valid;
-      if (o.record.minor == 0)
+      if (record.minor == 0)
         return violated("TLS-02", "a valid record has layout-minor-version 0",
                         {record_evidence("record of thread " + std::to_string(o.tid), o.bytes, "layout_minor_version 1", "0")});
     }
@@ -183,8 +185,8 @@ class TlsProbe final : public Probe {
                         std::to_string(report->violations_seen) + " store(s) by thread " + std::to_string(report->tid) +
                             " changed the record while valid was set" + limits,
                         {record_evidence("record before the store", v.before.bytes, "valid = 0 before other fields change",
-                                         "valid = " + std::to_string(v.before.valid())),
-                         record_evidence("record after the store", v.after.bytes, "", describe(v))});
+                                         "valid = " + std::to_string(v.before.valid_byte)),
+                         record_evidence("record after the store", v.after.bytes, "", describe(v, report->layout))});
       }
       updates += report->updates_seen;
     }
@@ -223,7 +225,7 @@ class TlsProbe final : public Probe {
     std::size_t timed = 0, stale = 0, early = 0;
     std::vector<Evidence> time_examples;
     for (const auto& o : obs) {
-      const auto& r = o.record;
+      const auto r = decoded_record(o.bytes);
       if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported
       if (o.at + horizon > last_arrival) continue;
       if (const auto* named = spans.find(r.span_id); named && named->trace_id == r.trace_id) {

@@ -24,7 +24,9 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     Correlation,
     Evidence,
     Level,
+    RECORD_MAX_BYTES,
     ProcessStorage,
+    RecordLayout,
     Registration,
     RequirementResult,
     Role,
@@ -47,22 +49,24 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     render_junit,
     requirements,
     summary_line,
+    tls_record_layout,
     to_hex,
     validate_ids,
 )
 from . import messages  # noqa: F401
-from .agent import HostAgent  # noqa: F401
+from .agent import HostAgent, make_sampler  # noqa: F401
 from .conformance import run_conformance  # noqa: F401
 from .otlp import OtlpReceiver  # noqa: F401
 from .target import Target  # noqa: F401
 
 __all__ = [
-    "HAVE_BPF", "Correlation", "Evidence", "HostAgent", "Level", "OtlpReceiver", "ProcessStorage", "Registration",
+    "HAVE_BPF", "RECORD_MAX_BYTES", "Correlation", "Evidence", "HostAgent", "Level", "OtlpReceiver", "ProcessStorage",
+    "RecordLayout", "Registration",
     "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TlsRecord", "TracecorrError",
     "UnknownMessage", "Verdict", "attribute_name", "base64url_decode", "base64url_nopad", "decode_message",
     "exit_code", "find_requirement", "from_hex", "inspect_process", "messages", "registry", "render_console",
-    "render_html", "render_json", "render_junit", "requirements", "run_conformance", "summary_line", "to_hex",
-    "validate_ids",
+    "make_sampler", "render_html", "render_json", "render_junit", "requirements", "run_conformance", "summary_line",
+    "tls_record_layout", "to_hex", "validate_ids",
 ]
 
 

@@ -1,7 +1,7 @@
 """Type stubs for tracecorr._tracecorr (thin pybind11 bindings over libtracecorr)."""
 import datetime
 import enum
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 HAVE_BPF: bool
 
@@ -196,9 +196,26 @@ class OtlpReceiver:
     def close(self) -> None: ...
 
 # ---- samplers and the host agent ----------------------------------------------------------------
+RECORD_MAX_BYTES: int
+
+class RecordLayout:
+    name: str
+    max_size: int
+    valid_offset: int
+    fixed_part: int
+    in_tls_slot: bool
+    def __init__(self, name: str, *, fixed_size: Optional[int] = None,
+                 size_field: Optional[Tuple[int, int, int]] = None, max_size: int = ..., valid_offset: int,
+                 valid_values: Optional[Sequence[int]] = None, presence_offset: Optional[int] = None,
+                 fields: Sequence[Tuple[str, int, int]] = ..., memory_area_pointer_offset: Optional[int] = None) -> None: ...
+    def record_length(self, first_bytes: bytes) -> int: ...
+
+def tls_record_layout() -> RecordLayout: ...
+
 class Sampler:
     name: str
-    def track(self, pid: int, tls_offset: int) -> None: ...
+    def track(self, pid: int, layout: RecordLayout, *, tls_offset: Optional[int] = None,
+              area_address: Optional[int] = None) -> None: ...
     def untrack(self, pid: int) -> None: ...
     def poll(self, timeout: float) -> List[Dict[str, Any]]: ...
     def counters(self) -> Dict[str, int]: ...

@@ -82,6 +82,13 @@ struct StatsToggle {  // kernel.bpf_stats_enabled=1 for the run, restored after
   }
 };
 
+// What the records cost in the ring buffer, from the kernel's consumer position.
+void print_ring_bytes(const bpf::SamplerLoader& sampler, std::uint64_t records) {
+  const std::uint64_t bytes = sampler.ring_bytes_consumed();
+  std::printf("  ring buffer: %llu bytes consumed for %llu records = %.1f bytes per record (header and padding included)\n",
+              (unsigned long long)bytes, (unsigned long long)records, records ? double(bytes) / double(records) : 0.0);
+}
+
 double ns_per_run(const bpf::ProgramStats& s) { return s.run_cnt ? double(s.run_time_ns) / double(s.run_cnt) : 0; }
 
 int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack, std::size_t ringbuf_bytes) {
@@ -101,6 +108,7 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     return 3;
   }
   const std::uint32_t flags = no_stack ? TC_PROCESS_F_NO_STACK : 0;
+  const RecordLayout& layout = elastic_v1::tls_record_layout();
   const pid_t nobody = 0x3ffffff0;  // above any pid_max: the map holds an entry, no sample matches it
   bpf::ProgramStats se{}, su{}, ss{};
   std::uint64_t tracked_runs = 0, records = 0, frames = 0, ok = 0;
@@ -116,10 +124,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
         std::this_thread::sleep_for(100ms);
         continue;
       }
-      (void)(*sampler)->poll(100ms, [&](const tc_sample& s) {
+      (void)(*sampler)->poll(100ms, [&](const bpf::SampleView& s) {
         ++records;
-        ok += s.status == TC_SAMPLE_OK;
-        if (s.stack_bytes > 0) frames += static_cast<std::uint64_t>(s.stack_bytes) / 8;
+        ok += s.header.status == TC_SAMPLE_OK;
+        frames += s.frame_count();
       });
     }
     loader->detach();
@@ -133,10 +141,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     // Alternate the three so drift (other load, frequency) hits all alike.
     fine = phase(*empty, se, false);
     (void)(*sampler)->untrack(getpid());
-    (void)(*sampler)->track(nobody, own_tls_offset(), flags);
+    (void)(*sampler)->track(nobody, layout, PointerSite::tls_offset(own_tls_offset()), flags);
     fine = fine && phase(*sampler, su, true);
     (void)(*sampler)->untrack(nobody);
-    (void)(*sampler)->track(getpid(), own_tls_offset(), flags);
+    (void)(*sampler)->track(getpid(), layout, PointerSite::tls_offset(own_tls_offset()), flags);
     auto c0 = (*sampler)->counters()[TC_CTR_SAMPLES];
     fine = fine && phase(*sampler, ss, true);
     tracked_runs += (*sampler)->counters()[TC_CTR_SAMPLES] - c0;
@@ -161,6 +169,7 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   std::printf("  records %llu (read ok %llu), mean user frames %.1f, ring buffer full %llu\n",
               (unsigned long long)records, (unsigned long long)ok, records ? double(frames) / double(records) : 0.0,
               (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
+  print_ring_bytes(**sampler, records);
   return 0;
 }
 
@@ -197,7 +206,8 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
     kill_child();
     return 3;
   }
-  (void)(*sampler)->track(child, *offset);
+  const RecordLayout& layout = elastic_v1::tls_record_layout();
+  (void)(*sampler)->track(child, layout, PointerSite::tls_offset(*offset));
   if (auto st = (*sampler)->attach(hz); !st) {
     std::fprintf(stderr, "%s\n", st.error().message().c_str());
     kill_child();
@@ -207,15 +217,15 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
   std::uint64_t records = 0, ok = 0, traced = 0;
   auto until = steady_clock::now() + seconds * 1s;
   while (steady_clock::now() < until)
-    (void)(*sampler)->poll(100ms, [&](const tc_sample& s) {
+    (void)(*sampler)->poll(100ms, [&](const bpf::SampleView& s) {
       ++records;
-      if (s.status == TC_SAMPLE_OK) {
+      if (s.header.status == TC_SAMPLE_OK) {
         ++ok;
-        traced += s.record[TC_TLS_VALID_OFFSET] && s.record[TC_TLS_TRACE_PRESENT_OFFSET];
+        traced += layout.valid(s.record) && s.record[*layout.presence_offset] != 0;
       }
     });
   (*sampler)->detach();
-  (void)(*sampler)->poll(0ms, [&](const tc_sample&) { ++records; });
+  (void)(*sampler)->poll(0ms, [&](const bpf::SampleView&) { ++records; });
   auto c = (*sampler)->counters();
   kill_child();
   std::printf("lost: %u Hz per CPU on %zu CPUs, %d s, fixture with %d threads (TLS offset %lld)\n", hz,
@@ -224,6 +234,7 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
               (unsigned long long)c[TC_CTR_SAMPLES], (unsigned long long)records, (unsigned long long)ok,
               (unsigned long long)traced);
   std::printf("  lost (ring buffer full): %llu (target 0)\n", (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
+  print_ring_bytes(**sampler, records);
   return 0;
 }
 

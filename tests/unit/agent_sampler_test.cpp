@@ -13,6 +13,7 @@
 
 #include "forked_child.hpp"
 #include "tracecorr/sampler.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr {
 namespace {
@@ -85,7 +86,7 @@ class ChildWithRecords : public ::testing::Test {
 
 TEST_F(ChildWithRecords, PtraceSamplerReadsEachThreadsRecordAndStack) {
   auto sampler = make_ptrace_sampler({.frequency_hz = 50});
-  ASSERT_TRUE(sampler->track(pid_, record_tls_offset()));
+  ASSERT_TRUE(sampler->track(pid_, elastic_v1::tls_record_layout(), PointerSite::tls_offset(record_tls_offset())));
   std::map<pid_t, Sample> seen;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (seen.size() < threads_.size() && std::chrono::steady_clock::now() < deadline) {
@@ -109,7 +110,8 @@ TEST_F(ChildWithRecords, PtraceSamplerReadsEachThreadsRecordAndStack) {
     } else {
       EXPECT_EQ(s.error, SampleError::Ok);
       ASSERT_TRUE(s.record.has_value());
-      EXPECT_EQ(*s.record, g_records[t.kind]);  // valid 0 is reported as read: judging it is the agent's
+      EXPECT_EQ(*s.record, RecordBytes(g_records[t.kind]));  // valid 0 is reported as read: judging it is the agent's
+      EXPECT_EQ(s.record_declared_length, elastic_v1::spec::kTlsRecordSize);
     }
   }
   auto c = sampler->counters();
@@ -131,7 +133,7 @@ TEST_F(ChildWithRecords, PtraceSamplerReadsEachThreadsRecordAndStack) {
 TEST_F(ChildWithRecords, WrongOffsetIsAReadErrorNotACrash) {
   auto sampler = make_ptrace_sampler({.frequency_hz = 100});
   // Far outside any mapping: the record pointer read fails.
-  ASSERT_TRUE(sampler->track(pid_, std::int64_t{1} << 46));
+  ASSERT_TRUE(sampler->track(pid_, elastic_v1::tls_record_layout(), PointerSite::tls_offset(std::int64_t{1} << 46)));
   std::size_t failures = 0, total = 0;
   for (int i = 0; i < 20 && total < 3; ++i) {
     auto n = sampler->poll(

@@ -15,6 +15,7 @@
 #include "tracecorr/conform/slot_watch.hpp"
 #include "tracecorr/conform/target.hpp"
 #include "tracecorr/procfs.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -63,7 +64,8 @@ Watched watch(const std::string& order) {
   LaunchSpec spec;
   spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
   spec.before_exec = [&](pid_t pid) {
-    auto w = SlotWatch::follow_launch(pid, [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
+    auto w = SlotWatch::follow_launch(pid, elastic_v1::tls_record_layout(),
+                                      [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
     if (w) slot_watch = std::move(*w);
     else ADD_FAILURE() << w.error().message();
   };

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "elastic_v1/library.hpp"
+#include "elastic_v1/wire.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/tls.hpp"
@@ -172,7 +173,7 @@ TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   ASSERT_TRUE(d.ok() && d->model == TlsModel::StaticOffset);
 
   lib.set_record(nullptr);
-  auto none = read_thread_record(mem, own_thread_pointer(), d->tp_offset);
+  auto none = read_thread_record(mem, elastic_v1::tls_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->record_pointer, 0u);
   EXPECT_FALSE(none->bytes);
@@ -183,17 +184,17 @@ TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   r.trace_id[0] = 0xab;
   auto bytes = elastic_v1::encode_tls_record(r);
   lib.set_record(bytes.data());
-  auto got = read_thread_record(mem, own_thread_pointer(), d->tp_offset);
+  auto got = read_thread_record(mem, elastic_v1::tls_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
   ASSERT_TRUE(got.ok()) << got.error().message();
   EXPECT_EQ(got->record_pointer, reinterpret_cast<std::uintptr_t>(bytes.data()));
   ASSERT_TRUE(got->bytes);
-  EXPECT_EQ(*got->bytes, bytes);
+  EXPECT_EQ(*got->bytes, RecordBytes(bytes));
 
   // A pointer into unmapped memory: kUnmapped, with the address.
   void* gone = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ::munmap(gone, 4096);
   lib.set_record(gone);
-  auto bad = read_thread_record(mem, own_thread_pointer(), d->tp_offset);
+  auto bad = read_thread_record(mem, elastic_v1::tls_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
   lib.set_record(nullptr);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().kind, ErrorKind::kUnmapped);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "forked_child.hpp"
+#include "elastic_v1/wire.hpp"
 #include "tracecorr/conform/update_order.hpp"
 #include "tracecorr/memory.hpp"
 
@@ -185,7 +186,7 @@ std::vector<std::string> publisher_argv(const std::string& mode, int misalign) {
 
 TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
   for (std::uint64_t misalign = 0; misalign < 8; ++misalign) {
-    auto plan = plan_record_watch(0x7f0000001000 + misalign);
+    auto plan = plan_record_watch(elastic_v1::tls_record_layout(), 0x7f0000001000 + misalign, elastic_v1::spec::kTlsRecordSize);
     SCOPED_TRACE("misalign " + std::to_string(misalign));
     ASSERT_LE(plan.chunks.size(), kWatchRegisters);
     EXPECT_TRUE(plan.watched[elastic_v1::spec::kTlsValidOffset]);
@@ -199,9 +200,9 @@ TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
     // that holds only 3 record bytes, which must still be taken.
     EXPECT_GE(plan.watched_bytes(), misalign == 5 ? 27u : 28u);
   }
-  EXPECT_EQ(plan_record_watch(0x7f0000001000).unwatched_description(), "record bytes 32..36 (transaction-id bytes 3..7)");
+  EXPECT_EQ(plan_record_watch(elastic_v1::tls_record_layout(), 0x7f0000001000, elastic_v1::spec::kTlsRecordSize).unwatched_description(), "record bytes 32..36 (transaction-id bytes 3..7)");
   // Valid byte in the second chunk: the 2-byte first chunk is dropped.
-  EXPECT_EQ(plan_record_watch(0x7f0000001006).unwatched_description(),
+  EXPECT_EQ(plan_record_watch(elastic_v1::tls_record_layout(), 0x7f0000001006, elastic_v1::spec::kTlsRecordSize).unwatched_description(),
             "record bytes 0..1 (minor bytes 0..1); record bytes 34..36 (transaction-id bytes 5..7)");
 }
 
@@ -210,7 +211,7 @@ TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
 
-  auto report = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 40);
+  auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 40);
   ASSERT_TRUE(report.ok()) << report.error().message();
   EXPECT_TRUE(report->conforms()) << describe(*report);
   EXPECT_GT(report->updates_seen, 0u) << describe(*report);
@@ -220,7 +221,7 @@ TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
   expect_released(target, thread);
 
   // And it can be watched again: nothing of the first watch lingers.
-  auto again = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 5);
+  auto again = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 5);
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_GT(again->updates_seen, 0u);
   EXPECT_TRUE(again->conforms()) << describe(*again);
@@ -234,22 +235,22 @@ void expect_flagged(const std::string& mode, int misalign) {
   ASSERT_EQ(target.threads().size(), 2u);
   const auto& thread = target.threads()[1];
 
-  auto report = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 10);
+  auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 10);
   ASSERT_TRUE(report.ok()) << report.error().message();
   ASSERT_FALSE(report->conforms()) << describe(*report);
   ASSERT_FALSE(report->violations.empty());
   const auto& v = report->violations.front();
   if (getenv("SHOW")) std::cerr << describe(*report);
   EXPECT_EQ(v.kind, UpdateOrderViolation::Kind::kChangedWhileValid);
-  EXPECT_NE(v.before.valid(), 0);
-  EXPECT_NE(v.after.valid(), 0);
+  EXPECT_TRUE(v.before.valid);
+  EXPECT_TRUE(v.after.valid);
   EXPECT_NE(v.before.bytes, v.after.bytes);
   EXPECT_FALSE(v.changed_offsets.empty());
   EXPECT_NE(v.after.pc_after_store, 0u);
   EXPECT_NE(v.after.chunks_hit, 0u);
-  auto text = describe(v);
-  EXPECT_NE(text.find(describe_record_bytes(v.before.bytes)), std::string::npos) << text;
-  EXPECT_NE(text.find(describe_record_bytes(v.after.bytes)), std::string::npos) << text;
+  auto text = describe(v, report->layout);
+  EXPECT_NE(text.find(describe_record_bytes(report->layout, v.before.bytes)), std::string::npos) << text;
+  EXPECT_NE(text.find(describe_record_bytes(report->layout, v.after.bytes)), std::string::npos) << text;
   EXPECT_NE(text.find("TLS-04"), std::string::npos) << text;
   expect_released(target, thread);
   EXPECT_TRUE(record_keeps_changing(target.pid(), target.threads()[0].record));
@@ -265,7 +266,7 @@ TEST(UpdateOrderWatch, ThreadExitEndsTheWatchWithWhatWasSeen) {
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
   // The duration only bounds a broken run: the worker exits 30 publishes after it sees the tracer.
-  auto report = watch_update_order(target.pid(), thread.tid, thread.record, 20s);
+  auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 20s);
   ASSERT_TRUE(report.ok()) << report.error().message();
   EXPECT_TRUE(report->thread_exited);
   EXPECT_EQ(report->ended_because, "thread exited");
@@ -322,7 +323,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
     kill(pid, SIGCONT);
     tgkill(pid, thread.tid, SIGUSR2);  // the worker exits, which ends the watch
   });
-  auto report = watch_update_order(pid, thread.tid, thread.record, 10s);
+  auto report = watch_update_order(pid, thread.tid, elastic_v1::tls_record_layout(), thread.record, 10s);
   helper.join();
   EXPECT_EQ(helper_failure, "");
   ASSERT_TRUE(report.ok()) << report.error().message();
@@ -345,7 +346,7 @@ TEST(UpdateOrderWatch, EndingAWatchNeverLeaksAWatchpointTrapToTheTarget) {
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
   for (int i = 0; i < 40; ++i) {
-    auto report = watch_update_order(target.pid(), thread.tid, thread.record, 2ms);
+    auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 2ms);
     ASSERT_TRUE(report.ok()) << report.error().message();
   }
   tgkill(target.pid(), thread.tid, SIGUSR1);  // a marker: everything sent before it has been handled
@@ -360,20 +361,20 @@ TEST(UpdateOrderWatch, ErrorsNameWhatAndWhereAndLeaveTheTargetRunning) {
   const auto& thread = target.threads()[0];
 
   const pid_t missing_tid = 0x3ffffff;  // above any pid_max
-  auto no_thread = watch_update_order(target.pid(), missing_tid, thread.record, 100ms, 1);
+  auto no_thread = watch_update_order(target.pid(), missing_tid, elastic_v1::tls_record_layout(), thread.record, 100ms, 1);
   ASSERT_FALSE(no_thread.ok());
   EXPECT_NE(no_thread.error().message().find("thread " + std::to_string(missing_tid)), std::string::npos)
       << no_thread.error().message();
 
   // Unmapped record: fails after the watchpoints were armed, so this is the guard's error path.
-  auto unmapped = watch_update_order(target.pid(), thread.tid, 0x1000, 100ms, 1);
+  auto unmapped = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), 0x1000, 100ms, 1);
   ASSERT_FALSE(unmapped.ok());
   EXPECT_NE(unmapped.error().message().find("0x1000"), std::string::npos) << unmapped.error().message();
   EXPECT_NE(unmapped.error().message().find("thread " + std::to_string(thread.tid)), std::string::npos)
       << unmapped.error().message();
   expect_released(target, thread);
 
-  auto kernel_address = watch_update_order(target.pid(), thread.tid, 0xffff800000000000, 100ms, 1);
+  auto kernel_address = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), 0xffff800000000000, 100ms, 1);
   ASSERT_FALSE(kernel_address.ok());
   EXPECT_NE(kernel_address.error().message().find("not a user-space address"), std::string::npos);
 }
@@ -390,7 +391,7 @@ TEST(UpdateOrderWatch, Arm64GuestUnderQemuUserIsWatchedThroughTheHostThread) {
     Publisher target({qemu, kArm64TargetPath, "--mode", mode, "--misalign", "1"}, 1);
     ASSERT_FALSE(target.threads().empty());
     const auto& thread = target.threads()[0];
-    auto report = watch_update_order(target.pid(), thread.tid, thread.record, 300ms, 10);
+    auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 10);
     ASSERT_TRUE(report.ok()) << report.error().message();
     EXPECT_GT(report->updates_seen, 0u) << describe(*report);
     EXPECT_EQ(report->conforms(), mode == "correct") << describe(*report);

@@ -34,6 +34,7 @@ py::dict sample_to_py(const Sample& s) {
   d["record_pointer"] = s.record_pointer;
   d["error"] = to_string(s.error);
   d["record"] = s.record ? py::object(to_bytes(*s.record)) : py::none();
+  d["record_declared_length"] = s.record_declared_length;
   d["frames"] = s.frames;
   d["stack_errno"] = s.stack_errno;
   return d;
@@ -45,8 +46,21 @@ void bind_agent(py::module_& m) {
   py::class_<Sampler>(m, "Sampler", "Interrupts tracked processes' threads and reads their records and stacks.")
       .def_property_readonly("name", &Sampler::name, "'bpf' or 'ptrace'")
       .def(
-          "track", [](Sampler& s, pid_t pid, std::int64_t tls_offset) { check(s.track(pid, tls_offset)); },
-          py::arg("pid"), py::arg("tls_offset"), "Starts sampling pid's threads (records at thread pointer + offset).")
+          "track",
+          [](Sampler& s, pid_t pid, const RecordLayout& layout, std::optional<std::int64_t> tls_offset,
+             std::optional<std::uint64_t> area_address) {
+            // The site must be the one the layout's indirection needs.
+            if (uses_thread_pointer(layout) ? !tls_offset || area_address : !area_address || tls_offset)
+              throw py::value_error(uses_thread_pointer(layout)
+                                        ? "layout " + layout.name + " reads a TLS slot: give tls_offset only"
+                                        : "layout " + layout.name + " reads a memory area: give area_address only");
+            check(s.track(pid, layout,
+                          tls_offset ? PointerSite::tls_offset(*tls_offset) : PointerSite::area(*area_address)));
+          },
+          py::arg("pid"), py::arg("layout"), py::kw_only(), py::arg("tls_offset") = py::none(),
+          py::arg("area_address") = py::none(),
+          "Starts sampling pid's threads, reading records by `layout` (tracecorr.tls_record_layout() for Elastic v1) "
+          "through the pointer at thread pointer + tls_offset, or in the memory area at area_address.")
       .def(
           "untrack", [](Sampler& s, pid_t pid) { check(s.untrack(pid)); }, py::arg("pid"))
       .def(
@@ -64,7 +78,8 @@ void bind_agent(py::module_& m) {
             for (const auto& x : samples) out.append(sample_to_py(x));
             return out;
           },
-          py::arg("timeout"), "Samples taken so far as dicts (record: the 37 bytes or None), waiting up to `timeout` s.")
+          py::arg("timeout"),
+          "Samples taken so far as dicts (record: the bytes the layout read, or None), waiting up to `timeout` s.")
       .def(
           "counters",
           [](const Sampler& s) {

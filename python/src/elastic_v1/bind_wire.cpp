@@ -7,6 +7,7 @@
 #include "tracecorr/ids.hpp"
 #include "elastic_v1/registry.hpp"
 #include "elastic_v1/wire.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr::python {
 
@@ -142,6 +143,55 @@ void bind_wire(py::module_& m) {
   m.def(
       "decode_tls_record", [](const py::bytes& b) { std::string s = b; return unwrap(elastic_v1::decode_tls_record(view(s))); },
       py::arg("data"), "Decodes the layout only (minor and valid are the caller's to judge).");
+
+  // ---- record layouts: what samplers read, as data -------------------------------------
+  m.attr("RECORD_MAX_BYTES") = kRecordMaxBytes;
+  py::class_<RecordLayout>(m, "RecordLayout",
+                           "A published record as data: its length (fixed, or a size field), valid byte, fields and "
+                           "how it is reached (a pointer in a TLS slot, or in a memory area). Samplers read through one.")
+      .def(py::init([](std::string name, std::optional<std::size_t> fixed_size,
+                       std::optional<std::tuple<std::size_t, std::size_t, std::size_t>> size_field, std::size_t max_size,
+                       std::size_t valid_offset, std::optional<std::vector<std::uint8_t>> valid_values,
+                       std::optional<std::size_t> presence_offset,
+                       std::vector<std::tuple<std::string, std::size_t, std::size_t>> fields,
+                       std::optional<std::size_t> memory_area_pointer_offset) {
+             if (fixed_size.has_value() == size_field.has_value())
+               throw py::value_error("give exactly one of fixed_size and size_field=(offset, width, header_length)");
+             RecordLayout l;
+             l.name = std::move(name);
+             if (fixed_size) l.length = FixedSize{*fixed_size};
+             else l.length = SizeField{std::get<0>(*size_field), std::get<1>(*size_field), std::get<2>(*size_field)};
+             l.max_size = max_size;
+             l.valid_offset = valid_offset;
+             if (valid_values) l.valid_values = ByteValues::of(*valid_values);
+             l.presence_offset = presence_offset;
+             for (auto& [n, o, sz] : fields) l.fields.push_back({n, o, sz});
+             if (memory_area_pointer_offset) l.indirection = PointerInMemoryArea{*memory_area_pointer_offset};
+             check(l.check());
+             return l;
+           }),
+           py::arg("name"), py::kw_only(), py::arg("fixed_size") = py::none(), py::arg("size_field") = py::none(),
+           py::arg("max_size") = kRecordMaxBytes, py::arg("valid_offset"), py::arg("valid_values") = py::none(),
+           py::arg("presence_offset") = py::none(),
+           py::arg("fields") = std::vector<std::tuple<std::string, std::size_t, std::size_t>>{},
+           py::arg("memory_area_pointer_offset") = py::none(),
+           "valid_values None: any non-zero value; memory_area_pointer_offset None: the pointer is in a TLS slot. "
+           "TracecorrError when the layout cannot be read as declared.")
+      .def_readonly("name", &RecordLayout::name)
+      .def_readonly("max_size", &RecordLayout::max_size)
+      .def_readonly("valid_offset", &RecordLayout::valid_offset)
+      .def_property_readonly("fixed_part", &RecordLayout::fixed_part, "bytes read before the length is known")
+      .def_property_readonly("in_tls_slot", [](const RecordLayout& l) { return uses_thread_pointer(l); })
+      .def(
+          "record_length",
+          [](const RecordLayout& l, const py::bytes& b) {
+            std::string s = b;
+            return unwrap(record_length(l, view(s)));
+          },
+          py::arg("first_bytes"), "Total length from the first bytes; TracecorrError when truncated or over max_size.")
+      .def("__repr__", [](const RecordLayout& l) { return "<RecordLayout " + l.name + ">"; });
+  m.def("tls_record_layout", &elastic_v1::tls_record_layout, py::return_value_policy::copy,
+        "The Elastic v1 thread record's layout (37 bytes, pointer in a TLS slot).");
 
   py::class_<elastic_v1::ProcessStorage>(m, "ProcessStorage", "The process storage the agent publishes.")
       .def(py::init<>())

@@ -1,6 +1,8 @@
 // Samplers: periodically interrupt the threads of tracked processes and read
-// each thread's correlation record (thread pointer + static TLS offset ->
-// record pointer -> 37-byte record) together with its user stack.
+// each thread's record together with its user stack. What a record is, and
+// how it is reached (thread pointer + TLS offset, or a memory area, -> record
+// pointer -> record), is the tracked process's RecordLayout: data a protocol's
+// codec supplies (elastic_v1::tls_record_layout()), never code here.
 //
 // Two implementations yield the same Sample for the same thread state:
 //  - BPF (bpf/bpf_sampler.hpp, library tracecorr_bpf): a perf_event program on
@@ -23,18 +25,19 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
-#include "elastic_v1/wire.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr {
 
-// How far the record read got. Ok: `record` holds the bytes as read (valid and
-// trace_present not yet judged: that is the consumer's, TLS-08/TLS-09).
+// How far the record read got. Ok: `record` holds the bytes as read (the
+// valid and presence bytes not yet judged: that is the consumer's, TLS-08/TLS-09).
 enum class SampleError {
   Ok,
-  ThreadPointerFailed,       // thread pointer unreadable or 0
-  RecordPointerReadFailed,   // thread pointer + TLS offset unreadable
+  ThreadPointerFailed,       // thread pointer unreadable or 0 (a layout whose pointer is in a TLS slot)
+  RecordPointerReadFailed,   // the record pointer's address (TLS slot or area) unreadable
   RecordPointerNull,         // the thread has not published a record (yet)
   RecordReadFailed,          // the record pointer points at unreadable memory
+  RecordTruncated,           // the record declares more than its layout's max_size: `record` holds the first max_size bytes
 };
 const char* to_string(SampleError e);  // "thread_pointer_failed", ...
 
@@ -49,9 +52,10 @@ struct Sample {
   std::uint64_t thread_pointer = 0;
   std::uint64_t record_pointer = 0;
   SampleError error = SampleError::Ok;
-  std::optional<elastic_v1::TlsRecordBytes> record;  // set iff error == Ok
-  std::vector<std::uint64_t> frames;           // user stack, innermost first, <= kMaxStackFrames
-  int stack_errno = 0;                         // nonzero: the stack could not be read
+  std::optional<RecordBytes> record;   // set iff error is Ok or RecordTruncated
+  std::uint64_t record_declared_length = 0;  // what the record declared (> record->size() when truncated)
+  std::vector<std::uint64_t> frames;   // user stack, innermost first, <= kMaxStackFrames
+  int stack_errno = 0;                 // nonzero: the stack could not be read
 };
 
 // Counters kept by the sampler (the BPF one in kernel per-CPU maps).
@@ -62,12 +66,13 @@ struct SamplerCounters {
   std::uint64_t record_pointer_read_failed = 0;
   std::uint64_t record_pointer_null = 0;
   std::uint64_t record_read_failed = 0;
-  std::uint64_t valid_zero = 0;    // record read while valid == 0
-  std::uint64_t trace_absent = 0;  // record valid, trace_present == 0
+  std::uint64_t valid_zero = 0;    // record read while its valid byte held no accepted value (Elastic: 0)
+  std::uint64_t trace_absent = 0;  // record valid, its layout's presence byte 0 (Elastic: trace_present)
   std::uint64_t stack_failed = 0;
   std::uint64_t lost = 0;          // samples dropped before user space saw them (ring buffer full)
   std::uint64_t not_stopping = 0;  // ptrace: threads that did not stop in time (parked in vfork, D state)
-  // name -> value, in a stable order, for summaries.
+  std::uint64_t record_truncated = 0;  // records declaring more than their layout's max_size (emitted cut)
+  // name -> value, in a stable order (new counters go last), for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };
 
@@ -75,9 +80,11 @@ class Sampler {
  public:
   virtual ~Sampler() = default;
   virtual std::string name() const = 0;  // "bpf" or "ptrace"
-  // Starts sampling pid's threads, reading records at thread pointer + tls_offset
-  // (a StaticOffset TLS descriptor's argument). Tracking again updates the offset.
-  virtual Status track(pid_t pid, std::int64_t tls_offset) = 0;
+  // Starts sampling pid's threads, reading each thread's record by `layout`
+  // through the pointer at `site` (a StaticOffset TLS descriptor's argument, or
+  // the process's memory area). Tracking again replaces both. An error: the
+  // layout fails RecordLayout::check(), or the sampler cannot hold it.
+  virtual Status track(pid_t pid, const RecordLayout& layout, PointerSite site) = 0;
   virtual Status untrack(pid_t pid) = 0;
   // Delivers the samples taken so far, waiting up to `timeout` for the first.
   // Returns how many were delivered.

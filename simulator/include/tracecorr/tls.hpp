@@ -11,7 +11,7 @@
 #include "tracecorr/elf.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/memory.hpp"
-#include "elastic_v1/wire.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr {
 
@@ -35,12 +35,14 @@ struct TlsDescriptor {
 Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint64_t descriptor_addr,
                                             elf::Machine machine);
 
-// thread pointer + offset -> record pointer -> record bytes.
+// thread pointer + offset (or the layout's memory area) -> record pointer ->
+// record bytes, read by `layout`.
 struct ThreadRecordRead {
   std::uint64_t record_pointer = 0;  // 0: the thread has no record (yet)
-  std::optional<elastic_v1::TlsRecordBytes> bytes;
+  std::optional<RecordBytes> bytes;  // the first layout.max_size bytes of a record declaring more
+  std::uint64_t declared_length = 0;  // > bytes->size(): the record declares more than its layout's bound
 };
-Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uint64_t thread_pointer,
-                                              std::int64_t tp_offset);
+Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, const RecordLayout& layout,
+                                              std::uint64_t thread_pointer, PointerSite site);
 
 }  // namespace tracecorr

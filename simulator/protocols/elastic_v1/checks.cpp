@@ -20,12 +20,12 @@ std::string describe_symbol(const elf::Symbol& s) {
 Finding check_symbol(const std::string& id, const std::optional<elf::Symbol>& sym, std::string_view name,
                      unsigned wanted_type) {
   std::string expected = "type " + elf::describe_type(wanted_type) + ", binding GLOBAL, visibility DEFAULT, size " +
-                         std::to_string(spec::kPointerSize);
+                         std::to_string(elastic_v1::spec::kPointerSize);
   if (!sym)
     return violated(id, std::string(name) + " is not among the library's dynamic symbols",
                     {text_evidence(std::string(name), expected, "absent")});
   bool ok = sym->defined() && sym->type == wanted_type && sym->binding == STB_GLOBAL &&
-            sym->visibility == STV_DEFAULT && sym->size == spec::kPointerSize;
+            sym->visibility == STV_DEFAULT && sym->size == elastic_v1::spec::kPointerSize;
   auto actual = describe_symbol(*sym);
   if (ok) return met(id, 1, std::string(name) + ": " + actual);
   return violated(id, std::string(name) + " is exported as " + actual, {text_evidence(std::string(name), expected, actual)});
@@ -47,9 +47,9 @@ std::vector<Finding> check_library(const AgentLibrary& lib) {
     out.push_back(violated("ELF-01",
                            lib.path + " defines the protocol's symbols, but its name does not match, so profilers "
                                       "will never look at it",
-                           {text_evidence("library path", std::string(spec::kLibraryNameRegex), lib.path)}));
-  out.push_back(check_symbol("ELF-02", lib.elf.process_symbol, spec::kProcessStorageSymbol, STT_OBJECT));
-  out.push_back(check_symbol("ELF-03", lib.elf.tls, spec::kTlsSymbol, STT_TLS));
+                           {text_evidence("library path", std::string(elastic_v1::spec::kLibraryNameRegex), lib.path)}));
+  out.push_back(check_symbol("ELF-02", lib.elf.process_symbol, elastic_v1::spec::kProcessStorageSymbol, STT_OBJECT));
+  out.push_back(check_symbol("ELF-03", lib.elf.tls, elastic_v1::spec::kTlsSymbol, STT_TLS));
   const auto& access = lib.elf.tls_access;
   std::string relocs;
   for (const auto& r : access.relocations) relocs += (relocs.empty() ? "" : ", ") + r;
@@ -62,7 +62,7 @@ std::vector<Finding> check_library(const AgentLibrary& lib) {
             (access.mixed ? " (descriptor and traditional relocations both present)" : "") +
             "; profilers need a TLS descriptor (compile with " +
             (lib.elf.machine == elf::Machine::AArch64 ? "-mtls-dialect=desc" : "-mtls-dialect=gnu2") + ")",
-        {text_evidence("relocations for " + std::string(spec::kTlsSymbol), "a TLSDESC relocation only",
+        {text_evidence("relocations for " + std::string(elastic_v1::spec::kTlsSymbol), "a TLSDESC relocation only",
                        relocs.empty() ? "none" : relocs)}));
   return out;
 }

@@ -6,9 +6,9 @@ namespace tracecorr::elastic_v1 {
 
 DiscoveryOptions discovery_options() {
   DiscoveryOptions o;
-  o.name_regex = std::string(spec::kLibraryNameRegex);
-  o.process_symbol = std::string(spec::kProcessStorageSymbol);
-  o.tls_symbol = std::string(spec::kTlsSymbol);
+  o.name_regex = std::string(elastic_v1::spec::kLibraryNameRegex);
+  o.process_symbol = std::string(elastic_v1::spec::kProcessStorageSymbol);
+  o.tls_symbol = std::string(elastic_v1::spec::kTlsSymbol);
   return o;
 }
 

@@ -62,6 +62,31 @@ Expected<std::string> read_str(const ByteSource& src, std::uint64_t& offset, con
 }  // namespace
 
 // ---- per-thread record -------------------------------------------------------
+const RecordLayout& tls_record_layout() {
+  static const RecordLayout layout = [] {
+    RecordLayout l;
+    l.name = std::string(elastic_v1::spec::kTlsSymbol);
+    l.length = FixedSize{elastic_v1::spec::kTlsRecordSize};
+    l.max_size = elastic_v1::spec::kTlsRecordSize;
+    l.valid_offset = elastic_v1::spec::kTlsValidOffset;
+    l.valid_values = ByteValues::any_nonzero();  // spec/elastic-v1.md: "valid != 0"
+    l.presence_offset = elastic_v1::spec::kTlsTracePresentOffset;
+    // Names as the spec's prose spells them; reports name changed bytes by them (TLS-04).
+    l.fields = {
+        {"minor", elastic_v1::spec::kTlsLayoutMinorVersionOffset, elastic_v1::spec::kTlsLayoutMinorVersionSize},
+        {"valid", elastic_v1::spec::kTlsValidOffset, elastic_v1::spec::kTlsValidSize},
+        {"trace-present", elastic_v1::spec::kTlsTracePresentOffset, elastic_v1::spec::kTlsTracePresentSize},
+        {"trace-flags", elastic_v1::spec::kTlsTraceFlagsOffset, elastic_v1::spec::kTlsTraceFlagsSize},
+        {"trace-id", elastic_v1::spec::kTlsTraceIdOffset, elastic_v1::spec::kTlsTraceIdSize},
+        {"span-id", elastic_v1::spec::kTlsSpanIdOffset, elastic_v1::spec::kTlsSpanIdSize},
+        {"transaction-id", elastic_v1::spec::kTlsTransactionIdOffset, elastic_v1::spec::kTlsTransactionIdSize},
+    };
+    l.indirection = PointerInTlsSlot{};
+    return l;
+  }();
+  return layout;
+}
+
 TlsRecordBytes encode_tls_record(const TlsRecord& r) {
   TlsRecordBytes b{};
   store(b.data() + elastic_v1::spec::kTlsLayoutMinorVersionOffset, r.minor);

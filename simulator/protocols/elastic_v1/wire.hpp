@@ -15,6 +15,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/record_layout.hpp"
 #include "elastic_v1/registry.hpp"
 
 namespace tracecorr::elastic_v1 {
@@ -31,6 +32,11 @@ struct TlsRecord {
   bool operator==(const TlsRecord&) const = default;
 };
 using TlsRecordBytes = std::array<std::uint8_t, elastic_v1::spec::kTlsRecordSize>;
+
+// The record as data for the engine (samplers, readers, watchers): 37 bytes,
+// valid byte accepted when non-zero, trace-present as the presence byte, a
+// pointer in a TLS slot. Built from the registry's constants.
+const RecordLayout& tls_record_layout();
 
 TlsRecordBytes encode_tls_record(const TlsRecord& r);
 // Decodes the layout only; the semantic checks (minor, valid) are the caller's.

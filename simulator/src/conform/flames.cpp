@@ -7,18 +7,18 @@
 
 namespace tracecorr::conform {
 
-std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& r) {
-  if (r.error != SampleError::Ok || !r.record) return std::nullopt;
-  auto record = elastic_v1::decode_tls_record(*r.record);
-  if (!record || !record->valid || !record->trace_present) return std::nullopt;
-  return std::make_pair(record->trace_id, record->transaction_id);
+std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& r, const ActiveTraceOf& active_trace) {
+  if (r.error != SampleError::Ok || !r.record || !active_trace) return std::nullopt;
+  auto trace = active_trace(*r.record);
+  if (!trace) return std::nullopt;
+  return std::make_pair(trace->trace_id, trace->transaction_id);
 }
 
-StackSample stack_sample_of(const Sample& r, Symbolizer& symbols) {
+StackSample stack_sample_of(const Sample& r, Symbolizer& symbols, const ActiveTraceOf& active_trace) {
   StackSample sample;
   sample.tid = r.tid;
   sample.time_ns = r.time_ns;
-  sample.transaction = transaction_of(r);
+  sample.transaction = transaction_of(r, active_trace);
   // Frames past the first are return addresses: named by the call before them.
   for (std::size_t i = 0; i < r.frames.size(); ++i) sample.frames.push_back(symbols.name(r.frames[i], i > 0));
   return sample;

@@ -11,10 +11,10 @@ constexpr auto kThreadPointerRetry = std::chrono::milliseconds(200);
 constexpr auto kMaxThreadPointerRetry = std::chrono::milliseconds(3200);
 }  // namespace
 
-RecordWatcher::RecordWatcher(pid_t pid, std::int64_t tls_offset, std::unique_ptr<ThreadPointerSource> thread_pointers,
-                             std::chrono::microseconds interval)
-    : pid_(pid), tls_offset_(tls_offset), thread_pointers_(std::move(thread_pointers)), memory_(pid),
-      interval_(interval) {}
+RecordWatcher::RecordWatcher(pid_t pid, RecordLayout layout, PointerSite site, ActiveTraceOf active_trace,
+                             std::unique_ptr<ThreadPointerSource> thread_pointers, std::chrono::microseconds interval)
+    : pid_(pid), layout_(std::move(layout)), site_(site), active_trace_(std::move(active_trace)),
+      thread_pointers_(std::move(thread_pointers)), memory_(pid), interval_(interval) {}
 
 RecordWatcher::~RecordWatcher() { stop(); }
 
@@ -81,8 +81,8 @@ void RecordWatcher::poll_once() {
   std::set<std::pair<TraceId, SpanId>> active;
   for (auto [tid, thread_pointer] : readable) {
     const std::optional<std::uint64_t> tp = thread_pointer;
-    auto first = read_thread_record(memory_, *tp, tls_offset_);
-    auto second = first ? read_thread_record(memory_, *tp, tls_offset_) : first;
+    auto first = read_thread_record(memory_, layout_, *tp, site_);
+    auto second = first ? read_thread_record(memory_, layout_, *tp, site_) : first;
     auto read_by = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     ++stats_.polls;
@@ -96,9 +96,7 @@ void RecordWatcher::poll_once() {
       ++stats_.torn_reads;
       continue;
     }
-    const auto& bytes = *first->bytes;
-    auto record = elastic_v1::decode_tls_record(bytes);
-    if (!record) continue;
+    const RecordBytes& bytes = *first->bytes;
     auto last = last_bytes_.find(tid);
     if (last == last_bytes_.end() || last->second != bytes) {
       last_bytes_[tid] = bytes;
@@ -106,20 +104,20 @@ void RecordWatcher::poll_once() {
         observations_.erase(observations_.begin());
         ++observations_dropped_;
       }
-      observations_.push_back(RecordObservation{now, tid, first->record_pointer, bytes, *record, read_by, now});
+      observations_.push_back(RecordObservation{now, tid, first->record_pointer, bytes, read_by, now});
       open_observation_[tid] = observations_dropped_ + observations_.size() - 1;
     } else if (auto open = open_observation_.find(tid);
                open != open_observation_.end() && open->second >= observations_dropped_) {
       observations_[open->second - observations_dropped_].last_seen = now;
     }
-    if (record->valid && record->trace_present) {
-      auto key = std::make_pair(record->trace_id, record->transaction_id);
+    if (auto trace = active_trace_ ? active_trace_(bytes) : std::nullopt) {
+      auto key = std::make_pair(trace->trace_id, trace->transaction_id);
       auto [it, inserted] = transactions_.try_emplace(key);
       auto& seen = it->second;
       if (inserted) {
-        seen.trace_id = record->trace_id;
-        seen.transaction_id = record->transaction_id;
-        seen.trace_flags = record->trace_flags;
+        seen.trace_id = trace->trace_id;
+        seen.transaction_id = trace->transaction_id;
+        seen.trace_flags = trace->trace_flags;
         seen.first_seen = now;
       }
       seen.last_seen = now;

@@ -248,9 +248,10 @@ void Session::prepare_slot_watch(LaunchSpec& launch) {
   }
   launch.before_exec = [this](pid_t pid) {
     auto cache = std::make_shared<LibraryCache>();
-    auto watch = SlotWatch::follow_launch(pid, [cache, options = settings_.discovery](pid_t p, std::uint64_t tp) {
-      return locate_tls_slot(*cache, options, p, tp);
-    });
+    auto watch = SlotWatch::follow_launch(
+        pid, settings_.record_layout, [cache, options = settings_.discovery](pid_t p, std::uint64_t tp) {
+          return locate_tls_slot(*cache, options, p, tp);
+        });
     if (watch) slot_watch_ = std::move(*watch);
     else slot_watch_unavailable_ = watch.error().message();
   };
@@ -279,7 +280,10 @@ Status Session::attach_tls(Clock::time_point deadline) {
   } else {
     source = make_ptrace_source(pid());
   }
-  watcher_ = std::make_unique<RecordWatcher>(pid(), tls_descriptor_->tp_offset, std::move(source));
+  // The watcher reads bytes by the protocol's layout; which trace they name is the protocol's answer.
+  watcher_ = std::make_unique<RecordWatcher>(pid(), settings_.record_layout,
+                                             PointerSite::tls_offset(tls_descriptor_->tp_offset), settings_.active_trace,
+                                             std::move(source));
   watcher_->start();
   return Ok{};
 }

@@ -29,6 +29,7 @@ std::string SlotWatchReport::describe() const {
 
 struct SlotWatch::State {
   pid_t root = 0;
+  RecordLayout layout;
   SlotLocator locate;
   Settings settings;
   std::atomic<bool> end_requested{false};
@@ -51,13 +52,16 @@ SlotWatchReport SlotWatch::finish(std::chrono::steady_clock::time_point deadline
   return state_->report;
 }
 
-Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, SlotLocator locate, Settings settings) {
+Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, const RecordLayout& layout, SlotLocator locate,
+                                                            Settings settings) {
 #if !defined(__x86_64__)
-  (void)pid, (void)locate, (void)settings;
+  (void)pid, (void)layout, (void)locate, (void)settings;
   return make_error("the TLS slot watch is implemented for x86-64 hosts only");
 #else
+  if (auto st = layout.check(); !st) return st.error().within("TLS slot watch");
   auto state = std::make_unique<State>();
   state->root = pid;
+  state->layout = layout;
   state->locate = std::move(locate);
   state->settings = settings;
   std::promise<Status> seized;
@@ -231,9 +235,9 @@ class Follower {
     p.tid = t.session->tid();
     p.slot_address = t.slot;
     p.record_pointer = pointer;
-    elastic_v1::TlsRecordBytes bytes{};
-    if (auto st = memory.read(pointer, bytes)) p.bytes = bytes;
-    else p.read_error = st.error();
+    // Read before the thread runs on: a record completed a few instructions later is seen incomplete.
+    if (auto read = read_record(memory, s_.layout, pointer)) p.bytes = std::move(read->bytes);
+    else p.read_error = read.error();
     ++report_.publications_seen;
     if (report_.publications.size() < SlotWatchReport::kMaxKeptPublications) report_.publications.push_back(std::move(p));
     last_activity_ = Clock::now();

@@ -3,7 +3,6 @@
 #include "tracecorr/conform/update_order.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <sstream>
 
@@ -25,30 +24,14 @@ std::string hex_bytes(const std::uint8_t* p, std::size_t n) {
   return s;
 }
 
-struct FieldSpan {
-  const char* name;
-  std::size_t offset;
-  std::size_t size;
-};
-// The record's fields, for naming offsets in reports; offsets from the registry.
-constexpr FieldSpan kRecordFields[] = {
-    {"minor", elastic_v1::spec::kTlsLayoutMinorVersionOffset, elastic_v1::spec::kTlsLayoutMinorVersionSize},
-    {"valid", elastic_v1::spec::kTlsValidOffset, elastic_v1::spec::kTlsValidSize},
-    {"trace-present", elastic_v1::spec::kTlsTracePresentOffset, elastic_v1::spec::kTlsTracePresentSize},
-    {"trace-flags", elastic_v1::spec::kTlsTraceFlagsOffset, elastic_v1::spec::kTlsTraceFlagsSize},
-    {"trace-id", elastic_v1::spec::kTlsTraceIdOffset, elastic_v1::spec::kTlsTraceIdSize},
-    {"span-id", elastic_v1::spec::kTlsSpanIdOffset, elastic_v1::spec::kTlsSpanIdSize},
-    {"transaction-id", elastic_v1::spec::kTlsTransactionIdOffset, elastic_v1::spec::kTlsTransactionIdSize},
-};
-
-const FieldSpan& field_at(std::size_t offset) {
-  for (const auto& f : kRecordFields)
-    if (offset >= f.offset && offset < f.offset + f.size) return f;
-  return kRecordFields[0];  // unreachable for offsets < kTlsRecordSize
-}
-
-// "record bytes 32..36 (transaction-id bytes 3..7)"; a run spanning fields names each part.
-std::string describe_offset_runs(const std::vector<std::size_t>& offsets) {
+// "record bytes 32..36 (transaction-id bytes 3..7)"; a run spanning fields
+// names each part, by the layout's fields; bytes no field covers are "unnamed".
+std::string describe_offset_runs(const std::vector<std::size_t>& offsets, const std::vector<RecordField>& fields) {
+  auto field_at = [&](std::size_t offset) -> const RecordField* {
+    for (const auto& f : fields)
+      if (offset >= f.offset && offset - f.offset < f.size) return &f;
+    return nullptr;
+  };
   std::string out;
   std::size_t i = 0;
   while (i < offsets.size()) {
@@ -56,13 +39,21 @@ std::string describe_offset_runs(const std::vector<std::size_t>& offsets) {
     while (j + 1 < offsets.size() && offsets[j + 1] == offsets[j] + 1) ++j;
     std::string parts;
     for (std::size_t k = i; k <= j;) {
-      const auto& f = field_at(offsets[k]);
+      const RecordField* f = field_at(offsets[k]);
       std::size_t last = k;
-      while (last + 1 <= j && offsets[last + 1] < f.offset + f.size) ++last;
-      std::size_t a = offsets[k] - f.offset, b = offsets[last] - f.offset;
+      if (f) {
+        while (last + 1 <= j && offsets[last + 1] < f->offset + f->size) ++last;
+      } else {
+        while (last + 1 <= j && !field_at(offsets[last + 1])) ++last;
+      }
       if (!parts.empty()) parts += ", ";
-      parts += std::string(f.name) + (f.size == 1 ? "" : a == b ? " byte " + std::to_string(a)
-                                                              : " bytes " + std::to_string(a) + ".." + std::to_string(b));
+      if (!f) {
+        parts += "unnamed";
+      } else {
+        std::size_t a = offsets[k] - f->offset, b = offsets[last] - f->offset;
+        parts += f->name + (f->size == 1 ? "" : a == b ? " byte " + std::to_string(a)
+                                                       : " bytes " + std::to_string(a) + ".." + std::to_string(b));
+      }
       k = last + 1;
     }
     if (!out.empty()) out += "; ";
@@ -74,7 +65,6 @@ std::string describe_offset_runs(const std::vector<std::size_t>& offsets) {
   return out;
 }
 
-
 // Applies the invariant to one newly observed state.
 class OrderChecker {
  public:
@@ -82,14 +72,20 @@ class OrderChecker {
 
   void observe(RecordState next) {
     const RecordState& before = report_.last;
+    const std::size_t valid_offset = report_.layout.valid_offset;
     ++report_.stores_seen;
-    if (next.valid() != 0 && next.bytes != before.bytes) ++report_.updates_seen;
-    if (before.valid() != 0) {
+    if (next.valid && next.bytes != before.bytes) ++report_.updates_seen;
+    if (before.valid) {
+      // A record whose length changed (its size field) differs in the bytes only one state has.
       std::vector<std::size_t> changed;
-      for (std::size_t i = 0; i < elastic_v1::spec::kTlsRecordSize; ++i)
-        if (i != elastic_v1::spec::kTlsValidOffset && before.bytes[i] != next.bytes[i]) changed.push_back(i);
+      const std::size_t longest = std::max(before.bytes.size(), next.bytes.size());
+      for (std::size_t i = 0; i < longest; ++i) {
+        if (i == valid_offset) continue;
+        const bool both = i < before.bytes.size() && i < next.bytes.size();
+        if (!both || before.bytes[i] != next.bytes[i]) changed.push_back(i);
+      }
       if (!changed.empty()) {
-        if (next.valid() != 0) {
+        if (next.valid) {
           add({UpdateOrderViolation::Kind::kChangedWhileValid, before, next, changed});
         } else {
           // Watched bytes that changed together with valid := 0 were written
@@ -98,7 +94,7 @@ class OrderChecker {
           // were written earlier, while valid was still set.
           std::vector<std::size_t> unwatched;
           for (auto i : changed)
-            if (!report_.plan.watched[i]) unwatched.push_back(i);
+            if (i >= report_.plan.watched.size() || !report_.plan.watched[i]) unwatched.push_back(i);
           if (!unwatched.empty())
             add({UpdateOrderViolation::Kind::kUnwatchedChangedWhileValid, before, next, unwatched});
         }
@@ -116,10 +112,14 @@ class OrderChecker {
   UpdateOrderReport& report_;
 };
 
-Expected<RecordState> read_state(const LiveProcessMemory& memory, std::uint64_t address, std::uint64_t pc, unsigned hits) {
+Expected<RecordState> read_state(const LiveProcessMemory& memory, const RecordLayout& layout, std::uint64_t address,
+                                 std::uint64_t pc, unsigned hits) {
   RecordState s;
-  if (auto st = memory.read(address, s.bytes); !st)
-    return st.error().within("reading the " + std::to_string(elastic_v1::spec::kTlsRecordSize) + "-byte record at " + hex_address(address));
+  auto read = read_record(memory, layout, address);
+  if (!read) return read.error().within("reading the watched record");
+  s.bytes = std::move(read->bytes);
+  s.valid_byte = s.bytes[layout.valid_offset];  // inside the fixed part, which read_record always reads
+  s.valid = layout.valid(s.bytes);
   s.at = Clock::now();
   s.pc_after_store = pc;
   s.chunks_hit = hits;
@@ -133,7 +133,7 @@ std::string limits_text(const UpdateOrderReport& r, bool under_qemu) {
     t += unwatched + " lie outside the " + std::to_string(r.plan.chunks.size()) + " watched " +
          std::to_string(kWatchChunkSize) +
          "-byte chunks: stores to them do not stop the thread and are seen only at its next watched store "
-         "(a change made while valid != 0 is still flagged, with that later store's pc).\n";
+         "(a change made while the valid byte was set is still flagged, with that later store's pc).\n";
   t += "pc_after_store is the instruction after the store (data watchpoints trap once the store retired).\n";
   if (under_qemu)
     t += "The thread runs qemu-user: pc_after_store is a host address in qemu's generated code, not a guest pc.\n";
@@ -153,14 +153,18 @@ std::string WatchPlan::unwatched_description() const {
   std::vector<std::size_t> offsets;
   for (std::size_t i = 0; i < watched.size(); ++i)
     if (!watched[i]) offsets.push_back(i);
-  return describe_offset_runs(offsets);
+  return describe_offset_runs(offsets, fields);
 }
 
-WatchPlan plan_record_watch(std::uint64_t record_address) {
+WatchPlan plan_record_watch(const RecordLayout& layout, std::uint64_t record_address, std::size_t length) {
+  WatchPlan plan;
+  plan.fields = layout.fields;
+  plan.watched.assign(length, false);
+  if (length == 0) return plan;
   const std::uint64_t base = record_address & ~std::uint64_t{kWatchChunkSize - 1};
-  const std::uint64_t end = record_address + elastic_v1::spec::kTlsRecordSize;
+  const std::uint64_t end = record_address + length;
   const std::size_t chunk_count = static_cast<std::size_t>((end - base + kWatchChunkSize - 1) / kWatchChunkSize);
-  const std::size_t valid_chunk = static_cast<std::size_t>((record_address + elastic_v1::spec::kTlsValidOffset - base) / kWatchChunkSize);
+  const std::size_t valid_chunk = static_cast<std::size_t>((record_address + layout.valid_offset - base) / kWatchChunkSize);
 
   auto chunk = [&](std::size_t k) {
     std::uint64_t a = base + k * kWatchChunkSize;
@@ -172,21 +176,20 @@ WatchPlan plan_record_watch(std::uint64_t record_address) {
   };
   auto covered = [&](std::size_t k) { auto c = chunk(k); return c.end_record_offset - c.first_record_offset; };
 
-  // At most 6 chunks: try every set of min(4, n) that includes the valid
-  // byte's chunk. Ascending masks prefer lower chunks on ties.
-  const std::size_t take = std::min(kWatchRegisters, chunk_count);
-  unsigned best_mask = 0;
-  std::size_t best_bytes = 0;
-  for (unsigned mask = 1; mask < (1u << chunk_count); ++mask) {
-    if (static_cast<std::size_t>(std::popcount(mask)) != take || !(mask & (1u << valid_chunk))) continue;
-    std::size_t bytes = 0;
-    for (std::size_t k = 0; k < chunk_count; ++k)
-      if (mask & (1u << k)) bytes += covered(k);
-    if (bytes > best_bytes) best_bytes = bytes, best_mask = mask;
+  // The valid byte's chunk, then the others covering the most record bytes
+  // (only the first and last chunk can cover fewer than 8), lower ones first
+  // on ties. A 640-byte record has 81 chunks: no subset search.
+  std::vector<std::size_t> others;
+  for (std::size_t k = 0; k < chunk_count; ++k)
+    if (k != valid_chunk) others.push_back(k);
+  std::stable_sort(others.begin(), others.end(), [&](std::size_t a, std::size_t b) { return covered(a) > covered(b); });
+  std::vector<std::size_t> chosen{valid_chunk};
+  for (std::size_t k : others) {
+    if (chosen.size() >= kWatchRegisters) break;
+    chosen.push_back(k);
   }
-  WatchPlan plan;
-  for (std::size_t k = 0; k < chunk_count; ++k) {
-    if (!(best_mask & (1u << k))) continue;
+  std::sort(chosen.begin(), chosen.end());
+  for (std::size_t k : chosen) {
     auto c = chunk(k);
     for (std::size_t i = c.first_record_offset; i < c.end_record_offset; ++i) plan.watched[i] = true;
     plan.chunks.push_back(c);
@@ -194,26 +197,34 @@ WatchPlan plan_record_watch(std::uint64_t record_address) {
   return plan;
 }
 
-Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64_t record_address,
-                                               std::chrono::milliseconds duration, std::size_t max_updates) {
+Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const RecordLayout& layout,
+                                               std::uint64_t record_address, std::chrono::milliseconds duration,
+                                               std::size_t max_updates) {
   const std::string where = thread_where(pid, tid) + " record " + hex_address(record_address);
   if (pid <= 0 || tid <= 0) return make_error("pid and tid must be positive", where);
+  if (auto st = layout.check(); !st) return st.error().within(where);
   // x86-64 user space ends below 2^47; the kernel refuses watchpoints above it.
-  if (record_address == 0 || record_address > (std::uint64_t{1} << 47) - elastic_v1::spec::kTlsRecordSize)
+  if (record_address == 0 || record_address > (std::uint64_t{1} << 47) - layout.max_size)
     return make_error("the record address is not a user-space address", where);
 #if !defined(__x86_64__)
   (void)duration;
   (void)max_updates;
   return make_error("hardware watchpoints are implemented for x86-64 hosts only", where);
 #else
+  LiveProcessMemory memory(pid);
+  // The plan covers the record as long as it is now (a size field may change
+  // it later). An unreadable record is reported by the first read under the
+  // watch, so that error leaves through the same release as every other.
+  auto before_watch = read_record(memory, layout, record_address);
+  const std::size_t planned_length = before_watch ? before_watch->bytes.size() : layout.fixed_part();
   UpdateOrderReport report;
   report.pid = pid;
   report.tid = tid;
+  report.layout = layout;
   report.record_address = record_address;
-  report.plan = plan_record_watch(record_address);
+  report.plan = plan_record_watch(layout, record_address, planned_length);
   report.limits = limits_text(report, running_under_qemu(pid));
 
-  LiveProcessMemory memory(pid);
   WatchSession session(pid, tid);
   if (auto st = session.seize(); !st) return st.error().within("watching the record");
   auto first = session.interrupt(std::chrono::seconds(5));
@@ -225,7 +236,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
   std::vector<std::uint64_t> chunk_addresses;
   for (const auto& c : report.plan.chunks) chunk_addresses.push_back(c.address);
   if (auto st = session.arm(chunk_addresses); !st) return st.error().within(where);
-  auto initial = read_state(memory, record_address, 0, 0);
+  auto initial = read_state(memory, layout, record_address, 0, 0);
   if (!initial) return initial.error().within(thread_where(pid, tid));
   report.initial = report.last = *initial;
   report.states.push_back(*initial);
@@ -263,7 +274,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
     if (hits == 0) continue;
     auto pc = session.instruction_pointer();
     if (!pc) return pc.error();
-    auto state = read_state(memory, record_address, *pc, hits);
+    auto state = read_state(memory, layout, record_address, *pc, hits);
     if (!state) return state.error().within(thread_where(pid, tid) + " after store " + std::to_string(report.stores_seen + 1));
     checker.observe(std::move(*state));
   }
@@ -272,25 +283,30 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64
 #endif
 }
 
-std::string describe_record_bytes(const elastic_v1::TlsRecordBytes& bytes) {
+std::string describe_record_bytes(const RecordLayout& layout, std::span<const std::uint8_t> bytes) {
   std::string s;
-  for (const auto& f : kRecordFields) {
+  std::size_t named_end = 0;
+  for (const auto& f : layout.fields) {
+    if (f.offset >= bytes.size()) continue;  // a state shorter than the field's place
     if (!s.empty()) s += ' ';
-    s += std::string(f.name) + "=" + hex_bytes(bytes.data() + f.offset, f.size);
+    const std::size_t n = std::min(f.size, bytes.size() - f.offset);
+    s += f.name + "=" + hex_bytes(bytes.data() + f.offset, n);
+    named_end = std::max(named_end, f.offset + n);
   }
+  if (bytes.size() > named_end) s += (s.empty() ? "" : " ") + std::string("rest=") + hex_bytes(bytes.data() + named_end, bytes.size() - named_end);
   return s;
 }
 
-std::string describe(const UpdateOrderViolation& v) {
+std::string describe(const UpdateOrderViolation& v, const RecordLayout& layout) {
   std::ostringstream o;
   o << (v.kind == UpdateOrderViolation::Kind::kChangedWhileValid
-            ? "fields changed while valid != 0, without valid := 0 first"
-            : "unwatched fields changed while valid != 0 (seen at the later store that cleared valid)")
-    << " [TLS-04]: " << describe_offset_runs(v.changed_offsets) << "\n"
-    << "  before: " << describe_record_bytes(v.before.bytes)
+            ? "fields changed while the valid byte was set, without clearing it first"
+            : "unwatched fields changed while the valid byte was set (seen at the later store that cleared it)")
+    << " [TLS-04]: " << describe_offset_runs(v.changed_offsets, layout.fields) << "\n"
+    << "  before: " << describe_record_bytes(layout, v.before.bytes)
     << (v.before.pc_after_store ? "  (pc after store " + hex_address(v.before.pc_after_store) + ")" : "  (state when the watch began)")
     << "\n"
-    << "  after:  " << describe_record_bytes(v.after.bytes) << "  (pc after store " << hex_address(v.after.pc_after_store) << ")";
+    << "  after:  " << describe_record_bytes(layout, v.after.bytes) << "  (pc after store " << hex_address(v.after.pc_after_store) << ")";
   return o.str();
 }
 
@@ -304,7 +320,7 @@ std::string describe(const UpdateOrderReport& r) {
       << ".." << r.plan.chunks[i].end_record_offset - 1 << ")";
   o << "\n  stores seen " << r.stores_seen << ", updates seen " << r.updates_seen << ", signals forwarded "
     << r.signals_forwarded << "; ended: " << r.ended_because << "\n";
-  for (const auto& v : r.violations) o << describe(v) << "\n";
+  for (const auto& v : r.violations) o << describe(v, r.layout) << "\n";
   if (r.violations.size() < r.violations_seen)
     o << "  (" << r.violations_seen - r.violations.size() << " more not kept)\n";
   o << "  limits:\n";

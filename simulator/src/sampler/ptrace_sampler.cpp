@@ -1,7 +1,8 @@
 // The ptrace sampler: no BPF, no BTF. At each tick it stops every thread of
 // every tracked process in turn (PTRACE_SEIZE + PTRACE_INTERRUPT), reads its
-// registers, walks its frame pointers and reads its record with
-// process_vm_readv, then detaches. Nothing is written into the target.
+// registers, walks its frame pointers and reads its record (by the process's
+// RecordLayout) with process_vm_readv, then detaches. Nothing is written into
+// the target.
 #include <elf.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
@@ -79,9 +80,10 @@ class PtraceSampler final : public Sampler {
 
   std::string name() const override { return "ptrace"; }
 
-  Status track(pid_t pid, std::int64_t tls_offset) override {
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "ptrace sampler");
-    tracked_[pid] = tls_offset;
+    if (auto st = layout.check(); !st) return st.error().within("ptrace sampler, pid " + std::to_string(pid));
+    tracked_.insert_or_assign(pid, Tracked{layout, site});
     return Ok{};
   }
   Status untrack(pid_t pid) override {
@@ -116,13 +118,13 @@ class PtraceSampler final : public Sampler {
     std::size_t refused = 0, attempted = 0;
     int refused_errno = 0;
     reap_parked_attachments();
-    for (auto [pid, offset] : tracked_) {
+    for (const auto& [pid, tracked] : tracked_) {
       for (pid_t tid : list_threads(pid)) {
         ++attempted;
         int err = 0;
         Sample s;
         bool next_process = false;
-        switch (sample_thread(pid, tid, offset, s, err)) {
+        switch (sample_thread(pid, tid, tracked, s, err)) {
           case Outcome::Sampled:
             ++delivered;
             ++counters_.emitted;
@@ -150,7 +152,12 @@ class PtraceSampler final : public Sampler {
 
   enum class Outcome { Sampled, Gone, Refused };
 
-  Outcome sample_thread(pid_t pid, pid_t tid, std::int64_t offset, Sample& s, int& err) {
+  struct Tracked {
+    RecordLayout layout;
+    PointerSite site;
+  };
+
+  Outcome sample_thread(pid_t pid, pid_t tid, const Tracked& tracked, Sample& s, int& err) {
     reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
     if (is_parked(tid)) return Outcome::Gone;
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
@@ -187,7 +194,7 @@ class PtraceSampler final : public Sampler {
       ++counters_.stack_failed;
     } else {
       LiveProcessMemory mem(pid);
-      read_record(mem, regs.thread_pointer, offset, s);
+      read_sample_record(mem, regs.thread_pointer, tracked, s);
       s.frames = walk_frame_pointers(
           regs.ip, regs.fp,
           [&mem](std::uint64_t addr, std::uint64_t& out) {
@@ -203,14 +210,15 @@ class PtraceSampler final : public Sampler {
   }
 
   // The same steps, and the same classification, as bpf/sampler.bpf.c.
-  void read_record(const ProcessMemory& mem, std::uint64_t tp, std::int64_t offset, Sample& s) {
+  void read_sample_record(const ProcessMemory& mem, std::uint64_t tp, const Tracked& tracked, Sample& s) {
+    const RecordLayout& layout = tracked.layout;
     s.thread_pointer = tp;
-    if (tp == 0) {
+    if (tp == 0 && uses_thread_pointer(layout)) {
       s.error = SampleError::ThreadPointerFailed;
       ++counters_.thread_pointer_failed;
       return;
     }
-    auto rp = mem.read_u64(tp + static_cast<std::uint64_t>(offset));
+    auto rp = mem.read_u64(pointer_address(layout, tracked.site, tp));
     if (!rp) {
       s.error = SampleError::RecordPointerReadFailed;
       ++counters_.record_pointer_read_failed;
@@ -222,23 +230,29 @@ class PtraceSampler final : public Sampler {
       return;
     }
     s.record_pointer = *rp;
-    elastic_v1::TlsRecordBytes bytes{};
-    if (!mem.read(*rp, bytes)) {
+    auto read = read_record(mem, layout, *rp);
+    if (!read) {
       s.error = SampleError::RecordReadFailed;
       ++counters_.record_read_failed;
       return;
     }
-    s.record = bytes;
-    if (bytes[elastic_v1::spec::kTlsValidOffset] == 0)
+    s.record_declared_length = read->declared_length;
+    if (read->truncated()) {
+      s.error = SampleError::RecordTruncated;
+      ++counters_.record_truncated;
+    }
+    const RecordBytes& bytes = read->bytes;
+    if (!layout.valid(bytes))
       ++counters_.valid_zero;
-    else if (bytes[elastic_v1::spec::kTlsTracePresentOffset] == 0)
+    else if (layout.presence_offset && bytes[*layout.presence_offset] == 0)
       ++counters_.trace_absent;
+    s.record = std::move(read->bytes);
   }
 
   PtraceSamplerOptions options_;
   std::uint64_t period_ns_ = 0;
   std::uint64_t next_tick_ = 0;
-  std::map<pid_t, std::int64_t> tracked_;
+  std::map<pid_t, Tracked> tracked_;
   SamplerCounters counters_;
 };
 

@@ -10,6 +10,7 @@ const char* to_string(SampleError e) {
     case SampleError::RecordPointerReadFailed: return "record_pointer_read_failed";
     case SampleError::RecordPointerNull: return "record_pointer_null";
     case SampleError::RecordReadFailed: return "record_read_failed";
+    case SampleError::RecordTruncated: return "record_truncated";
   }
   return "unknown";
 }
@@ -27,6 +28,7 @@ std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() cons
       {"stack_failed", stack_failed},
       {"lost", lost},
       {"not_stopping", not_stopping},
+      {"record_truncated", record_truncated},
   };
 }
 

@@ -117,23 +117,25 @@ Expected<TlsDescriptor> read_tls_descriptor(const ProcessMemory& mem, std::uint6
   return d;
 }
 
-Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, std::uint64_t thread_pointer,
-                                              std::int64_t tp_offset) {
+Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, const RecordLayout& layout,
+                                              std::uint64_t thread_pointer, PointerSite site) {
   ThreadRecordRead out;
-  const std::uint64_t slot = thread_pointer + static_cast<std::uint64_t>(tp_offset);
+  const std::uint64_t slot = pointer_address(layout, site, thread_pointer);
   auto pointer = mem.read_u64(slot);
   if (!pointer)
-    return pointer.error().within("TLS variable at thread pointer " + hex_address(thread_pointer) + " + offset " +
-                                  std::to_string(tp_offset) + " = " + hex_address(slot));
+    return pointer.error().within(uses_thread_pointer(layout)
+                                      ? "TLS variable at thread pointer " + hex_address(thread_pointer) + " + offset " +
+                                            std::to_string(static_cast<std::int64_t>(site.value)) + " = " + hex_address(slot)
+                                      : "record pointer at " + hex_address(slot));
   out.record_pointer = *pointer;
   if (out.record_pointer == 0) return out;  // no record for this thread (yet)
-  elastic_v1::TlsRecordBytes bytes{};
-  if (auto st = mem.read(out.record_pointer, bytes); !st)
+  auto read = read_record(mem, layout, out.record_pointer);
+  if (!read)
     // kUnmapped: a non-zero pointer that leads nowhere readable (the protocol
     // says which requirement that breaks); kGone: the process vanished.
-    return st.error().within("thread record at " + hex_address(out.record_pointer) + " (pointer read at " +
-                             hex_address(slot) + ")");
-  out.bytes = bytes;
+    return read.error().within("pointer read at " + hex_address(slot));
+  out.declared_length = read->declared_length;
+  out.bytes = std::move(read->bytes);
   return out;
 }
 

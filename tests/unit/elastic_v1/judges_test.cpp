@@ -44,7 +44,7 @@ elf::Symbol symbol(unsigned type) {
   s.type = type;
   s.binding = STB_GLOBAL;
   s.visibility = STV_DEFAULT;
-  s.size = spec::kPointerSize;
+  s.size = elastic_v1::spec::kPointerSize;
   s.section = 12;  // defined
   return s;
 }
@@ -78,7 +78,7 @@ StorageSighting sighting(std::uint64_t pointer, ProcessStorage storage, bool soc
 
 ProcessStorage storage_fields() {
   ProcessStorage p;
-  p.minor = spec::kProcessStorageMinor;
+  p.minor = elastic_v1::spec::kProcessStorageMinor;
   p.service_name = "checkout";
   p.service_environment = "test";
   p.socket_file_path = "/tmp/agent/socket";
@@ -109,14 +109,20 @@ Draft conforming_session(std::string name = kEnabledSession) {
   return s;
 }
 
-RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid) {
+// The watcher keeps bytes; a case states the record and the bytes follow.
+RecordObservation observation(pid_t tid, const TlsRecord& record) {
   RecordObservation o;
   o.tid = tid;
-  o.record.minor = minor;
-  o.record.valid = valid;
-  o.bytes = encode_tls_record(o.record);
+  o.bytes = RecordBytes(encode_tls_record(record));
   o.record_pointer = 0x60000000u + static_cast<std::uint64_t>(tid) * 0x100;
   return o;
+}
+
+RecordObservation observation(pid_t tid, std::uint16_t minor, std::uint8_t valid) {
+  TlsRecord r;
+  r.minor = minor;
+  r.valid = valid;
+  return observation(tid, r);
 }
 
 SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
@@ -126,7 +132,7 @@ SlotPublication publication(pid_t tid, std::optional<std::uint16_t> minor) {
   if (minor) {
     TlsRecord r;
     r.minor = *minor;
-    p.bytes = encode_tls_record(r);
+    p.bytes = RecordBytes(encode_tls_record(r));
   } else {
     p.read_error = make_error(ErrorKind::kUnmapped, "nothing is mapped there");
   }
@@ -146,7 +152,7 @@ SentRegistration taken_up_registration(std::chrono::system_clock::time_point at,
   SentRegistration r;
   r.at = std::chrono::steady_clock::now();
   r.at_system = at;
-  r.message.samples_delay_ms = spec::kDefaultDelayMs;
+  r.message.samples_delay_ms = elastic_v1::spec::kDefaultDelayMs;
   r.message.host_id = std::move(host_id);
   r.sequence = 1;
   r.taken_up_at = at + 5ms;
@@ -471,9 +477,9 @@ std::function<void(SessionSet&)> traffic(std::vector<std::pair<std::uint8_t, uns
     Traffic t;
     auto end = t.t0 + 1s;
     auto tx = t.span(t.transaction, std::nullopt, end);
-    if (on_transaction) tx.attributes[std::string(spec::kAttributeName)] = *on_transaction;
+    if (on_transaction) tx.attributes[std::string(elastic_v1::spec::kAttributeName)] = *on_transaction;
     auto child = t.span(t.child, t.transaction, end - 50ms);
-    if (on_child) child.attributes[std::string(spec::kAttributeName)] = *on_child;
+    if (on_child) child.attributes[std::string(elastic_v1::spec::kAttributeName)] = *on_child;
     // Spans ending after the transaction witness when it was handed over.
     s.spans = {child, tx};
     for (int i = 1; i <= 4; ++i) {
@@ -731,7 +737,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and one record state naming the child: visible from `from_ms` to `to_ms`
 // relative to the child's start (the child runs 200 ms).
 std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
-                                                     std::function<void(RecordObservation&, Traffic&)> change = {}) {
+                                                     std::function<void(TlsRecord&, Traffic&)> change = {}) {
   return enabled([=](Draft& s) {
     Traffic t;
     const auto now_system = std::chrono::system_clock::now();
@@ -753,14 +759,16 @@ std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
     later.received_at = now_steady;
     s.spans = {child, tx, later};
 
-    RecordObservation o = observation(11, 1, 1);
-    o.record.trace_present = 1;
-    o.record.trace_flags = 1;
-    o.record.trace_id = t.trace;
-    o.record.span_id = t.child;
-    o.record.transaction_id = t.transaction;
-    if (change) change(o, t);
-    o.bytes = encode_tls_record(o.record);
+    TlsRecord r;
+    r.minor = 1;
+    r.valid = 1;
+    r.trace_present = 1;
+    r.trace_flags = 1;
+    r.trace_id = t.trace;
+    r.span_id = t.child;
+    r.transaction_id = t.transaction;
+    if (change) change(r, t);
+    RecordObservation o = observation(11, r);
     auto steady_child_start = now_steady - 10s;
     o.at = steady_child_start + std::chrono::milliseconds(from_ms) - 1ms;
     o.read_by = steady_child_start + std::chrono::milliseconds(from_ms);
@@ -782,13 +790,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "0 stale and 1 early of 1 record states"},
         JudgeCase{"WithinTheTolerance", "TLS-05", record_naming_child(-3, 203), Outcome::Met, ""},
         JudgeCase{"TransactionIdIsTheSpanId", "TLS-05",
-                  record_naming_child(20, 180, [](RecordObservation& o, Traffic& t) { o.record.transaction_id = t.child; }),
+                  record_naming_child(20, 180, [](TlsRecord& r, Traffic& t) { r.transaction_id = t.child; }),
                   Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
         JudgeCase{"SpanNeverExported", "TLS-05",
-                  record_naming_child(20, 180, [](RecordObservation& o, Traffic&) { o.record.span_id.fill(0x77); }),
+                  record_naming_child(20, 180, [](TlsRecord& r, Traffic&) { r.span_id.fill(0x77); }),
                   Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
         JudgeCase{"UnsampledIsNotMatched", "TLS-05",
-                  record_naming_child(20, 400, [](RecordObservation& o, Traffic&) { o.record.trace_flags = 0; }),
+                  record_naming_child(20, 400, [](TlsRecord& r, Traffic&) { r.trace_flags = 0; }),
                   Outcome::NotApplicable, "no sampled record"}),
     case_name);
 

@@ -1,5 +1,5 @@
 // Stack samples -> the HTML report's flame graphs. Shared by the conform run
-// (samples taken in the enabled session, probes/scenarios.cpp) and
+// (samples a suite's scenario took, e.g. probes/elastic_v1/scenarios.cpp) and
 // `tracecorr agent --html` (the host agent's own samples).
 #pragma once
 
@@ -10,12 +10,13 @@
 
 namespace tracecorr::conform {
 
-// The transaction a sample's record held (valid and trace present), if any.
-std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& sample);
+// The transaction a sample's record held, if any: `active_trace` (the
+// protocol's) reads it from the record's bytes.
+std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& sample, const ActiveTraceOf& active_trace);
 
-// A sample with its frames named and the transaction its record held (valid
-// and trace present), if any. Needs the sampled process alive (its maps).
-StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols);
+// A sample with its frames named and the transaction its record held, if
+// any. Needs the sampled process alive (its maps).
+StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols, const ActiveTraceOf& active_trace);
 
 // Groups samples by transaction (outermost frame first), keeps the
 // kMaxFlameTransactions with the most samples, each bounded.

@@ -5,6 +5,9 @@
 // A poll cannot pause the thread it reads, so a read can tear while the agent
 // updates its record. Each record is therefore read twice and kept only when
 // both reads agree; a torn read never becomes evidence against an agent.
+//
+// Records are read by a RecordLayout and kept as bytes; what they mean (which
+// trace is active) is the protocol codec's answer, handed in as ActiveTraceOf.
 #pragma once
 
 #include <sys/types.h>
@@ -12,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,9 +26,9 @@
 
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/record_layout.hpp"
 #include "tracecorr/threadptr.hpp"
 #include "tracecorr/tls.hpp"
-#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 
@@ -36,11 +40,19 @@ struct RecordObservation {
   // saw it unchanged): TLS-05 compares them with the named span's start and end.
   pid_t tid = 0;
   std::uint64_t record_pointer = 0;
-  elastic_v1::TlsRecordBytes bytes{};
-  elastic_v1::TlsRecord record;  // decoded bytes
+  RecordBytes bytes;  // as read by the watcher's layout (decoding them is the protocol's, probes/judging.hpp)
   std::chrono::steady_clock::time_point read_by{};
   std::chrono::steady_clock::time_point last_seen{};
 };
+
+// What a record names while a trace is active on its thread (for Elastic v1:
+// valid, trace present), in the protocol's words; nullopt: no active trace.
+struct ActiveTrace {
+  TraceId trace_id{};
+  SpanId transaction_id{};  // the local root span
+  std::uint8_t trace_flags = 0;
+};
+using ActiveTraceOf = std::function<std::optional<ActiveTrace>(std::span<const std::uint8_t> record)>;
 
 // A transaction seen active in some thread's record (valid, trace present).
 struct SeenTransaction {
@@ -61,8 +73,11 @@ struct WatcherStats {
 
 class RecordWatcher {
  public:
-  // `tls_offset` is the static TLS offset from the descriptor.
-  RecordWatcher(pid_t pid, std::int64_t tls_offset, std::unique_ptr<ThreadPointerSource> thread_pointers,
+  // Reads each thread's record by `layout` through the pointer at `site` (for
+  // a TLS slot: the static TLS offset from the descriptor); `active_trace`
+  // says which trace a record names.
+  RecordWatcher(pid_t pid, RecordLayout layout, PointerSite site, ActiveTraceOf active_trace,
+                std::unique_ptr<ThreadPointerSource> thread_pointers,
                 std::chrono::microseconds interval = std::chrono::microseconds(1000));
   ~RecordWatcher();  // stops and joins
   RecordWatcher(const RecordWatcher&) = delete;
@@ -92,7 +107,9 @@ class RecordWatcher {
   std::optional<std::uint64_t> thread_pointer(pid_t tid, std::chrono::steady_clock::time_point now);
 
   pid_t pid_;
-  std::int64_t tls_offset_;
+  RecordLayout layout_;
+  PointerSite site_;
+  ActiveTraceOf active_trace_;
   std::unique_ptr<ThreadPointerSource> thread_pointers_;
   LiveProcessMemory memory_;
   std::chrono::microseconds interval_;
@@ -104,7 +121,7 @@ class RecordWatcher {
   std::map<pid_t, std::chrono::steady_clock::time_point> thread_pointer_retry_at_;
   std::map<pid_t, std::chrono::milliseconds> thread_pointer_backoff_;
   std::map<pid_t, std::uint64_t> record_pointers_;
-  std::map<pid_t, elastic_v1::TlsRecordBytes> last_bytes_;
+  std::map<pid_t, RecordBytes> last_bytes_;
   std::vector<RecordObservation> observations_;
   std::uint64_t observations_dropped_ = 0;          // erased from the front (bounded memory)
   std::map<pid_t, std::uint64_t> open_observation_;  // per thread: absolute index of its current state

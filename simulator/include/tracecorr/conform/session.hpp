@@ -39,6 +39,10 @@ struct SessionSettings {
   std::vector<std::string> unset_env;       // e.g. an option, to see its default
   // The library to look for (the protocol's name pattern and symbols).
   DiscoveryOptions discovery;
+  // The per-thread record (reached through the library's TLS slot) and which
+  // trace a record's bytes name: the protocol's, as data and one function.
+  RecordLayout record_layout;
+  ActiveTraceOf active_trace;
   // Launch mode: follow every thread from before the exec and watch each
   // one's TLS slot with a hardware watchpoint until it publishes.
   bool watch_tls_slots = false;

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
-#include "elastic_v1/wire.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr::conform {
 
@@ -40,7 +40,7 @@ struct SlotPublication {
   pid_t tid = 0;
   std::uint64_t slot_address = 0;
   std::uint64_t record_pointer = 0;
-  std::optional<elastic_v1::TlsRecordBytes> bytes;  // nullopt: the pointer leads to unreadable memory (read_error)
+  std::optional<RecordBytes> bytes;  // read by the watch's layout; nullopt: unreadable memory (read_error)
   std::optional<Error> read_error;
 };
 
@@ -80,11 +80,13 @@ class SlotWatch {
 
   // Seizes `pid`, a process tracecorr forked that has not exec'd yet, from
   // the watch's own thread (ptrace binds a tracee to one tracer thread);
-  // returns once it is seized. An error: it could not be (not x86-64, ptrace
-  // refused); the process is then left untouched.
-  static Expected<std::unique_ptr<SlotWatch>> follow_launch(pid_t pid, SlotLocator locate, Settings settings);
-  static Expected<std::unique_ptr<SlotWatch>> follow_launch(pid_t pid, SlotLocator locate) {
-    return follow_launch(pid, std::move(locate), Settings{});
+  // returns once it is seized. Publications are read by `layout`. An error:
+  // it could not be (not x86-64, ptrace refused, a layout failing check());
+  // the process is then left untouched.
+  static Expected<std::unique_ptr<SlotWatch>> follow_launch(pid_t pid, const RecordLayout& layout, SlotLocator locate,
+                                                            Settings settings);
+  static Expected<std::unique_ptr<SlotWatch>> follow_launch(pid_t pid, const RecordLayout& layout, SlotLocator locate) {
+    return follow_launch(pid, layout, std::move(locate), Settings{});
   }
   ~SlotWatch();  // finish()
   SlotWatch(const SlotWatch&) = delete;

@@ -2,8 +2,9 @@
 // writes a record stop it right after every store to the record, so the order
 // of its stores is observed, not sampled.
 //
-// The check: every observed state with valid != 0 must be reached from the
-// previous such state only through an observed state with valid == 0. A data
+// The check: every observed state whose valid byte is accepted (its layout's
+// valid values; Elastic v1: non-zero) must be reached from the previous such
+// state only through an observed state whose valid byte is not. A data
 // watchpoint is a trap, raised once the store has retired, so each watched
 // store yields exactly one observed state and consecutive observed states
 // differ by exactly one store (plus any stores to bytes the debug registers
@@ -25,13 +26,13 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
-#include "elastic_v1/wire.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr::conform {
 
 // x86-64 has four debug registers, each watching at most 8 aligned bytes: 32
-// bytes of a 37-byte record at best, fewer when the record straddles more
-// 8-byte chunks. The valid byte's chunk is always watched.
+// bytes of a record at best (of 37 for Elastic v1), fewer when the record
+// straddles more 8-byte chunks. The valid byte's chunk is always watched.
 inline constexpr std::size_t kWatchRegisters = 4;
 inline constexpr std::size_t kWatchChunkSize = 8;
 
@@ -42,28 +43,31 @@ struct WatchChunk {
 };
 
 struct WatchPlan {
-  std::vector<WatchChunk> chunks;  // at most kWatchRegisters, ascending
-  std::array<bool, elastic_v1::spec::kTlsRecordSize> watched{};  // per record byte
+  std::vector<WatchChunk> chunks;   // at most kWatchRegisters, ascending
+  std::vector<bool> watched;        // per record byte, over the record's length when the watch began
+  std::vector<RecordField> fields;  // the layout's, to name unwatched bytes
   std::size_t watched_bytes() const;
   // "record bytes 32..36 (transaction-id bytes 3..7)", or empty when all are watched.
   std::string unwatched_description() const;
 };
 
-// Picks the chunks for a record at `record_address`: those covering the most
-// record bytes among the sets that include the valid byte's chunk.
-WatchPlan plan_record_watch(std::uint64_t record_address);
+// Picks the chunks for a record of `length` bytes laid out by `layout` at
+// `record_address`: those covering the most record bytes among the sets that
+// include the valid byte's chunk (lower chunks first on ties).
+WatchPlan plan_record_watch(const RecordLayout& layout, std::uint64_t record_address, std::size_t length);
 
 // One observed state of the record.
 struct RecordState {
   std::chrono::steady_clock::time_point at;
-  elastic_v1::TlsRecordBytes bytes{};
+  RecordBytes bytes;  // as long as the record declared at that moment (bounded by its layout)
   // The thread's instruction pointer when it stopped. Data watchpoints trap
   // after the store, so this is the instruction FOLLOWING the store. Zero for
   // the state read when the watch began. Under qemu-user: a host address in
   // qemu's generated code.
   std::uint64_t pc_after_store = 0;
-  unsigned chunks_hit = 0;  // bit i: WatchPlan::chunks[i] was written (DR6 bits 0..3)
-  std::uint8_t valid() const { return bytes[elastic_v1::spec::kTlsValidOffset]; }
+  unsigned chunks_hit = 0;      // bit i: WatchPlan::chunks[i] was written (DR6 bits 0..3)
+  std::uint8_t valid_byte = 0;  // the valid byte's value
+  bool valid = false;           // ... and whether the layout accepts it
 };
 
 struct UpdateOrderViolation {
@@ -81,12 +85,13 @@ struct UpdateOrderViolation {
   Kind kind = Kind::kChangedWhileValid;
   RecordState before;
   RecordState after;
-  std::vector<std::size_t> changed_offsets;  // record offsets (other than valid) that differ
+  std::vector<std::size_t> changed_offsets;  // record offsets (other than valid) that differ, or exist in one state only
 };
 
 struct UpdateOrderReport {
   pid_t pid = 0;
   pid_t tid = 0;
+  RecordLayout layout;  // what was watched, to name its bytes
   std::uint64_t record_address = 0;
   WatchPlan plan;
   RecordState initial;              // read when the watch began
@@ -108,9 +113,11 @@ struct UpdateOrderReport {
   bool conforms() const { return violations_seen == 0; }
 };
 
-// Watches thread `tid` of process `pid` storing to its 37-byte record at
-// `record_address` for `duration`, or until `max_updates` updates were seen
-// (0: no limit), or until the thread exits (not an error: the report says so).
+// Watches thread `tid` of process `pid` storing to its record (laid out by
+// `layout`) at `record_address` for `duration`, or until `max_updates` updates
+// were seen (0: no limit), or until the thread exits (not an error: the
+// report says so). The watched bytes are those of the record's length when
+// the watch began; each state is read at the length it declares then.
 //
 // The thread is seized with PTRACE_SEIZE (no SIGSTOP is sent), stopped only at
 // its own stores to the record, and its own signals are re-delivered
@@ -124,13 +131,16 @@ struct UpdateOrderReport {
 //
 // Errors: the thread cannot be seized (gone, not permitted, already traced),
 // the record cannot be read, the host is not x86-64.
-Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, std::uint64_t record_address,
-                                               std::chrono::milliseconds duration, std::size_t max_updates = 0);
+Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const RecordLayout& layout,
+                                               std::uint64_t record_address, std::chrono::milliseconds duration,
+                                               std::size_t max_updates = 0);
 
 // Multi-line text: the plan, counts and each kept violation with the record
-// before and after (hex, split by field) and the pc after the store.
+// before and after (hex, split by the layout's fields) and the pc after the store.
 std::string describe(const UpdateOrderReport& report);
-std::string describe(const UpdateOrderViolation& violation);
-std::string describe_record_bytes(const elastic_v1::TlsRecordBytes& bytes);  // "minor=0001 valid=01 ... span=..."
+std::string describe(const UpdateOrderViolation& violation, const RecordLayout& layout);
+// "minor=0001 valid=01 ... transaction-id=..." by the layout's fields; bytes
+// no field names follow as "rest=..." (a variable part the layout leaves unnamed).
+std::string describe_record_bytes(const RecordLayout& layout, std::span<const std::uint8_t> bytes);
 
 }  // namespace tracecorr::conform

@@ -39,10 +39,10 @@ const char* to_string(RecordVerdict v) {
   return "?";
 }
 
-JudgedRecord judge_record(const elastic_v1::TlsRecordBytes& bytes) {
+JudgedRecord judge_record(std::span<const std::uint8_t> bytes) {
   JudgedRecord j;
   auto decoded = elastic_v1::decode_tls_record(bytes);
-  if (!decoded) {  // cannot happen for 37 bytes, but never trust it
+  if (!decoded) {  // cannot happen for what the layout reads (37 bytes), but never trust it
     j.verdict = RecordVerdict::BadMinor;
     return j;
   }

@@ -38,7 +38,7 @@ struct JudgedRecord {
   RecordVerdict verdict = RecordVerdict::ValidZero;
   elastic_v1::TlsRecord record;  // decoded fields (meaningful only for Correlate)
 };
-JudgedRecord judge_record(const elastic_v1::TlsRecordBytes& bytes);
+JudgedRecord judge_record(std::span<const std::uint8_t> bytes);  // Elastic v1 bytes, as its layout reads them
 
 // ---- stack trace ids -------------------------------------------------------------
 // XXH3-128 of the frame addresses (little-endian u64 each, innermost first),

@@ -89,7 +89,7 @@ struct HostAgent::Process {
     std::map<StackTraceId, std::uint64_t> sent;
   };
   std::map<std::pair<TraceId, SpanId>, Transaction> transactions;
-  std::map<elastic_v1::TlsRecordBytes, std::uint64_t> records;  // distinct records read (bounded)
+  std::map<RecordBytes, std::uint64_t> records;  // distinct records read (bounded)
   std::uint64_t records_overflow = 0;
 };
 
@@ -263,7 +263,7 @@ void HostAgent::refresh(Process& p) {
   }
   if (!p.tls || p.tls->model != TlsModel::StaticOffset) return;
   if (!p.tracked || p.tracked_offset != p.tls->tp_offset) {
-    auto st = sampler_.track(p.pid, p.tls->tp_offset);
+    auto st = sampler_.track(p.pid, elastic_v1::tls_record_layout(), PointerSite::tls_offset(p.tls->tp_offset));
     if (!st) {
       set_state("the sampler cannot track it: " + st.error().message());
       return;

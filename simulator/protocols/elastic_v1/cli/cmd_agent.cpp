@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "elastic_v1/agent/host_agent.hpp"
+#include "probes/elastic_v1/scenarios.hpp"
 #include "tracecorr/conform/flames.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/sampler.hpp"
@@ -49,7 +50,9 @@ class RecordingSampler final : public Sampler {
   static constexpr std::size_t kMaxKept = 200000;
   explicit RecordingSampler(Sampler& inner) : inner_(inner) {}
   std::string name() const override { return inner_.name(); }
-  Status track(pid_t pid, std::int64_t tls_offset) override { return inner_.track(pid, tls_offset); }
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
+    return inner_.track(pid, layout, site);
+  }
   Status untrack(pid_t pid) override { return inner_.untrack(pid); }
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(
@@ -85,7 +88,7 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
   for (const auto& s : recorded.kept()) {
     auto& symbols = symbolizers[s.pid];
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
-    samples.samples.push_back(conform::stack_sample_of(s, *symbols));
+    samples.samples.push_back(conform::stack_sample_of(s, *symbols, elastic_v1::active_trace()));
   }
   run.figures.flames = conform::flame_graphs_of(samples);
   run.counters["samples"] = recorded.kept().size();

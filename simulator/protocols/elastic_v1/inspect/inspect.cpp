@@ -47,7 +47,7 @@ const char* visibility_name(unsigned v) {
 // means here.
 void finding_from_error(const Error& e, std::vector<Finding>& findings) {
   std::string id = e.requirement.empty() ? requirement_of_socket_error(e) : e.requirement;
-  if (id.empty() || !spec::find_requirement(id)) return;
+  if (id.empty() || !find_requirement(id)) return;
   findings.push_back(violated(id, e.message()));
 }
 
@@ -58,7 +58,7 @@ void inspect_storage(const ProcessMemory& mem, Inspection& out) {
   s.pointer_address = *lib.process_pointer_addr;
   auto pointer = mem.read_u64(s.pointer_address);
   if (!pointer) {
-    s.error = pointer.error().within("process storage pointer (" + std::string(spec::kProcessStorageSymbol) + ")").message();
+    s.error = pointer.error().within("process storage pointer (" + std::string(elastic_v1::spec::kProcessStorageSymbol) + ")").message();
     out.storage = std::move(s);
     return;
   }
@@ -69,7 +69,7 @@ void inspect_storage(const ProcessMemory& mem, Inspection& out) {
       if (decoded->minor == 0)
         out.findings.push_back(violated("PROC-02", "process storage at " + hex_address(*pointer) +
                                                            " has layout-minor-version 0; it must be " +
-                                                           std::to_string(spec::kProcessStorageMinor)));
+                                                           std::to_string(elastic_v1::spec::kProcessStorageMinor)));
       s.fields = std::move(*decoded);
     } else {
       Error e = decoded.error().within("process storage at " + hex_address(*pointer));
@@ -137,7 +137,7 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
     } else if (*tp == 0) {
       t.error = "the thread pointer is 0 (the thread has not set up TLS yet)";
     } else {
-      auto read = read_thread_record(mem, *tp, out.tls->tp_offset);
+      auto read = read_thread_record(mem, elastic_v1::tls_record_layout(), *tp, PointerSite::tls_offset(out.tls->tp_offset));
       if (!read) {
         t.error = read.error().message();
         // A published pointer that leads to unreadable memory breaks TLS-01
@@ -392,7 +392,7 @@ void print_human(std::string& out, const Inspection& in) {
   } else if (!in.storage->pointer) {
     appendf(out, "  unreadable: %s\n", safe(in.storage->error).c_str());
   } else if (*in.storage->pointer == 0) {
-    appendf(out, "  not published yet (%s at %s is 0)\n", std::string(spec::kProcessStorageSymbol).c_str(),
+    appendf(out, "  not published yet (%s at %s is 0)\n", std::string(elastic_v1::spec::kProcessStorageSymbol).c_str(),
                 hex_address(in.storage->pointer_address).c_str());
   } else if (!in.storage->fields) {
     appendf(out, "  at %s, undecodable: %s\n", hex_address(*in.storage->pointer).c_str(), safe(in.storage->error).c_str());
@@ -450,7 +450,7 @@ std::string render_text(const Inspection& in) {
 }
 
 std::string level_of(const Finding& f) {
-  const Requirement* r = spec::find_requirement(f.requirement);
+  const Requirement* r = find_requirement(f.requirement);
   return std::string(to_string(r ? r->level : Level::Must));
 }
 
@@ -465,7 +465,7 @@ namespace {
 
 class ElasticInspector final : public Inspector {
  public:
-  std::string_view protocol() const override { return spec::kProtocol.id; }
+  std::string_view protocol() const override { return elastic_v1::spec::kProtocol.id; }
 
   Expected<InspectReport> inspect(pid_t pid, const InspectRequest& request) const override {
     InspectOptions o;
@@ -477,8 +477,8 @@ class ElasticInspector final : public Inspector {
     InspectReport report;
     report.found = in->library.has_value();
     if (!report.found)
-      report.not_found = "no mapped file matches " + std::string(spec::kLibraryNameRegex) + " or defines " +
-                         std::string(spec::kProcessStorageSymbol) + " / " + std::string(spec::kTlsSymbol);
+      report.not_found = "no mapped file matches " + std::string(elastic_v1::spec::kLibraryNameRegex) + " or defines " +
+                         std::string(elastic_v1::spec::kProcessStorageSymbol) + " / " + std::string(elastic_v1::spec::kTlsSymbol);
     report.json = to_json(*in);
     report.text = render_text(*in);
     report.findings = in->findings;

@@ -1,0 +1,181 @@
+// A record a target publishes for out-of-process readers, described as data:
+// how long it is, which byte says it may be read, what its bytes are called,
+// and how a reader gets from a thread (or a process) to it.
+//
+// The engine (samplers, the record reader, the conform watchers, the BPF
+// loader) reads every record through a RecordLayout and never spells a
+// protocol's offsets; each protocol's codec supplies its layout as data
+// (in its wire codec). A new protocol adds a layout, not code.
+//
+// Everything a layout reads from a target is hostile: a size field never
+// makes a reader copy more than the layout's max_size, itself at most
+// kRecordMaxBytes.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bitset>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tracecorr/error.hpp"
+#include "tracecorr/record_bound.h"
+
+namespace tracecorr {
+
+class ProcessMemory;  // memory.hpp
+
+// The largest record any layout may declare or any reader copies.
+inline constexpr std::size_t kRecordMaxBytes = TC_RECORD_MAX_BYTES;
+
+// ---- length ---------------------------------------------------------------------
+// Every record is this long.
+struct FixedSize {
+  std::size_t bytes = 0;
+};
+// The record says how long it is: a header of `header_length` bytes holds an
+// unsigned `width`-byte field (1, 2 or 4, native byte order) at `offset`
+// giving the length of what follows the header. Total = header_length + value.
+struct SizeField {
+  std::size_t offset = 0;
+  std::size_t width = 2;
+  std::size_t header_length = 0;
+};
+using RecordLength = std::variant<FixedSize, SizeField>;
+
+// ---- indirection -------------------------------------------------------------------
+// How a reader reaches the record. Both are one pointer away; what the pointer
+// hangs off differs, and the per-process part of it comes from discovery (a
+// PointerSite), not from the layout.
+//
+// thread pointer + the process's TLS offset -> pointer -> record.
+struct PointerInTlsSlot {
+  bool operator==(const PointerInTlsSlot&) const = default;
+};
+// the process's memory area + pointer_offset -> pointer -> record.
+struct PointerInMemoryArea {
+  std::size_t pointer_offset = 0;  // of the pointer inside the area's header
+  bool operator==(const PointerInMemoryArea&) const = default;
+};
+using RecordIndirection = std::variant<PointerInTlsSlot, PointerInMemoryArea>;
+
+// ---- the valid byte's accepted values ----------------------------------------------
+class ByteValues {
+ public:
+  static ByteValues any_nonzero();
+  static ByteValues only(std::initializer_list<std::uint8_t> values);
+  static ByteValues of(std::span<const std::uint8_t> values);
+  bool contains(std::uint8_t value) const { return bits_.test(value); }
+  bool empty() const { return bits_.none(); }
+  // Bit v of word v / 64 is set when v is in the set: the BPF map's form.
+  std::array<std::uint64_t, 4> words() const;
+  std::string describe() const;  // "1..255", "1", "1, 3"
+  bool operator==(const ByteValues&) const = default;
+
+ private:
+  std::bitset<256> bits_;
+};
+
+// A named run of record bytes, for describing bytes and for naming the field
+// a changed byte belongs to (the update-order watch).
+struct RecordField {
+  std::string name;
+  std::size_t offset = 0;
+  std::size_t size = 0;
+  bool operator==(const RecordField&) const = default;
+};
+
+struct RecordLayout {
+  std::string name;  // in messages: "<name> at 0x..."
+  RecordLength length = FixedSize{};
+  std::size_t max_size = kRecordMaxBytes;  // records declaring more are cut here (and said to be)
+  std::size_t valid_offset = 0;
+  ByteValues valid_values = ByteValues::any_nonzero();  // a record is readable only while its valid byte is one of these
+  // A byte that is 0 while the thread has no context to share (a
+  // "trace present" flag). Only counted by samplers; judging it is the protocol's.
+  std::optional<std::size_t> presence_offset;
+  std::vector<RecordField> fields;
+  RecordIndirection indirection = PointerInTlsSlot{};
+
+  // Bytes a reader reads before it knows the length: the whole record (fixed
+  // size) or the header holding the size field.
+  std::size_t fixed_part() const;
+  // Whether `record`'s valid byte holds an accepted value (false when the
+  // bytes end before the valid byte).
+  bool valid(std::span<const std::uint8_t> record) const;
+  // The field holding byte `offset`, or nullptr.
+  const RecordField* field_at(std::size_t offset) const;
+  // Whether the layout can be read as declared: bounds within kRecordMaxBytes,
+  // the size field, valid and presence bytes inside the fixed part, a size
+  // field of width 1, 2 or 4, fields inside max_size. The error names the part.
+  Status check() const;
+
+  bool operator==(const RecordLayout&) const = default;
+};
+
+// The record's total length, from its first bytes (at least fixed_part()).
+// kTruncated: fewer bytes than the fixed part. kTooLong: the size field
+// declares more than max_size (the error names the field and its value).
+Expected<std::size_t> record_length(const RecordLayout& layout, std::span<const std::uint8_t> first_bytes);
+// The length the record claims, before any bound (a header plus a 4-byte
+// value always fits in 64 bits). 0 when fewer than fixed_part() bytes are given.
+std::uint64_t declared_length(const RecordLayout& layout, std::span<const std::uint8_t> first_bytes);
+
+// One record's bytes as read: never more than kRecordMaxBytes (a longer span
+// is cut at the bound, so the bound holds whoever builds one).
+class RecordBytes {
+ public:
+  RecordBytes() = default;
+  explicit RecordBytes(std::span<const std::uint8_t> bytes)
+      : bytes_(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(std::min(bytes.size(), kRecordMaxBytes))) {}
+
+  std::size_t size() const { return bytes_.size(); }
+  bool empty() const { return bytes_.empty(); }
+  const std::uint8_t* data() const { return bytes_.data(); }
+  std::uint8_t operator[](std::size_t i) const { return bytes_[i]; }
+  auto begin() const { return bytes_.begin(); }
+  auto end() const { return bytes_.end(); }
+  std::span<const std::uint8_t> span() const { return bytes_; }
+  operator std::span<const std::uint8_t>() const { return bytes_; }  // for decoders
+
+  friend bool operator==(const RecordBytes&, const RecordBytes&) = default;
+  friend auto operator<=>(const RecordBytes&, const RecordBytes&) = default;
+
+ private:
+  std::vector<std::uint8_t> bytes_;
+};
+
+// Where, in one process, a layout's record pointer is: the part of the
+// indirection that discovery finds per process.
+struct PointerSite {
+  // PointerInTlsSlot: the slot's offset from the thread pointer (a StaticOffset
+  // TLS descriptor's argument, two's complement); PointerInMemoryArea: the area's address.
+  std::uint64_t value = 0;
+  static PointerSite tls_offset(std::int64_t offset) { return {static_cast<std::uint64_t>(offset)}; }
+  static PointerSite area(std::uint64_t address) { return {address}; }
+  bool operator==(const PointerSite&) const = default;
+};
+// The address of the record pointer of the thread whose thread pointer is
+// `thread_pointer` (ignored for PointerInMemoryArea).
+std::uint64_t pointer_address(const RecordLayout& layout, PointerSite site, std::uint64_t thread_pointer);
+// Whether the layout's indirection starts at the thread pointer.
+bool uses_thread_pointer(const RecordLayout& layout);
+
+struct RecordRead {
+  RecordBytes bytes;                 // the record, or its first max_size bytes when it declares more
+  std::uint64_t declared_length = 0;  // what the record declares (its fixed size, or header + size field)
+  bool truncated() const { return declared_length > bytes.size(); }
+};
+// Reads the record at `address`: the fixed part, then the rest of the length
+// it declares, cut at the layout's max_size (RecordRead::truncated()). Memory
+// errors keep the reader's kind (kUnmapped, kGone) and name the layout.
+Expected<RecordRead> read_record(const ProcessMemory& memory, const RecordLayout& layout, std::uint64_t address);
+
+}  // namespace tracecorr

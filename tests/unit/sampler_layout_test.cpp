@@ -1,0 +1,430 @@
+// Records as data: RecordLayout's length rules and bounds, read_record on live
+// memory, and both samplers reading records whose header says how long they
+// are (tests/unit/data/layout_record_target.c), through a TLS slot and through
+// a memory area. The ptrace and BPF samplers must deliver the same Sample for
+// the same thread state.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "forked_child.hpp"
+#include "tracecorr/ids.hpp"
+#include "tracecorr/memory.hpp"
+#include "tracecorr/record_layout.hpp"
+#include "tracecorr/sampler.hpp"
+#include "elastic_v1/wire.hpp"
+#if defined(TRACECORR_HAVE_BPF)
+#include "bpf_sampler.hpp"
+#include "sampler_loader.hpp"
+#endif
+
+namespace tracecorr {
+
+// Failures show records as hex, not as gtest's dump of a vector's object.
+void PrintTo(const RecordBytes& bytes, std::ostream* os) { *os << bytes.size() << " bytes " << to_hex(bytes.span()); }
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/layout_record_target";
+
+// The target's records: OTEP 4947's shape (28-byte header, valid 1 at 24,
+// uint16 attribute length at 26), read at most 640 bytes.
+RecordLayout size_field_layout() {
+  RecordLayout l;
+  l.name = "size-field test record";
+  l.length = SizeField{26, 2, 28};
+  l.max_size = 640;
+  l.valid_offset = 24;
+  l.valid_values = ByteValues::only({1});
+  l.fields = {{"trace-id", 0, 16}, {"span-id", 16, 8}, {"valid", 24, 1}, {"trace-flags", 25, 1}, {"attrs-data-size", 26, 2}};
+  return l;
+}
+
+RecordLayout area_layout() {
+  RecordLayout l = size_field_layout();
+  l.name = "size-field test record in an area";
+  l.indirection = PointerInMemoryArea{8};
+  return l;
+}
+
+std::vector<std::uint8_t> header(std::uint32_t size_value, std::size_t width, std::size_t at, std::size_t length) {
+  std::vector<std::uint8_t> b(length, 0);
+  std::memcpy(b.data() + at, &size_value, width);  // little-endian host: the low bytes
+  return b;
+}
+
+// ---- RecordLayout ------------------------------------------------------------------------
+
+TEST(RecordLayoutLength, FixedSizeIsTheSizeAndNeedsThatManyBytes) {
+  const RecordLayout& elastic = elastic_v1::tls_record_layout();
+  EXPECT_EQ(elastic.fixed_part(), elastic_v1::spec::kTlsRecordSize);
+  std::vector<std::uint8_t> bytes(elastic_v1::spec::kTlsRecordSize, 0);
+  auto length = record_length(elastic, bytes);
+  ASSERT_TRUE(length) << length.error().message();
+  EXPECT_EQ(*length, elastic_v1::spec::kTlsRecordSize);
+  EXPECT_TRUE(elastic.check()) << elastic.check().error().message();
+  // The engine's view of Elastic v1 is the registry's, nothing else.
+  EXPECT_EQ(elastic.valid_offset, elastic_v1::spec::kTlsValidOffset);
+  EXPECT_EQ(elastic.presence_offset, std::optional<std::size_t>(elastic_v1::spec::kTlsTracePresentOffset));
+  EXPECT_TRUE(std::holds_alternative<PointerInTlsSlot>(elastic.indirection));
+  EXPECT_FALSE(elastic.valid_values.contains(0));
+  EXPECT_TRUE(elastic.valid_values.contains(1) && elastic.valid_values.contains(255));
+}
+
+TEST(RecordLayoutLength, SizeFieldAddsItsValueToTheHeaderForEachWidth) {
+  for (std::size_t width : {1u, 2u, 4u}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    RecordLayout l = size_field_layout();
+    l.length = SizeField{4, width, 12};
+    l.valid_offset = 0;
+    auto length = record_length(l, header(100, width, 4, 12));
+    ASSERT_TRUE(length) << length.error().message();
+    EXPECT_EQ(*length, 112u);
+    EXPECT_EQ(*record_length(l, header(0, width, 4, 12)), 12u);  // no attributes: the header alone
+  }
+  auto otep = record_length(size_field_layout(), header(612, 2, 26, 28));
+  ASSERT_TRUE(otep);
+  EXPECT_EQ(*otep, 640u);  // exactly at the bound is fine
+}
+
+TEST(RecordLayoutLength, OverTheBoundIsTooLongAndNamesTheFieldAndItsValue) {
+  auto length = record_length(size_field_layout(), header(613, 2, 26, 28));
+  ASSERT_FALSE(length);
+  EXPECT_EQ(length.error().kind, ErrorKind::kTooLong);
+  EXPECT_NE(length.error().what.find("613"), std::string::npos) << length.error().message();
+  EXPECT_NE(length.error().what.find("641"), std::string::npos) << length.error().message();
+  EXPECT_NE(length.error().where.find("attrs-data-size"), std::string::npos) << length.error().message();
+  EXPECT_NE(length.error().where.find("offset 26"), std::string::npos) << length.error().message();
+  // A 4-byte field's largest value: bounded, not wrapped.
+  RecordLayout l = size_field_layout();
+  l.length = SizeField{20, 4, 28};
+  auto huge = record_length(l, header(0xffffffffu, 4, 20, 28));
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().kind, ErrorKind::kTooLong);
+  EXPECT_EQ(declared_length(l, header(0xffffffffu, 4, 20, 28)), 28u + 0xffffffffull);
+}
+
+TEST(RecordLayoutLength, APrefixShorterThanTheFixedPartIsTruncated) {
+  for (std::size_t have : {0u, 1u, 26u, 27u}) {
+    auto length = record_length(size_field_layout(), std::vector<std::uint8_t>(have, 0));
+    ASSERT_FALSE(length) << have;
+    EXPECT_EQ(length.error().kind, ErrorKind::kTruncated);
+    EXPECT_NE(length.error().what.find("28"), std::string::npos) << length.error().message();
+  }
+  auto elastic = record_length(elastic_v1::tls_record_layout(), std::vector<std::uint8_t>(36, 0));
+  ASSERT_FALSE(elastic);
+  EXPECT_EQ(elastic.error().kind, ErrorKind::kTruncated);
+}
+
+TEST(RecordLayoutCheck, RefusesLayoutsThatCannotBeReadAsDeclared) {
+  auto refused = [](auto change, const char* needle) {
+    RecordLayout l = size_field_layout();
+    change(l);
+    auto st = l.check();
+    EXPECT_FALSE(st) << needle;
+    if (!st) EXPECT_NE(st.error().message().find(needle), std::string::npos) << st.error().message();
+  };
+  refused([](RecordLayout& l) { l.max_size = kRecordMaxBytes + 1; }, "max_size");
+  refused([](RecordLayout& l) { l.length = SizeField{26, 3, 28}; }, "width 3");
+  refused([](RecordLayout& l) { l.length = SizeField{27, 2, 28}; }, "size field");
+  refused([](RecordLayout& l) { l.valid_offset = 28; }, "valid byte");
+  refused([](RecordLayout& l) { l.presence_offset = 40; }, "presence byte");
+  refused([](RecordLayout& l) { l.valid_values = ByteValues::only({}); }, "no value");
+  refused([](RecordLayout& l) { l.fields.push_back({"attrs", 28, 700}); }, "attrs");
+  refused([](RecordLayout& l) { l.length = FixedSize{641}; }, "fixed part");
+  EXPECT_TRUE(size_field_layout().check());
+  EXPECT_TRUE(area_layout().check());
+}
+
+TEST(RecordBytesBound, NeverHoldsMoreThanTheBound) {
+  std::vector<std::uint8_t> big(kRecordMaxBytes * 3, 0x5a);
+  EXPECT_EQ(RecordBytes(big).size(), kRecordMaxBytes);
+  EXPECT_EQ(RecordBytes(std::span(big).first(10)).size(), 10u);
+  EXPECT_EQ(ByteValues::only({1}).describe(), "1");
+  EXPECT_EQ(ByteValues::any_nonzero().describe(), "1..255");
+  EXPECT_EQ(ByteValues::only({1, 2, 3, 7}).describe(), "1..3, 7");
+  auto words = ByteValues::only({0, 65, 255}).words();
+  EXPECT_EQ(words[0], 1u);
+  EXPECT_EQ(words[1], 2u);
+  EXPECT_EQ(words[3], std::uint64_t{1} << 63);
+}
+
+// read_record on this process's own memory, through the same ProcessMemory samplers use.
+TEST(ReadRecord, ReadsTheDeclaredLengthAndCutsAtTheBound) {
+  LiveProcessMemory self(::getpid());
+  const RecordLayout layout = size_field_layout();
+  std::vector<std::uint8_t> record = header(20, 2, 26, 28 + 20);
+  for (std::size_t i = 28; i < record.size(); ++i) record[i] = static_cast<std::uint8_t>(i);
+  auto read = read_record(self, layout, reinterpret_cast<std::uintptr_t>(record.data()));
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(read->bytes, RecordBytes(record));
+  EXPECT_FALSE(read->truncated());
+
+  std::vector<std::uint8_t> oversized = header(2000, 2, 26, 28 + 2000);
+  auto cut = read_record(self, layout, reinterpret_cast<std::uintptr_t>(oversized.data()));
+  ASSERT_TRUE(cut) << cut.error().message();
+  EXPECT_TRUE(cut->truncated());
+  EXPECT_EQ(cut->declared_length, 2028u);
+  EXPECT_EQ(cut->bytes, RecordBytes(std::span(oversized).first(640)));
+}
+
+TEST(ReadRecord, ARecordDeclaringBytesPastItsMappingIsUnmappedNamingTheLayout) {
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* pages = static_cast<std::uint8_t*>(
+      mmap(nullptr, 2 * static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(pages, MAP_FAILED);
+  munmap(pages + page, static_cast<std::size_t>(page));
+  std::uint8_t* at = pages + page - 28;
+  auto h = header(100, 2, 26, 28);
+  std::memcpy(at, h.data(), h.size());
+  LiveProcessMemory self(::getpid());
+  auto read = read_record(self, size_field_layout(), reinterpret_cast<std::uintptr_t>(at));
+  munmap(pages, static_cast<std::size_t>(page));
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().kind, ErrorKind::kUnmapped);
+  EXPECT_NE(read.error().message().find("size-field test record"), std::string::npos) << read.error().message();
+  EXPECT_NE(read.error().message().find("128 bytes"), std::string::npos) << read.error().message();
+}
+
+// ---- samplers against layout_record_target -------------------------------------------------------
+
+struct ExpectedThread {
+  std::string kind;
+  std::uint64_t record = 0;
+  std::optional<RecordBytes> bytes;  // nullopt: the reader can deliver none
+  std::uint64_t declared = 0;
+};
+
+RecordBytes from_hex_text(const std::string& hex) {
+  std::vector<std::uint8_t> out(hex.size() / 2);
+  EXPECT_TRUE(from_hex(hex, out)) << hex;
+  return RecordBytes(out);
+}
+
+// The target, launched with its stdout on a pipe; parses what it publishes.
+class LayoutTarget {
+ public:
+  LayoutTarget()
+      : child_([](test::ForkedChild::Pipes pipes) {
+          dup2(pipes.report, STDOUT_FILENO);
+          execl(kTargetPath.c_str(), kTargetPath.c_str(), static_cast<char*>(nullptr));
+          _exit(127);
+        }) {
+    std::string text;
+    for (auto give_up = std::chrono::steady_clock::now() + 10s;
+         text.find("ready\n") == std::string::npos && std::chrono::steady_clock::now() < give_up;) {
+      pollfd p{child_.report_fd(), POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(child_.report_fd(), buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream in(line);
+      std::string what;
+      in >> what;
+      if (what == "tls_offset") {
+        in >> tls_offset;
+      } else if (what == "area") {
+        std::string address, record, length, hex;
+        in >> address >> record >> length >> hex;
+        area_address = std::stoull(address, nullptr, 16);
+        area_record = from_hex_text(hex);
+      } else if (what == "thread") {
+        pid_t tid = 0;
+        ExpectedThread t;
+        std::string record, length, declared, hex;
+        in >> tid >> t.kind >> record >> length >> declared >> hex;
+        t.record = std::stoull(record, nullptr, 16);
+        t.declared = std::stoull(declared);
+        if (hex != "-") t.bytes = from_hex_text(hex);
+        threads[tid] = t;
+      } else if (what == "ready") {
+        ready = true;
+      }
+    }
+  }
+  pid_t pid() const { return child_.pid(); }
+
+  bool ready = false;
+  std::int64_t tls_offset = 0;
+  std::uint64_t area_address = 0;
+  RecordBytes area_record;
+  std::map<pid_t, ExpectedThread> threads;
+
+ private:
+  test::ForkedChild child_;  // killed and reaped with the target
+};
+
+// Polls until every publishing thread was sampled (bounded), keeping each thread's last sample.
+std::map<pid_t, Sample> sample_each_thread(Sampler& sampler, const LayoutTarget& target) {
+  std::map<pid_t, Sample> seen;
+  for (auto give_up = std::chrono::steady_clock::now() + 15s;
+       seen.size() < target.threads.size() && std::chrono::steady_clock::now() < give_up;) {
+    auto n = sampler.poll([&](const Sample& s) { if (target.threads.count(s.tid)) seen[s.tid] = s; }, 100ms);
+    EXPECT_TRUE(n) << n.error().message();
+    if (!n) break;
+  }
+  return seen;
+}
+
+std::unique_ptr<Sampler> make_sampler(const std::string& which, std::string& why_not) {
+  if (which == "ptrace") return make_ptrace_sampler({.frequency_hz = 200});
+#if defined(TRACECORR_HAVE_BPF)
+  auto bpf = bpf::make_bpf_sampler({.frequency_hz = 499});
+  if (bpf) return std::move(*bpf);
+  why_not = bpf.error().message();
+#else
+  why_not = "this build has no BPF sampler";
+#endif
+  return nullptr;
+}
+
+class LayoutSampling : public testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutSampling, ReadsSizeFieldRecordsThroughTheTlsSlot) {
+  std::string why_not;
+  auto sampler = make_sampler(GetParam(), why_not);
+  if (!sampler) GTEST_SKIP() << why_not;
+  LayoutTarget target;
+  ASSERT_TRUE(target.ready) << "the target did not start: " << kTargetPath;
+  ASSERT_EQ(target.threads.size(), 6u);
+  ASSERT_TRUE(sampler->track(target.pid(), size_field_layout(), PointerSite::tls_offset(target.tls_offset)));
+
+  auto seen = sample_each_thread(*sampler, target);
+  ASSERT_EQ(seen.size(), target.threads.size()) << "not every thread was sampled";
+  for (const auto& [tid, expected] : target.threads) {
+    const Sample& s = seen.at(tid);
+    SCOPED_TRACE(expected.kind + " (tid " + std::to_string(tid) + ")");
+    if (expected.kind == "none") {
+      EXPECT_EQ(s.error, SampleError::RecordPointerNull);
+      EXPECT_FALSE(s.record);
+      continue;
+    }
+    EXPECT_EQ(s.record_pointer, expected.record);
+    if (expected.kind == "unmapped") {
+      EXPECT_EQ(s.error, SampleError::RecordReadFailed);
+      EXPECT_FALSE(s.record);
+      continue;
+    }
+    ASSERT_TRUE(s.record) << to_string(s.error);
+    ASSERT_TRUE(expected.bytes);
+    EXPECT_EQ(*s.record, *expected.bytes);
+    EXPECT_EQ(s.record_declared_length, expected.declared);
+    EXPECT_EQ(s.error, expected.kind == "oversized" ? SampleError::RecordTruncated : SampleError::Ok);
+  }
+  EXPECT_EQ(seen.at(target.threads.begin()->first).pid, target.pid());
+  auto c = sampler->counters();
+  EXPECT_GE(c.record_truncated, 1u);
+  EXPECT_GE(c.valid_zero, 1u);  // the "invalid" thread's valid byte 2 is not accepted
+  EXPECT_GE(c.record_read_failed, 1u);
+  EXPECT_EQ(c.trace_absent, 0u);  // the layout names no presence byte
+  EXPECT_EQ(c.lost, 0u);
+}
+
+TEST_P(LayoutSampling, ReadsTheRecordThroughAMemoryArea) {
+  std::string why_not;
+  auto sampler = make_sampler(GetParam(), why_not);
+  if (!sampler) GTEST_SKIP() << why_not;
+  LayoutTarget target;
+  ASSERT_TRUE(target.ready) << "the target did not start: " << kTargetPath;
+  ASSERT_TRUE(sampler->track(target.pid(), area_layout(), PointerSite::area(target.area_address)));
+  auto seen = sample_each_thread(*sampler, target);
+  ASSERT_EQ(seen.size(), target.threads.size());
+  for (const auto& [tid, s] : seen) {
+    SCOPED_TRACE("tid " + std::to_string(tid));
+    EXPECT_EQ(s.error, SampleError::Ok) << to_string(s.error);
+    ASSERT_TRUE(s.record);
+    EXPECT_EQ(*s.record, target.area_record);  // one record per process, whatever the thread
+  }
+}
+
+TEST_P(LayoutSampling, RefusesALayoutThatFailsItsCheck) {
+  std::string why_not;
+  auto sampler = make_sampler(GetParam(), why_not);
+  if (!sampler) GTEST_SKIP() << why_not;
+  RecordLayout bad = size_field_layout();
+  bad.length = SizeField{26, 3, 28};
+  auto st = sampler->track(::getpid(), bad, PointerSite::tls_offset(0));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message().find("width 3"), std::string::npos) << st.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Samplers, LayoutSampling, testing::Values("ptrace", "bpf"),
+                         [](const auto& info) { return info.param; });
+
+#if defined(TRACECORR_HAVE_BPF)
+// What the loader hands the program, and how it reads the ring back.
+TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
+  auto elastic = bpf::tracked_entry(elastic_v1::tls_record_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
+  ASSERT_TRUE(elastic) << elastic.error().message();
+  EXPECT_EQ(elastic->indirection, TC_POINTER_IN_TLS_SLOT);
+  EXPECT_EQ(static_cast<std::int64_t>(elastic->pointer_site), -160);
+  EXPECT_EQ(elastic->fixed_size, elastic_v1::spec::kTlsRecordSize);
+  EXPECT_EQ(elastic->size_field_width, 0);
+  EXPECT_EQ(elastic->max_size, elastic_v1::spec::kTlsRecordSize);
+  EXPECT_EQ(elastic->valid_offset, elastic_v1::spec::kTlsValidOffset);
+  EXPECT_EQ(elastic->presence_offset, elastic_v1::spec::kTlsTracePresentOffset);
+  EXPECT_EQ(elastic->valid_values[0], ~std::uint64_t{1});  // any non-zero
+  EXPECT_EQ(elastic->flags, TC_PROCESS_F_NO_STACK);
+
+  auto area = bpf::tracked_entry(area_layout(), PointerSite::area(0x7f0000001000), 0);
+  ASSERT_TRUE(area);
+  EXPECT_EQ(area->indirection, TC_POINTER_IN_MEMORY_AREA);
+  EXPECT_EQ(area->pointer_site, 0x7f0000001008u);  // the area's address + the pointer's offset in it
+  EXPECT_EQ(area->size_field_width, 2);
+  EXPECT_EQ(area->size_field_offset, 26);
+  EXPECT_EQ(area->fixed_size, 28);
+  EXPECT_EQ(area->presence_offset, TC_NO_PRESENCE_BYTE);
+  EXPECT_EQ(area->valid_values[0], 2u);  // only 1
+}
+
+TEST(BpfRingRecord, LengthsAreCheckedAgainstTheRecordsSize) {
+  std::vector<std::uint8_t> ring(sizeof(tc_sample) + 40 + 16, 0);
+  tc_sample h{};
+  h.record_length = 37;
+  h.stack_bytes = 16;
+  std::memcpy(ring.data(), &h, sizeof h);
+  ring[sizeof(tc_sample)] = 0xab;
+  const std::uint64_t frame = 0x401000;
+  std::memcpy(ring.data() + sizeof(tc_sample) + 40 + 8, &frame, 8);
+  auto v = bpf::parse_sample(ring);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->record.size(), 37u);
+  EXPECT_EQ(v->record[0], 0xab);
+  ASSERT_EQ(v->frame_count(), 2u);
+  EXPECT_EQ(v->frame(1), frame);
+  // A records-only sample: no stack area at all.
+  h.stack_bytes = 0;
+  std::memcpy(ring.data(), &h, sizeof h);
+  EXPECT_TRUE(bpf::parse_sample(std::span(ring).first(sizeof(tc_sample) + 40)));
+  // Lengths the bytes do not hold are refused, never read past.
+  h.stack_bytes = 24;
+  std::memcpy(ring.data(), &h, sizeof h);
+  EXPECT_FALSE(bpf::parse_sample(ring));
+  h.stack_bytes = 12;  // not whole frames
+  std::memcpy(ring.data(), &h, sizeof h);
+  EXPECT_FALSE(bpf::parse_sample(ring));
+  h.stack_bytes = 0;
+  h.record_length = 41;
+  std::memcpy(ring.data(), &h, sizeof h);
+  EXPECT_FALSE(bpf::parse_sample(std::span(ring).first(sizeof(tc_sample) + 40)));
+  EXPECT_FALSE(bpf::parse_sample(std::span(ring).first(sizeof(tc_sample) - 1)));
+}
+#endif
+
+}  // namespace
+}  // namespace tracecorr
