@@ -159,6 +159,14 @@ SentRegistration taken_up_registration(std::chrono::system_clock::time_point at,
   return r;
 }
 
+TlsDescriptor descriptor(TlsModel model) {
+  TlsDescriptor d;
+  d.address = 0x7f0000001000;
+  d.model = model;
+  d.tp_offset = model == TlsModel::StaticOffset ? -48 : 0;
+  return d;
+}
+
 // ---- the table ----------------------------------------------------------
 
 struct JudgeCase {
@@ -404,7 +412,25 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Violated, "changed the record while valid was set"},
         JudgeCase{"WatchCouldNotRun", "TLS-04",
                   enabled([](auto& s) { s.update_order_reports.push_back(make_error("PTRACE_SEIZE failed")); }),
-                  Outcome::KitError, "could not be watched"}),
+                  Outcome::KitError, "could not be watched"},
+        // TLS-06 is a MAY the agent's choice decides: never a verdict.
+        JudgeCase{"WaitingForARegistrationIsAllowed", "TLS-06", enabled(), Outcome::NotApplicable, "a MAY"},
+        JudgeCase{"StaticTls", "TLS-07", enabled([](auto& s) { s.tls_descriptor = descriptor(TlsModel::StaticOffset); }),
+                  Outcome::Met, "thread pointer offset -48"},
+        JudgeCase{"DynamicTls", "TLS-07",
+                  enabled([](auto& s) {
+                    s.tls_descriptor = descriptor(TlsModel::Dynamic);
+                    s.tls_descriptor->explanation = "dynamic TLS: the resolver walks the DTV";
+                  }),
+                  Outcome::Violated, "walks the DTV"},
+        JudgeCase{"NeverRelocated", "TLS-07", enabled([](auto& s) { s.tls_descriptor = descriptor(TlsModel::Unresolved); }),
+                  Outcome::Violated, "never resolved"},
+        JudgeCase{"NoDescriptor", "TLS-07",
+                  enabled([](auto& s) {
+                    s.tls_descriptor.reset();
+                    s.tls_error = make_error(ErrorKind::kUnmapped, "descriptor unreadable");
+                  }),
+                  Outcome::NotApplicable, "descriptor unreadable"}),
     case_name);
 
 // ---- ATTR ---------------------------------------------------------------
@@ -582,6 +608,11 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Violated, "the agent died during the session"},
         JudgeCase{"NoSocket", "MSG-06", enabled([](auto& s) { s.could_send = false; }), Outcome::NotApplicable,
                   "could not connect"},
+        // MSG-06: a message with trailing bytes is read for its known fields.
+        JudgeCase{"TrailingBytesIgnored", "MSG-06", traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-06"),
+                  Outcome::Met, "counted exactly as required"},
+        JudgeCase{"TrailingBytesRejected", "MSG-06", traffic({{0, 1}}, std::nullopt, std::nullopt, "MSG-06"),
+                  Outcome::Violated, "were not counted as required"},
         JudgeCase{"AdoptedEveryHostId", "HOST-01", registered({"host-a", "host-b"}, {"host-a", "host-b"}), Outcome::Met,
                   "2 registrations' host-ids adopted"},
         JudgeCase{"KeptTheOldHostId", "HOST-01", registered({"host-a", "host-b"}, {"host-a", "host-a"}),
@@ -729,6 +760,46 @@ INSTANTIATE_TEST_SUITE_P(
         // Every span late alike (a batching exporter, a slow network) keeps export order: not deferral.
         JudgeCase{"UniformLatenessIsNotDeferral", "CONF-01", deferral(1100ms, 0ms, 1100ms, 1100ms), Outcome::Met,
                   "nothing deferred"}),
+    case_name);
+
+// ---- CONF-02, CONF-03: auto mode, and the default without the option -------
+
+// The session launched without the ENABLED option: it publishes (or not), and
+// holds each transaction `hold` before any registration (none is sent). An
+// auto session is added when `auto_storage` says whether it published.
+std::function<void(SessionSet&)> default_option(bool publishes, std::chrono::milliseconds hold,
+                                                std::optional<bool> auto_storage = std::nullopt) {
+  return [=](SessionSet& set) {
+    auto t0 = std::chrono::system_clock::now() - 60s;
+    auto s = conforming_session(kOwnHostIdSession);
+    if (!publishes) s.storage_sightings = {sighting(0, {})};
+    s.spans = deferral_timeline(t0, hold, 0ms);
+    s.stop_requested_at = t0 + 6s;
+    set.add(s.done());
+    if (auto_storage) {
+      auto a = conforming_session(kAutoSession);
+      if (!*auto_storage) a.storage_sightings = {sighting(0, {})};
+      set.add(a.done());
+    }
+  };
+}
+
+class ConfJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(ConfJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConfJudge,
+    testing::Values(
+        JudgeCase{"OffWithoutTheOptionAutoUnsupported", "CONF-03", default_option(false, 0ms, false), Outcome::Met,
+                  "feature is off (auto not supported)"},
+        JudgeCase{"OffWithoutTheOptionThoughAutoWorks", "CONF-03", default_option(false, 0ms, true), Outcome::Violated,
+                  "auto is supported, but without the option the feature is off"},
+        JudgeCase{"DefaultBehavesAsAuto", "CONF-03", default_option(true, 0ms), Outcome::Met, "behaves as 'auto'"},
+        JudgeCase{"DefaultDefersBeforeAnyRegistration", "CONF-03", default_option(true, 1100ms), Outcome::Violated,
+                  "the default is 'true'"},
+        JudgeCase{"NoDefaultSession", "CONF-03", enabled(), Outcome::NotApplicable, "without the ENABLED option"},
+        JudgeCase{"AutoNotImplemented", "CONF-02", default_option(true, 0ms, false), Outcome::NotApplicable,
+                  "does not implement auto"},
+        JudgeCase{"NoAutoSession", "CONF-02", enabled(), Outcome::NotApplicable, "ENABLED=auto"}),
     case_name);
 
 // ---- TLS-05: the ids a record names, and when ---------------------------
