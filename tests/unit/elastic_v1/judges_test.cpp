@@ -739,6 +739,24 @@ std::function<void(SessionSet&)> deferral(std::chrono::milliseconds enabled_hold
   };
 }
 
+// As deferral(), after one registration with `delay_ms`, taken up before the
+// first transaction ended: DEFER-02 judges its window.
+std::function<void(SessionSet&)> registered_deferral(std::uint32_t delay_ms, std::chrono::milliseconds hold) {
+  return [=](SessionSet& set) {
+    auto t0 = std::chrono::system_clock::now() - 60s;
+    auto on = conforming_session(kEnabledSession);
+    on.registrations = {taken_up_registration(t0 - 2s, "")};
+    on.registrations.front().message.samples_delay_ms = delay_ms;
+    on.spans = deferral_timeline(t0, hold, 0ms);
+    on.stop_requested_at = t0 + 6s;
+    auto off = conforming_session(kDisabledSession);
+    off.spans = deferral_timeline(t0 + 20s, 0ms, 0ms);
+    off.stop_requested_at = t0 + 26s;
+    set.add(on.done());
+    set.add(off.done());
+  };
+}
+
 class DeferJudge : public testing::TestWithParam<JudgeCase> {};
 TEST_P(DeferJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
@@ -757,6 +775,14 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"DisabledMeansNothingDeferred", "CONF-01", deferral(1100ms, 0ms, 0ms), Outcome::Met, "nothing deferred"},
         JudgeCase{"DisabledStillDeferring", "CONF-01", deferral(1100ms, 0ms, 1100ms), Outcome::Violated,
                   "with ENABLED=false transactions were still deferred"},
+        JudgeCase{"RegisteredDelayHonoured", "DEFER-02", registered_deferral(300, 350ms), Outcome::Met,
+                  "1 registrations' delays honoured"},
+        JudgeCase{"RegisteredDelayIgnored", "DEFER-02", registered_deferral(300, 1100ms), Outcome::Violated,
+                  "after a registration with samples-delay-ms 300, transactions were held"},
+        JudgeCase{"RegisteredDelayCutShort", "DEFER-02", registered_deferral(600, 100ms), Outcome::Violated,
+                  "after a registration with samples-delay-ms 600"},
+        JudgeCase{"NoRegistrationNoWindow", "DEFER-02", deferral(1100ms, 0ms, 0ms), Outcome::NotApplicable,
+                  "no transaction ended while a registration was in force"},
         // Every span late alike (a batching exporter, a slow network) keeps export order: not deferral.
         JudgeCase{"UniformLatenessIsNotDeferral", "CONF-01", deferral(1100ms, 0ms, 1100ms, 1100ms), Outcome::Met,
                   "nothing deferred"}),
