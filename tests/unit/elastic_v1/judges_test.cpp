@@ -651,11 +651,52 @@ std::function<void(SessionSet&)> small_queue(int transactions, std::vector<std::
   };
 }
 
+// DEFER-06: the small-queue session with ten sampled transactions the record
+// watcher saw end 200 ms apart after the long-delay registration; `exported`
+// of them reach the receiver 50 ms after they end, the rest never (or, with
+// `at_stop`, only once the agent was being stopped).
+std::function<void(SessionSet&)> full_queue(int exported, bool at_stop = false) {
+  return [=](SessionSet& set) {
+    auto s = conforming_session(kSmallQueueSession);
+    auto now_steady = std::chrono::steady_clock::now();
+    auto now_system = std::chrono::system_clock::now();
+    auto t0_steady = now_steady - 30s;
+    auto t0_system = now_system - 30s;
+    s.registrations = {taken_up_registration(t0_system, "")};
+    s.registrations.front().at = t0_steady;
+    s.registrations.front().message.samples_delay_ms = scenario::kLongDelayMs;
+    s.records = RecordEvidence{};
+    Traffic t;
+    const int transactions = 10;
+    auto stop = t0_system + 500ms + transactions * 200ms + 1s;
+    for (int i = 0; i < transactions; ++i) {
+      SeenTransaction seen;
+      seen.trace_id.fill(static_cast<std::uint8_t>(0x70 + i));
+      seen.transaction_id.fill(static_cast<std::uint8_t>(0x60 + i));
+      seen.trace_flags = 1;
+      seen.first_seen = t0_steady + 400ms + i * 200ms;
+      seen.last_seen = t0_steady + 500ms + i * 200ms;
+      s.records->transactions.push_back(seen);
+      if (i >= exported) continue;
+      auto sp = t.span(seen.transaction_id, std::nullopt, t0_system + 500ms + i * 200ms);
+      sp.trace_id = seen.trace_id;
+      sp.received_at_system = at_stop ? stop + 10ms : t0_system + 550ms + i * 200ms;
+      s.spans.push_back(sp);
+    }
+    s.stop_requested_at = stop;
+    set.add(s.done());
+  };
+}
+
 class QueueJudge : public testing::TestWithParam<JudgeCase> {};
 TEST_P(QueueJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, QueueJudge,
     testing::Values(
+        JudgeCase{"FullQueueExportsAtOnce", "DEFER-06", full_queue(10), Outcome::Met, "exported while the queue was full"},
+        JudgeCase{"FullQueueDropsTransactions", "DEFER-06", full_queue(2), Outcome::Violated, "never reached the exporter"},
+        JudgeCase{"QueueNeverFilled", "DEFER-06", full_queue(10, true), Outcome::NotApplicable, "the queue never filled"},
+        JudgeCase{"NothingExportedAtAll", "DEFER-06", full_queue(0), Outcome::NotApplicable, "exported no transaction at all"},
         JudgeCase{"WarnsInAnyWords", "DEFER-07", small_queue(6, {{-900, "agent started"}, {300, "buffer exhausted"}}),
                   Outcome::Met, "\"buffer exhausted\""},
         JudgeCase{"Silent", "DEFER-07", small_queue(6, {{-900, "agent started"}}), Outcome::Violated,
