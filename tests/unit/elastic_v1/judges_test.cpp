@@ -798,6 +798,46 @@ std::function<void(SessionSet&)> registered_deferral(std::uint32_t delay_ms, std
   };
 }
 
+// DEFER-05's unsampled half, beside deferral()'s enabled and disabled
+// sessions: the unsampled session (queue of 8, a 4 s delay taken up first)
+// where the records showed unsampled transactions too, and the first `held`
+// of 40 sampled transactions were held 4 s while the rest passed at once.
+std::function<void(SessionSet&)> unsampled_queue(int held) {
+  return [=](SessionSet& set) {
+    deferral(1100ms, 0ms, 0ms)(set);
+    auto s = conforming_session(kUnsampledSession);
+    auto t0 = std::chrono::system_clock::now() - 40s;
+    s.registrations = {taken_up_registration(t0 - 1s, "")};
+    s.registrations.front().message.samples_delay_ms = scenario::kLongDelayMs;
+    s.records = RecordEvidence{};
+    SeenTransaction unsampled;
+    unsampled.transaction_id.fill(0x33);
+    unsampled.trace_flags = 0;
+    s.records->transactions = {unsampled};
+    struct Handed {
+      std::chrono::system_clock::time_point at;
+      otlp::ReceivedSpan span;
+    };
+    std::vector<Handed> handed;
+    for (int i = 0; i < 40; ++i) {
+      Traffic t;
+      t.trace.fill(0);
+      t.trace[0] = static_cast<std::uint8_t>(i);
+      t.transaction.fill(0);
+      t.transaction[0] = static_cast<std::uint8_t>(i);
+      auto end = t0 + i * 100ms;
+      handed.push_back({end + (i < held ? 4000ms : 0ms), t.span(t.transaction, std::nullopt, end)});
+    }
+    std::stable_sort(handed.begin(), handed.end(), [](const Handed& a, const Handed& b) { return a.at < b.at; });
+    for (auto& h : handed) {
+      h.span.received_at_system = h.at + 20ms;
+      s.spans.push_back(h.span);
+    }
+    s.stop_requested_at = t0 + 20s;
+    set.add(s.done());
+  };
+}
+
 class DeferJudge : public testing::TestWithParam<JudgeCase> {};
 TEST_P(DeferJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
@@ -816,6 +856,12 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"DisabledMeansNothingDeferred", "CONF-01", deferral(1100ms, 0ms, 0ms), Outcome::Met, "nothing deferred"},
         JudgeCase{"DisabledStillDeferring", "CONF-01", deferral(1100ms, 0ms, 1100ms), Outcome::Violated,
                   "with ENABLED=false transactions were still deferred"},
+        JudgeCase{"UnsampledLeaveTheQueueToSampled", "DEFER-05", unsampled_queue(8), Outcome::Met,
+                  "unsampled transactions left the queue to sampled ones"},
+        JudgeCase{"UnsampledTakeQueuePlaces", "DEFER-05", unsampled_queue(5), Outcome::Violated,
+                  "unsampled transactions were queued"},
+        JudgeCase{"OnePlaceUnaccountedFor", "DEFER-05", unsampled_queue(7), Outcome::KitError,
+                  "could not be judged"},
         JudgeCase{"RegisteredDelayHonoured", "DEFER-02", registered_deferral(300, 350ms), Outcome::Met,
                   "1 registrations' delays honoured"},
         JudgeCase{"RegisteredDelayIgnored", "DEFER-02", registered_deferral(300, 1100ms), Outcome::Violated,
