@@ -54,7 +54,11 @@ struct {
  * Per CPU, and a perf_event program never nests on its CPU, so one is enough. */
 struct tc_scratch {
   struct tc_sample head;
-  __u8 body[TC_RECORD_MAX_BYTES + TC_MAX_STACK_DEPTH * 8];
+  /* Twice what a sample uses: every size and offset handed to a helper is
+   * also masked to a power of two (TC_FOR_VERIFIER), which older verifiers
+   * (Debian 12's 6.1) need to see it bounded on paths they cannot prove dead;
+   * the masked bounds must fit here. The clamps before them decide. */
+  __u8 body[2 * TC_RECORD_MAX_BYTES + 2 * TC_MAX_STACK_DEPTH * 8];
 };
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -88,6 +92,16 @@ static __always_inline __u64 thread_pointer(void) {
  * (the loader's check already keeps them there; this keeps a hostile or
  * broken map entry inside the scratch value too). */
 #define TC_BOUND(x) ((x) & (TC_RECORD_MAX_BYTES - 1))
+/* A length already clamped to at most `max` (a power of two), masked as well
+ * so the verifier of a 6.1 kernel sees the bound on every path: it follows
+ * paths it cannot prove dead, where clang, knowing the clamp, reuses an
+ * unbounded copy of the value. barrier_var hides the value from clang, so the
+ * mask is emitted, in the register the helper gets. */
+static __always_inline __u32 tc_for_verifier(__u32 x, __u32 max) {
+  barrier_var(x);
+  return x & (2 * max - 1);
+}
+#define TC_FOR_VERIFIER(x, max) tc_for_verifier((x), (max))
 
 /* The record's size field, native byte order, from the header in `body`. */
 static __always_inline __u64 size_field(const struct tc_process* proc, const __u8* body) {
@@ -109,7 +123,7 @@ static __always_inline __u64 size_field(const struct tc_process* proc, const __u
 static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp, struct tc_scratch* s) {
   __u32 fixed = proc->fixed_size;
   if (fixed > TC_RECORD_MAX_BYTES) fixed = TC_RECORD_MAX_BYTES;
-  if (bpf_probe_read_user(s->body, fixed, (const void*)rp) != 0) {
+  if (bpf_probe_read_user(s->body, TC_FOR_VERIFIER(fixed, TC_RECORD_MAX_BYTES), (const void*)rp) != 0) {
     s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
     count(TC_CTR_RECORD_READ_FAILED);
     return 0;
@@ -125,7 +139,7 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
      * one bounded size, which the verifier follows; reading only the rest
      * would need offset + size bounded together, which it does not track. */
     if (length > TC_RECORD_MAX_BYTES) length = TC_RECORD_MAX_BYTES;
-    if (bpf_probe_read_user(s->body, length, (const void*)rp) != 0) {
+    if (bpf_probe_read_user(s->body, TC_FOR_VERIFIER(length, TC_RECORD_MAX_BYTES), (const void*)rp) != 0) {
       s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
       count(TC_CTR_RECORD_READ_FAILED);
       return 0;
@@ -192,7 +206,8 @@ int tc_sample(void* ctx) {
   if (proc->flags & TC_PROCESS_F_NO_STACK) {
     s->head.stack_bytes = 0;
   } else {
-    long n = bpf_get_stack(ctx, s->body + padded, TC_MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+    long n = bpf_get_stack(ctx, s->body + TC_FOR_VERIFIER(padded, TC_RECORD_MAX_BYTES), TC_MAX_STACK_DEPTH * 8,
+                           BPF_F_USER_STACK);
     s->head.stack_bytes = (__s32)n;
     if (n < 0) count(TC_CTR_STACK_FAILED);
     else stack = n > TC_MAX_STACK_DEPTH * 8 ? TC_MAX_STACK_DEPTH * 8 : (__u32)n;
@@ -201,7 +216,9 @@ int tc_sample(void* ctx) {
    * deciding when to wake (bpf_ringbuf_query) costs as much as a map lookup.
    * User space drains on a timer instead (<= 100 ms) and sizes the ring for
    * at least a second of samples at the attached frequency on every CPU. */
-  if (bpf_ringbuf_output(&samples, s, sizeof(s->head) + padded + stack, BPF_RB_NO_WAKEUP) != 0) {
+  __u64 size = sizeof(s->head) + TC_FOR_VERIFIER(padded, TC_RECORD_MAX_BYTES) +
+               TC_FOR_VERIFIER(stack, TC_MAX_STACK_DEPTH * 8);
+  if (bpf_ringbuf_output(&samples, s, size, BPF_RB_NO_WAKEUP) != 0) {
     count(TC_CTR_RINGBUF_FULL);
     return 0;
   }

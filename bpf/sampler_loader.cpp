@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <cstdarg>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -26,12 +27,22 @@ namespace {
 std::mutex log_mutex;
 std::deque<std::string> log_lines;
 
+// A rejected program's verifier log arrives as one long message whose cause
+// is at its end: keep the head (which instruction) and the tail (why).
+constexpr std::size_t kKeepHead = 512, kKeepTail = 1536;
+
 int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (level == LIBBPF_DEBUG) return 0;
-  char buf[1024];
-  int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_list again;
+  va_copy(again, args);
+  int n = std::vsnprintf(nullptr, 0, fmt, args);
+  std::string text(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size() + 1, fmt, again);
+  va_end(again);
+  if (text.size() > kKeepHead + kKeepTail)
+    text = text.substr(0, kKeepHead) + " [...] " + text.substr(text.size() - kKeepTail);
   std::lock_guard<std::mutex> lock(log_mutex);
-  log_lines.emplace_back(buf, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buf) - 1) : 0);
+  log_lines.push_back(std::move(text));
   while (log_lines.size() > 8) log_lines.pop_front();
   return 0;
 }
