@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,8 +31,13 @@ class ForkedChild {
       ::close(report[0]), ::close(report[1]);
       return;
     }
+    const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      // A test binary killed mid-test (a ctest timeout) must not leave its
+      // child spinning: it dies with the parent (exec keeps the setting).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
       ::close(report[0]);
       ::close(release[1]);
       body(Pipes{report[1], release[0]});
