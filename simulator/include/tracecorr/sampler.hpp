@@ -53,7 +53,7 @@ struct Sample {
   std::uint64_t record_pointer = 0;
   SampleError error = SampleError::Ok;
   std::optional<RecordBytes> record;   // set iff error is Ok or RecordTruncated
-  std::uint64_t record_declared_length = 0;  // what the record declared (> record->size() when truncated)
+  std::uint64_t record_declared_length = 0;  // what the record declared (> record->size() when truncated), at most 2^32 - 1
   std::vector<std::uint64_t> frames;   // user stack, innermost first, <= kMaxStackFrames
   int stack_errno = 0;                 // nonzero: the stack could not be read
 };

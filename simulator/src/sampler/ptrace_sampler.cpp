@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -236,7 +238,8 @@ class PtraceSampler final : public Sampler {
       ++counters_.record_read_failed;
       return;
     }
-    s.record_declared_length = read->declared_length;
+    // Saturated as the BPF sample's 32-bit field carries it: the same Sample for the same record.
+    s.record_declared_length = std::min<std::uint64_t>(read->declared_length, UINT32_MAX);
     if (read->truncated()) {
       s.error = SampleError::RecordTruncated;
       ++counters_.record_truncated;
