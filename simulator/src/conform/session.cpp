@@ -219,7 +219,8 @@ namespace {
 // in the thread's process, then its TLS descriptor (static TLS only; the judges take
 // the rest). The messages are the report's reasons, so they name no
 // address.
-Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options, pid_t pid,
+// Used by the x86-64 slot watch only (hardware watchpoints).
+[[maybe_unused]] Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options, pid_t pid,
                                         std::uint64_t thread_pointer) {
   auto found = discover_process(pid, options, cache);
   if (!found || !*found) return make_error("its process had not loaded the agent library yet");
@@ -232,7 +233,7 @@ Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOpti
   return thread_pointer + static_cast<std::uint64_t>(descriptor->tp_offset);
 }
 
-bool runs_under_qemu_user(const std::vector<std::string>& command) {
+[[maybe_unused]] bool runs_under_qemu_user(const std::vector<std::string>& command) {
   if (command.empty()) return false;
   auto name = std::filesystem::path(command.front()).filename().string();
   return name.rfind("qemu-", 0) == 0;

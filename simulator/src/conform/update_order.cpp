@@ -112,7 +112,7 @@ class OrderChecker {
   UpdateOrderReport& report_;
 };
 
-Expected<RecordState> read_state(const LiveProcessMemory& memory, const RecordLayout& layout, std::uint64_t address,
+[[maybe_unused]] Expected<RecordState> read_state(const LiveProcessMemory& memory, const RecordLayout& layout, std::uint64_t address,
                                  std::uint64_t pc, unsigned hits) {
   RecordState s;
   auto read = read_record(memory, layout, address);
@@ -126,7 +126,7 @@ Expected<RecordState> read_state(const LiveProcessMemory& memory, const RecordLa
   return s;
 }
 
-std::string limits_text(const UpdateOrderReport& r, bool under_qemu) {
+[[maybe_unused]] std::string limits_text(const UpdateOrderReport& r, bool under_qemu) {
   std::string t;
   std::string unwatched = r.plan.unwatched_description();
   if (!unwatched.empty())
