@@ -1,17 +1,12 @@
 #include "tracecorr/conform/suite.hpp"
 
-#include <mutex>
+#include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr::conform {
 namespace {
 
-struct SuiteRegistry {
-  std::mutex mutex;
-  std::vector<const Suite*> suites;
-};
-
-SuiteRegistry& registry() {
-  static SuiteRegistry r;  // function-local: packages register from other translation units' initialisers
+PluginRegistry<Suite>& registry() {
+  static PluginRegistry<Suite> r;
   return r;
 }
 
@@ -31,19 +26,9 @@ std::string ScenarioOptions::setting(const std::string& name, const std::string&
   return it == settings.end() ? fallback : it->second;
 }
 
-void register_suite(const Suite& suite) {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (const auto* known : r.suites)
-    if (known == &suite) return;
-  r.suites.push_back(&suite);
-}
+void register_suite(const Suite& suite) { registry().add(suite); }
 
-std::vector<const Suite*> suites() {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  return r.suites;
-}
+std::vector<const Suite*> suites() { return registry().all(); }
 
 const Suite* find_suite(std::string_view protocol) {
   for (const auto* s : suites())

@@ -1,34 +1,19 @@
 #include "tracecorr/inspector.hpp"
 
-#include <mutex>
+#include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr {
 namespace {
 
-struct InspectorRegistry {
-  std::mutex mutex;
-  std::vector<const Inspector*> inspectors;
-};
-
-InspectorRegistry& registry() {
-  static InspectorRegistry r;  // function-local: packages register from other translation units' initialisers
+PluginRegistry<Inspector>& registry() {
+  static PluginRegistry<Inspector> r;
   return r;
 }
 
 }  // namespace
 
-void register_inspector(const Inspector& inspector) {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (const auto* known : r.inspectors)
-    if (known == &inspector) return;
-  r.inspectors.push_back(&inspector);
-}
+void register_inspector(const Inspector& inspector) { registry().add(inspector); }
 
-std::vector<const Inspector*> inspectors() {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  return r.inspectors;
-}
+std::vector<const Inspector*> inspectors() { return registry().all(); }
 
 }  // namespace tracecorr

@@ -2,30 +2,23 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <string>
+
+#include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr {
 namespace {
 
-struct Registry {
-  std::mutex mutex;
-  std::vector<const ProtocolSpec*> specs;
-};
-
-// Function-local: packages register from static initialisers in other
-// translation units, whose order relative to ours is unspecified.
-Registry& registry() {
-  static Registry r;
+PluginRegistry<ProtocolSpec>& registry() {
+  static PluginRegistry<ProtocolSpec> r;
   return r;
 }
 
 }  // namespace
 
 void register_protocol(const ProtocolSpec& spec) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (const ProtocolSpec* known : r.specs) {
+  // Packages register before main, one at a time: the check and the add need no common lock.
+  for (const ProtocolSpec* known : registry().all()) {
     if (known == &spec) return;
     for (const Requirement& mine : spec.requirements)
       for (const Requirement& theirs : known->requirements)
@@ -35,14 +28,10 @@ void register_protocol(const ProtocolSpec& spec) {
           std::abort();
         }
   }
-  r.specs.push_back(&spec);
+  registry().add(spec);
 }
 
-std::vector<const ProtocolSpec*> protocols() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  return r.specs;
-}
+std::vector<const ProtocolSpec*> protocols() { return registry().all(); }
 
 const ProtocolSpec* find_protocol(std::string_view id) {
   for (const ProtocolSpec* p : protocols())
