@@ -91,7 +91,10 @@ class TlsProbe final : public Probe {
   // record watcher's polls catch what the watch could not see (threads that
   // published before it could arm them, attach mode, qemu-user): per thread,
   // a record seen with minor 0 before it is ever seen with a real minor was
-  // visible before it was initialised.
+  // visible before it was initialised. A poll only vouches for a thread it
+  // saw before the publication (its pointer still null): a first look after
+  // the record was filled in says nothing about the window before, so
+  // without such threads (or the watch) a pass has no evidence.
   static Finding judge_initialised(const SessionEvidence& s, const std::vector<RecordObservation>& obs) {
     std::size_t complete_at_store = 0;
     std::set<pid_t> watched_threads;
@@ -132,12 +135,35 @@ class TlsProbe final : public Probe {
                                                                        : s.slot_watch_unavailable);
     if (initialised.empty() && watched_threads.empty())
       return not_applicable("TLS-01", "no initialised record was ever seen (" + watch_said + ")");
-    std::set<pid_t> threads = initialised;
-    threads.insert(watched_threads.begin(), watched_threads.end());
+    const std::set<pid_t> none;
+    const auto& seen_unpublished = s.records ? s.records->seen_before_publication : none;
+    std::size_t polled_through_publication = 0, polled_after_publication = 0;
+    std::set<pid_t> threads = watched_threads;
+    for (pid_t tid : initialised) {
+      if (watched_threads.count(tid)) continue;
+      if (seen_unpublished.count(tid)) {
+        ++polled_through_publication;
+        threads.insert(tid);
+      } else {
+        ++polled_after_publication;
+      }
+    }
+    const std::string polled_late = std::to_string(polled_after_publication) +
+                                    " threads' records were first polled after their publication";
+    if (threads.empty() && !s.launched)
+      return not_applicable("TLS-01", "attached to a running target: " + polled_late +
+                                          " (before tracecorr looked); judging needs threads that start while watched (" +
+                                          watch_said + ")");
+    if (threads.empty())
+      return kit_error("TLS-01", "inconclusive: " + polled_late +
+                                     ", which proves nothing about the moment before; no thread was seen before it (" +
+                                     watch_said + ")");
     return met("TLS-01", threads.size(),
                std::to_string(complete_at_store) + " pointer publications by " + std::to_string(watched_threads.size()) +
-                   " threads each found a complete record at the store itself; " + std::to_string(initialised.size()) +
-                   " threads' records complete whenever polled (" + watch_said + ")");
+                   " threads each found a complete record at the store itself; " +
+                   std::to_string(polled_through_publication) +
+                   " threads' records complete whenever polled from before their publication (" + polled_late +
+                   ", which proves nothing; " + watch_said + ")");
   }
 
   static Finding judge_minor(const std::vector<RecordObservation>& obs) {

@@ -91,6 +91,8 @@ void RecordWatcher::poll_once() {
       continue;
     }
     record_pointers_[tid] = first->record_pointer;
+    if (first->record_pointer == 0 && second->record_pointer == 0 && !last_bytes_.count(tid))
+      seen_before_publication_.insert(tid);
     if (!first->bytes || !second->bytes) continue;  // no record published for this thread (yet)
     if (first->record_pointer != second->record_pointer || *first->bytes != *second->bytes) {
       ++stats_.torn_reads;
@@ -148,6 +150,11 @@ std::vector<SeenTransaction> RecordWatcher::active_transactions() const {
   for (const auto& key : active_now_)
     if (auto it = transactions_.find(key); it != transactions_.end()) out.push_back(it->second);
   return out;
+}
+
+std::set<pid_t> RecordWatcher::seen_before_publication() const {
+  std::lock_guard lock(mutex_);
+  return seen_before_publication_;
 }
 
 std::map<pid_t, std::uint64_t> RecordWatcher::record_pointers() const {

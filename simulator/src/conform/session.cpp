@@ -406,7 +406,8 @@ SessionEvidence Session::evidence() const {
   e.slot_watch = slot_watch_report_;
   e.slot_watch_unavailable = slot_watch_unavailable_;
   if (watcher_)
-    e.records = RecordEvidence{watcher_->observations(), watcher_->transactions(), watcher_->record_pointers(), watcher_->stats()};
+    e.records = RecordEvidence{watcher_->observations(), watcher_->transactions(), watcher_->record_pointers(),
+                               watcher_->stats(), watcher_->seen_before_publication()};
   e.update_order_reports = update_order_reports();
   e.timing_boundary = timing_boundary();
   e.stop_requested_at = stop_requested_at();

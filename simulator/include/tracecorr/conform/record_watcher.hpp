@@ -95,6 +95,10 @@ class RecordWatcher {
   std::vector<SeenTransaction> active_transactions() const;
   // The thread pointer and record pointer last seen per thread.
   std::map<pid_t, std::uint64_t> record_pointers() const;
+  // Threads the watcher read with no record published (a null pointer) before
+  // it first saw their record: only for these did a poll have the chance to
+  // see the record between its publication and its initialisation.
+  std::set<pid_t> seen_before_publication() const;
   WatcherStats stats() const;
   std::vector<std::string> errors() const;
 
@@ -122,6 +126,7 @@ class RecordWatcher {
   std::map<pid_t, std::chrono::milliseconds> thread_pointer_backoff_;
   std::map<pid_t, std::uint64_t> record_pointers_;
   std::map<pid_t, RecordBytes> last_bytes_;
+  std::set<pid_t> seen_before_publication_;
   std::vector<RecordObservation> observations_;
   std::uint64_t observations_dropped_ = 0;          // erased from the front (bounded memory)
   std::map<pid_t, std::uint64_t> open_observation_;  // per thread: absolute index of its current state

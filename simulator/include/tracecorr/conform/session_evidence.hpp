@@ -66,6 +66,7 @@ struct RecordEvidence {
   std::vector<SeenTransaction> transactions;
   std::map<pid_t, std::uint64_t> record_pointers;  // the last seen per thread
   WatcherStats stats;
+  std::set<pid_t> seen_before_publication;  // RecordWatcher::seen_before_publication()
 };
 
 struct SessionEvidence {
