@@ -115,7 +115,9 @@ inline std::uint64_t dr7_for(std::size_t count) {
 
 // What one waitpid status means for the watch.
 struct Stop {
-  enum class Kind { kExited, kGroupStop, kEventStop, kSignal } kind;
+  // kSyscall: a system-call entry or exit stop (PTRACE_O_TRACESYSGOOD and a
+  // resume by PTRACE_SYSCALL only; see WatchSession::set_syscall_stops).
+  enum class Kind { kExited, kGroupStop, kEventStop, kSignal, kSyscall } kind;
   int signal = 0;
   int event = 0;  // PTRACE_EVENT_* of an event stop (status >> 16)
 };
@@ -130,6 +132,7 @@ inline Stop classify(int status) {
     return {group ? Stop::Kind::kGroupStop : Stop::Kind::kEventStop, sig, PTRACE_EVENT_STOP};
   }
   if ((status >> 16) != 0) return {Stop::Kind::kEventStop, sig, status >> 16};  // PTRACE_O_TRACE* events
+  if (sig == (SIGTRAP | 0x80)) return {Stop::Kind::kSyscall, sig};
   return {Stop::Kind::kSignal, sig};
 }
 
@@ -225,20 +228,37 @@ class WatchSession {
   // The signal handed to the thread when it next runs (0: none).
   void set_resume_signal(int sig) { resume_signal_ = sig; }
 
+  // Resume with PTRACE_SYSCALL from now on: the thread also stops at each
+  // system call's entry and exit (reported as Stop::Kind::kSyscall when the
+  // tracee was seized with PTRACE_O_TRACESYSGOOD).
+  void set_syscall_stops(bool on) { syscall_stops_ = on; }
+
+  // The system call the thread is stopped at (a kSyscall stop): entry (number
+  // and arguments) or exit (result).
+  Expected<__ptrace_syscall_info> syscall_info() {
+    __ptrace_syscall_info info{};
+    if (::ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) <= 0)
+      return make_error(std::string("PTRACE_GET_SYSCALL_INFO failed: ") + std::strerror(errno), where());
+    return info;
+  }
+
   // Resumes from the stop it is held in.
   Status resume() {
     // A group-stop must stay a stop: PTRACE_LISTEN leaves the thread stopped
     // for job control while letting us see the SIGCONT that ends it.
     bool listen = last_stop_.kind == Stop::Kind::kGroupStop;
+    const auto cont = syscall_stops_ ? PTRACE_SYSCALL : PTRACE_CONT;
     long r = listen ? ::ptrace(PTRACE_LISTEN, tid_, nullptr, nullptr)
-                    : ::ptrace(PTRACE_CONT, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(resume_signal_)));
+                    : ::ptrace(cont, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(resume_signal_)));
     if (r != 0) {
       int err = errno;
       if (err == ESRCH) {  // killed while held (SIGKILL needs no consent): next_stop() reports the exit
         held_ = false;
         return Ok{};
       }
-      return make_error(std::string(listen ? "PTRACE_LISTEN" : "PTRACE_CONT") + " failed: " + std::strerror(err), where());
+      return make_error(std::string(listen ? "PTRACE_LISTEN" : syscall_stops_ ? "PTRACE_SYSCALL" : "PTRACE_CONT") +
+                            " failed: " + std::strerror(err),
+                        where());
     }
     held_ = false;
     return Ok{};
@@ -382,6 +402,7 @@ class WatchSession {
   bool attached_ = false;
   bool held_ = false;       // in a ptrace-stop we have not resumed
   bool armed_ = false;
+  bool syscall_stops_ = false;
   Stop last_stop_{Stop::Kind::kEventStop};
   int resume_signal_ = 0;
 };

@@ -1,0 +1,395 @@
+// Stores into a mapping's head, system calls and forks; see mapping_watch.hpp.
+// The ptrace discipline is hardware_watch.hpp's: every thread is released
+// (registers cleared, detached) on every way out.
+#include "tracecorr/conform/mapping_watch.hpp"
+
+#include <sys/syscall.h>
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "hardware_watch.hpp"
+#include "tracecorr/maps.hpp"
+#include "tracecorr/memory.hpp"
+
+namespace tracecorr::conform {
+
+std::string MappingWatchReport::describe() const {
+  std::string s = std::to_string(threads_followed) + " threads followed, " + std::to_string(threads_armed) + " armed on " +
+                  std::to_string(watched_bytes) + " bytes, " + std::to_string(stores_seen) + " stores and " +
+                  std::to_string(syscalls_seen) + " system calls seen";
+  if (events_dropped) s += ", " + std::to_string(events_dropped) + " events beyond the first " + std::to_string(kMaxKeptEvents) + " not kept";
+  if (signals_forwarded) s += ", " + std::to_string(signals_forwarded) + " of the target's signals forwarded";
+  if (!ended_because.empty()) s += "; ended: " + ended_because;
+  if (error) s += "; stopped early: " + error->message();
+  return s;
+}
+
+struct MappingWatch::State {
+  pid_t root = 0;
+  Settings settings;
+  std::atomic<bool> end_requested{false};
+  mutable std::mutex mutex;  // guards report while the watch runs
+  MappingWatchReport report;
+  std::thread thread;
+  void run(std::promise<Status>& seized);
+};
+
+MappingWatch::MappingWatch(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+MappingWatch::~MappingWatch() { (void)finish(); }
+
+MappingWatchReport MappingWatch::snapshot() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->report;
+}
+
+MappingWatchReport MappingWatch::finish() {
+  if (state_->thread.joinable()) {
+    state_->end_requested = true;
+    state_->thread.join();
+  }
+  return state_->report;
+}
+
+Expected<std::unique_ptr<MappingWatch>> MappingWatch::follow_launch(pid_t pid, Settings settings) {
+#if !defined(__x86_64__)
+  (void)pid, (void)settings;
+  return make_error("the mapping watch is implemented for x86-64 hosts only");
+#else
+  if (!settings.is_watched_mapping) return make_error("mapping watch: no mapping to watch was named");
+  if (settings.watched_bytes == 0 || settings.watched_bytes > kMappingWatchMaxBytes)
+    return make_error("mapping watch: " + std::to_string(settings.watched_bytes) + " bytes asked, 1.." +
+                      std::to_string(kMappingWatchMaxBytes) + " can be watched");
+  auto state = std::make_unique<State>();
+  state->root = pid;
+  state->settings = std::move(settings);
+  state->report.watched_bytes = state->settings.watched_bytes;
+  std::promise<Status> seized;
+  auto seized_result = seized.get_future();
+  state->thread = std::thread([raw = state.get(), &seized] { raw->run(seized); });
+  Status st = seized_result.get();
+  if (!st) {
+    state->thread.join();
+    return st.error();
+  }
+  return std::unique_ptr<MappingWatch>(new MappingWatch(std::move(state)));
+#endif
+}
+
+#if !defined(__x86_64__)
+void MappingWatch::State::run(std::promise<Status>& seized) { seized.set_value(make_error("not x86-64")); }
+#else
+namespace {
+
+using namespace hardware_watch;
+
+constexpr auto kInterruptBound = std::chrono::seconds(2);
+constexpr std::uint64_t kChunk = 8;
+
+pid_t thread_group_of(pid_t tid, pid_t fallback) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
+  return fallback;
+}
+
+// The first mapping of `pid` the predicate accepts (the maps text is the
+// kernel's, bounded by read_maps).
+std::optional<Mapping> find_watched(pid_t pid, const std::function<bool(const std::string&)>& is_watched) {
+  auto maps = read_maps(pid);
+  if (!maps) return std::nullopt;
+  for (const auto& m : *maps)
+    if (is_watched(m.path)) return m;
+  return std::nullopt;
+}
+
+// Whether `pid` maps something at `address`, and by what name.
+std::optional<std::string> mapping_at(pid_t pid, std::uint64_t address) {
+  auto maps = read_maps(pid);
+  if (!maps) return std::nullopt;
+  if (const Mapping* m = find_mapping(*maps, address)) return m->path;
+  return std::nullopt;
+}
+
+struct FollowedThread {
+  std::unique_ptr<WatchSession> session;
+  pid_t pid = 0;
+  bool armed = false;
+  bool release_at_first_stop = false;  // a forked child: looked at, then let go
+  std::optional<__ptrace_syscall_info> entry;  // the system call it is in, from its entry stop
+};
+
+class Follower {
+ public:
+  explicit Follower(MappingWatch::State& state) : s_(state) {}
+
+  Status seize_root() {
+    auto root = std::make_unique<WatchSession>(s_.root, s_.root);
+    constexpr unsigned long kFollow = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+                                      PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD;
+    if (auto st = root->seize(kFollow); !st) return st;
+    // Stopped once, so that it runs on under PTRACE_SYSCALL (a seized task
+    // keeps running as it was until its first stop).
+    root->set_syscall_stops(true);
+    auto stop = root->interrupt(kInterruptBound);
+    if (!stop) return stop.error();
+    if (stop->kind == Stop::Kind::kExited) return make_error("the process exited before it could be watched", root->where());
+    if (auto st = root->resume(); !st) return st;
+    threads_[s_.root] = FollowedThread{std::move(root), s_.root};
+    count([](auto& r) { ++r.threads_followed; });
+    return Ok{};
+  }
+
+  void run() {
+    auto pause = std::chrono::microseconds(20);
+    for (;;) {
+      if (s_.end_requested) {
+        set_ended("ended by the session");
+        break;
+      }
+      if (threads_.empty()) {
+        set_ended("every followed thread exited");
+        break;
+      }
+      const auto now = Clock::now();
+      bool any = false;
+      for (auto it = threads_.begin(); it != threads_.end();) {
+        auto stop = it->second.session->next_stop(now);
+        if (!stop) {
+          ++it;
+          continue;
+        }
+        any = true;
+        if (stop->kind == Stop::Kind::kExited) {
+          it = threads_.erase(it);
+          continue;
+        }
+        if (it->second.release_at_first_stop) {
+          it->second.session->release();
+          it = threads_.erase(it);
+          continue;
+        }
+        handle(it->second, *stop);
+        if (auto st = it->second.session->resume(); !st) return fail(st.error());
+        ++it;
+      }
+      for (auto& [tid, t] : adopted_) threads_.emplace(tid, std::move(t));
+      adopted_.clear();
+      if (!to_arm_.empty()) arm_running_threads();
+      if (!any) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(500));
+      } else {
+        pause = std::chrono::microseconds(20);
+      }
+    }
+    threads_.clear();  // each session disarms and detaches
+  }
+
+ private:
+  void handle(FollowedThread& t, const Stop& stop) {
+    switch (stop.kind) {
+      case Stop::Kind::kEventStop:
+        if (stop.event == PTRACE_EVENT_CLONE) adopt_thread(t);
+        else if (stop.event == PTRACE_EVENT_FORK || stop.event == PTRACE_EVENT_VFORK) adopt_fork(t);
+        else if (stop.event == PTRACE_EVENT_EXEC) exec_seen(t);
+        break;
+      case Stop::Kind::kSyscall:
+        syscall_stop(t);
+        break;
+      case Stop::Kind::kSignal: {
+        bool ours = t.session->is_our_trap(stop);
+        t.session->set_resume_signal(ours ? 0 : stop.signal);
+        if (ours) store_seen(t);
+        else count([](auto& r) { ++r.signals_forwarded; });
+        break;
+      }
+      case Stop::Kind::kGroupStop:
+      case Stop::Kind::kExited:
+        break;
+    }
+    if (!t.armed && watched_.count(t.pid)) arm(t);
+  }
+
+  void adopt_thread(FollowedThread& parent) {
+    auto tid = parent.session->event_message();
+    if (!tid) return;
+    auto session = WatchSession::adopt(thread_group_of(*tid, parent.pid), *tid);
+    session->set_syscall_stops(true);
+    adopted_.emplace(*tid, FollowedThread{std::move(session), parent.pid});
+    count([](auto& r) { ++r.threads_followed; });
+  }
+
+  // The child's address space is complete when the parent reports the fork:
+  // whether it inherited the mapping is read now, and the child is let go at
+  // its first stop (its own stores are not the parent's).
+  void adopt_fork(FollowedThread& parent) {
+    auto child = parent.session->event_message();
+    if (!child) return;
+    MappingWatchEvent e = event(MappingWatchEvent::Kind::kFork, parent);
+    e.child = *child;
+    if (auto it = watched_.find(parent.pid); it != watched_.end()) {
+      e.address = it->second;
+      if (auto name = mapping_at(*child, it->second)) {
+        e.child_has_mapping = true;
+        e.child_mapping_name = *name;
+      }
+    }
+    record(std::move(e));
+    FollowedThread f{WatchSession::adopt(*child, *child), *child};
+    f.release_at_first_stop = true;
+    adopted_.emplace(*child, std::move(f));
+  }
+
+  void exec_seen(FollowedThread& t) {
+    // A new image: the kernel cleared the debug registers, and the mapping is gone.
+    t.armed = false;
+    watched_.erase(t.pid);
+    record(event(MappingWatchEvent::Kind::kExec, t));
+  }
+
+  void syscall_stop(FollowedThread& t) {
+    auto info = t.session->syscall_info();
+    if (!info) return;
+    if (info->op == PTRACE_SYSCALL_INFO_ENTRY) {
+      t.entry = *info;
+      return;
+    }
+    if (info->op != PTRACE_SYSCALL_INFO_EXIT || !t.entry) return;
+    const long nr = static_cast<long>(t.entry->entry.nr);
+    if (s_.settings.syscalls.count(nr)) {
+      MappingWatchEvent e = event(MappingWatchEvent::Kind::kSyscall, t);
+      e.syscall = nr;
+      for (std::size_t i = 0; i < e.args.size(); ++i) e.args[i] = t.entry->entry.args[i];
+      e.result = info->exit.rval;
+      record(std::move(e));
+      count([](auto& r) { ++r.syscalls_seen; });
+    }
+    t.entry.reset();
+    // A mapping appears (mmap of a named memfd) or gets its name (prctl).
+    if (!watched_.count(t.pid) && (nr == SYS_mmap || nr == SYS_mremap || nr == SYS_prctl)) look_for_mapping(t);
+  }
+
+  void look_for_mapping(FollowedThread& t) {
+    auto found = find_watched(t.pid, s_.settings.is_watched_mapping);
+    if (!found) return;
+    watched_[t.pid] = found->start;
+    MappingWatchEvent e = event(MappingWatchEvent::Kind::kMapped, t);
+    e.address = found->start;
+    e.mapping_name = found->path;
+    e.bytes = read_watched(t.pid, found->start);
+    record(std::move(e));
+    for (auto& [tid, other] : threads_)
+      if (other.pid == t.pid && tid != t.session->tid()) to_arm_.insert(tid);
+  }
+
+  void arm(FollowedThread& t) {
+    const std::uint64_t address = watched_.at(t.pid);
+    std::vector<std::uint64_t> chunks;
+    const std::uint64_t first = address & ~(kChunk - 1);
+    for (std::uint64_t c = first; c < address + s_.settings.watched_bytes && chunks.size() < kRegisters; c += kChunk)
+      chunks.push_back(c);
+    if (auto st = t.session->arm(chunks); !st) return fail(st.error());
+    t.armed = true;
+    to_arm_.erase(t.session->tid());
+    count([](auto& r) { ++r.threads_armed; });
+  }
+
+  // Threads of a process whose mapping just appeared, running elsewhere: each
+  // is stopped once to be armed.
+  void arm_running_threads() {
+    for (pid_t tid : std::set<pid_t>(to_arm_)) {
+      auto it = threads_.find(tid);
+      if (it == threads_.end() || it->second.armed) {
+        to_arm_.erase(tid);
+        continue;
+      }
+      auto& t = it->second;
+      if (t.session->held()) continue;  // armed in handle() at its pending stop
+      auto stop = t.session->interrupt(kInterruptBound);
+      if (!stop) return fail(stop.error());
+      if (stop->kind == Stop::Kind::kExited) {
+        to_arm_.erase(tid);
+        continue;
+      }
+      handle(t, *stop);
+      if (auto st = t.session->resume(); !st) return fail(st.error());
+    }
+  }
+
+  void store_seen(FollowedThread& t) {
+    auto it = watched_.find(t.pid);
+    if (it == watched_.end()) return;
+    MappingWatchEvent e = event(MappingWatchEvent::Kind::kStore, t);
+    e.address = it->second;
+    e.bytes = read_watched(t.pid, it->second);  // before the thread runs on
+    if (auto pc = t.session->instruction_pointer()) e.pc_after_store = *pc;
+    record(std::move(e));
+    count([](auto& r) { ++r.stores_seen; });
+  }
+
+  std::vector<std::uint8_t> read_watched(pid_t pid, std::uint64_t address) const {
+    std::vector<std::uint8_t> bytes(s_.settings.watched_bytes);
+    if (!LiveProcessMemory(pid).read(address, bytes)) bytes.clear();
+    return bytes;
+  }
+
+  MappingWatchEvent event(MappingWatchEvent::Kind kind, const FollowedThread& t) const {
+    MappingWatchEvent e;
+    e.kind = kind;
+    e.at = Clock::now();
+    e.pid = t.pid;
+    e.tid = t.session->tid();
+    return e;
+  }
+
+  void record(MappingWatchEvent e) {
+    std::lock_guard lock(s_.mutex);
+    if (s_.report.events.size() < MappingWatchReport::kMaxKeptEvents) s_.report.events.push_back(std::move(e));
+    else ++s_.report.events_dropped;
+  }
+
+  template <class F>
+  void count(F change) {
+    std::lock_guard lock(s_.mutex);
+    change(s_.report);
+  }
+
+  void set_ended(std::string why) {
+    std::lock_guard lock(s_.mutex);
+    s_.report.ended_because = std::move(why);
+  }
+
+  void fail(const Error& e) {
+    {
+      std::lock_guard lock(s_.mutex);
+      if (!s_.report.error) s_.report.error = e;
+    }
+    s_.end_requested = true;
+  }
+
+  MappingWatch::State& s_;
+  std::map<pid_t, FollowedThread> threads_;
+  std::map<pid_t, FollowedThread> adopted_;  // met during a pass, joined after it
+  std::map<pid_t, std::uint64_t> watched_;   // process -> the watched mapping's start
+  std::set<pid_t> to_arm_;
+};
+
+}  // namespace
+
+void MappingWatch::State::run(std::promise<Status>& seized) {
+  Follower follower(*this);
+  if (auto st = follower.seize_root(); !st) {
+    seized.set_value(st);
+    return;
+  }
+  seized.set_value(Ok{});  // `seized` is gone once the caller has its answer
+  follower.run();
+}
+#endif
+
+}  // namespace tracecorr::conform
