@@ -2,8 +2,10 @@
 directory, the registry and the fixture programs.
 
 $TRACECORR_BUILD (default: build/ in this repository) holds bin/tracecorr,
-fixtures/<arch>/reference/ and fixtures/<arch>/mutants/<name>/ (each with its
-tracecorr-fixture), tests/tracecorr_unit_tests and testdata/.
+fixtures/<arch>/reference/ and fixtures/<arch>/mutants/<name>/ (Elastic v1's,
+each with its tracecorr-fixture), fixtures/<arch>/<package>/reference/ and
+.../mutants/<name>/ (every later protocol package's), tests/tracecorr_unit_tests
+and testdata/.
 
 A test that needs a product calls need(path) (or missing(what)): locally the
 test is skipped, naming what is missing. Under CI (CI set, and not "false" or
@@ -62,3 +64,11 @@ def fixture_program(arch: str, mutant: str | None = None) -> Path:
     """The reference fixture of `arch`, or the named mutant's (not checked: see need)."""
     d = fixture_dir(arch)
     return (d / "reference" if mutant is None else d / "mutants" / mutant) / "tracecorr-fixture"
+
+
+def package_fixture_program(package: str, program: str, arch: str, mutant: str | None = None) -> Path:
+    """`program` of a protocol package's fixtures (fixtures/<package>/fixtures.cmake),
+    which keep their outputs in <build>/fixtures/<arch>/<package>/: the reference,
+    or the named mutant's (not checked: see need)."""
+    d = fixture_dir(arch) / package
+    return (d / "reference" if mutant is None else d / "mutants" / mutant) / program
