@@ -46,4 +46,8 @@ struct ProcessStat {
 // nullopt when the process is gone or the file does not parse.
 std::optional<ProcessStat> read_process_stat(pid_t pid);
 
+// Whether the process is a qemu-user guest (its executable is qemu-*): its
+// memory and system calls are then qemu's on the guest's behalf.
+bool runs_under_qemu_user(pid_t pid);
+
 }  // namespace tracecorr

@@ -38,6 +38,7 @@
 
 #include "tracecorr/error.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/procfs.hpp"
 
 namespace tracecorr::conform::hardware_watch {
 
@@ -48,15 +49,7 @@ inline std::string thread_where(pid_t pid, pid_t tid) { return "pid " + std::to_
 // x86-64 has four debug registers, each watching at most 8 aligned bytes.
 inline constexpr std::size_t kRegisters = 4;
 
-inline bool running_under_qemu(pid_t pid) {
-  char buf[4096];
-  std::string link = "/proc/" + std::to_string(pid) + "/exe";
-  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
-  if (n <= 0) return false;
-  std::string exe(buf, static_cast<std::size_t>(n));
-  auto slash = exe.rfind('/');
-  return exe.compare(slash == std::string::npos ? 0 : slash + 1, 5, "qemu-") == 0;
-}
+inline bool running_under_qemu(pid_t pid) { return runs_under_qemu_user(pid); }
 
 // A thread that is a zombie (or gone) will never report a ptrace-stop; a
 // zombie thread-group leader does not even report its exit until the other

@@ -79,7 +79,10 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   if (!spec.gdbstub.empty()) {
     if (auto st = s->connect_gdbstub(deadline); !st) return st.error();  // nothing can run: the environment's fault
   }
-  if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
+  // A protocol without an agent library (a process-wide mapping, say) leaves
+  // the discovery options empty and chooses the judged process itself (opened()).
+  if (!settings.discovery.name_regex.empty())
+    if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // the process judged
   if (s->library_ && s->part_) s->part_->library_found(*s);
   // The record watcher reads thread pointers by ptrace: the slot watch must

@@ -116,4 +116,14 @@ std::string process_dir(pid_t pid) {
   return "/proc/" + std::to_string(pid) + (task == pid ? "" : "/task/" + std::to_string(task));
 }
 
+bool runs_under_qemu_user(pid_t pid) {
+  char buf[4096];
+  const std::string link = process_dir(pid) + "/exe";
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return false;
+  const std::string exe(buf, static_cast<std::size_t>(n));
+  const auto slash = exe.rfind('/');
+  return exe.compare(slash == std::string::npos ? 0 : slash + 1, 5, "qemu-") == 0;
+}
+
 }  // namespace tracecorr

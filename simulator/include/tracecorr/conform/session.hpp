@@ -37,7 +37,9 @@ struct SessionSettings {
   std::string name;                         // the protocol's name for it ("enabled", ...)
   std::map<std::string, std::string> env;   // on top of the standard environment
   std::vector<std::string> unset_env;       // e.g. an option, to see its default
-  // The library to look for (the protocol's name pattern and symbols).
+  // The library to look for (the protocol's name pattern and symbols). Empty
+  // (no name pattern): the protocol has no library; its SessionPart chooses
+  // the judged process (Target::judge) when the session has opened.
   DiscoveryOptions discovery;
   // The per-thread record (reached through the library's TLS slot) and which
   // trace a record's bytes name: the protocol's, as data and one function.

@@ -1,0 +1,168 @@
+// See context_watch.hpp.
+#include "context_watch.hpp"
+
+#include <sys/syscall.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "tracecorr/procfs.hpp"
+
+namespace tracecorr::otel_process_context {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kFindInterval = std::chrono::milliseconds(10);
+// Payloads remembered per timestamp to compare later reads with: the last
+// ones seen (a writer that updates very often moves on; a torn read shows
+// against the timestamp it was read under, which is recent).
+constexpr std::size_t kRememberedTimestamps = 64;
+
+conform::MappingWatch::Settings watch_settings() {
+  conform::MappingWatch::Settings s;
+  s.is_watched_mapping = [](const std::string& name) { return process_context::kind_of_mapping_name(name).has_value(); };
+  s.watched_bytes = process_context::kHeaderSize;
+  s.syscalls = {SYS_prctl, SYS_madvise, SYS_memfd_create, SYS_munmap};
+  return s;
+}
+
+TornRead torn(std::uint64_t timestamp, const std::vector<std::uint8_t>& first, const std::vector<std::uint8_t>& second) {
+  TornRead t;
+  t.timestamp = timestamp;
+  t.first_size = first.size();
+  t.second_size = second.size();
+  auto mismatch = std::mismatch(first.begin(), first.end(), second.begin(), second.end());
+  t.first_difference = static_cast<std::size_t>(mismatch.first - first.begin());
+  t.first.assign(first.begin(), first.begin() + static_cast<long>(std::min(first.size(), TornRead::kKeptBytes)));
+  t.second.assign(second.begin(), second.begin() + static_cast<long>(std::min(second.size(), TornRead::kKeptBytes)));
+  return t;
+}
+
+}  // namespace
+
+ContextWatch::ContextWatch(std::string session, bool watch) : wants_watch_(watch) {
+  facts_.session = std::move(session);
+  if (!watch) facts_.watch_unavailable = "this session only reads";
+}
+
+ContextWatch::~ContextWatch() { stop_watching(); }
+
+void ContextWatch::prepare_launch(conform::LaunchSpec& launch) {
+  if (!wants_watch_) return;
+#if defined(__x86_64__)
+  launch.before_exec = [this](pid_t pid) {
+    auto w = conform::MappingWatch::follow_launch(pid, watch_settings());
+    if (w) watch_ = std::move(*w);
+    else facts_.watch_unavailable = w.error().message();
+  };
+#else
+  facts_.watch_unavailable = "hardware watchpoints are implemented for x86-64 hosts only";
+#endif
+}
+
+void ContextWatch::opened(conform::Session& session, Clock::time_point deadline) {
+  facts_.launched = session.launched();
+  if (!session.launched() && wants_watch_) facts_.watch_unavailable = "attach mode: the context was published before tracecorr attached";
+  // The publisher may be any process of the launched tree (a script that
+  // does not exec): the first, parents first, that maps a context.
+  std::size_t looked_at = 0;
+  std::optional<Error> last_error;
+  while (!found()) {
+    auto tree = session.target().processes();
+    looked_at = std::max(looked_at, tree.size());
+    for (const auto& p : tree) {
+      auto mappings = process_context::discover(p.pid);
+      if (!mappings) {
+        last_error = mappings.error();
+        continue;
+      }
+      if (mappings->empty()) continue;
+      session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") maps " + mappings->front().mapping.path);
+      facts_.judged_pid = p.pid;
+      break;
+    }
+    if (found() || Clock::now() >= deadline || tree.empty()) break;
+    std::this_thread::sleep_for(kFindInterval);
+  }
+  if (!found()) {
+    facts_.not_found = make_error("no mapping named [anon_shmem:OTEL_CTX], [anon:OTEL_CTX] or /memfd:OTEL_CTX appeared in " +
+                                      std::to_string(looked_at) + " processes of the target before the deadline" +
+                                      (last_error ? " (last error: " + last_error->message() + ")" : ""),
+                                  "pid " + std::to_string(session.pid()));
+    return;
+  }
+  facts_.under_qemu_user = runs_under_qemu_user(facts_.judged_pid);
+  if (auto snapshot = process_context::take_snapshot(facts_.judged_pid)) facts_.first = std::move(*snapshot);
+  const std::uint64_t address =
+      facts_.first && !facts_.first->mappings.empty() ? facts_.first->mappings.front().mapping.mapping.start : 0;
+  if (address) reader_ = std::thread([this, pid = facts_.judged_pid, address] { read_until_stopped(pid, address); });
+}
+
+void ContextWatch::read_until_stopped(pid_t pid, std::uint64_t address) {
+  LiveProcessMemory memory(pid);
+  process_context::ReadOptions options;
+  options.retry_pause = std::chrono::microseconds(50);
+  std::map<std::uint64_t, std::vector<std::uint8_t>> payload_of;  // timestamp -> the first payload read under it
+  std::vector<std::uint64_t> order;                                // timestamps, oldest first
+  const auto began = Clock::now();
+  while (!stop_) {
+    auto read = process_context::read_context(memory, address, options);
+    std::lock_guard lock(mutex_);
+    auto& tally = facts_.reads;
+    ++tally.attempts;
+    for (const auto& r : read.retries)
+      ++(r.reason == process_context::RetryReason::TimestampZero ? tally.retries_zero : tally.retries_changed);
+    if (!read.ok()) {
+      ++(read.stage == process_context::ReadStage::Retries ? tally.gave_up : tally.other_failures);
+      if (read.error->kind == ErrorKind::kGone) break;
+      continue;
+    }
+    ++tally.consistent;
+    consistent_ = tally.consistent;
+    const std::uint64_t ts = read.header->published_at_ns;
+    auto [it, inserted] = payload_of.try_emplace(ts, read.payload);
+    if (inserted) {
+      ++tally.timestamps_seen;
+      order.push_back(ts);
+      if (order.size() > kRememberedTimestamps) {
+        payload_of.erase(order.front());
+        order.erase(order.begin());
+      }
+    } else if (it->second != read.payload) {
+      ++tally.torn;
+      if (tally.torn_reads.size() < ReadTally::kKeptTorn) tally.torn_reads.push_back(torn(ts, it->second, read.payload));
+    }
+  }
+  std::lock_guard lock(mutex_);
+  facts_.reads.window = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
+}
+
+void ContextWatch::stop_watching() {
+  stop_ = true;
+  if (reader_.joinable()) reader_.join();
+  if (watch_) {
+    facts_.watch = watch_->finish();
+    watch_.reset();
+  }
+  if (found() && !facts_.last)
+    if (auto snapshot = process_context::take_snapshot(facts_.judged_pid)) facts_.last = std::move(*snapshot);
+}
+
+std::shared_ptr<const conform::ProtocolEvidence> ContextWatch::evidence() const {
+  std::lock_guard lock(mutex_);
+  return std::make_shared<ContextFacts>(facts_);
+}
+
+const ContextWatch& context_watch(const conform::Session& session) {
+  const auto* w = session.part<ContextWatch>();
+  if (!w) std::abort();  // a session of this suite always has one
+  return *w;
+}
+
+const ContextFacts* facts(const conform::SessionSet& sessions, const std::string& name) {
+  const auto* s = sessions.find(name);
+  return s ? s->protocol_as<ContextFacts>() : nullptr;
+}
+
+}  // namespace tracecorr::otel_process_context

@@ -1,0 +1,50 @@
+// The OTEP 4719 suite's share of a session (conform::SessionPart): finds the
+// process that publishes a context (a launch script's child, say), snapshots
+// it when the session opens and closes, follows a launched target with the
+// mapping watch, and keeps a reader thread doing the OTEP's seqlock read as
+// often as it can while the target runs, tallying what each read saw.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "evidence.hpp"
+#include "tracecorr/conform/session.hpp"
+
+namespace tracecorr::otel_process_context {
+
+class ContextWatch final : public conform::SessionPart {
+ public:
+  // `watch`: follow a launched target with the mapping watch (x86-64 hosts).
+  ContextWatch(std::string session, bool watch);
+  ~ContextWatch() override;
+
+  void prepare_launch(conform::LaunchSpec& launch) override;
+  void opened(conform::Session& session, std::chrono::steady_clock::time_point deadline) override;
+  void stop_watching() override;
+  void closed() override {}
+  std::shared_ptr<const conform::ProtocolEvidence> evidence() const override;
+
+  // The context was found and is being read.
+  bool found() const { return facts_.judged_pid != 0; }
+  // Consistent reads so far (the scenario may wait for enough of them).
+  std::uint64_t consistent_reads() const { return consistent_.load(); }
+
+ private:
+  void read_until_stopped(pid_t pid, std::uint64_t address);
+
+  bool wants_watch_;
+  ContextFacts facts_;
+  std::unique_ptr<conform::MappingWatch> watch_;
+  std::thread reader_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> consistent_{0};
+  mutable std::mutex mutex_;  // guards facts_.reads while the reader runs
+};
+
+// The ContextWatch of a session this suite opened.
+const ContextWatch& context_watch(const conform::Session& session);
+
+}  // namespace tracecorr::otel_process_context

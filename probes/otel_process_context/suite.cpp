@@ -1,0 +1,67 @@
+// OTEP 4719's conformance suite (conform::Suite): two sessions of the same
+// command. "watched" follows the launch with the mapping watch (every store
+// into the header, the naming and madvise calls, the forks); "read" only
+// reads, as fast as it can, so the writer runs at full speed against the
+// seqlock (the torture), and it is what an attached target runs.
+#include <thread>
+
+#include "context_watch.hpp"
+#include "otel_process_context/registry.hpp"
+#include "probes.hpp"
+
+namespace tracecorr::otel_process_context {
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long each session watches a running target: long enough for a writer
+// that updates every few hundred milliseconds to update several times.
+constexpr auto kWatchedWindow = 2500ms;
+constexpr auto kReadWindow = 1500ms;
+
+std::chrono::milliseconds scaled(std::chrono::milliseconds d, const conform::ScenarioOptions& o) {
+  return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * o.time_scale));
+}
+
+class ProcessContextSuite final : public conform::Suite {
+ public:
+  const ProtocolSpec& protocol() const override { return spec::kProtocol; }
+
+  const std::vector<std::unique_ptr<conform::Probe>>& probes() const override {
+    static const auto probes = make_probes();
+    return probes;
+  }
+
+  std::vector<std::string> session_names() const override { return {kWatchedSession, kReadSession}; }
+  std::string attach_session() const override { return kReadSession; }
+
+  Expected<std::unique_ptr<conform::Session>> open_session(const conform::TargetSpec& target, const std::string& name,
+                                                           const conform::ScenarioOptions& options) const override {
+    (void)options;
+    conform::SessionSettings settings;
+    settings.name = name;  // no library to discover: the context watch chooses the process
+    return conform::Session::open(target, settings, std::make_unique<ContextWatch>(name, name == kWatchedSession));
+  }
+
+  Status run_scenario(conform::Session& session, const conform::ScenarioOptions& options) const override {
+    // Nothing to drive: a writer publishes and updates on its own. The
+    // session watches it for a while (to its end, if it ends first).
+    const auto& watch = context_watch(session);
+    if (!watch.found()) return Ok{};
+    const auto window = scaled(session.settings().name == kWatchedSession ? kWatchedWindow : kReadWindow, options);
+    const auto until = std::chrono::steady_clock::now() + window;
+    while (std::chrono::steady_clock::now() < until && session.target().alive()) std::this_thread::sleep_for(10ms);
+    return Ok{};
+  }
+
+  bool judged_by_sending(std::string_view) const override { return false; }
+};
+
+}  // namespace
+
+const conform::Suite& suite() {
+  static const ProcessContextSuite s;
+  return s;
+}
+
+}  // namespace tracecorr::otel_process_context
