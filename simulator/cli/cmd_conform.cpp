@@ -62,13 +62,9 @@ int run_conform(const ConformArgs& a) {
   o.protocol = a.protocol;
   o.progress = a.quiet ? nullptr : stderr;
   o.scenario.observe_only = a.observe_only;
-  if (auto suite = choose_suite(a.protocol)) {
-    for (const auto& option : (*suite)->options()) {  // defaults first, so reports name them
-      auto given = a.suite_settings.find(option.name);
-      if (given != a.suite_settings.end() && given->second) o.scenario.settings[option.name] = *given->second;
-      else if (!option.default_value.empty()) o.scenario.settings[option.name] = option.default_value;
-    }
-  }
+  // The suites' options as given; the runner keeps the chosen suite's and adds their defaults.
+  for (const auto& [name, value] : a.suite_settings)
+    if (value) o.scenario.settings[name] = *value;
   if (a.observe_only && !a.pid) {
     std::fprintf(stderr, "tracecorr conform: --observe-only is for attach mode (--pid)\n");
     return kExitUsage;

@@ -8,6 +8,7 @@ a reader calling the conform engine.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -18,6 +19,10 @@ import pytest
 from build_products import BUILD, REPO, need
 
 CMAKE = REPO / "simulator" / "CMakeLists.txt"
+BPF_CMAKE = REPO / "bpf" / "CMakeLists.txt"
+# The interface target that is the whole of tracecorr, every package included
+# (simulator/CMakeLists.txt adds them in a loop this test does not read).
+WHOLE = "tracecorr"
 PROTOCOLS = REPO / "simulator" / "protocols"
 NM = shutil.which("nm")
 
@@ -48,18 +53,26 @@ def library_path(name: str) -> Path:
             return BUILD / "simulator" / "protocols" / p / f"lib{name}.a"
         if name == f"tracecorr_{p}_conform":
             return BUILD / "probes" / p / f"lib{name}.a"
+    if name == "tracecorr_bpf":
+        return BUILD / "bpf" / f"lib{name}.a"
     return BUILD / "simulator" / f"lib{name}.a"
 
 
 def declared_dependencies() -> dict[str, set[str]]:
     """tracecorr_X -> the tracecorr_* libraries its target_link_libraries names."""
-    text = CMAKE.read_text() + "".join(f.read_text() for f in package_cmake_files())
+    text = CMAKE.read_text() + BPF_CMAKE.read_text() + "".join(f.read_text() for f in package_cmake_files())
     deps: dict[str, set[str]] = {}
-    for m in re.finditer(r"target_link_libraries\((tracecorr_\w+)\s+([^)]*)\)", text):
-        deps.setdefault(m.group(1), set()).update(re.findall(r"\btracecorr_\w+", m.group(2)))
+    for m in re.finditer(r"target_link_libraries\((tracecorr(?:_\w+)?)\s+([^)]*)\)", text):
+        deps.setdefault(m.group(1), set()).update(re.findall(r"\btracecorr(?:_\w+)?\b", m.group(2)))
     for m in re.finditer(r"tracecorr_concern\((\w+) ", text):
         deps.setdefault("tracecorr_" + m.group(1), set())
     return deps
+
+
+def programs() -> set[str]:
+    """Executables (the CLI): they link the whole, as they should."""
+    text = CMAKE.read_text() + BPF_CMAKE.read_text()
+    return set(re.findall(r"add_executable\((tracecorr\w*)", text))
 
 
 def closure(deps: dict[str, set[str]], name: str) -> set[str]:
@@ -112,8 +125,60 @@ def test_the_engine_links_no_protocol_package():
     packages = set(protocol_packages())
     registries = {p + "_registry" for p in packages}
     assert packages, f"no protocol package under {PROTOCOLS}"
-    engine = [n for n in deps if n not in packages and n not in registries]
-    linking = {n for n in engine if (closure(deps, n) - {n}) & (packages | registries)}
+    engine = [n for n in deps if n not in packages | registries | programs() | {WHOLE}]
+    linking = {n for n in engine if (closure(deps, n) - {n}) & (packages | registries | {WHOLE})}
     assert linking <= NOT_YET_NEUTRAL, f"engine libraries that took a protocol dependency: {sorted(linking - NOT_YET_NEUTRAL)}"
     assert NOT_YET_NEUTRAL <= linking, (
         f"no longer linking a protocol package, remove from NOT_YET_NEUTRAL: {sorted(NOT_YET_NEUTRAL - linking)}")
+
+
+SPECS = REPO / "spec"
+TESTS = REPO / "tests"
+ENGINE_TEST_BINARY = BUILD / "tests" / "tracecorr_unit_tests"
+
+
+def engine_test_sources() -> list[Path]:
+    """The engine's unit tests, their data and the helpers they share: never a package's."""
+    return sorted([*(TESTS / "unit").glob("*.cpp"), *(TESTS / "unit" / "data").iterdir(), *(TESTS / "support").iterdir()])
+
+
+def package_spellings(package: str) -> set[str]:
+    """How engine test code would name a package: its folder, headers, namespace and
+    protocol id, and the library symbols its registry (spec/<id>.json) defines."""
+    protocol_id = package.replace("_", "-")
+    names = {f'"{package}/', f"{package}_layout.h", f"{package}::", f"tracecorr_{package}", protocol_id}
+    registry = SPECS / f"{protocol_id}.json"
+    if registry.exists():
+        library = json.loads(registry.read_text()).get("library", {})
+        names |= {library[k] for k in ("process_storage_symbol", "tls_symbol") if k in library}
+    return names
+
+
+def test_the_engine_tests_use_no_protocol_package():
+    """The engine's unit tests test the engine on their own records, libraries and
+    requirements (tests/support/test_record.h, test_protocol.cpp); a package's
+    tests live in tests/unit/<package>/, in their own binary."""
+    problems = []
+    for package in protocol_names():
+        spellings = package_spellings(package)
+        for source in engine_test_sources():
+            if source.name == "build_products.py":  # the Python tests' build paths, not the engine tests'
+                continue
+            text = source.read_text(errors="replace")
+            problems += [f"{source.relative_to(REPO)} names {s!r}" for s in sorted(spellings) if s in text]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.skipif(NM is None, reason="nm (binutils) not installed")
+def test_the_engine_test_binary_links_no_protocol_package():
+    binary = need(ENGINE_TEST_BINARY)
+    out = subprocess.run([NM, "-C", "--defined-only", str(binary)], capture_output=True, text=True, check=True).stdout
+    linked = {p for p in protocol_names() if f"tracecorr::{p}::" in out}
+    assert not linked, f"{binary.name} links protocol packages: {sorted(linked)}"
+    # The check sees a package where there is one: in that package's own test binary.
+    for package in protocol_names():
+        own = BUILD / "tests" / f"tracecorr_{package}_unit_tests"
+        if own.exists():
+            symbols_of_own = subprocess.run([NM, "-C", "--defined-only", str(own)], capture_output=True, text=True,
+                                            check=True).stdout
+            assert f"tracecorr::{package}::" in symbols_of_own, own

@@ -2,7 +2,9 @@
 spec/report-schema-v1.json with jsonschema (draft 2020-12).
 
 The sample reports come from the GoogleTest `ReportSamples.Write`, which writes
-them into the directory named by TRACECORR_REPORT_SAMPLE_DIR. The unit-test
+them into the directory named by TRACECORR_REPORT_SAMPLE_DIR, with the registry
+of the engine tests' own protocol they judge by (tests/support/test_protocol.cpp:
+areas LOAD, SLOT, WIRE, NAME, OPTS, PEER). The engine's unit-test
 binary is found through TRACECORR_UNIT_TESTS (its path) or TRACECORR_BUILD_DIR,
 else the newest build*/tests/tracecorr_unit_tests under the repository.
 """
@@ -21,7 +23,6 @@ from build_products import missing
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "spec" / "report-schema-v1.json"
-REGISTRY_PATH = REPO / "spec" / "elastic-v1.json"
 
 
 def unit_test_binary() -> Path | None:
@@ -55,8 +56,8 @@ def validator():
 
 
 @pytest.fixture(scope="module")
-def registry_ids():
-    return {r["id"] for r in json.loads(REGISTRY_PATH.read_text())["requirements"]}
+def registry_ids(samples):
+    return {r["id"] for r in json.loads((samples / "registry.json").read_text())["requirements"]}
 
 
 NAMES = ["plain", "expectations", "empty"]
@@ -83,10 +84,10 @@ def test_json_report_summary_and_gate_agree_with_results(samples):
         assert report["gate"]["passed"] == (exit_code == 0)
     report = json.loads((samples / "expectations.json").read_text())
     by_id = {r["id"]: r for r in report["results"]}
-    assert by_id["ATTR-02"]["expectation"] == {"status": "xfail", "reason": 'agent <sends> a "string"'}
-    assert by_id["ATTR-02"]["gate_failure"] is False
-    assert by_id["ELF-01"]["expectation"]["status"] == "xpass"
-    assert by_id["ELF-01"]["gate_failure"] is True
+    assert by_id["NAME-02"]["expectation"] == {"status": "xfail", "reason": 'agent <sends> a "string"'}
+    assert by_id["NAME-02"]["gate_failure"] is False
+    assert by_id["LOAD-01"]["expectation"]["status"] == "xpass"
+    assert by_id["LOAD-01"]["gate_failure"] is True
     assert report["summary"]["expected_failures"] == 1
     assert report["summary"]["stale_expectations"] == 1
 
@@ -124,13 +125,13 @@ def test_junit_report_is_well_formed_xml(samples, name):
 
 def test_junit_groups_by_area_in_registry_order(samples):
     root = ET.parse(samples / "plain.xml").getroot()
-    assert [s.get("name") for s in root.findall("testsuite")] == ["ELF", "TLS", "MSG", "ATTR", "CONF"]
-    case = root.find("./testsuite[@name='ATTR']/testcase")
-    assert case.get("name").startswith("ATTR-02: The type of")
+    assert [s.get("name") for s in root.findall("testsuite")] == ["LOAD", "SLOT", "WIRE", "NAME", "OPTS"]
+    case = root.find("./testsuite[@name='NAME']/testcase")
+    assert case.get("name").startswith("NAME-02: The type of")
     props = {p.get("name"): p.get("value") for p in case.findall("properties/property")}
     assert props["level"] == "MUST" and props["verdict"] == "fail"
     failure = case.find("failure")
-    assert failure.get("message").startswith("elastic.profiler_stack_trace_ids is a string")
+    assert failure.get("message").startswith("test.stack_ids is a string")
     # Hostile evidence survives as visible text, not as markup or raw control bytes.
     assert '<tag attr="x">&amp;' in failure.text
     assert "\\x1b[31m red \\xff\\xfe" in failure.text
@@ -139,10 +140,10 @@ def test_junit_groups_by_area_in_registry_order(samples):
 
 def test_junit_expectations_become_skipped_and_failure(samples):
     root = ET.parse(samples / "expectations.xml").getroot()
-    attr = root.find("./testsuite[@name='ATTR']/testcase")
-    assert attr.find("skipped").get("message") == 'expected failure: agent <sends> a "string"'
-    elf = root.find("./testsuite[@name='ELF']/testcase")
-    assert "stale expectation" in elf.find("failure").get("message")
+    name = root.find("./testsuite[@name='NAME']/testcase")
+    assert name.find("skipped").get("message") == 'expected failure: agent <sends> a "string"'
+    load = root.find("./testsuite[@name='LOAD']/testcase")
+    assert "stale expectation" in load.find("failure").get("message")
 
 
 def test_console_report_summary_line(samples):

@@ -1,6 +1,8 @@
-// A RunResult covering every verdict, for the report and gate tests.
+// A RunResult covering every verdict, for the report and gate tests, on the
+// engine tests' own protocol (test_protocol.hpp).
 #pragma once
 
+#include "test_protocol.hpp"
 #include "tracecorr/conform/result.hpp"
 
 namespace tracecorr::conform::test_support {
@@ -22,12 +24,12 @@ inline RunResult sample_run() {
   RunResult run;
   run.tool_version = "0.1.0-test";
   run.target = {"java -jar 'app jar'", 4242, "x86_64"};
-  run.protocol = "elastic-v1";
+  run.protocol = std::string(tracecorr::test_support::kTestProtocolId);
   run.personality = "java";
   run.started = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
   run.finished = run.started + std::chrono::seconds(3);
-  run.results.push_back(result("ELF-01", Verdict::Pass));
-  RequirementResult attr = result("ATTR-02", Verdict::Fail, "elastic.profiler_stack_trace_ids is a string, not a string-array");
+  run.results.push_back(result("LOAD-01", Verdict::Pass));
+  RequirementResult attr = result("NAME-02", Verdict::Fail, "test.stack_ids is a string, not a string-array");
   attr.evidence.push_back({"span 00f067aa0ba902b7 attribute", "string-array", "string \"YLQguzhR2dR6y5M9vnA5mw\"", {}, {}});
   std::string hostile = std::string("<tag attr=\"x\">&amp; \x01\x02\x1b[31m red \xff\xfe nul:", 36) + std::string(1, '\0') + " ]]> end";
   attr.evidence.push_back({hostile, hostile, hostile,
@@ -36,9 +38,9 @@ inline RunResult sample_run() {
                            {{0, 2, "message_type", "1 (correlation)"}, {2, 2, "minor_version", "1"},
                             {4, 16, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736"}, {20, 1, hostile, hostile}}});
   run.results.push_back(std::move(attr));
-  run.results.push_back(result("MSG-05", Verdict::Warn, "unknown message type 0xffff stopped correlation"));
-  run.results.push_back(result("CONF-02", Verdict::Skip, "the agent does not support auto mode"));
-  run.results.push_back(result("TLS-07", Verdict::Error, "ptrace: Operation not permitted"));
+  run.results.push_back(result("WIRE-05", Verdict::Warn, "unknown message type 0xffff stopped correlation"));
+  run.results.push_back(result("OPTS-02", Verdict::Skip, "the agent does not support auto mode"));
+  run.results.push_back(result("SLOT-07", Verdict::Error, "ptrace: Operation not permitted"));
   run.counters = {{"messages_sent", 17}, {"spans_received", 5}};
   return run;
 }

@@ -12,8 +12,8 @@
 #include <memory>
 
 #include "forked_child.hpp"
+#include "test_record_layout.hpp"
 #include "tracecorr/sampler.hpp"
-#include "elastic_v1/wire.hpp"
 
 namespace tracecorr {
 namespace {
@@ -26,19 +26,8 @@ std::int64_t record_tls_offset() {
   return reinterpret_cast<std::intptr_t>(&t_record) - reinterpret_cast<std::intptr_t>(__builtin_thread_pointer());
 }
 
-elastic_v1::TlsRecord numbered_record(std::uint8_t n, std::uint8_t valid) {
-  elastic_v1::TlsRecord r;
-  r.valid = valid;
-  r.trace_present = 1;
-  r.trace_flags = 1;
-  r.trace_id.fill(0xab);
-  r.trace_id[15] = n;
-  r.span_id.fill(0xef);
-  r.span_id[7] = n;
-  r.transaction_id.fill(0xcd);
-  r.transaction_id[7] = n;
-  return r;
-}
+using test_support::test_record;
+using test_support::test_record_layout;
 
 struct ThreadInfo {
   pid_t tid;
@@ -47,7 +36,7 @@ struct ThreadInfo {
 };
 
 int g_ready_fd = -1;
-elastic_v1::TlsRecordBytes g_records[2];
+test_support::TestRecordBytes g_records[2];
 
 void* child_thread(void* arg) {
   int kind = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
@@ -62,8 +51,8 @@ void* child_thread(void* arg) {
 class ChildWithRecords : public ::testing::Test {
  protected:
   void SetUp() override {
-    g_records[0] = elastic_v1::encode_tls_record(numbered_record(1, 1));
-    g_records[1] = elastic_v1::encode_tls_record(numbered_record(2, 0));
+    g_records[0] = test_record(1, 1);
+    g_records[1] = test_record(2, 0);
     child_ = std::make_unique<test::ForkedChild>([](test::ForkedChild::Pipes pipes) {
       g_ready_fd = pipes.report;
       pthread_t t;
@@ -86,7 +75,7 @@ class ChildWithRecords : public ::testing::Test {
 
 TEST_F(ChildWithRecords, PtraceSamplerReadsEachThreadsRecordAndStack) {
   auto sampler = make_ptrace_sampler({.frequency_hz = 50});
-  ASSERT_TRUE(sampler->track(pid_, elastic_v1::tls_record_layout(), PointerSite::tls_offset(record_tls_offset())));
+  ASSERT_TRUE(sampler->track(pid_, test_record_layout(), PointerSite::tls_offset(record_tls_offset())));
   std::map<pid_t, Sample> seen;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (seen.size() < threads_.size() && std::chrono::steady_clock::now() < deadline) {
@@ -111,7 +100,7 @@ TEST_F(ChildWithRecords, PtraceSamplerReadsEachThreadsRecordAndStack) {
       EXPECT_EQ(s.error, SampleError::Ok);
       ASSERT_TRUE(s.record.has_value());
       EXPECT_EQ(*s.record, RecordBytes(g_records[t.kind]));  // valid 0 is reported as read: judging it is the agent's
-      EXPECT_EQ(s.record_declared_length, elastic_v1::spec::kTlsRecordSize);
+      EXPECT_EQ(s.record_declared_length, std::uint64_t{TC_TEST_RECORD_SIZE});
     }
   }
   auto c = sampler->counters();
@@ -133,7 +122,7 @@ TEST_F(ChildWithRecords, PtraceSamplerReadsEachThreadsRecordAndStack) {
 TEST_F(ChildWithRecords, WrongOffsetIsAReadErrorNotACrash) {
   auto sampler = make_ptrace_sampler({.frequency_hz = 100});
   // Far outside any mapping: the record pointer read fails.
-  ASSERT_TRUE(sampler->track(pid_, elastic_v1::tls_record_layout(), PointerSite::tls_offset(std::int64_t{1} << 46)));
+  ASSERT_TRUE(sampler->track(pid_, test_record_layout(), PointerSite::tls_offset(std::int64_t{1} << 46)));
   std::size_t failures = 0, total = 0;
   for (int i = 0; i < 20 && total < 3; ++i) {
     auto n = sampler->poll(

@@ -1,4 +1,5 @@
-// ELF analysis against small libraries built with the tests (tests/unit/data).
+// ELF analysis against the tests' own small libraries (tests/unit/data,
+// their symbols in tests/support/test_record.h).
 #include <gtest/gtest.h>
 
 #include <elf.h>
@@ -17,10 +18,8 @@
 #include <random>
 
 #include "tracecorr/elf.hpp"
+#include "test_record_layout.hpp"
 #include "tracecorr/fd.hpp"
-#include "elastic_v1/registry.hpp"
-
-#include <nlohmann/json.hpp>
 
 namespace tracecorr::elf {
 namespace {
@@ -28,8 +27,7 @@ namespace {
 Expected<LibraryAnalysis> analyze_path(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return make_error("cannot open", path);
-  return analyze_library(fd.get(), path, std::string(elastic_v1::spec::kProcessStorageSymbol),
-                         std::string(elastic_v1::spec::kTlsSymbol));
+  return analyze_library(fd.get(), path, test_support::kTestProcessSymbol, test_support::kTestTlsSymbol);
 }
 
 std::vector<std::uint8_t> slurp(const std::string& path) {
@@ -105,11 +103,11 @@ std::optional<std::uint64_t> file_offset_of_symbol(const std::string& path, cons
 }
 
 // While the loader has mapped the data segment but not yet zeroed .bss, the
-// storage pointer's address shows the file's bytes there: the analysis must
+// process pointer's address shows the file's bytes there: the analysis must
 // know them, so that discovery does not take them for a published pointer.
-TEST(ElfAnalysis, KnowsTheFileBytesAtTheStoragePointer) {
+TEST(ElfAnalysis, KnowsTheFileBytesAtTheProcessPointer) {
   auto bytes = slurp(TC_TESTLIB_DESC);
-  auto offset = file_offset_of_symbol(TC_TESTLIB_DESC, std::string(elastic_v1::spec::kProcessStorageSymbol));
+  auto offset = file_offset_of_symbol(TC_TESTLIB_DESC, test_support::kTestProcessSymbol);
   ASSERT_TRUE(offset);
   ASSERT_LE(*offset + 8, bytes.size());
   const std::uint64_t marker = 0x2e3231206e616962;  // "bian 12.": .comment text seen there under qemu-user
@@ -121,7 +119,7 @@ TEST(ElfAnalysis, KnowsTheFileBytesAtTheStoragePointer) {
   EXPECT_EQ(*a->process_pointer_in_file, marker);
 }
 
-TEST(ElfAnalysis, TraditionalDialectIsRecognisedByTheRegistryNames) {
+TEST(ElfAnalysis, TraditionalDialectIsRecognisedByItsRelocations) {
   auto a = analyze_path(TC_TESTLIB_TRADITIONAL);
   ASSERT_TRUE(a.ok()) << a.error().message();
   EXPECT_EQ(a->tls_access.dialect, TlsDialect::Traditional);
@@ -167,17 +165,17 @@ TEST(ElfAnalysis, Aarch64TraditionalLibrary) {
 }
 #endif
 
-TEST(ElfAnalysis, DialectTableAgreesWithTheElasticRegistry) {
-  // The Elastic registry documents the dialects (library.tls_dialects); the
-  // ELF layer's table is the psABI's. They must say the same.
-  auto registry = nlohmann::json::parse(elastic_v1::spec::kRegistryJson);
-  const auto& dialects = registry.at("library").at("tls_dialects");
-  for (auto [m, key] : {std::pair{Machine::X86_64, "x86_64"}, std::pair{Machine::AArch64, "aarch64"}}) {
-    const auto* names = dialect_relocations(m);
-    ASSERT_NE(names, nullptr);
-    EXPECT_EQ(names->descriptor, dialects.at(key).at("descriptor_relocation").get<std::string>());
-    EXPECT_EQ(names->traditional, dialects.at(key).at("traditional_relocations").get<std::vector<std::string>>());
-  }
+TEST(ElfAnalysis, DialectTableIsThePsAbis) {
+  // Each psABI's TLSDESC relocation, and its traditional (__tls_get_addr) ones.
+  const auto* x86 = dialect_relocations(Machine::X86_64);
+  ASSERT_NE(x86, nullptr);
+  EXPECT_EQ(x86->descriptor, "R_X86_64_TLSDESC");
+  EXPECT_EQ(x86->traditional, (std::vector<std::string>{"R_X86_64_DTPMOD64", "R_X86_64_DTPOFF64", "R_X86_64_TPOFF64"}));
+  const auto* arm = dialect_relocations(Machine::AArch64);
+  ASSERT_NE(arm, nullptr);
+  EXPECT_EQ(arm->descriptor, "R_AARCH64_TLSDESC");
+  EXPECT_EQ(arm->traditional,
+            (std::vector<std::string>{"R_AARCH64_TLS_DTPMOD", "R_AARCH64_TLS_DTPREL", "R_AARCH64_TLS_TPREL"}));
   EXPECT_EQ(dialect_relocations(Machine::Other), nullptr);
 }
 

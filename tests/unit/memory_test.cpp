@@ -4,11 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 #include "forked_child.hpp"
-#include "elastic_v1/wire.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr {
@@ -26,15 +27,31 @@ TEST(LiveProcessMemory, ReadsOwnMemory) {
   EXPECT_EQ(*v, value);
 }
 
-TEST(LiveProcessMemory, SourceAtFeedsTheWireDecoders) {
-  elastic_v1::ProcessStorage s;
-  s.service_name = "svc";
-  s.socket_file_path = "/tmp/s";
-  auto bytes = elastic_v1::encode_process_storage(s);
+// source_at reads at offsets from a structure's base, as decoders of
+// variable-length structures pull their bytes.
+TEST(LiveProcessMemory, SourceAtReadsAtOffsetsFromTheBase) {
+  static const std::uint8_t area[] = {0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19};
   LiveProcessMemory mem(::getpid());
-  auto d = elastic_v1::decode_process_storage(mem.source_at(reinterpret_cast<std::uintptr_t>(bytes.data())));
-  ASSERT_TRUE(d.ok()) << d.error().message();
-  EXPECT_EQ(d->service_name, "svc");
+  auto source = mem.source_at(reinterpret_cast<std::uintptr_t>(area));
+  std::uint8_t out[3] = {};
+  ASSERT_TRUE(source(4, out).ok());
+  EXPECT_EQ(out[0], 0x14);
+  EXPECT_EQ(out[2], 0x16);
+  ASSERT_TRUE(source(0, std::span(out, 1)).ok());
+  EXPECT_EQ(out[0], 0x10);
+  auto wrapped = source(UINT64_MAX, out);  // base + offset would wrap
+  ASSERT_FALSE(wrapped.ok());
+  EXPECT_NE(wrapped.error().message().find("overflows"), std::string::npos) << wrapped.error().message();
+  // Past the base's mapping: the reader's error, naming the address it stopped at.
+  auto* page = static_cast<std::uint8_t*>(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(page, MAP_FAILED);
+  auto at_page = mem.source_at(reinterpret_cast<std::uintptr_t>(page));
+  ::munmap(page, 4096);
+  auto st = at_page(8, out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind, ErrorKind::kUnmapped);
+  EXPECT_NE(st.error().message().find(hex_address(reinterpret_cast<std::uintptr_t>(page) + 8)), std::string::npos)
+      << st.error().message();
 }
 
 // A page that was mapped and then unmapped: nothing is there.

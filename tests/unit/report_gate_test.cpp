@@ -25,29 +25,29 @@ TEST(Verdicts, FailedMayIsAlwaysWarn) {
 }
 
 TEST(Verdicts, ApplyLevelRelevelsAProbesFail) {
-  RequirementResult should = result("MSG-05", Verdict::Fail);  // MSG-05 is a SHOULD
+  RequirementResult should = result("WIRE-05", Verdict::Fail);  // WIRE-05 is a SHOULD
   apply_level(should, false);
   EXPECT_EQ(should.verdict, Verdict::Warn);
   apply_level(should, true);
   EXPECT_EQ(should.verdict, Verdict::Fail);
-  RequirementResult skipped = result("MSG-05", Verdict::Skip);
+  RequirementResult skipped = result("WIRE-05", Verdict::Skip);
   apply_level(skipped, true);
   EXPECT_EQ(skipped.verdict, Verdict::Skip);
 }
 
 TEST(Results, MakeResultFillsFromTheRegistry) {
-  auto r = make_result("ATTR-02");
+  auto r = make_result("NAME-02");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->level, Level::Must);
-  EXPECT_EQ(r->area, "ATTR");
-  EXPECT_EQ(r->source, "Correlation Attribute");
+  EXPECT_EQ(r->area, "NAME");
+  EXPECT_EQ(r->source, "Span Attribute");
   EXPECT_NE(r->words.find("string-array"), std::string::npos);
-  EXPECT_FALSE(make_result("ATTR-99").ok());
+  EXPECT_FALSE(make_result("NAME-99").ok());
 }
 
 TEST(Results, ValidateIdsReportsTheUnknownOnes) {
-  EXPECT_TRUE(validate_ids({"ELF-01", "HOST-02"}).empty());
-  EXPECT_EQ(validate_ids({"ELF-01", "PROC-05", "attr-02"}), (std::vector<std::string>{"PROC-05", "attr-02"}));
+  EXPECT_TRUE(validate_ids({"LOAD-01", "PEER-02"}).empty());
+  EXPECT_EQ(validate_ids({"LOAD-01", "LOAD-09", "name-02"}), (std::vector<std::string>{"LOAD-09", "name-02"}));
 }
 
 RunResult run_of(std::vector<RequirementResult> results) {
@@ -57,40 +57,40 @@ RunResult run_of(std::vector<RequirementResult> results) {
 }
 
 TEST(Gate, AllPassingIsZero) {
-  EXPECT_EQ(exit_code(run_of({result("ELF-01", Verdict::Pass), result("CONF-02", Verdict::Skip)}), false), kExitOk);
+  EXPECT_EQ(exit_code(run_of({result("LOAD-01", Verdict::Pass), result("OPTS-02", Verdict::Skip)}), false), kExitOk);
   EXPECT_EQ(exit_code(run_of({}), false), kExitOk);
 }
 
 TEST(Gate, AFailIsOneNeverACount) {
-  auto run = run_of({result("ELF-01", Verdict::Fail), result("ELF-02", Verdict::Fail), result("ELF-03", Verdict::Fail)});
+  auto run = run_of({result("LOAD-01", Verdict::Fail), result("LOAD-02", Verdict::Fail), result("LOAD-03", Verdict::Fail)});
   EXPECT_EQ(exit_code(run, false), kExitFailure);
 }
 
 TEST(Gate, ErrorWithoutFailIsThree) {
-  EXPECT_EQ(exit_code(run_of({result("ELF-01", Verdict::Pass), result("TLS-07", Verdict::Error)}), false),
+  EXPECT_EQ(exit_code(run_of({result("LOAD-01", Verdict::Pass), result("SLOT-07", Verdict::Error)}), false),
             kExitEnvironment);
 }
 
 TEST(Gate, FailOutranksError) {
-  EXPECT_EQ(exit_code(run_of({result("ELF-01", Verdict::Fail), result("TLS-07", Verdict::Error)}), false),
+  EXPECT_EQ(exit_code(run_of({result("LOAD-01", Verdict::Fail), result("SLOT-07", Verdict::Error)}), false),
             kExitFailure);
 }
 
 TEST(Gate, ShouldWarningFailsOnlyAStrictGate) {
-  auto run = run_of({result("MSG-05", Verdict::Warn)});
+  auto run = run_of({result("WIRE-05", Verdict::Warn)});
   EXPECT_EQ(exit_code(run, false), kExitOk);
   EXPECT_EQ(exit_code(run, true), kExitFailure);
 }
 
 TEST(Gate, MayWarningNeverFails) {
-  EXPECT_EQ(exit_code(run_of({result("CONF-02", Verdict::Warn)}), true), kExitOk);
+  EXPECT_EQ(exit_code(run_of({result("OPTS-02", Verdict::Warn)}), true), kExitOk);
 }
 
 TEST(Gate, ExpectedFailureDoesNotFailButStaleExpectationDoes) {
-  RequirementResult xfail = result("ELF-01", Verdict::Fail);
+  RequirementResult xfail = result("LOAD-01", Verdict::Fail);
   xfail.expectation = ExpectationStatus::ExpectedFailure;
   EXPECT_EQ(exit_code(run_of({xfail}), false), kExitOk);
-  RequirementResult xpass = result("ELF-01", Verdict::Pass);
+  RequirementResult xpass = result("LOAD-01", Verdict::Pass);
   xpass.expectation = ExpectationStatus::UnexpectedPass;
   EXPECT_EQ(exit_code(run_of({xpass}), false), kExitFailure);
 }
@@ -104,22 +104,22 @@ TEST(Summary, CountsEveryVerdictInTheFixedPhraseShape) {
 }
 
 TEST(Shell, QuotesOnlyWhatNeedsIt) {
-  EXPECT_EQ(shell_join({"tracecorr", "conform", "--only", "ATTR-02", "--", "java", "-jar", "my app.jar", "it's"}),
-            "tracecorr conform --only ATTR-02 -- java -jar 'my app.jar' 'it'\\''s'");
+  EXPECT_EQ(shell_join({"tracecorr", "conform", "--only", "NAME-02", "--", "java", "-jar", "my app.jar", "it's"}),
+            "tracecorr conform --only NAME-02 -- java -jar 'my app.jar' 'it'\\''s'");
   EXPECT_EQ(shell_quote(""), "''");
 }
 
 TEST(Order, ResultsFollowTheRegistry) {
-  auto run = run_of({result("HOST-01", Verdict::Pass), result("ELF-02", Verdict::Pass), result("ELF-01", Verdict::Pass)});
+  auto run = run_of({result("PEER-01", Verdict::Pass), result("LOAD-02", Verdict::Pass), result("LOAD-01", Verdict::Pass)});
   auto ordered = in_registry_order(run);
   ASSERT_EQ(ordered.size(), 3u);
-  EXPECT_EQ(ordered[0]->id, "ELF-01");
-  EXPECT_EQ(ordered[1]->id, "ELF-02");
-  EXPECT_EQ(ordered[2]->id, "HOST-01");
+  EXPECT_EQ(ordered[0]->id, "LOAD-01");
+  EXPECT_EQ(ordered[1]->id, "LOAD-02");
+  EXPECT_EQ(ordered[2]->id, "PEER-01");
   auto areas = registry_areas();
   ASSERT_FALSE(areas.empty());
-  EXPECT_EQ(areas.front().first, "ELF");
-  EXPECT_EQ(areas.back().first, "HOST");
+  EXPECT_EQ(areas.front().first, "LOAD");
+  EXPECT_EQ(areas.back().first, "PEER");
 }
 
 }  // namespace

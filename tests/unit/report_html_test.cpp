@@ -38,7 +38,7 @@ RunResult run_with_figures() {
   f.flames.samples_without_transaction = 5;
   f.flames.transactions_total = 1;
   f.flames.transactions.push_back(flame);
-  f.timelines.push_back({"enabled", 3000, {{10, "registration", "samples-delay-ms 300"}, {20, "message", kHostile}}});
+  f.timelines.push_back({"enabled", 3000, {{10, "registration", "delay 300 ms"}, {20, "message", kHostile}}});
   return run;
 }
 
@@ -55,12 +55,12 @@ TEST(HtmlReport, NamesEveryRequirementWithVerdictAndSummary) {
     EXPECT_NE(page.find("id=\"req-" + r.id + "\""), std::string::npos) << r.id;
   }
   EXPECT_NE(page.find("data-verdict=\"fail\""), std::string::npos);
-  EXPECT_NE(page.find("elastic-profiling-correlation v1"), std::string::npos);
+  EXPECT_NE(page.find(std::string(tracecorr::test_support::kTestProtocolTitle) + " (" + std::string(tracecorr::test_support::kTestProtocolId) + ")"), std::string::npos);
   EXPECT_NE(page.find("0.1.0-test"), std::string::npos);
-  EXPECT_NE(page.find("id=\"exit-code\"><b>1</b>"), std::string::npos);  // ATTR-02 failed
+  EXPECT_NE(page.find("id=\"exit-code\"><b>1</b>"), std::string::npos);  // NAME-02 failed
   // Evidence decoded field by field, with the field's own bytes.
   EXPECT_NE(page.find("<td>trace_id</td><td class=\"mono\">4bf92f3577b34da6a3ce929d0e0e4736</td>"), std::string::npos);
-  EXPECT_NE(page.find("tracecorr conform --only ATTR-02"), std::string::npos);
+  EXPECT_NE(page.find("tracecorr conform --only NAME-02"), std::string::npos);
 }
 
 TEST(HtmlReport, SelfContainedAndHostileStringsEscaped) {

@@ -31,30 +31,31 @@ std::size_t count(std::string_view text, std::string_view needle) {
 
 TEST(ConsoleReport, OneLinePerRequirementWithMarksGroupedByArea) {
   std::string out = render_console(sample_run());
-  EXPECT_NE(out.find("  ✔ ELF-01 [MUST]"), std::string::npos) << out;
-  EXPECT_NE(out.find("  ✘ ATTR-02 [MUST] elastic.profiler_stack_trace_ids is a string"), std::string::npos) << out;
-  EXPECT_NE(out.find("  ! MSG-05 [SHOULD]"), std::string::npos);
-  EXPECT_NE(out.find("  - CONF-02 [MAY]"), std::string::npos);
-  EXPECT_NE(out.find("  E TLS-07 [SHOULD]"), std::string::npos);
-  // Areas in registry order: ELF before TLS before MSG before ATTR before CONF.
-  std::size_t elf = out.find("\nELF"), tls = out.find("\nTLS"), msg = out.find("\nMSG"), attr = out.find("\nATTR"),
-              conf = out.find("\nCONF");
-  EXPECT_LT(elf, tls);
-  EXPECT_LT(tls, msg);
-  EXPECT_LT(msg, attr);
-  EXPECT_LT(attr, conf);
+  EXPECT_NE(out.find("  ✔ LOAD-01 [MUST]"), std::string::npos) << out;
+  EXPECT_NE(out.find("  ✘ NAME-02 [MUST] test.stack_ids is a string"), std::string::npos) << out;
+  EXPECT_NE(out.find("  ! WIRE-05 [SHOULD]"), std::string::npos);
+  EXPECT_NE(out.find("  - OPTS-02 [MAY]"), std::string::npos);
+  EXPECT_NE(out.find("  E SLOT-07 [SHOULD]"), std::string::npos);
+  // Areas in registry order: LOAD before SLOT before WIRE before NAME before OPTS.
+  std::size_t load = out.find("\nLOAD"), slot = out.find("\nSLOT"), wire = out.find("\nWIRE"), name = out.find("\nNAME"),
+              opts = out.find("\nOPTS");
+  EXPECT_NE(opts, std::string::npos) << out;
+  EXPECT_LT(load, slot);
+  EXPECT_LT(slot, wire);
+  EXPECT_LT(wire, name);
+  EXPECT_LT(name, opts);
   EXPECT_NE(out.find("1 passed, 1 failed, 1 warnings, 1 skipped, 1 errors\n"), std::string::npos);
 }
 
 TEST(ConsoleReport, FailureShowsWordsExpectedActualBytesAndRepeatCommand) {
   std::string out = render_console(sample_run());
-  EXPECT_NE(out.find("-> The type of `elastic.profiler_stack_trace_ids` is string-array."), std::string::npos) << out;
+  EXPECT_NE(out.find("-> The type of `test.stack_ids` is string-array."), std::string::npos) << out;
   EXPECT_NE(out.find("Expected: string-array"), std::string::npos);
   EXPECT_NE(out.find("  Actual: string \"YLQguzhR2dR6y5M9vnA5mw\""), std::string::npos);
   EXPECT_NE(out.find("0000  01 00 01 00 4b f9 2f 35 77 b3 4d a6 a3 ce 92 9d  |....K./5w.M.....|"), std::string::npos)
       << out;
   EXPECT_NE(out.find("trace_id = 4bf92f3577b34da6a3ce929d0e0e4736"), std::string::npos);
-  EXPECT_NE(out.find("Repeat: tracecorr conform --only ATTR-02 -- java -jar 'app jar'"), std::string::npos);
+  EXPECT_NE(out.find("Repeat: tracecorr conform --only NAME-02 -- java -jar 'app jar'"), std::string::npos);
 }
 
 TEST(ConsoleReport, NoColourUnlessAskedAndHostileBytesAreEscaped) {
@@ -68,7 +69,7 @@ TEST(ConsoleReport, NoColourUnlessAskedAndHostileBytesAreEscaped) {
 
 TEST(ConsoleReport, XfailAndXpassAreMarked) {
   RunResult run = sample_run();
-  apply_expectations(run, Expectations{1, {{"ATTR-02", "agent sends a string"}, {"ELF-01", "fixed since"}}});
+  apply_expectations(run, Expectations{1, {{"NAME-02", "agent sends a string"}, {"LOAD-01", "fixed since"}}});
   std::string out = render_console(run);
   EXPECT_NE(out.find("(expected failure: agent sends a string)"), std::string::npos) << out;
   EXPECT_NE(out.find("stale expectation: remove it"), std::string::npos);
@@ -87,7 +88,7 @@ TEST(JunitReport, SuitesPerAreaCasesPerRequirementAndEscapedEvidence) {
   EXPECT_EQ(count(xml, "<failure "), 1u);
   EXPECT_EQ(count(xml, "<error "), 1u);
   EXPECT_EQ(count(xml, "<skipped "), 1u);
-  EXPECT_NE(xml.find("<system-out>WARNING: MSG-05"), std::string::npos);  // a warning passes, noted
+  EXPECT_NE(xml.find("<system-out>WARNING: WIRE-05"), std::string::npos);  // a warning passes, noted
   EXPECT_FALSE(has_raw_control(xml));
   EXPECT_EQ(xml.find("<tag"), std::string::npos) << "evidence markup was not escaped";
   EXPECT_NE(xml.find("&lt;tag attr=&quot;x&quot;&gt;&amp;amp;"), std::string::npos);
@@ -108,15 +109,16 @@ TEST(JsonReport, CarriesSchemaSummaryGateAndEvidence) {
   EXPECT_EQ(doc["target"]["pid"], 4242);
   EXPECT_EQ(doc["started"], "2023-11-14T22:13:20.000Z");
   ASSERT_EQ(doc["results"].size(), 5u);
-  const auto& attr = doc["results"][3];  // registry order: ELF, TLS, MSG, ATTR, CONF
-  EXPECT_EQ(attr["id"], "ATTR-02");
+  const auto& attr = doc["results"][3];  // registry order: LOAD, SLOT, WIRE, NAME, OPTS
+  EXPECT_EQ(attr["id"], "NAME-02");
   EXPECT_EQ(attr["verdict"], "fail");
   EXPECT_EQ(attr["evidence"][1]["bytes_hex"], "010001004bf92f3577b34da6a3ce929d0e0e4736ff");
   EXPECT_EQ(attr["evidence"][1]["fields"][2]["name"], "trace_id");
 }
 
 // Writes the sample reports that tests/py/test_reports.py validates (it runs
-// this test with TRACECORR_REPORT_SAMPLE_DIR set); without it, into a
+// this test with TRACECORR_REPORT_SAMPLE_DIR set), and the registry of the
+// tests' protocol they judge by; without it, into a
 // temporary directory, so that under ctest the writing itself is checked.
 TEST(ReportSamples, Write) {
   const char* dir = std::getenv("TRACECORR_REPORT_SAMPLE_DIR");
@@ -126,7 +128,7 @@ TEST(ReportSamples, Write) {
   std::filesystem::create_directories(out);
   RunResult plain = sample_run();
   RunResult with_expectations = sample_run();
-  apply_expectations(with_expectations, Expectations{1, {{"ATTR-02", "agent <sends> a \"string\""}, {"ELF-01", "stale"}}});
+  apply_expectations(with_expectations, Expectations{1, {{"NAME-02", "agent <sends> a \"string\""}, {"LOAD-01", "stale"}}});
   RunResult empty;
   for (auto [name, run] : {std::pair{"plain", &plain}, std::pair{"expectations", &with_expectations},
                            std::pair{"empty", &empty}}) {
@@ -134,7 +136,9 @@ TEST(ReportSamples, Write) {
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".xml"), render_junit(*run)).ok());
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".txt"), render_console(*run)).ok());
   }
-  for (const char* file : {"plain.json", "plain.xml", "plain.txt", "expectations.json", "empty.xml"})
+  // The registry the samples' requirements come from, for the schema tests' id checks.
+  ASSERT_TRUE(write_text_file(out / "registry.json", std::string(tracecorr::test_support::test_protocol().registry_json)).ok());
+  for (const char* file : {"plain.json", "plain.xml", "plain.txt", "expectations.json", "empty.xml", "registry.json"})
     EXPECT_GT(std::filesystem::file_size(out / file), 0u) << file;
   if (!dir) std::filesystem::remove_all(out);
 }

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "forked_child.hpp"
+#include "test_record_layout.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/record_layout.hpp"
 #include "tracecorr/sampler.hpp"
-#include "elastic_v1/wire.hpp"
 #if defined(TRACECORR_HAVE_BPF)
 #include "bpf_sampler.hpp"
 #include "sampler_loader.hpp"
@@ -67,19 +67,25 @@ std::vector<std::uint8_t> header(std::uint32_t size_value, std::size_t width, st
 // ---- RecordLayout ------------------------------------------------------------------------
 
 TEST(RecordLayoutLength, FixedSizeIsTheSizeAndNeedsThatManyBytes) {
-  const RecordLayout& elastic = elastic_v1::tls_record_layout();
-  EXPECT_EQ(elastic.fixed_part(), elastic_v1::spec::kTlsRecordSize);
-  std::vector<std::uint8_t> bytes(elastic_v1::spec::kTlsRecordSize, 0);
-  auto length = record_length(elastic, bytes);
+  const RecordLayout& fixed = test_support::test_record_layout();
+  EXPECT_TRUE(fixed.check()) << fixed.check().error().message();
+  EXPECT_EQ(fixed.fixed_part(), std::size_t{TC_TEST_RECORD_SIZE});
+  std::vector<std::uint8_t> bytes(TC_TEST_RECORD_SIZE, 0);
+  auto length = record_length(fixed, bytes);
   ASSERT_TRUE(length) << length.error().message();
-  EXPECT_EQ(*length, elastic_v1::spec::kTlsRecordSize);
-  EXPECT_TRUE(elastic.check()) << elastic.check().error().message();
-  // The engine's view of Elastic v1 is the registry's, nothing else.
-  EXPECT_EQ(elastic.valid_offset, elastic_v1::spec::kTlsValidOffset);
-  EXPECT_EQ(elastic.presence_offset, std::optional<std::size_t>(elastic_v1::spec::kTlsTracePresentOffset));
-  EXPECT_TRUE(std::holds_alternative<PointerInTlsSlot>(elastic.indirection));
-  EXPECT_FALSE(elastic.valid_values.contains(0));
-  EXPECT_TRUE(elastic.valid_values.contains(1) && elastic.valid_values.contains(255));
+  EXPECT_EQ(*length, std::size_t{TC_TEST_RECORD_SIZE});
+  // More bytes than the record: still the record's size, never what follows.
+  bytes.resize(TC_TEST_RECORD_SIZE + 20, 0xff);
+  EXPECT_EQ(*record_length(fixed, bytes), std::size_t{TC_TEST_RECORD_SIZE});
+  EXPECT_EQ(declared_length(fixed, bytes), std::uint64_t{TC_TEST_RECORD_SIZE});
+  // Any non-zero valid byte is accepted, and only that byte decides.
+  auto record = test_support::test_record(1, 0);
+  EXPECT_FALSE(fixed.valid(record));
+  for (std::uint8_t valid : {1, 2, 255}) {
+    record[TC_TEST_RECORD_VALID_OFFSET] = valid;
+    EXPECT_TRUE(fixed.valid(record)) << int{valid};
+  }
+  EXPECT_FALSE(fixed.valid(std::span(record).first(TC_TEST_RECORD_VALID_OFFSET)));  // ends before the valid byte
 }
 
 TEST(RecordLayoutLength, SizeFieldAddsItsValueToTheHeaderForEachWidth) {
@@ -122,9 +128,9 @@ TEST(RecordLayoutLength, APrefixShorterThanTheFixedPartIsTruncated) {
     EXPECT_EQ(length.error().kind, ErrorKind::kTruncated);
     EXPECT_NE(length.error().what.find("28"), std::string::npos) << length.error().message();
   }
-  auto elastic = record_length(elastic_v1::tls_record_layout(), std::vector<std::uint8_t>(36, 0));
-  ASSERT_FALSE(elastic);
-  EXPECT_EQ(elastic.error().kind, ErrorKind::kTruncated);
+  auto fixed = record_length(test_support::test_record_layout(), std::vector<std::uint8_t>(TC_TEST_RECORD_SIZE - 1, 0));
+  ASSERT_FALSE(fixed);
+  EXPECT_EQ(fixed.error().kind, ErrorKind::kTruncated);
 }
 
 TEST(RecordLayoutCheck, RefusesLayoutsThatCannotBeReadAsDeclared) {
@@ -369,17 +375,18 @@ INSTANTIATE_TEST_SUITE_P(Samplers, LayoutSampling, testing::Values("ptrace", "bp
 #if defined(TRACECORR_HAVE_BPF)
 // What the loader hands the program, and how it reads the ring back.
 TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
-  auto elastic = bpf::tracked_entry(elastic_v1::tls_record_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
-  ASSERT_TRUE(elastic) << elastic.error().message();
-  EXPECT_EQ(elastic->indirection, TC_POINTER_IN_TLS_SLOT);
-  EXPECT_EQ(static_cast<std::int64_t>(elastic->pointer_site), -160);
-  EXPECT_EQ(elastic->fixed_size, elastic_v1::spec::kTlsRecordSize);
-  EXPECT_EQ(elastic->size_field_width, 0);
-  EXPECT_EQ(elastic->max_size, elastic_v1::spec::kTlsRecordSize);
-  EXPECT_EQ(elastic->valid_offset, elastic_v1::spec::kTlsValidOffset);
-  EXPECT_EQ(elastic->presence_offset, elastic_v1::spec::kTlsTracePresentOffset);
-  EXPECT_EQ(elastic->valid_values[0], ~std::uint64_t{1});  // any non-zero
-  EXPECT_EQ(elastic->flags, TC_PROCESS_F_NO_STACK);
+  auto fixed = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
+  ASSERT_TRUE(fixed) << fixed.error().message();
+  EXPECT_EQ(fixed->indirection, TC_POINTER_IN_TLS_SLOT);
+  EXPECT_EQ(static_cast<std::int64_t>(fixed->pointer_site), -160);
+  EXPECT_EQ(fixed->fixed_size, TC_TEST_RECORD_SIZE);
+  EXPECT_EQ(fixed->size_field_width, 0);
+  EXPECT_EQ(fixed->max_size, TC_TEST_RECORD_SIZE);
+  EXPECT_EQ(fixed->valid_offset, TC_TEST_RECORD_VALID_OFFSET);
+  EXPECT_EQ(fixed->presence_offset, TC_TEST_RECORD_PRESENT_OFFSET);
+  EXPECT_EQ(fixed->valid_values[0], ~std::uint64_t{1});  // any non-zero
+  EXPECT_EQ(fixed->valid_values[3], ~std::uint64_t{0});
+  EXPECT_EQ(fixed->flags, TC_PROCESS_F_NO_STACK);
 
   auto area = bpf::tracked_entry(area_layout(), PointerSite::area(0x7f0000001000), 0);
   ASSERT_TRUE(area);

@@ -1,6 +1,7 @@
-// TLS-01 by hardware watchpoints on TLS slots: a publisher
-// (tests/unit/data/slot_watch_target.c) followed from before its exec, in the
-// right order and with the record filled in just after its pointer was set.
+// The TLS slot watch (hardware watchpoints on TLS slots): a publisher of the
+// tests' own record (tests/unit/data/slot_watch_target.c,
+// tests/support/test_record.h) followed from before its exec, in the right
+// order and with the record set up just after its pointer was set.
 // After the watch the target must run on: every thread untraced, its own
 // signals delivered.
 #include <gtest/gtest.h>
@@ -14,8 +15,8 @@
 
 #include "tracecorr/conform/slot_watch.hpp"
 #include "tracecorr/conform/target.hpp"
+#include "test_record_layout.hpp"
 #include "tracecorr/procfs.hpp"
-#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -64,7 +65,7 @@ Watched watch(const std::string& order) {
   LaunchSpec spec;
   spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
   spec.before_exec = [&](pid_t pid) {
-    auto w = SlotWatch::follow_launch(pid, elastic_v1::tls_record_layout(),
+    auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(),
                                       [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
     if (w) slot_watch = std::move(*w);
     else ADD_FAILURE() << w.error().message();
@@ -91,7 +92,9 @@ TEST(SlotWatch, SeesEachPublicationWithTheRecordAsItWasAtTheStore) {
   EXPECT_EQ(w.report.publications_seen, static_cast<std::size_t>(kThreads)) << w.report.describe();
   for (const auto& p : w.report.publications) {
     ASSERT_TRUE(p.bytes) << p.read_error->message();
-    EXPECT_EQ((*p.bytes)[0], 1) << "thread " << p.tid << ": the record was complete before its pointer was set";
+    ASSERT_EQ(p.bytes->size(), std::size_t{TC_TEST_RECORD_SIZE});
+    EXPECT_EQ((*p.bytes)[TC_TEST_RECORD_VERSION_OFFSET], TC_TEST_RECORD_VERSION)
+        << "thread " << p.tid << ": the record was set up before its pointer was set";
     EXPECT_NE(p.record_pointer, 0u);
   }
   // Every worker was armed before it ran, and so was the main thread (late,
@@ -110,7 +113,8 @@ TEST(SlotWatch, CatchesARecordFilledInJustAfterItsPointerWasSet) {
   ASSERT_EQ(w.report.publications_seen, static_cast<std::size_t>(kThreads)) << w.report.describe();
   for (const auto& p : w.report.publications) {
     ASSERT_TRUE(p.bytes);
-    EXPECT_EQ((*p.bytes)[0], 0) << "thread " << p.tid << ": the store was seen before the record was filled in";
+    EXPECT_EQ((*p.bytes)[TC_TEST_RECORD_VERSION_OFFSET], 0)
+        << "thread " << p.tid << ": the store was seen before the record was set up";
   }
   EXPECT_TRUE(w.alive_after);
   EXPECT_TRUE(w.untraced_after);

@@ -1,5 +1,7 @@
-// Discovery and the TLS descriptor against a test library this process
-// dlopens itself: the reader must land on the very thread_local the test sees.
+// Discovery and the TLS descriptor against the tests' own library
+// (tests/unit/data/tls_test_library.c, its symbols and record in
+// tests/support/test_record.h) this process dlopens itself: the reader must
+// land on the very thread_local the test sees.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -16,8 +18,7 @@
 #include <map>
 #include <thread>
 
-#include "elastic_v1/library.hpp"
-#include "elastic_v1/wire.hpp"
+#include "test_record_layout.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/tls.hpp"
@@ -29,7 +30,7 @@ struct TestLibrary {
   void* handle = nullptr;
   void* (*tls_address)() = nullptr;
   void (*set_record)(void*) = nullptr;
-  void (*publish_storage)(void*) = nullptr;
+  void (*publish_area)(void*) = nullptr;
 };
 
 const TestLibrary& desc_library() {
@@ -39,19 +40,33 @@ const TestLibrary& desc_library() {
     if (!l.handle) return l;
     l.tls_address = reinterpret_cast<void* (*)()>(::dlsym(l.handle, "tc_test_tls_address"));
     l.set_record = reinterpret_cast<void (*)(void*)>(::dlsym(l.handle, "tc_test_set_record"));
-    l.publish_storage = reinterpret_cast<void (*)(void*)>(::dlsym(l.handle, "tc_test_publish_storage"));
+    l.publish_area = reinterpret_cast<void (*)(void*)>(::dlsym(l.handle, "tc_test_publish_area"));
     return l;
   }();
   return lib;
 }
 
 using test_support::own_thread_pointer;
+using test_support::test_record_layout;
+
+// How the tests' protocol looks for its library (tests/unit/data/CMakeLists.txt
+// names the libraries to fit, or not): a name pattern of the shape registries
+// use, and the two symbols.
+constexpr const char* kTestLibraryNameRegex = ".*/tc-test-agent-([\\w-]*)\\.so";
+
+DiscoveryOptions test_discovery_options() {
+  DiscoveryOptions o;
+  o.name_regex = kTestLibraryNameRegex;
+  o.process_symbol = test_support::kTestProcessSymbol;
+  o.tls_symbol = test_support::kTestTlsSymbol;
+  return o;
+}
 
 TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
   const auto& lib = desc_library();
   ASSERT_NE(lib.handle, nullptr) << ::dlerror();
   LibraryCache cache;
-  auto found = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
+  auto found = discover_process(::getpid(), test_discovery_options(), cache);
   ASSERT_TRUE(found.ok()) << found.error().message();
   ASSERT_TRUE(found->has_value());
   const auto& a = **found;
@@ -60,11 +75,18 @@ TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
   EXPECT_EQ(a.name_suffix, "unittest");
   ASSERT_TRUE(a.process_pointer_addr);
   EXPECT_EQ(*a.process_pointer_addr,
-            reinterpret_cast<std::uintptr_t>(::dlsym(lib.handle, "elastic_apm_profiling_correlation_process_storage_v1")));
+            reinterpret_cast<std::uintptr_t>(::dlsym(lib.handle, test_support::kTestProcessSymbol)));
+  // What the library publishes there is read back through that address.
+  static const std::uint64_t area = 0x5eed;
+  lib.publish_area(const_cast<std::uint64_t*>(&area));
+  auto published = LiveProcessMemory(::getpid()).read_u64(*a.process_pointer_addr);
+  lib.publish_area(nullptr);
+  ASSERT_TRUE(published.ok()) << published.error().message();
+  EXPECT_EQ(*published, reinterpret_cast<std::uintptr_t>(&area));
   ASSERT_TRUE(a.tls_descriptor_addr);
   // A second scan hits the cache: no file is parsed again.
   auto parsed = cache.analyses();
-  auto again = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
+  auto again = discover_process(::getpid(), test_discovery_options(), cache);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(cache.analyses(), parsed);
 }
@@ -72,7 +94,7 @@ TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
 TEST(Discovery, MisnamedLibraryIsFoundByItsSymbols) {
   void* h = ::dlopen(TC_TESTLIB_MISNAMED, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << ::dlerror();
-  auto o = elastic_v1::discovery_options();
+  auto o = test_discovery_options();
   o.name_regex = ".*/no-such-agent-name\\.so";  // so only the symbols can find a library
   LibraryCache cache;
   auto found = discover_process(::getpid(), o, cache);
@@ -86,15 +108,15 @@ TEST(Discovery, MisnamedLibraryIsFoundByItsSymbols) {
   EXPECT_FALSE(strict->has_value());
 }
 
-TEST(Discovery, NameRegexIsTheRegistrys) {
+TEST(Discovery, NameRegexMatchesItsClassGroupOnly) {
   std::string suffix;
-  auto re = elastic_v1::discovery_options().name_regex;
-  EXPECT_TRUE(library_name_matches("/opt/x/elastic-jvmti-linux-x64.so", re, &suffix));
+  auto re = test_discovery_options().name_regex;
+  EXPECT_TRUE(library_name_matches("/opt/x/tc-test-agent-x64.so", re, &suffix));
   EXPECT_EQ(suffix, "x64");
-  EXPECT_TRUE(library_name_matches("/a/elastic-jvmti-linux-arm64-v2.so", re, &suffix));
-  EXPECT_FALSE(library_name_matches("/a/elastic-jvmti-linux-x64.so.1", re));
-  EXPECT_FALSE(library_name_matches("elastic-jvmti-linux-x64.so", re));  // needs a directory
-  EXPECT_FALSE(library_name_matches("/a/elastic-jvmti-linux-x.64.so", re));
+  EXPECT_TRUE(library_name_matches("/a/tc-test-agent-arm64-v2.so", re, &suffix));
+  EXPECT_FALSE(library_name_matches("/a/tc-test-agent-x64.so.1", re));
+  EXPECT_FALSE(library_name_matches("tc-test-agent-x64.so", re));  // needs a directory
+  EXPECT_FALSE(library_name_matches("/a/tc-test-agent-x.64.so", re));
   // A long hostile path does not blow the stack.
   EXPECT_FALSE(library_name_matches("/" + std::string(4096, 'a') + ".so", re));
 }
@@ -102,27 +124,27 @@ TEST(Discovery, NameRegexIsTheRegistrys) {
 // Issue 16: std::regex overflowed the stack on 25-30 KB paths (SIGSEGV in
 // inspect and agent). The matcher is linear and does not recurse.
 TEST(Discovery, NameMatcherSurvivesHugePaths) {
-  auto re = elastic_v1::discovery_options().name_regex;
+  auto re = test_discovery_options().name_regex;
   ASSERT_TRUE(library_name_pattern_supported(re));
   std::string deep;
   while (deep.size() < 200'000) deep += "/d";
   std::string suffix;
-  EXPECT_TRUE(library_name_matches(deep + "/elastic-jvmti-linux-x64.so", re, &suffix));
+  EXPECT_TRUE(library_name_matches(deep + "/tc-test-agent-x64.so", re, &suffix));
   EXPECT_EQ(suffix, "x64");
-  EXPECT_FALSE(library_name_matches(deep + "/elastic-jvmti-linux-" + std::string(200'000, 'x') + ".so.1", re));
-  EXPECT_TRUE(library_name_matches("/a/elastic-jvmti-linux-" + std::string(200'000, 'x') + ".so", re));
+  EXPECT_FALSE(library_name_matches(deep + "/tc-test-agent-" + std::string(200'000, 'x') + ".so.1", re));
+  EXPECT_TRUE(library_name_matches("/a/tc-test-agent-" + std::string(200'000, 'x') + ".so", re));
 }
 
 // The matcher agrees with the regex it stands for (std::regex is safe on these short inputs).
 TEST(Discovery, NameMatcherAgreesWithTheRegex) {
-  for (std::string re : {elastic_v1::discovery_options().name_regex, std::string(".*/no-such-agent-name\\.so"),
+  for (std::string re : {test_discovery_options().name_regex, std::string(".*/no-such-agent-name\\.so"),
                          std::string(".*/lib([a-c0-9]+)\\.so")}) {
     ASSERT_TRUE(library_name_pattern_supported(re)) << re;
     std::regex reference(re, std::regex::ECMAScript);
-    for (std::string path : {"/x/elastic-jvmti-linux-x64.so", "/x/elastic-jvmti-linux-.so", "//elastic-jvmti-linux-a_b-c.so",
-                             "/x/elastic-jvmti-linux-x 64.so", "/x/elastic-jvmti-linux-x64.sox", "/x/y/elastic-jvmti-linux-x64.so/z",
+    for (std::string path : {"/x/tc-test-agent-x64.so", "/x/tc-test-agent-.so", "//tc-test-agent-a_b-c.so",
+                             "/x/tc-test-agent-x 64.so", "/x/tc-test-agent-x64.sox", "/x/y/tc-test-agent-x64.so/z",
                              "/x/no-such-agent-name.so", "/x/no-such-agent-nameXso", "/lib.so", "/libab0.so", "/libabd.so",
-                             "/a\nb/libab.so", "libab.so", "/x/elastic-jvmti-linux-\xc3\xa9.so"}) {
+                             "/a\nb/libab.so", "libab.so", "/x/tc-test-agent-\xc3\xa9.so"}) {
       std::smatch m;
       bool want = std::regex_match(path, m, reference);
       std::string suffix;
@@ -135,7 +157,7 @@ TEST(Discovery, NameMatcherAgreesWithTheRegex) {
 
 TEST(Discovery, NonexistentProcessIsAnError) {
   LibraryCache cache;
-  auto found = discover_process(0x3ffffff0, elastic_v1::discovery_options(), cache);
+  auto found = discover_process(0x3ffffff0, test_discovery_options(), cache);
   EXPECT_FALSE(found.ok());
 }
 
@@ -143,7 +165,7 @@ TEST(TlsDescriptor, StaticOffsetLeadsToTheThreadLocalThisThreadSees) {
   const auto& lib = desc_library();
   ASSERT_NE(lib.handle, nullptr) << ::dlerror();
   LibraryCache cache;
-  auto found = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
+  auto found = discover_process(::getpid(), test_discovery_options(), cache);
   ASSERT_TRUE(found.ok() && found->has_value());
   LiveProcessMemory mem(::getpid());
   auto d = read_tls_descriptor(mem, *(*found)->tls_descriptor_addr, (*found)->elf.machine);
@@ -162,29 +184,25 @@ TEST(TlsDescriptor, StaticOffsetLeadsToTheThreadLocalThisThreadSees) {
   EXPECT_EQ(other_tp + static_cast<std::uint64_t>(d->tp_offset), other_addr);
 }
 
-TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
+TEST(ThreadRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   const auto& lib = desc_library();
   ASSERT_NE(lib.handle, nullptr);
   LibraryCache cache;
-  auto found = discover_process(::getpid(), elastic_v1::discovery_options(), cache);
+  auto found = discover_process(::getpid(), test_discovery_options(), cache);
   ASSERT_TRUE(found.ok() && found->has_value());
   LiveProcessMemory mem(::getpid());
   auto d = read_tls_descriptor(mem, *(*found)->tls_descriptor_addr, (*found)->elf.machine);
   ASSERT_TRUE(d.ok() && d->model == TlsModel::StaticOffset);
 
   lib.set_record(nullptr);
-  auto none = read_thread_record(mem, elastic_v1::tls_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
+  auto none = read_thread_record(mem, test_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->record_pointer, 0u);
   EXPECT_FALSE(none->bytes);
 
-  elastic_v1::TlsRecord r;
-  r.valid = 1;
-  r.trace_present = 1;
-  r.trace_id[0] = 0xab;
-  auto bytes = elastic_v1::encode_tls_record(r);
+  auto bytes = test_support::test_record(0xab, 1);
   lib.set_record(bytes.data());
-  auto got = read_thread_record(mem, elastic_v1::tls_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
+  auto got = read_thread_record(mem, test_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
   ASSERT_TRUE(got.ok()) << got.error().message();
   EXPECT_EQ(got->record_pointer, reinterpret_cast<std::uintptr_t>(bytes.data()));
   ASSERT_TRUE(got->bytes);
@@ -194,7 +212,7 @@ TEST(TlsRecord, ReadsThePublishedRecordThroughTheThreadPointer) {
   void* gone = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ::munmap(gone, 4096);
   lib.set_record(gone);
-  auto bad = read_thread_record(mem, elastic_v1::tls_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
+  auto bad = read_thread_record(mem, test_record_layout(), own_thread_pointer(), PointerSite::tls_offset(d->tp_offset));
   lib.set_record(nullptr);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().kind, ErrorKind::kUnmapped);

@@ -1,6 +1,7 @@
-// TLS-04 by hardware watchpoints: the chunk plan, then a real publisher
-// (tests/unit/data/update_order_target.c) watched while it publishes correctly
-// and in two wrong orders, natively and as an arm64 guest under qemu-user.
+// The update-order watch (hardware watchpoints): the chunk plan, then a real
+// publisher of the tests' own record (tests/unit/data/update_order_target.c,
+// tests/support/test_record.h) watched while it publishes correctly and in two
+// wrong orders, natively and as an arm64 guest under qemu-user.
 // After every watch the target must run on: untraced, not stopped, debug
 // registers clear, record still changing.
 #include <fcntl.h>
@@ -25,7 +26,7 @@
 #include <vector>
 
 #include "forked_child.hpp"
-#include "elastic_v1/wire.hpp"
+#include "test_record_layout.hpp"
 #include "tracecorr/conform/update_order.hpp"
 #include "tracecorr/memory.hpp"
 
@@ -33,6 +34,7 @@ namespace tracecorr::conform {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::test_record_layout;
 
 const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target";
 const std::string kArm64TargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target.arm64";
@@ -156,7 +158,7 @@ std::optional<std::array<unsigned long, 5>> debug_registers(pid_t tid) {
 // Waits (bounded, a liveness check, not a timing assertion) until the record changes.
 bool record_keeps_changing(pid_t pid, std::uint64_t record) {
   LiveProcessMemory memory(pid);
-  elastic_v1::TlsRecordBytes first{}, now{};
+  test_support::TestRecordBytes first{}, now{};
   if (!memory.read(record, first)) return false;
   for (auto give_up = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < give_up;) {
     std::this_thread::sleep_for(1ms);
@@ -185,25 +187,30 @@ std::vector<std::string> publisher_argv(const std::string& mode, int misalign) {
 }
 
 TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
+  // The test record is 41 bytes, its valid byte at offset 3. Four 8-byte
+  // chunks hold at most 32 of them; how many they do depends on where the
+  // record starts in its first chunk.
+  const std::size_t expected_watched[8] = {32, 31, 30, 29, 28, 32, 32, 32};
   for (std::uint64_t misalign = 0; misalign < 8; ++misalign) {
-    auto plan = plan_record_watch(elastic_v1::tls_record_layout(), 0x7f0000001000 + misalign, elastic_v1::spec::kTlsRecordSize);
+    auto plan = plan_record_watch(test_record_layout(), 0x7f0000001000 + misalign, TC_TEST_RECORD_SIZE);
     SCOPED_TRACE("misalign " + std::to_string(misalign));
     ASSERT_LE(plan.chunks.size(), kWatchRegisters);
-    EXPECT_TRUE(plan.watched[elastic_v1::spec::kTlsValidOffset]);
+    EXPECT_TRUE(plan.watched[TC_TEST_RECORD_VALID_OFFSET]);
     std::size_t covered = 0;
     for (const auto& c : plan.chunks) {
       EXPECT_EQ(c.address % kWatchChunkSize, 0u);
       covered += c.end_record_offset - c.first_record_offset;
     }
     EXPECT_EQ(plan.watched_bytes(), covered);
-    // The worst case is misalignment 5: the valid byte sits in a first chunk
-    // that holds only 3 record bytes, which must still be taken.
-    EXPECT_GE(plan.watched_bytes(), misalign == 5 ? 27u : 28u);
+    // Misalignment 4 is the worst case: the valid byte sits in a first chunk
+    // that holds only 4 record bytes (the last holds 5), which must still be taken.
+    EXPECT_EQ(plan.watched_bytes(), expected_watched[misalign]);
   }
-  EXPECT_EQ(plan_record_watch(elastic_v1::tls_record_layout(), 0x7f0000001000, elastic_v1::spec::kTlsRecordSize).unwatched_description(), "record bytes 32..36 (transaction-id bytes 3..7)");
+  EXPECT_EQ(plan_record_watch(test_record_layout(), 0x7f0000001000, TC_TEST_RECORD_SIZE).unwatched_description(),
+            "record bytes 32..40 (stamp bytes 3..11)");
   // Valid byte in the second chunk: the 2-byte first chunk is dropped.
-  EXPECT_EQ(plan_record_watch(elastic_v1::tls_record_layout(), 0x7f0000001006, elastic_v1::spec::kTlsRecordSize).unwatched_description(),
-            "record bytes 0..1 (minor bytes 0..1); record bytes 34..36 (transaction-id bytes 5..7)");
+  EXPECT_EQ(plan_record_watch(test_record_layout(), 0x7f0000001006, TC_TEST_RECORD_SIZE).unwatched_description(),
+            "record bytes 0..1 (version bytes 0..1); record bytes 34..40 (stamp bytes 5..11)");
 }
 
 TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
@@ -211,17 +218,17 @@ TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
 
-  auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 40);
+  auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 300ms, 40);
   ASSERT_TRUE(report.ok()) << report.error().message();
   EXPECT_TRUE(report->conforms()) << describe(*report);
   EXPECT_GT(report->updates_seen, 0u) << describe(*report);
-  // Byte-wise stores: each update is 35 field stores and two valid stores, some unwatched.
+  // Byte-wise stores: each update is 38 field stores and two valid stores, some unwatched.
   EXPECT_GT(report->stores_seen, report->updates_seen);
   EXPECT_NE(report->limits.find("record bytes 0..1"), std::string::npos) << report->limits;
   expect_released(target, thread);
 
   // And it can be watched again: nothing of the first watch lingers.
-  auto again = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 5);
+  auto again = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 300ms, 5);
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_GT(again->updates_seen, 0u);
   EXPECT_TRUE(again->conforms()) << describe(*again);
@@ -235,7 +242,7 @@ void expect_flagged(const std::string& mode, int misalign) {
   ASSERT_EQ(target.threads().size(), 2u);
   const auto& thread = target.threads()[1];
 
-  auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 10);
+  auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 300ms, 10);
   ASSERT_TRUE(report.ok()) << report.error().message();
   ASSERT_FALSE(report->conforms()) << describe(*report);
   ASSERT_FALSE(report->violations.empty());
@@ -266,7 +273,7 @@ TEST(UpdateOrderWatch, ThreadExitEndsTheWatchWithWhatWasSeen) {
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
   // The duration only bounds a broken run: the worker exits 30 publishes after it sees the tracer.
-  auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 20s);
+  auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 20s);
   ASSERT_TRUE(report.ok()) << report.error().message();
   EXPECT_TRUE(report->thread_exited);
   EXPECT_EQ(report->ended_because, "thread exited");
@@ -315,7 +322,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
     }
     if (!stopped) return fail("the group-stop never completed");
     LiveProcessMemory memory(pid);
-    elastic_v1::TlsRecordBytes before{}, after{};
+    test_support::TestRecordBytes before{}, after{};
     (void)memory.read(thread.record, before);
     std::this_thread::sleep_for(30ms);  // a resumed writer would publish ~100 times meanwhile
     (void)memory.read(thread.record, after);
@@ -323,7 +330,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
     kill(pid, SIGCONT);
     tgkill(pid, thread.tid, SIGUSR2);  // the worker exits, which ends the watch
   });
-  auto report = watch_update_order(pid, thread.tid, elastic_v1::tls_record_layout(), thread.record, 10s);
+  auto report = watch_update_order(pid, thread.tid, test_record_layout(), thread.record, 10s);
   helper.join();
   EXPECT_EQ(helper_failure, "");
   ASSERT_TRUE(report.ok()) << report.error().message();
@@ -346,7 +353,7 @@ TEST(UpdateOrderWatch, EndingAWatchNeverLeaksAWatchpointTrapToTheTarget) {
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
   for (int i = 0; i < 40; ++i) {
-    auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 2ms);
+    auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 2ms);
     ASSERT_TRUE(report.ok()) << report.error().message();
   }
   tgkill(target.pid(), thread.tid, SIGUSR1);  // a marker: everything sent before it has been handled
@@ -361,20 +368,20 @@ TEST(UpdateOrderWatch, ErrorsNameWhatAndWhereAndLeaveTheTargetRunning) {
   const auto& thread = target.threads()[0];
 
   const pid_t missing_tid = 0x3ffffff;  // above any pid_max
-  auto no_thread = watch_update_order(target.pid(), missing_tid, elastic_v1::tls_record_layout(), thread.record, 100ms, 1);
+  auto no_thread = watch_update_order(target.pid(), missing_tid, test_record_layout(), thread.record, 100ms, 1);
   ASSERT_FALSE(no_thread.ok());
   EXPECT_NE(no_thread.error().message().find("thread " + std::to_string(missing_tid)), std::string::npos)
       << no_thread.error().message();
 
   // Unmapped record: fails after the watchpoints were armed, so this is the guard's error path.
-  auto unmapped = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), 0x1000, 100ms, 1);
+  auto unmapped = watch_update_order(target.pid(), thread.tid, test_record_layout(), 0x1000, 100ms, 1);
   ASSERT_FALSE(unmapped.ok());
   EXPECT_NE(unmapped.error().message().find("0x1000"), std::string::npos) << unmapped.error().message();
   EXPECT_NE(unmapped.error().message().find("thread " + std::to_string(thread.tid)), std::string::npos)
       << unmapped.error().message();
   expect_released(target, thread);
 
-  auto kernel_address = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), 0xffff800000000000, 100ms, 1);
+  auto kernel_address = watch_update_order(target.pid(), thread.tid, test_record_layout(), 0xffff800000000000, 100ms, 1);
   ASSERT_FALSE(kernel_address.ok());
   EXPECT_NE(kernel_address.error().message().find("not a user-space address"), std::string::npos);
 }
@@ -391,7 +398,7 @@ TEST(UpdateOrderWatch, Arm64GuestUnderQemuUserIsWatchedThroughTheHostThread) {
     Publisher target({qemu, kArm64TargetPath, "--mode", mode, "--misalign", "1"}, 1);
     ASSERT_FALSE(target.threads().empty());
     const auto& thread = target.threads()[0];
-    auto report = watch_update_order(target.pid(), thread.tid, elastic_v1::tls_record_layout(), thread.record, 300ms, 10);
+    auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 300ms, 10);
     ASSERT_TRUE(report.ok()) << report.error().message();
     EXPECT_GT(report->updates_seen, 0u) << describe(*report);
     EXPECT_EQ(report->conforms(), mode == "correct") << describe(*report);

@@ -119,10 +119,21 @@ std::vector<std::string> selected_requirements(const Suite& suite, const std::ve
   return ids;
 }
 
-Expected<RunResult> run_conformance(const RunOptions& o) {
-  auto chosen = choose_suite(o.protocol);
+Expected<RunResult> run_conformance(const RunOptions& given) {
+  auto chosen = choose_suite(given.protocol);
   if (!chosen) return chosen.error();
   const Suite& suite = **chosen;
+  // The suite's own options, as given or else their defaults, so that reports
+  // and repeat commands name every setting the run used; a setting the suite
+  // does not declare (another suite's option) is not this run's.
+  RunOptions o = given;
+  o.scenario.settings.clear();
+  for (const auto& option : suite.options()) {
+    if (auto value = given.scenario.settings.find(option.name); value != given.scenario.settings.end())
+      o.scenario.settings[option.name] = value->second;
+    else if (!option.default_value.empty())
+      o.scenario.settings[option.name] = option.default_value;
+  }
   if (auto st = suite.check(o.scenario); !st) return st.error();
   auto expanded = expand_areas(suite, o.only);
   for (const auto& id : expanded)

@@ -4,9 +4,9 @@
  *
  * Writes its slot's thread-pointer offset to OFFSET_FILE (the test's stand-in
  * for finding the agent library), then starts THREADS threads. Each allocates
- * a 37-byte record and publishes it in its TLS slot, either complete before
- * the pointer is set (ORDER "ordered") or zeroed and filled in by the next
- * instructions ("filled-after"). Each then raises SIGUSR1 (its own signal,
+ * one of the tests' records (tests/support/test_record.h) and publishes it in
+ * its TLS slot, either set up (its version written) before the pointer is set
+ * (ORDER "ordered") or zeroed and set up by the next instructions ("filled-after"). Each then raises SIGUSR1 (its own signal,
  * which a watch must hand back), prints "published TID" and sleeps. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RECORD_SIZE 37
+#include "test_record.h"
 
 static __thread uint8_t *slot;
 static __thread volatile sig_atomic_t usr1_seen; /* per thread: raise() signals the caller */
@@ -35,14 +35,14 @@ static void *thread_pointer(void)
 static void *worker(void *arg)
 {
     (void)arg;
-    uint8_t *record = calloc(1, RECORD_SIZE);
+    uint8_t *record = calloc(1, TC_TEST_RECORD_SIZE);
     /* Release stores: otherwise the compiler may move the fill past the
      * publication (the watch sees that too). */
     if (filled_after) {
         __atomic_store_n(&slot, record, __ATOMIC_RELEASE);
-        __atomic_store_n(&record[0], 1, __ATOMIC_RELEASE); /* layout-minor-version 1 */
+        __atomic_store_n(&record[TC_TEST_RECORD_VERSION_OFFSET], TC_TEST_RECORD_VERSION, __ATOMIC_RELEASE);
     } else {
-        record[0] = 1;
+        record[TC_TEST_RECORD_VERSION_OFFSET] = TC_TEST_RECORD_VERSION;
         __atomic_store_n(&slot, record, __ATOMIC_RELEASE);
     }
     raise(SIGUSR1);

@@ -1,12 +1,13 @@
-/* A thread-record publisher for the TLS-04 watchpoint tests (update_order_test.cpp).
+/* A thread-record publisher for the update-order watchpoint tests
+ * (update_order_test.cpp), writing the tests' own record (tests/support/test_record.h).
  *
- * Each worker thread owns a heap-allocated 37-byte record and publishes a new
- * trace into it in a loop, one byte store at a time, so every store is a
- * separate watchpoint hit. How it publishes is chosen on the command line:
+ * Each worker thread owns a heap-allocated record and publishes new contents
+ * into it in a loop, one byte store at a time, so every store is a separate
+ * watchpoint hit. How it publishes is chosen on the command line:
  *
- *   --mode correct             valid := 0; fields; valid := 1      (TLS-04)
- *   --mode fields-while-valid  fields written while valid stays 1  (breaks TLS-04)
- *   --mode valid-early         valid := 0; valid := 1; fields      (breaks TLS-04)
+ *   --mode correct             valid := 0; fields; valid := 1      (the order the watch checks)
+ *   --mode fields-while-valid  fields written while valid stays 1  (out of order)
+ *   --mode valid-early         valid := 0; valid := 1; fields      (out of order)
  *   --threads N                worker threads (default 1)
  *   --misalign M               record address % 8 == M (default 0): how the record
  *                              straddles the watcher's 8-byte chunks
@@ -30,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "elastic_v1_layout.h"
+#include "test_record.h"
 
 enum mode { MODE_CORRECT, MODE_FIELDS_WHILE_VALID, MODE_VALID_EARLY };
 
@@ -49,37 +50,36 @@ static void on_signal(int sig) {
 }
 
 /* Orders the stores for the compiler; x86-64 and the reader (same CPU, thread
- * paused) need nothing more. On arm64 the protocol's reader also runs on the
- * writer's CPU, so a compiler barrier is what TLS-04 asks for there too. */
+ * paused) need nothing more. On arm64 a reader that interrupts the writer also
+ * runs on the writer's CPU, so a compiler barrier is all the order needs there too. */
 #define COMPILER_BARRIER() __asm__ __volatile__("" ::: "memory")
 
 static void write_fields(volatile uint8_t *rec, uint32_t counter) {
-  rec[TC_TLS_TRACE_PRESENT_OFFSET] = 1;
-  rec[TC_TLS_TRACE_FLAGS_OFFSET] = (uint8_t)(counter & 1);
-  for (unsigned i = 0; i < TC_TLS_TRACE_ID_SIZE; ++i) rec[TC_TLS_TRACE_ID_OFFSET + i] = (uint8_t)(counter + i);
-  for (unsigned i = 0; i < TC_TLS_SPAN_ID_SIZE; ++i) rec[TC_TLS_SPAN_ID_OFFSET + i] = (uint8_t)(counter * 3 + i);
-  for (unsigned i = 0; i < TC_TLS_TRANSACTION_ID_SIZE; ++i)
-    rec[TC_TLS_TRANSACTION_ID_OFFSET + i] = (uint8_t)(counter * 7 + i);
+  rec[TC_TEST_RECORD_FLAGS_OFFSET] = (uint8_t)(counter & 1);
+  for (unsigned i = 0; i < TC_TEST_RECORD_CONTEXT_SIZE; ++i) rec[TC_TEST_RECORD_CONTEXT_OFFSET + i] = (uint8_t)(counter + i);
+  rec[TC_TEST_RECORD_PRESENT_OFFSET] = 1;
+  for (unsigned i = 0; i < TC_TEST_RECORD_OWNER_SIZE; ++i) rec[TC_TEST_RECORD_OWNER_OFFSET + i] = (uint8_t)(counter * 3 + i);
+  for (unsigned i = 0; i < TC_TEST_RECORD_STAMP_SIZE; ++i) rec[TC_TEST_RECORD_STAMP_OFFSET + i] = (uint8_t)(counter * 7 + i);
 }
 
 static void publish(volatile uint8_t *rec, uint32_t counter) {
   switch (g_mode) {
     case MODE_CORRECT:
-      rec[TC_TLS_VALID_OFFSET] = 0;
+      rec[TC_TEST_RECORD_VALID_OFFSET] = 0;
       COMPILER_BARRIER();
       write_fields(rec, counter);
       COMPILER_BARRIER();
-      rec[TC_TLS_VALID_OFFSET] = 1;
+      rec[TC_TEST_RECORD_VALID_OFFSET] = 1;
       break;
     case MODE_FIELDS_WHILE_VALID:
       write_fields(rec, counter);
       COMPILER_BARRIER();
-      rec[TC_TLS_VALID_OFFSET] = 1;
+      rec[TC_TEST_RECORD_VALID_OFFSET] = 1;
       break;
     case MODE_VALID_EARLY:
-      rec[TC_TLS_VALID_OFFSET] = 0;
+      rec[TC_TEST_RECORD_VALID_OFFSET] = 0;
       COMPILER_BARRIER();
-      rec[TC_TLS_VALID_OFFSET] = 1;
+      rec[TC_TEST_RECORD_VALID_OFFSET] = 1;
       COMPILER_BARRIER();
       write_fields(rec, counter);
       break;
@@ -109,8 +109,8 @@ static void *worker(void *arg) {
   }
   memset(block, 0, 128);
   volatile uint8_t *rec = block + 8 + g_misalign;
-  uint16_t minor = TC_TLS_RECORD_MINOR;
-  memcpy((uint8_t *)rec + TC_TLS_LAYOUT_MINOR_VERSION_OFFSET, &minor, sizeof minor);
+  uint16_t version = TC_TEST_RECORD_VERSION;
+  memcpy((uint8_t *)rec + TC_TEST_RECORD_VERSION_OFFSET, &version, sizeof version);
 
   pthread_mutex_lock(&g_print_lock);
   printf("thread %ld record %p\n", (long)syscall(SYS_gettid), (void *)rec);

@@ -42,7 +42,7 @@ TEST(Findings, CarryTheRegistryLevelAndTheirEvidenceInWords) {
 }
 
 TEST(Inspect, SeesWhatThisProcessPublished) {
-  void* h = ::dlopen(TC_TESTLIB_DESC, RTLD_NOW | RTLD_GLOBAL);
+  void* h = ::dlopen(TC_ELASTIC_V1_TESTLIB, RTLD_NOW | RTLD_GLOBAL);
   ASSERT_NE(h, nullptr) << ::dlerror();
   auto set_record = reinterpret_cast<void (*)(void*)>(::dlsym(h, "tc_test_set_record"));
   auto publish = reinterpret_cast<void (*)(void*)>(::dlsym(h, "tc_test_publish_storage"));
@@ -107,7 +107,7 @@ TEST(Inspect, SeesWhatThisProcessPublished) {
 }
 
 TEST(Inspect, StorageWithAHugeStringLengthIsAFindingNotACrash) {
-  void* h = ::dlopen(TC_TESTLIB_DESC, RTLD_NOW | RTLD_GLOBAL);
+  void* h = ::dlopen(TC_ELASTIC_V1_TESTLIB, RTLD_NOW | RTLD_GLOBAL);
   ASSERT_NE(h, nullptr);
   auto publish = reinterpret_cast<void (*)(void*)>(::dlsym(h, "tc_test_publish_storage"));
   std::vector<std::uint8_t> storage = {1, 0, 0xff, 0xff, 0xff, 0xff};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -175,6 +176,7 @@ struct JudgeCase {
   std::function<void(SessionSet&)> build;
   Outcome expected;
   std::string reason_has;   // a phrase the reason must contain ("" : any)
+  std::string evidence_has = "";  // a phrase some evidence item's label, expected or actual must contain ("" : any)
 };
 
 void PrintTo(const JudgeCase& c, std::ostream* os) { *os << c.requirement << " " << c.name; }
@@ -197,6 +199,11 @@ void check(const JudgeCase& c) {
   Finding f = judge_one(c);
   EXPECT_EQ(outcome_name(f.outcome), outcome_name(c.expected)) << c.requirement << ": " << f.reason;
   if (!c.reason_has.empty()) EXPECT_NE(f.reason.find(c.reason_has), std::string::npos) << c.requirement << ": " << f.reason;
+  if (!c.evidence_has.empty()) {
+    std::string shown;
+    for (const auto& e : f.evidence) shown += e.label + " | " + e.expected + " | " + e.actual + "\n";
+    EXPECT_NE(shown.find(c.evidence_has), std::string::npos) << c.requirement << " evidence:\n" << shown;
+  }
   // No pass without evidence: a Met always states what it rests on.
   if (f.outcome == Outcome::Met) EXPECT_GT(f.evidence_count, 0u) << c.requirement << ": " << f.reason;
 }
@@ -571,9 +578,9 @@ INSTANTIATE_TEST_SUITE_P(
 // Registrations 3 s apart, each read 5 ms after it was sent, the first at
 // `first_minor`; in each window four spans export with the host.id given for
 // it ("" : none).
-std::function<void(SessionSet&)> registered(std::vector<std::string> host_ids, std::vector<std::string> exported,
-                                            std::uint16_t first_minor = 1) {
-  return enabled([=](Draft& s) {
+std::function<void(Draft&)> registrations(std::vector<std::string> host_ids, std::vector<std::string> exported,
+                                          std::uint16_t first_minor = 1) {
+  return [=](Draft& s) {
     auto t0 = std::chrono::system_clock::now() - 20s;
     for (std::size_t i = 0; i < host_ids.size(); ++i) {
       auto at = t0 + std::chrono::seconds(3 * i);
@@ -583,7 +590,35 @@ std::function<void(SessionSet&)> registered(std::vector<std::string> host_ids, s
       s.registrations.push_back(r);
       for (int k = 1; k <= 4; ++k) s.spans.push_back(span_with_host_id(exported[i], at + k * 500ms));
     }
+  };
+}
+
+std::function<void(SessionSet&)> registered(std::vector<std::string> host_ids, std::vector<std::string> exported,
+                                            std::uint16_t first_minor = 1) {
+  return enabled(registrations(std::move(host_ids), std::move(exported), first_minor));
+}
+
+// MSG-07's long registration (scenario::kLongHostIdBytes of host-id, the same
+// delay as before it, so that only its host.id shows whether it was taken), as
+// the scenario sends it: after an ordinary registration ("host-a"), each
+// window's spans carrying the host.id given. The boundary-value traffic the
+// counts half rests on exports past the timing boundary, as the count-65535
+// correlation does, so only the registrations' spans fall in their windows.
+// `read`: whether the agent was seen reading the long one.
+const std::string kLongHostId(scenario::kLongHostIdBytes, 'l');
+
+std::function<void(SessionSet&)> long_registration(std::string exported_before, std::string exported_after,
+                                                   bool read = true) {
+  return traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-07", [=](Draft& s) {
+    registrations({"host-a", kLongHostId}, {exported_before, exported_after})(s);
+    if (!read) s.registrations.back().taken_up_at.reset();
+    s.timing_boundary = s.registrations.back().at_system + 6s;
   });
+}
+
+// The long registration's size on the wire, as the judge names it.
+std::string long_registration_bytes() {
+  return std::to_string(encode(taken_up_registration(std::chrono::system_clock::now(), kLongHostId).message).size());
 }
 
 class MsgJudge : public testing::TestWithParam<JudgeCase> {};
@@ -625,6 +660,19 @@ INSTANTIATE_TEST_SUITE_P(
                   traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-07",
                           [](Draft& s) { s.target_exit = "killed by signal 6 (Aborted)"; }),
                   Outcome::Violated, "the agent died during the session"},
+        // MSG-07's long registration: judged by its effect, like any other.
+        JudgeCase{"LongRegistrationApplied", "MSG-07", long_registration("host-a", kLongHostId), Outcome::Met,
+                  "counted exactly as required; a " + long_registration_bytes() + "-byte registration applied"},
+        JudgeCase{"LongRegistrationHadNoEffect", "MSG-07", long_registration("host-a", "host-a"), Outcome::Violated,
+                  "a registration of " + long_registration_bytes() + " bytes (host-id " +
+                      std::to_string(scenario::kLongHostIdBytes) + " bytes) had no effect, while shorter ones did",
+                  "0 of 4 spans carried its host.id"},
+        JudgeCase{"LongRegistrationNeverRead", "MSG-07", long_registration("host-a", kLongHostId, /*read=*/false),
+                  Outcome::KitError, "but the long registration was never seen read by the agent"},
+        // An agent seen adopting no host.id at all: a long registration not
+        // adopted either proves nothing (HOST-01 judges the adopting).
+        JudgeCase{"LongRegistrationUnjudgeable", "MSG-07", long_registration("", ""), Outcome::KitError,
+                  "but the " + long_registration_bytes() + "-byte registration could not be judged (0 of 4 spans carried its host.id"},
         JudgeCase{"NoSocket", "MSG-06", enabled([](auto& s) { s.could_send = false; }), Outcome::NotApplicable,
                   "could not connect"},
         // MSG-06: a message with trailing bytes is read for its known fields.
@@ -742,18 +790,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- deferral timing: DEFER-01, DEFER-04, DEFER-05 (children) ------------
 
-// What an agent exports when it holds transactions `transaction_hold` and
-// children `child_hold` after they end: every 50 ms for 6 s a transaction and
-// its child end; each is handed over after its hold and arrives 20 ms later,
-// in hand-over order (as an exporter's queue sends them).
-std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::time_point t0, std::chrono::milliseconds transaction_hold,
-                                                  std::chrono::milliseconds child_hold) {
+// What an agent exports when it hands `count` sampled transactions, ending
+// `spacing` apart from t0, over `transaction_hold(i)` after each ends, and
+// (with `child_hold`) a child of each, ending 5 ms before it, `child_hold`
+// after the child ends: each span arrives 20 ms after its hand-over, in
+// hand-over order (as an exporter's queue sends them).
+std::vector<otlp::ReceivedSpan> handed_over(std::chrono::system_clock::time_point t0, int count,
+                                            std::chrono::milliseconds spacing,
+                                            std::function<std::chrono::milliseconds(int)> transaction_hold,
+                                            std::optional<std::chrono::milliseconds> child_hold) {
   struct Handed {
     std::chrono::system_clock::time_point at;
     otlp::ReceivedSpan span;
   };
   std::vector<Handed> handed;
-  for (int i = 0; i < 120; ++i) {
+  for (int i = 0; i < count; ++i) {
     Traffic t;
     t.trace.fill(0);
     t.trace[0] = static_cast<std::uint8_t>(i);
@@ -762,9 +813,9 @@ std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::tim
     t.transaction[1] = 1;
     t.child = t.transaction;
     t.child[1] = 2;
-    auto end = t0 + i * 50ms;
-    handed.push_back({end + transaction_hold, t.span(t.transaction, std::nullopt, end)});
-    handed.push_back({end - 5ms + child_hold, t.span(t.child, t.transaction, end - 5ms)});
+    auto end = t0 + i * spacing;
+    handed.push_back({end + transaction_hold(i), t.span(t.transaction, std::nullopt, end)});
+    if (child_hold) handed.push_back({end - 5ms + *child_hold, t.span(t.child, t.transaction, end - 5ms)});
   }
   std::stable_sort(handed.begin(), handed.end(), [](const Handed& a, const Handed& b) { return a.at < b.at; });
   std::vector<otlp::ReceivedSpan> out;
@@ -775,6 +826,13 @@ std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::tim
     out.push_back(sp);
   }
   return out;
+}
+
+// Deferral's timeline: every 50 ms for 6 s a transaction and its child end;
+// transactions are held `transaction_hold`, children `child_hold`.
+std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::time_point t0, std::chrono::milliseconds transaction_hold,
+                                                  std::chrono::milliseconds child_hold) {
+  return handed_over(t0, 120, 50ms, [=](int) { return transaction_hold; }, child_hold);
 }
 
 // The enabled session (no registration: the default 1000 ms delay) and the
@@ -833,25 +891,7 @@ std::function<void(SessionSet&)> unsampled_queue(int held) {
     unsampled.transaction_id.fill(0x33);
     unsampled.trace_flags = 0;
     s.records->transactions = {unsampled};
-    struct Handed {
-      std::chrono::system_clock::time_point at;
-      otlp::ReceivedSpan span;
-    };
-    std::vector<Handed> handed;
-    for (int i = 0; i < 40; ++i) {
-      Traffic t;
-      t.trace.fill(0);
-      t.trace[0] = static_cast<std::uint8_t>(i);
-      t.transaction.fill(0);
-      t.transaction[0] = static_cast<std::uint8_t>(i);
-      auto end = t0 + i * 100ms;
-      handed.push_back({end + (i < held ? 4000ms : 0ms), t.span(t.transaction, std::nullopt, end)});
-    }
-    std::stable_sort(handed.begin(), handed.end(), [](const Handed& a, const Handed& b) { return a.at < b.at; });
-    for (auto& h : handed) {
-      h.span.received_at_system = h.at + 20ms;
-      s.spans.push_back(h.span);
-    }
+    s.spans = handed_over(t0, 40, 100ms, [=](int i) { return i < held ? 4000ms : 0ms; }, std::nullopt);
     s.stop_requested_at = t0 + 20s;
     set.add(s.done());
   };

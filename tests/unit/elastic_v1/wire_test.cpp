@@ -2,9 +2,14 @@
 // oversized lengths, invalid UTF-8, trailing bytes, minor 0, unknown types.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <optional>
+#include <variant>
 
 #include "elastic_v1/wire.hpp"
+#include "tracecorr/memory.hpp"
 
 namespace tracecorr::elastic_v1 {
 namespace {
@@ -61,6 +66,33 @@ TEST(TlsRecordCodec, MinorZeroDecodesAsFoundForTheCallerToJudge) {
   EXPECT_EQ(back->minor, 0);
 }
 
+// The engine reads Elastic's record by tls_record_layout(): the registry's
+// size, valid byte ("valid != 0") and trace-present byte, through the TLS slot.
+TEST(TlsRecordLayout, IsTheRegistrys) {
+  const RecordLayout& layout = tls_record_layout();
+  EXPECT_TRUE(layout.check()) << layout.check().error().message();
+  EXPECT_EQ(layout.fixed_part(), spec::kTlsRecordSize);
+  EXPECT_EQ(layout.max_size, spec::kTlsRecordSize);
+  EXPECT_EQ(layout.valid_offset, spec::kTlsValidOffset);
+  EXPECT_EQ(layout.presence_offset, std::optional<std::size_t>(spec::kTlsTracePresentOffset));
+  EXPECT_TRUE(std::holds_alternative<PointerInTlsSlot>(layout.indirection));
+  EXPECT_FALSE(layout.valid_values.contains(0));
+  EXPECT_TRUE(layout.valid_values.contains(1) && layout.valid_values.contains(255));
+  // The codec's record is one whole record of the layout; a byte less is truncated.
+  auto bytes = encode_tls_record(sample_record());
+  auto length = record_length(layout, bytes);
+  ASSERT_TRUE(length) << length.error().message();
+  EXPECT_EQ(*length, spec::kTlsRecordSize);
+  auto short_record = record_length(layout, std::span(bytes).first(spec::kTlsRecordSize - 1));
+  ASSERT_FALSE(short_record);
+  EXPECT_EQ(short_record.error().kind, ErrorKind::kTruncated);
+  // Its fields name the bytes a TLS-04 report shows changing.
+  ASSERT_NE(layout.field_at(spec::kTlsValidOffset), nullptr);
+  EXPECT_EQ(layout.field_at(spec::kTlsValidOffset)->name, "valid");
+  ASSERT_NE(layout.field_at(spec::kTlsTransactionIdOffset + 3), nullptr);
+  EXPECT_EQ(layout.field_at(spec::kTlsTransactionIdOffset + 3)->name, "transaction-id");
+}
+
 ProcessStorage sample_storage() {
   ProcessStorage s;
   s.minor = 1;
@@ -80,6 +112,18 @@ TEST(ProcessStorageCodec, RoundTrips) {
   EXPECT_EQ(back->service_environment, s.service_environment);
   EXPECT_EQ(back->socket_file_path, s.socket_file_path);
   EXPECT_EQ(back->encoded_size, bytes.size());
+}
+
+// The decoder pulls its bytes through a ByteSource: from this process's own
+// memory as from a target's.
+TEST(ProcessStorageCodec, DecodesFromLiveMemory) {
+  auto s = sample_storage();
+  auto bytes = encode_process_storage(s);
+  LiveProcessMemory mem(::getpid());
+  auto d = decode_process_storage(mem.source_at(reinterpret_cast<std::uintptr_t>(bytes.data())));
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->service_name, s.service_name);
+  EXPECT_EQ(d->socket_file_path, s.socket_file_path);
 }
 
 TEST(ProcessStorageCodec, EmptyStringsRoundTrip) {

@@ -33,6 +33,8 @@ std::vector<std::string> selected_requirements(const Suite& suite, const std::ve
 // `only` with each area name ("ELF", "TLS") replaced by the ids in that area.
 std::vector<std::string> expand_areas(const Suite& suite, const std::vector<std::string>& only);
 
+// Of options.scenario.settings the run keeps the suite's own options; those
+// not given take their defaults.
 // Errors are usage errors (an unknown id, a filter matching nothing, a
 // setting the suite refuses); the environment failing (cannot launch) is
 // recorded as Error verdicts.
