@@ -130,7 +130,7 @@ def test_junit_groups_by_area_in_registry_order(samples):
     props = {p.get("name"): p.get("value") for p in case.findall("properties/property")}
     assert props["level"] == "MUST" and props["verdict"] == "fail"
     failure = case.find("failure")
-    assert failure.get("message").startswith("elastic.profiler_stack_trace_ids is a string")
+    assert failure.get("message").startswith("the stack trace ids attribute is a string")
     # Hostile evidence survives as visible text, not as markup or raw control bytes.
     assert '<tag attr="x">&amp;' in failure.text
     assert "\\x1b[31m red \\xff\\xfe" in failure.text

@@ -27,7 +27,7 @@ inline RunResult sample_run() {
   run.started = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
   run.finished = run.started + std::chrono::seconds(3);
   run.results.push_back(result("ELF-01", Verdict::Pass));
-  RequirementResult attr = result("ATTR-02", Verdict::Fail, "elastic.profiler_stack_trace_ids is a string, not a string-array");
+  RequirementResult attr = result("ATTR-02", Verdict::Fail, "the stack trace ids attribute is a string, not a string-array");
   attr.evidence.push_back({"span 00f067aa0ba902b7 attribute", "string-array", "string \"YLQguzhR2dR6y5M9vnA5mw\"", {}, {}});
   std::string hostile = std::string("<tag attr=\"x\">&amp; \x01\x02\x1b[31m red \xff\xfe nul:", 36) + std::string(1, '\0') + " ]]> end";
   attr.evidence.push_back({hostile, hostile, hostile,

@@ -51,7 +51,7 @@ TEST(HostileMemory, ProtNoneIsNotCalledUnmapped) {
 // is not the mapped one (other inode) must be refused.
 TEST(HostileDiscovery, MappedFileFallbackRefusesFifoWithoutBlocking) {
   std::string dir = temp_dir();
-  std::string fifo = dir + "/elastic-jvmti-linux-x64.so";
+  std::string fifo = dir + "/libagent-x64.so";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   Mapping m;
   m.start = 0x1000;  // no such mapping: map_files has no entry for it

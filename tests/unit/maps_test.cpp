@@ -13,7 +13,7 @@ namespace {
 TEST(Maps, ParsesPathsWithSpacesDeletedFilesAndPseudoEntries) {
   const char* text =
       "55d0a0000000-55d0a0021000 r--p 00000000 fe:00 1234                       /usr/bin/my app\n"
-      "7f0000000000-7f0000001000 r-xp 00001000 fe:00 99  /opt/agent/elastic-jvmti-linux-x64.so (deleted)\n"
+      "7f0000000000-7f0000001000 r-xp 00001000 fe:00 99  /opt/agent/libagent-x64.so (deleted)\n"
       "7f0000002000-7f0000003000 rw-s 00000000 00:05 7                          /dev/zero (deleted)\n"
       "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
       "7ffd00030000-7ffd00031000 rw-p 00000000 00:00 0 \n"
@@ -26,7 +26,7 @@ TEST(Maps, ParsesPathsWithSpacesDeletedFilesAndPseudoEntries) {
   EXPECT_EQ(maps[0].inode, 1234u);
   EXPECT_TRUE(maps[0].file_backed());
   EXPECT_TRUE(maps[1].deleted());
-  EXPECT_EQ(maps[1].file_path(), "/opt/agent/elastic-jvmti-linux-x64.so");
+  EXPECT_EQ(maps[1].file_path(), "/opt/agent/libagent-x64.so");
   EXPECT_EQ(maps[1].file_offset, 0x1000u);
   EXPECT_TRUE(maps[1].exec);
   EXPECT_EQ(maps[1].device, "fe:00");

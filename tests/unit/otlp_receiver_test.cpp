@@ -66,15 +66,15 @@ TEST_F(OtlpReceiverTest, AcceptsProtobufAndAnswersAnEmptyProtobufResponse) {
 }
 
 TEST_F(OtlpReceiverTest, AcceptsJsonWithCharsetAndAnswersJson) {
-  auto result = post(one_span_json(R"([{"key":"elastic.profiler_stack_trace_ids","value":{"arrayValue":{"values":[{"stringValue":"YLQguzhR2dR6y5M9vnA5mw"}]}}}])"),
+  auto result = post(one_span_json(R"([{"key":"test.string_array","value":{"arrayValue":{"values":[{"stringValue":"YLQguzhR2dR6y5M9vnA5mw"}]}}}])"),
                      "application/json; charset=utf-8");
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 200);
   EXPECT_EQ(result->body, "{}");
   auto span = receiver->find_span(span_id(kSpanIdHex));
   ASSERT_TRUE(span.has_value());
-  ASSERT_NE(span->attribute("elastic.profiler_stack_trace_ids"), nullptr);
-  EXPECT_TRUE(span->attribute("elastic.profiler_stack_trace_ids")->is_string_array());
+  ASSERT_NE(span->attribute("test.string_array"), nullptr);
+  EXPECT_TRUE(span->attribute("test.string_array")->is_string_array());
 }
 
 TEST_F(OtlpReceiverTest, AcceptsGzipForBothEncodings) {

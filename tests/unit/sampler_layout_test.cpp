@@ -21,7 +21,6 @@
 #include "tracecorr/memory.hpp"
 #include "tracecorr/record_layout.hpp"
 #include "tracecorr/sampler.hpp"
-#include "elastic_v1/wire.hpp"
 #if defined(TRACECORR_HAVE_BPF)
 #include "bpf_sampler.hpp"
 #include "sampler_loader.hpp"
@@ -51,6 +50,19 @@ RecordLayout size_field_layout() {
   return l;
 }
 
+// A fixed-size record behind a TLS slot: 37 bytes, valid while byte 2 is
+// non-zero, byte 3 saying whether a trace is present.
+RecordLayout fixed_layout() {
+  RecordLayout l;
+  l.name = "fixed-size test record";
+  l.length = FixedSize{37};
+  l.max_size = 37;
+  l.valid_offset = 2;
+  l.presence_offset = 3;
+  l.fields = {{"minor", 0, 2}, {"valid", 2, 1}, {"trace-present", 3, 1}, {"trace-id", 5, 16}};
+  return l;
+}
+
 RecordLayout area_layout() {
   RecordLayout l = size_field_layout();
   l.name = "size-field test record in an area";
@@ -67,19 +79,17 @@ std::vector<std::uint8_t> header(std::uint32_t size_value, std::size_t width, st
 // ---- RecordLayout ------------------------------------------------------------------------
 
 TEST(RecordLayoutLength, FixedSizeIsTheSizeAndNeedsThatManyBytes) {
-  const RecordLayout& elastic = elastic_v1::tls_record_layout();
-  EXPECT_EQ(elastic.fixed_part(), elastic_v1::spec::kTlsRecordSize);
-  std::vector<std::uint8_t> bytes(elastic_v1::spec::kTlsRecordSize, 0);
-  auto length = record_length(elastic, bytes);
+  const RecordLayout fixed = fixed_layout();
+  EXPECT_EQ(fixed.fixed_part(), 37u);
+  std::vector<std::uint8_t> bytes(37, 0);
+  auto length = record_length(fixed, bytes);
   ASSERT_TRUE(length) << length.error().message();
-  EXPECT_EQ(*length, elastic_v1::spec::kTlsRecordSize);
-  EXPECT_TRUE(elastic.check()) << elastic.check().error().message();
-  // The engine's view of Elastic v1 is the registry's, nothing else.
-  EXPECT_EQ(elastic.valid_offset, elastic_v1::spec::kTlsValidOffset);
-  EXPECT_EQ(elastic.presence_offset, std::optional<std::size_t>(elastic_v1::spec::kTlsTracePresentOffset));
-  EXPECT_TRUE(std::holds_alternative<PointerInTlsSlot>(elastic.indirection));
-  EXPECT_FALSE(elastic.valid_values.contains(0));
-  EXPECT_TRUE(elastic.valid_values.contains(1) && elastic.valid_values.contains(255));
+  EXPECT_EQ(*length, 37u);
+  EXPECT_TRUE(fixed.check()) << fixed.check().error().message();
+  // By default a record is in a TLS slot and valid while its valid byte is non-zero.
+  EXPECT_TRUE(std::holds_alternative<PointerInTlsSlot>(fixed.indirection));
+  EXPECT_FALSE(fixed.valid_values.contains(0));
+  EXPECT_TRUE(fixed.valid_values.contains(1) && fixed.valid_values.contains(255));
 }
 
 TEST(RecordLayoutLength, SizeFieldAddsItsValueToTheHeaderForEachWidth) {
@@ -122,9 +132,9 @@ TEST(RecordLayoutLength, APrefixShorterThanTheFixedPartIsTruncated) {
     EXPECT_EQ(length.error().kind, ErrorKind::kTruncated);
     EXPECT_NE(length.error().what.find("28"), std::string::npos) << length.error().message();
   }
-  auto elastic = record_length(elastic_v1::tls_record_layout(), std::vector<std::uint8_t>(36, 0));
-  ASSERT_FALSE(elastic);
-  EXPECT_EQ(elastic.error().kind, ErrorKind::kTruncated);
+  auto fixed = record_length(fixed_layout(), std::vector<std::uint8_t>(36, 0));
+  ASSERT_FALSE(fixed);
+  EXPECT_EQ(fixed.error().kind, ErrorKind::kTruncated);
 }
 
 TEST(RecordLayoutCheck, RefusesLayoutsThatCannotBeReadAsDeclared) {
@@ -369,17 +379,17 @@ INSTANTIATE_TEST_SUITE_P(Samplers, LayoutSampling, testing::Values("ptrace", "bp
 #if defined(TRACECORR_HAVE_BPF)
 // What the loader hands the program, and how it reads the ring back.
 TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
-  auto elastic = bpf::tracked_entry(elastic_v1::tls_record_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
-  ASSERT_TRUE(elastic) << elastic.error().message();
-  EXPECT_EQ(elastic->indirection, TC_POINTER_IN_TLS_SLOT);
-  EXPECT_EQ(static_cast<std::int64_t>(elastic->pointer_site), -160);
-  EXPECT_EQ(elastic->fixed_size, elastic_v1::spec::kTlsRecordSize);
-  EXPECT_EQ(elastic->size_field_width, 0);
-  EXPECT_EQ(elastic->max_size, elastic_v1::spec::kTlsRecordSize);
-  EXPECT_EQ(elastic->valid_offset, elastic_v1::spec::kTlsValidOffset);
-  EXPECT_EQ(elastic->presence_offset, elastic_v1::spec::kTlsTracePresentOffset);
-  EXPECT_EQ(elastic->valid_values[0], ~std::uint64_t{1});  // any non-zero
-  EXPECT_EQ(elastic->flags, TC_PROCESS_F_NO_STACK);
+  auto fixed = bpf::tracked_entry(fixed_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
+  ASSERT_TRUE(fixed) << fixed.error().message();
+  EXPECT_EQ(fixed->indirection, TC_POINTER_IN_TLS_SLOT);
+  EXPECT_EQ(static_cast<std::int64_t>(fixed->pointer_site), -160);
+  EXPECT_EQ(fixed->fixed_size, 37);
+  EXPECT_EQ(fixed->size_field_width, 0);
+  EXPECT_EQ(fixed->max_size, 37);
+  EXPECT_EQ(fixed->valid_offset, 2);
+  EXPECT_EQ(fixed->presence_offset, 3);
+  EXPECT_EQ(fixed->valid_values[0], ~std::uint64_t{1});  // any non-zero
+  EXPECT_EQ(fixed->flags, TC_PROCESS_F_NO_STACK);
 
   auto area = bpf::tracked_entry(area_layout(), PointerSite::area(0x7f0000001000), 0);
   ASSERT_TRUE(area);

@@ -15,7 +15,7 @@
 #include "tracecorr/conform/slot_watch.hpp"
 #include "tracecorr/conform/target.hpp"
 #include "tracecorr/procfs.hpp"
-#include "elastic_v1/wire.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -24,6 +24,19 @@ using namespace std::chrono_literals;
 
 const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/slot_watch_target";
 constexpr int kThreads = 3;
+
+// slot_watch_target's record: RECORD_SIZE bytes behind its TLS slot, a version
+// in the first byte (1 once filled in), nothing else the watch needs.
+RecordLayout target_record() {
+  RecordLayout l;
+  l.name = "slot_watch_target record";
+  l.length = FixedSize{37};
+  l.max_size = 37;
+  l.valid_offset = 0;
+  l.fields = {{"version", 0, 1}};
+  l.indirection = PointerInTlsSlot{};
+  return l;
+}
 
 // The target writes its slot's offset to a file once it runs; until then the
 // slot cannot be located, as before an agent library is loaded.
@@ -64,7 +77,7 @@ Watched watch(const std::string& order) {
   LaunchSpec spec;
   spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
   spec.before_exec = [&](pid_t pid) {
-    auto w = SlotWatch::follow_launch(pid, elastic_v1::tls_record_layout(),
+    auto w = SlotWatch::follow_launch(pid, target_record(),
                                       [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
     if (w) slot_watch = std::move(*w);
     else ADD_FAILURE() << w.error().message();

@@ -61,6 +61,23 @@ TEST(TlsRecordCodec, MinorZeroDecodesAsFoundForTheCallerToJudge) {
   EXPECT_EQ(back->minor, 0);
 }
 
+// What the engine's samplers and watchers read by: the registry's record, and nothing else.
+TEST(TlsRecordLayout, IsTheRegistrysRecordBehindATlsSlot) {
+  const RecordLayout& layout = tls_record_layout();
+  EXPECT_TRUE(layout.check()) << layout.check().error().message();
+  EXPECT_EQ(layout.fixed_part(), spec::kTlsRecordSize);
+  EXPECT_EQ(layout.max_size, spec::kTlsRecordSize);
+  auto length = record_length(layout, std::vector<std::uint8_t>(spec::kTlsRecordSize, 0));
+  ASSERT_TRUE(length) << length.error().message();
+  EXPECT_EQ(*length, spec::kTlsRecordSize);
+  EXPECT_FALSE(record_length(layout, std::vector<std::uint8_t>(spec::kTlsRecordSize - 1, 0)));
+  EXPECT_EQ(layout.valid_offset, spec::kTlsValidOffset);
+  EXPECT_EQ(layout.presence_offset, std::optional<std::size_t>(spec::kTlsTracePresentOffset));
+  EXPECT_TRUE(std::holds_alternative<PointerInTlsSlot>(layout.indirection));
+  EXPECT_FALSE(layout.valid_values.contains(0));  // spec: valid != 0
+  EXPECT_TRUE(layout.valid_values.contains(1) && layout.valid_values.contains(255));
+}
+
 ProcessStorage sample_storage() {
   ProcessStorage s;
   s.minor = 1;
