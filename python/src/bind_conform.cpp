@@ -168,8 +168,8 @@ void bind_conform(py::module_& m) {
         o.strict = strict;
         o.protocol = protocol;
         o.progress = quiet ? nullptr : stderr;
-        // `personality` is the Elastic suite's option, kept as a keyword for
-        // compatibility; `options` carries any suite's (tracecorr conform --NAME).
+        // `personality` is kept as a keyword for compatibility: it is a suite
+        // option like any other in `options` (tracecorr conform --NAME).
         options.try_emplace("personality", personality);
         o.scenario.settings = std::move(options);
         if (auto suite = choose_suite(protocol))

@@ -36,13 +36,14 @@ struct PyTarget {
 void bind_process(py::module_& m) {
   m.def(
       "inspect_process",
-      [](pid_t pid, bool read_threads, bool check_socket_reachable) {
+      [](pid_t pid, bool read_threads, bool check_socket_reachable, const std::string& protocol) {
         InspectRequest o;
         o.read_threads = read_threads;
         o.check_socket_reachable = check_socket_reachable;
         // As `tracecorr inspect --json`: one protocol's document, or one member per protocol.
         nlohmann::json by_protocol = nlohmann::json::object();
         for (const auto* inspector : inspectors()) {
+          if (!protocol.empty() && inspector->protocol() != protocol) continue;
           std::optional<Expected<InspectReport>> report;
           {
             py::gil_scoped_release nogil;
@@ -50,11 +51,14 @@ void bind_process(py::module_& m) {
           }
           by_protocol[std::string(inspector->protocol())] = unwrap(std::move(*report)).json;
         }
+        if (by_protocol.empty()) throw py::value_error("no inspector for protocol '" + protocol + "'");
         return json_to_py(by_protocol.size() == 1 ? by_protocol.begin().value() : by_protocol);
       },
       py::arg("pid"), py::arg("read_threads") = true, py::arg("check_socket_reachable") = true,
-      "Everything one agent process exposes (the `tracecorr inspect --json` document) as a dict. "
-      "TracecorrError when the process cannot be examined.");
+      py::arg("protocol") = "",
+      "Everything one agent process exposes (the `tracecorr inspect --json` document) as a dict: of `protocol` "
+      "only when given (ValueError when no inspector has that id). TracecorrError when the process cannot be "
+      "examined.");
 
   py::enum_<SendOutcome>(m, "SendOutcome", "What a non-blocking send did.")
       .value("SENT", SendOutcome::Sent)

@@ -1,5 +1,6 @@
 // Helpers shared by the binding translation units: error translation,
-// bytes <-> fixed-size ids, JSON -> Python. No protocol logic lives here.
+// bytes <-> fixed-size ids, JSON -> Python, and the list protocol packages'
+// bindings register in. No protocol logic lives here.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tracecorr/error.hpp"
@@ -35,6 +37,10 @@ inline py::bytes to_bytes(std::span<const std::uint8_t> b) {
   return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
 }
 std::vector<std::uint8_t> from_bytes(const py::bytes& b);
+// The bytes of a std::string made from Python bytes, without copying.
+inline std::span<const std::uint8_t> view(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
 
 // A fixed-size id from Python bytes; a wrong length is a ValueError naming `field`.
 template <std::size_t N>
@@ -51,10 +57,24 @@ std::array<std::uint8_t, N> to_id(const py::bytes& b, const char* field) {
 // nlohmann::json -> dict/list/str/int/float/bool/None (via the json module).
 py::object json_to_py(const nlohmann::json& j);
 
-void bind_wire(py::module_& m);
+// The engine's bindings, one file each.
+void bind_registry(py::module_& m);
 void bind_process(py::module_& m);
 void bind_otlp(py::module_& m);
-void bind_agent(py::module_& m);
+void bind_sampling(py::module_& m);
 void bind_conform(py::module_& m);
+
+// A protocol package's bindings (python/src/<package>/) register themselves
+// from a static initialiser, so the module names no package: module.cpp binds
+// each, after the engine's, into its own submodule _tracecorr.<package>.
+struct PackageBindings {
+  std::string_view package;  // the package folder's name, e.g. "elastic_v1"
+  std::string_view doc;      // the submodule's docstring
+  void (*bind)(py::module_& submodule);
+};
+struct RegisterPackageBindings {
+  explicit RegisterPackageBindings(const PackageBindings& bindings);
+};
+std::vector<const PackageBindings*> package_bindings();
 
 }  // namespace tracecorr::python

@@ -1,14 +1,27 @@
-// tracecorr._tracecorr: thin pybind11 bindings over libtracecorr,
-// tracecorr_conform (probes/) and, when built, tracecorr_bpf.
+// tracecorr._tracecorr: thin pybind11 bindings over libtracecorr's engine
+// and, when built, tracecorr_bpf; each protocol package's bindings
+// (python/src/<package>/) in the submodule _tracecorr.<package>.
 #include <pybind11/eval.h>
 
 #include "common.hpp"
+#include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr::python {
 
 namespace {
 py::object g_error_type;
+
+PluginRegistry<PackageBindings>& package_registry() {
+  static PluginRegistry<PackageBindings> r;
+  return r;
 }
+}  // namespace
+
+RegisterPackageBindings::RegisterPackageBindings(const PackageBindings& bindings) {
+  package_registry().add(bindings);
+}
+
+std::vector<const PackageBindings*> package_bindings() { return package_registry().all(); }
 
 py::object error_type() { return g_error_type; }
 
@@ -50,14 +63,19 @@ py::object json_to_py(const nlohmann::json& j) {
 
 PYBIND11_MODULE(_tracecorr, m) {
   using namespace tracecorr::python;
-  m.doc() = "Thin bindings over libtracecorr: registry, wire codecs, ids, inspection, the agent socket, "
-            "the OTLP receiver, samplers, the host agent and the conformance runner.";
+  m.doc() = "Thin bindings over libtracecorr: the protocol registry, ids, inspection, sockets, the OTLP "
+            "receiver, record layouts, samplers and the conformance runner; each protocol package's own "
+            "(codecs, host agent) in the submodule named after it.";
   init_error_type(m);
-  bind_wire(m);
+  bind_registry(m);
   bind_process(m);
   bind_otlp(m);
-  bind_agent(m);
+  bind_sampling(m);
   bind_conform(m);
+  for (const PackageBindings* package : package_bindings()) {
+    py::module_ submodule = m.def_submodule(std::string(package->package).c_str(), std::string(package->doc).c_str());
+    package->bind(submodule);
+  }
 #if defined(TRACECORR_HAVE_BPF)
   m.attr("HAVE_BPF") = true;
 #else

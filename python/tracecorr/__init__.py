@@ -1,44 +1,46 @@
-"""tracecorr: script the Elastic profiler-to-tracer correlation protocol from Python.
+"""tracecorr: script profiler-to-tracer correlation protocols from Python.
 
-The heavy lifting (codecs, inspection, the OTLP receiver, samplers, the host
-agent, the conformance runner, verdicts and reports) is libtracecorr's, reached
-through the thin extension :mod:`tracecorr._tracecorr`. This package adds
-conveniences for writing scenarios:
+The heavy lifting (codecs, inspection, the OTLP receiver, samplers, host
+agents, the conformance runner, verdicts and reports) is libtracecorr's,
+reached through the thin extension :mod:`tracecorr._tracecorr`. This package
+adds conveniences for writing scenarios, for any protocol:
 
-* :class:`Target` launches an agent process with the standard environment (or
-  attaches to one) and inspects it;
-* :class:`HostAgent` talks to the agent's socket like a profiler would, and can
-  run the reference host agent (BPF or ptrace sampler) for a while;
-* :mod:`tracecorr.messages` builds, truncates and mutates datagrams;
-* :class:`OtlpReceiver` receives the agent's spans;
-* :func:`run_conformance` runs the same suite as ``tracecorr conform``.
+* :class:`Target` launches a process under test with the standard environment
+  (OTLP export, and what its protocol needs to be on) or attaches to one, and
+  inspects it;
+* :class:`OtlpReceiver` receives the process's spans;
+* :func:`make_sampler` makes the engine's BPF or ptrace sampler;
+* :func:`run_conformance` runs the same suite as ``tracecorr conform``;
+* :func:`protocols`, :func:`registry`, :func:`requirements` and :func:`find_requirement`
+  read the compiled-in protocol registries.
+
+Each protocol brings its own subpackage, named like its package folder
+(``tracecorr.<package>``: its codecs, messages, its profiler's side), which
+registers with :mod:`tracecorr.protocol`. Names a protocol's subpackage took
+over from this module still resolve here (module ``__getattr__``).
 """
 from __future__ import annotations
 
 import json as _json
-from functools import lru_cache as _lru_cache
+from typing import List as _List, Optional as _Optional
 
 from . import _tracecorr
 from ._tracecorr import (  # noqa: F401  (re-exported)
     HAVE_BPF,
-    Correlation,
     Evidence,
     Level,
+    ProtocolSpec,
     RECORD_MAX_BYTES,
-    ProcessStorage,
     RecordLayout,
-    Registration,
+    Requirement,
     RequirementResult,
     Role,
     RunResult,
     SendOutcome,
-    TlsRecord,
     TracecorrError,
-    UnknownMessage,
     Verdict,
     base64url_decode,
     base64url_nopad,
-    decode_message,
     exit_code,
     find_requirement,
     from_hex,
@@ -49,37 +51,34 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     render_junit,
     requirements,
     summary_line,
-    tls_record_layout,
     to_hex,
     validate_ids,
 )
-from . import messages  # noqa: F401
-from .agent import HostAgent, make_sampler  # noqa: F401
+from . import protocol as _protocol
 from .conformance import run_conformance  # noqa: F401
 from .otlp import OtlpReceiver  # noqa: F401
+from .sampling import make_sampler  # noqa: F401
 from .target import Target  # noqa: F401
 
+
+def protocols() -> _List[ProtocolSpec]:
+    """The protocols compiled into the extension (id, title, requirements, registry_json)."""
+    return _tracecorr.protocols()
+
+
+def registry(protocol: _Optional[str] = None) -> dict:
+    """spec/<protocol>.json as compiled into the library, parsed (a fresh dict each call).
+    ``protocol``: its id; None: the only compiled-in protocol (ValueError when there are several)."""
+    return _json.loads(_protocol.spec(protocol).registry_json)
+
+
+_protocol.load_packages()
+__getattr__ = _protocol.forwarder(__name__)
+
 __all__ = [
-    "HAVE_BPF", "RECORD_MAX_BYTES", "Correlation", "Evidence", "HostAgent", "Level", "OtlpReceiver", "ProcessStorage",
-    "RecordLayout", "Registration",
-    "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TlsRecord", "TracecorrError",
-    "UnknownMessage", "Verdict", "attribute_name", "base64url_decode", "base64url_nopad", "decode_message",
-    "exit_code", "find_requirement", "from_hex", "inspect_process", "messages", "registry", "render_console",
-    "make_sampler", "render_html", "render_json", "render_junit", "requirements", "run_conformance", "summary_line",
-    "tls_record_layout", "to_hex", "validate_ids",
-]
-
-
-@_lru_cache(maxsize=1)
-def _registry_text() -> str:
-    return _tracecorr.registry_json()
-
-
-def registry() -> dict:
-    """spec/elastic-v1.json as compiled into the library, parsed (a fresh dict each call)."""
-    return _json.loads(_registry_text())
-
-
-def attribute_name() -> str:
-    """The span attribute carrying stack trace ids (``elastic.profiler_stack_trace_ids``)."""
-    return _tracecorr.spec.kAttributeName
+    "HAVE_BPF", "RECORD_MAX_BYTES", "Evidence", "Level", "OtlpReceiver", "ProtocolSpec", "RecordLayout", "Requirement",
+    "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TracecorrError", "Verdict",
+    "base64url_decode", "base64url_nopad", "exit_code", "find_requirement", "from_hex", "inspect_process",
+    "make_sampler", "protocols", "registry", "render_console", "render_html", "render_json", "render_junit",
+    "requirements", "run_conformance", "summary_line", "to_hex", "validate_ids",
+] + _protocol.exported_names(__name__)

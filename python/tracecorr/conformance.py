@@ -25,7 +25,8 @@ def run_conformance(cmd: Union[str, Sequence[str], None] = None, *, pid: Optiona
     :func:`tracecorr.exit_code`. ``duration`` (seconds for the main session, like
     ``--duration``), ``expectations`` (``--expect FILE``), ``protocol`` (``--protocol``,
     default: the only one) and ``options``, the protocol suite's own settings (``--NAME VALUE``;
-    ``personality`` is one of Elastic v1's). Unknown ids in ``only`` raise TracecorrError.
+    ``personality`` is the option of that name, kept as a keyword). Unknown ids in ``only`` raise
+    TracecorrError.
     """
     if (cmd is None) == (pid is None):
         raise ValueError("give either cmd (launch mode) or pid (attach mode)")

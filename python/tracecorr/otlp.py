@@ -4,21 +4,19 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Union
 
 from . import _tracecorr
+from . import protocol as _protocol
 from ._tracecorr import ReceivedSpan
 
-__all__ = ["OtlpReceiver", "ReceivedSpan", "stack_trace_ids"]
+__all__ = ["OtlpReceiver", "ReceivedSpan"]
 
 IdLike = Union[bytes, str]
+
+# A protocol's attribute helpers live in its package; the ones that lived here still resolve.
+__getattr__ = _protocol.forwarder(__name__)
 
 
 def _id(value: IdLike, size: int) -> bytes:
     return _tracecorr.from_hex(value, size) if isinstance(value, str) else bytes(value)
-
-
-def stack_trace_ids(span: ReceivedSpan) -> Optional[list]:
-    """The span's ``elastic.profiler_stack_trace_ids`` value (None when absent). Check
-    ``span.attribute_type(name)`` for the OTLP type (ATTR-02)."""
-    return span.attribute(_tracecorr.spec.kAttributeName)
 
 
 class OtlpReceiver:

@@ -10,11 +10,13 @@ Target selection (first that applies):
 * ``@pytest.mark.tracecorr_target(cmd=..., env={...}, enabled="true")`` on a test or module;
 * the ``tracecorr_default_cmd`` fixture (override it in a conftest).
 
+``--tracecorr-protocol ID`` names the protocol under test (default: the only one compiled in).
+
 Fixtures: ``otlp_receiver`` (:class:`tracecorr.OtlpReceiver`), ``tracecorr_target``
 (:class:`tracecorr.Target`, launched with the receiver's endpoint and waited on until it
-publishes its process storage), ``host_agent`` (:class:`tracecorr.HostAgent` connected to
-the target's socket), ``tracecorr_reader`` (``"bpf"`` when the BPF sampler loads, else
-``"ptrace"``; ``--tracecorr-reader`` forces one).
+has published what its protocol publishes), ``host_agent`` (the protocol package's profiler
+side, connected to the target), ``tracecorr_reader`` (``"bpf"`` when the BPF sampler loads,
+else ``"ptrace"``; ``--tracecorr-reader`` forces one).
 
 ``@pytest.mark.requirement("MSG-03", ...)`` records each marked test's outcome as a verdict on
 those requirements in libtracecorr's RunResult model (the model ``tracecorr conform``
@@ -35,8 +37,8 @@ from typing import Dict, List, Optional
 import pytest
 
 from . import _tracecorr
-from .agent import HostAgent, make_sampler
 from .otlp import OtlpReceiver
+from .sampling import make_sampler
 from .target import Target
 
 _PROBE_PREFIX = "pytest:"
@@ -59,6 +61,8 @@ def pytest_addoption(parser):
     group.addoption("--tracecorr-cmd", default=None,
                     help="Command line of the agent under test (launched per test, with the standard environment)")
     group.addoption("--tracecorr-pid", type=int, default=None, help="Attach to this running agent process instead")
+    group.addoption("--tracecorr-protocol", default=None, metavar="ID",
+                    help="The protocol under test (default: the only one compiled in)")
     group.addoption("--tracecorr-otlp-port", type=int, default=0,
                     help="Port for the OTLP receiver (attach mode: where the agent exports)")
     group.addoption("--tracecorr-reader", choices=["auto", "bpf", "ptrace"], default="auto",
@@ -99,7 +103,7 @@ def pytest_collection_modifyitems(session, config, items):
         unknown = _tracecorr.validate_ids(ids)
         if unknown:
             problems.append(f"{item.nodeid}: unknown requirement id(s) {', '.join(unknown)} "
-                            f"(not in spec/elastic-v1.json)")
+                            f"(no compiled-in protocol's registry defines them: tracecorr list)")
         state.requirements[item.nodeid] = list(dict.fromkeys(ids))
     if problems:
         raise pytest.UsageError("@pytest.mark.requirement: " + "; ".join(problems))
@@ -279,18 +283,20 @@ def otlp_receiver(pytestconfig):
 
 @pytest.fixture
 def tracecorr_target(request, pytestconfig, otlp_receiver, tracecorr_default_cmd):
-    """The agent under test, ready (process storage published): launched per test, or attached."""
+    """The agent under test, ready (its protocol published): launched per test, or attached."""
     pid = pytestconfig.getoption("--tracecorr-pid")
+    protocol = pytestconfig.getoption("--tracecorr-protocol")
     marker = request.node.get_closest_marker("tracecorr_target")
     kwargs = dict(marker.kwargs) if marker else {}
     if pid:
-        target = Target.attach(pid, receiver=otlp_receiver)
+        target = Target.attach(pid, receiver=otlp_receiver, protocol=protocol)
     else:
         cmd = pytestconfig.getoption("--tracecorr-cmd") or kwargs.get("cmd") or tracecorr_default_cmd
         if not cmd:
             raise pytest.UsageError("no agent under test: give --tracecorr-cmd CMD, --tracecorr-pid PID, "
                                     "@pytest.mark.tracecorr_target(cmd=...), or override tracecorr_default_cmd")
-        target = Target(cmd, otlp_receiver, env=kwargs.get("env"), enabled=kwargs.get("enabled", "true"))
+        target = Target(cmd, otlp_receiver, env=kwargs.get("env"), enabled=kwargs.get("enabled", "true"),
+                        protocol=protocol)
     with target:
         target.wait_ready(timeout=kwargs.get("ready_timeout", 10.0))
         yield target
@@ -300,6 +306,6 @@ def tracecorr_target(request, pytestconfig, otlp_receiver, tracecorr_default_cmd
 
 @pytest.fixture
 def host_agent(tracecorr_target):
-    """A profiler's connection to the target's socket."""
-    with HostAgent(tracecorr_target) as agent:
+    """A profiler's side of the target's protocol, connected to it (its package's ``profiler``)."""
+    with tracecorr_target.protocol.profiler(tracecorr_target) as agent:
         yield agent

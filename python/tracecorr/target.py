@@ -1,4 +1,8 @@
-"""The agent process under test: launched with the standard environment, or attached to."""
+"""The process under test: launched with the standard environment, or attached to.
+
+What a protocol needs of the process (the environment that turns it on, when it has published, helpers
+that read what it published) comes from the protocol's package (:mod:`tracecorr.protocol`).
+"""
 from __future__ import annotations
 
 import os
@@ -9,15 +13,16 @@ import time
 from typing import Mapping, Optional, Sequence, Union
 
 from . import _tracecorr
+from . import protocol as _protocol
 
 __all__ = ["Target", "standard_env"]
 
 
 def standard_env(endpoint: Optional[str], socket_dir: Optional[str], enabled: Optional[str] = "true",
-                 batch_delay_ms: int = 50) -> dict:
-    """The environment ``tracecorr conform`` launches agents with: OTLP exporter to ``endpoint``,
-    correlation ``enabled``, the socket in ``socket_dir`` and a short batch delay."""
-    spec = _tracecorr.spec
+                 batch_delay_ms: int = 50, *, protocol: Optional[str] = None) -> dict:
+    """The environment ``tracecorr conform`` launches agents with: OTLP exporter to ``endpoint`` with a
+    short batch delay, and what ``protocol`` (default: the only one) needs: switched ``enabled``
+    (None: left unset), its sockets in ``socket_dir``."""
     env = {
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_TRACES_EXPORTER": "otlp",
@@ -27,33 +32,36 @@ def standard_env(endpoint: Optional[str], socket_dir: Optional[str], enabled: Op
     }
     if endpoint:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
-    if enabled is not None:
-        env[spec.kEnvEnabled] = enabled
-    if socket_dir:
-        env[spec.kEnvSocketDir] = socket_dir
+    env.update(_protocol.package(protocol).launch_environment(enabled=enabled, socket_dir=socket_dir))
     return env
 
 
 class Target:
-    """A launched or attached agent process.
+    """A launched or attached agent process, of one protocol.
 
     ``Target(cmd, receiver=rx)`` launches ``cmd`` (a list, or a shell-like string
     split with :func:`shlex.split`) with :func:`standard_env` pointing at
     ``rx.endpoint`` and a fresh socket directory; ``Target.attach(pid)`` uses a
     running process. As a context manager the target is stopped (launched) or
     left alone (attached) on exit.
+
+    ``protocol`` (an id; default: the only one) picks the package that says what
+    the process needs and has published (:attr:`protocol`); the package's target
+    helpers are methods of the target (e.g. reading the records it published).
     """
 
     def __init__(self, cmd: Union[str, Sequence[str]], receiver=None, *, env: Optional[Mapping[str, str]] = None,
                  unset_env: Sequence[str] = (), enabled: Optional[str] = "true", socket_dir: Optional[str] = None,
-                 args: Sequence[str] = ()):
+                 args: Sequence[str] = (), protocol: Optional[str] = None):
         argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         argv += list(args)
+        self.protocol = _protocol.package(protocol)
         self._own_socket_dir = socket_dir is None
         self.socket_dir = socket_dir or tempfile.mkdtemp(prefix="tracecorr-py-sock-")
         os.chmod(self.socket_dir, 0o755)
         self.receiver = receiver
-        full_env = standard_env(receiver.endpoint if receiver is not None else None, self.socket_dir, enabled)
+        full_env = standard_env(receiver.endpoint if receiver is not None else None, self.socket_dir, enabled,
+                                protocol=self.protocol.id)
         full_env.update(env or {})
         for name in unset_env:
             full_env.pop(name, None)
@@ -62,9 +70,10 @@ class Target:
         self._native = _tracecorr.Target.launch(argv, full_env, list(unset_env))
 
     @classmethod
-    def attach(cls, pid: int, receiver=None) -> "Target":
+    def attach(cls, pid: int, receiver=None, protocol: Optional[str] = None) -> "Target":
         """A running process (not stopped when released). ``receiver``: where it exports, if ours."""
         self = cls.__new__(cls)
+        self.protocol = _protocol.package(protocol)
         self._own_socket_dir = False
         self.socket_dir = None
         self.receiver = receiver
@@ -97,22 +106,24 @@ class Target:
 
     # ---- inspection --------------------------------------------------------------------
     def inspect(self, read_threads: bool = True, check_socket_reachable: bool = True) -> dict:
-        """The ``tracecorr inspect --json`` document for this process."""
-        return _tracecorr.inspect_process(self.pid, read_threads, check_socket_reachable)
+        """The ``tracecorr inspect --json`` document of this target's protocol for this process."""
+        return _tracecorr.inspect_process(self.pid, read_threads, check_socket_reachable, self.protocol.id)
 
     def wait_ready(self, timeout: float = 10.0, poll: float = 0.05) -> dict:
-        """Waits until the process storage is published and names a socket; returns that inspection.
+        """Waits until the process has published what its protocol publishes; returns that inspection.
 
-        Raises TimeoutError (with the last inspection's findings) when it does not happen in time.
+        Raises TimeoutError (with what is missing and the last inspection's findings) when it does not
+        happen in time.
         """
         deadline = time.monotonic() + timeout
         last: Optional[dict] = None
+        missing: Optional[str] = "no inspection"
         error: Optional[Exception] = None
         while True:
             try:
                 last = self.inspect(read_threads=False, check_socket_reachable=False)
-                storage = last.get("storage") or {}
-                if storage.get("published") and storage.get("socket_file_path"):
+                missing = self.protocol.not_ready(last)
+                if missing is None:
                     return last
             except _tracecorr.TracecorrError as e:
                 error = e
@@ -120,42 +131,15 @@ class Target:
                 raise RuntimeError(f"{self.description()} ended ({self.exit_description()}) before it was ready:\n"
                                    f"{self.output()}")
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"{self.description()}: no process storage with a socket path after {timeout} s "
+                raise TimeoutError(f"{self.description()}: {missing} after {timeout} s "
                                    f"(last inspection: {last and last.get('findings')}, error: {error})")
             time.sleep(poll)
 
-    def socket_path(self) -> str:
-        """socket_file_path from the published process storage (as the process sees it)."""
-        storage = (self.inspect(read_threads=False, check_socket_reachable=False).get("storage") or {})
-        path = storage.get("socket_file_path")
-        if not path:
-            raise RuntimeError(f"{self.description()} has not published a socket path")
-        return path
-
-    def active_records(self) -> list:
-        """The records of threads that are inside a trace right now (valid and trace_present), as dicts
-        with ``tid``, ``trace_id``, ``span_id``, ``transaction_id`` (hex)."""
-        out = []
-        for t in self.inspect(check_socket_reachable=False).get("threads", []):
-            r = t.get("record")
-            if r and r.get("valid") and r.get("trace_present"):
-                out.append(dict(r, tid=t["tid"]))
-        return out
-
-    def wait_for_records(self, timeout: float = 10.0, poll: float = 0.02, exclude_transactions=()) -> list:
-        """Waits until at least one thread is inside a trace (optionally: a transaction not in
-        ``exclude_transactions``); returns :meth:`active_records`. TimeoutError otherwise."""
-        deadline = time.monotonic() + timeout
-        excluded = set(exclude_transactions)
-        while True:
-            records = [r for r in self.active_records() if r["transaction_id"] not in excluded]
-            if records:
-                return records
-            if not self.alive():
-                raise RuntimeError(f"{self.description()} ended ({self.exit_description()})")
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{self.description()}: no thread published an active trace within {timeout} s")
-            time.sleep(poll)
+    def __getattr__(self, name: str):
+        # Only names a Target lacks get here: its protocol's target helpers, bound to it.
+        if name.startswith("_") or name == "protocol":
+            raise AttributeError(name)
+        return _protocol.target_helper(self.protocol, self, name)
 
     # ---- lifetime ------------------------------------------------------------------------
     def stop(self, grace: float = 2.0) -> str:

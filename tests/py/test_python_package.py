@@ -1,9 +1,10 @@
-"""The tracecorr Python package: import, registry, codecs, result model, receiver,
-pytest plugin, and installation with pip (Debian's tools only).
+"""The tracecorr Python package: import, protocol packages, registry, codecs, result
+model, receiver, pytest plugin, and installation with pip (Debian's tools only).
 
 In-tree the extension is found in python/tracecorr/ (the CMake build writes it
 there); an installed package is used when present.
 """
+import importlib
 import json
 import os
 import subprocess
@@ -21,9 +22,11 @@ except ImportError:
     sys.path.insert(0, str(REPO / "python"))
     import tracecorr
 
-from tracecorr import _tracecorr, messages  # noqa: E402
+from tracecorr import _tracecorr, elastic_v1  # noqa: E402
+from tracecorr.elastic_v1 import messages  # noqa: E402
 
 from build_products import REGISTRY  # noqa: E402
+REGISTRY_ID = "elastic-v1"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 pytest_plugins = ["pytester"]
@@ -36,18 +39,56 @@ def test_import_exposes_api():
         assert hasattr(tracecorr, name), name
     assert issubclass(tracecorr.TracecorrError, RuntimeError)
     assert isinstance(_tracecorr.HAVE_BPF, bool)
-    assert (Path(tracecorr.__file__).parent / "_tracecorr.pyi").exists()
+    stubs = Path(tracecorr.__file__).parent / "_tracecorr"
+    assert (stubs / "__init__.pyi").exists() and (stubs / "elastic_v1.pyi").exists()
+
+
+def test_each_compiled_in_protocol_has_its_package():
+    ids = [p.id for p in tracecorr.protocols()]
+    assert ids == [REGISTRY_ID]
+    packages = tracecorr.protocol.packages()
+    assert [p.id for p in packages] == ids
+    assert packages[0].module is elastic_v1 and tracecorr.protocol.package() is packages[0]
+    with pytest.raises(ValueError, match="no protocol package 'nope'"):
+        tracecorr.protocol.package("nope")
+    # Its environment names the registry's variables; the engine's standard environment adds it to OTel's.
+    env = tracecorr.target.standard_env("http://127.0.0.1:1", "/tmp/sockets", "auto")
+    assert env[REGISTRY["config"]["enabled"]["env"]] == "auto"
+    assert env[REGISTRY["config"]["socket_dir"]["env"]] == "/tmp/sockets"
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:1"
+    assert REGISTRY["config"]["enabled"]["env"] not in tracecorr.target.standard_env(None, None, None)
+
+
+def test_former_names_resolve_in_the_protocol_package():
+    """What tracecorr exported before Elastic v1 had a package is the package's, not a copy."""
+    assert tracecorr.TlsRecord is elastic_v1.TlsRecord is _tracecorr.elastic_v1.TlsRecord
+    assert tracecorr.HostAgent is elastic_v1.HostAgent
+    assert tracecorr.attribute_name is elastic_v1.attribute_name
+    assert tracecorr.messages is elastic_v1.messages
+    import tracecorr.messages as legacy_messages
+    assert legacy_messages is elastic_v1.messages
+    assert importlib.import_module("tracecorr.agent") is elastic_v1.agent
+    from tracecorr.agent import HostAgent, make_sampler
+    assert HostAgent is elastic_v1.HostAgent and make_sampler is tracecorr.make_sampler
+    assert tracecorr.otlp.stack_trace_ids is elastic_v1.stack_trace_ids
+    assert {"TlsRecord", "messages"} <= set(tracecorr.__all__)
+    with pytest.raises(AttributeError):
+        tracecorr.no_such_name
+    with pytest.raises(AttributeError):
+        tracecorr.otlp.TlsRecord  # only the names the package exports from that module
 
 
 def test_registry_matches_spec_file():
     ids = [r.id for r in tracecorr.requirements()]
     assert ids == [r["id"] for r in REGISTRY["requirements"]]
-    assert tracecorr.registry() == REGISTRY
+    assert tracecorr.registry() == REGISTRY == tracecorr.registry(REGISTRY_ID) == elastic_v1.registry()
+    with pytest.raises(ValueError):
+        tracecorr.registry("nope")
     msg03 = tracecorr.find_requirement("MSG-03")
     assert msg03.level == tracecorr.Level.MUST and msg03.area == "MSG"
     assert tracecorr.find_requirement("NOPE-01") is None
     assert tracecorr.validate_ids(["MSG-03", "NOPE-01", "ATTR-04"]) == ["NOPE-01"]
-    assert tracecorr.attribute_name() == REGISTRY["attribute"]["name"]
+    assert elastic_v1.attribute_name() == REGISTRY["attribute"]["name"]
 
 
 # ---- codecs ------------------------------------------------------------------------------------
@@ -65,7 +106,7 @@ def test_correlation_round_trip_and_layout():
     assert datagram[fields["trace_id"]["offset"]:][:16] == trace
     assert datagram[fields["stack_trace_id"]["offset"]:][:16] == stack
     m = messages.decode(datagram)
-    assert isinstance(m, tracecorr.Correlation)
+    assert isinstance(m, elastic_v1.Correlation)
     assert (m.trace_id, m.transaction_id, m.stack_trace_id, m.count) == (trace, txn, stack, 513)
     # hex ids are accepted, and mean the same bytes
     assert messages.correlation(trace.hex(), txn.hex(), stack.hex(), count=513) == datagram
@@ -90,35 +131,35 @@ def test_truncated_messages_are_rejected_at_every_length():
 def test_registration_and_unknown_round_trip():
     reg = messages.registration(1234, "host-a", minor=2, trailing=b"later")
     m = messages.decode(reg)
-    assert isinstance(m, tracecorr.Registration)
+    assert isinstance(m, elastic_v1.Registration)
     assert (m.samples_delay_ms, m.host_id, m.minor, m.trailing) == (1234, b"host-a", 2, b"later")
     assert messages.minimum_size(reg) == len(reg) - len(b"later")
     m1 = messages.decode(messages.registration(5, b"\xff\xfe", minor=1))  # host-id need not be UTF-8 (MSG-07)
     assert m1.minor == 1 and m1.host_id == b"\xff\xfe"
     u = messages.decode(messages.unknown(77, 3, b"xyz"))
-    assert isinstance(u, tracecorr.UnknownMessage) and (u.type, u.minor, u.payload) == (77, 3, b"xyz")
+    assert isinstance(u, elastic_v1.UnknownMessage) and (u.type, u.minor, u.payload) == (77, 3, b"xyz")
     # a known type at minor 0 is unknown (MSG-05)
     assert isinstance(messages.decode(messages.mutate(messages.correlation(bytes(16), bytes(8), bytes(16)), minor=0)),
-                      tracecorr.UnknownMessage)
+                      elastic_v1.UnknownMessage)
 
 
 def test_tls_record_and_process_storage_round_trip():
-    r = tracecorr.TlsRecord()
+    r = elastic_v1.TlsRecord()
     r.valid, r.trace_present, r.trace_flags = 1, 1, 1
     r.trace_id, r.span_id, r.transaction_id = b"\xab" * 16, b"\xef" * 8, b"\xcd" * 8
-    raw = _tracecorr.encode_tls_record(r)
+    raw = elastic_v1.encode_tls_record(r)
     assert len(raw) == REGISTRY["layouts"]["tls_record"]["size"]
-    assert _tracecorr.decode_tls_record(raw) == r
-    s = tracecorr.ProcessStorage()
+    assert elastic_v1.decode_tls_record(raw) == r
+    s = elastic_v1.ProcessStorage()
     s.service_name, s.service_environment, s.socket_file_path = "svc", "prod", "/tmp/x.sock"
-    raw = _tracecorr.encode_process_storage(s)
-    back = _tracecorr.decode_process_storage(raw)
+    raw = elastic_v1.encode_process_storage(s)
+    back = elastic_v1.decode_process_storage(raw)
     assert (back.service_name, back.service_environment, back.socket_file_path) == ("svc", "prod", "/tmp/x.sock")
     assert back.encoded_size == len(raw)
     bad = bytearray(raw)
     bad[2 + 4] = 0xff  # first byte of service_name: invalid UTF-8
     with pytest.raises(tracecorr.TracecorrError) as e:
-        _tracecorr.decode_process_storage(bytes(bad))
+        elastic_v1.decode_process_storage(bytes(bad))
     assert e.value.requirement == "PROC-03"
 
 
@@ -167,7 +208,7 @@ def _post_json(url, trace_id, span_id, ids):
                                    "traceId": trace_id, "spanId": span_id, "name": "txn",
                                    "startTimeUnixNano": "1", "endTimeUnixNano": "2",
                                    "attributes": [
-                                       {"key": tracecorr.attribute_name(),
+                                       {"key": elastic_v1.attribute_name(),
                                         "value": {"arrayValue": {"values": [{"stringValue": i} for i in ids]}}},
                                        {"key": "n", "value": {"intValue": "7"}}]}]}]}]}
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
@@ -186,8 +227,8 @@ def test_receiver_spans_and_wait_releases_gil():
         got = rx.wait_for_transaction(trace, span, timeout=20)
         poster.join()
         assert got is not None
-        assert got.attribute(tracecorr.attribute_name()) == ["AAA", "BBB"]
-        assert got.attribute_type(tracecorr.attribute_name()) == "string-array"
+        assert got.attribute(elastic_v1.attribute_name()) == ["AAA", "BBB"]
+        assert got.attribute_type(elastic_v1.attribute_name()) == "string-array"
         assert got.attribute("n") == 7 and got.attribute_type("n") == "int"
         assert got.resource_attribute("host.id") == "h"
         assert got.parent_span_id is None and got.trace_id == bytes.fromhex(trace)
@@ -322,7 +363,8 @@ def test_pip_install_into_prefix(tmp_path):
     assert eps == "['tracecorr.pytest_plugin']"
     assert delay == "7"
     assert list(package.glob("_tracecorr*.so")), "extension not installed"
-    assert (package / "_tracecorr.pyi").exists() and (package / "py.typed").exists()
+    assert (package / "_tracecorr" / "__init__.pyi").exists() and (package / "py.typed").exists()
+    assert (package / "elastic_v1" / "__init__.py").exists() and (package / "_tracecorr" / "elastic_v1.pyi").exists()
 
 
 def test_setup_build_ext_with_cmake(tmp_path):

@@ -27,8 +27,6 @@ except ImportError:
     sys.path.insert(0, str(REPO / "python"))
     import tracecorr
 
-from tracecorr import _tracecorr  # noqa: E402
-
 TARGET = BUILD / "testdata" / "layout_record_target"
 pytestmark = pytest.mark.root
 
@@ -115,8 +113,9 @@ def test_layout_lengths_from_python():
         layout.record_length(bytes(10))
     with pytest.raises(tracecorr.TracecorrError, match="width 3"):
         tracecorr.RecordLayout("bad", size_field=(26, 3, 28), valid_offset=24)
-    elastic = tracecorr.tls_record_layout()
-    assert elastic.fixed_part == _tracecorr.spec.kTlsRecordSize and elastic.in_tls_slot
+    # A protocol's layout comes from its package.
+    elastic = tracecorr.elastic_v1.tls_record_layout()
+    assert elastic.fixed_part == tracecorr.elastic_v1.spec.kTlsRecordSize and elastic.in_tls_slot
     assert tracecorr.RECORD_MAX_BYTES >= 640
 
 

@@ -45,7 +45,7 @@ def exported_ids(receiver, trace_id: str, transaction_id: str) -> list:
     """The stack trace ids the exported transaction carries (waits for the export; fails if it never comes)."""
     span = receiver.wait_for_transaction(trace_id, transaction_id, WAIT_S)
     assert span is not None, f"transaction {transaction_id} of trace {trace_id} was not exported within {WAIT_S} s"
-    name = tracecorr.attribute_name()
+    name = tracecorr.elastic_v1.attribute_name()
     value = span.attribute(name)
     if value is None:
         return []

@@ -34,7 +34,7 @@ def test_one_message_per_sample_counts(tracecorr_target, host_agent, otlp_receiv
     arrived = otlp_receiver.wait_for(
         lambda spans: wanted <= {(s.trace_id, s.span_id) for s in spans}, WAIT_S)
     assert arrived, "not every correlated transaction was exported"
-    name = tracecorr.attribute_name()
+    name = tracecorr.elastic_v1.attribute_name()
     for (trace_id, transaction_id), expected in sent.items():
         span = otlp_receiver.find(trace_id, transaction_id)
         got = collections.Counter(span.attribute(name) or [])

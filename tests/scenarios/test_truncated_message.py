@@ -10,7 +10,8 @@ import pytest
 
 from scenario_support import active_transaction, b64, exported_ids, stack_id
 
-from tracecorr import SendOutcome, messages
+from tracecorr import SendOutcome
+from tracecorr.elastic_v1 import messages
 
 
 @pytest.mark.requirement("MSG-04")

@@ -1,4 +1,4 @@
-// Samplers (ptrace always, BPF when tracecorr_bpf is built) and the reference host agent.
+// Elastic v1's reference host agent (over an engine sampler) and its stack trace ids.
 #include <pybind11/stl.h>
 
 #include <atomic>
@@ -6,10 +6,8 @@
 #include "common.hpp"
 #include "elastic_v1/agent/correlation.hpp"
 #include "elastic_v1/agent/host_agent.hpp"
+#include "elastic_v1/bindings.hpp"
 #include "tracecorr/sampler.hpp"
-#if defined(TRACECORR_HAVE_BPF)
-#include "bpf_sampler.hpp"
-#endif
 
 namespace tracecorr::python {
 
@@ -24,97 +22,9 @@ struct PyHostAgent {
   std::unique_ptr<agent::HostAgent> agent;
 };
 
-py::dict sample_to_py(const Sample& s) {
-  py::dict d;
-  d["pid"] = s.pid;
-  d["tid"] = s.tid;
-  d["cpu"] = s.cpu;
-  d["time_ns"] = s.time_ns;
-  d["thread_pointer"] = s.thread_pointer;
-  d["record_pointer"] = s.record_pointer;
-  d["error"] = to_string(s.error);
-  d["record"] = s.record ? py::object(to_bytes(*s.record)) : py::none();
-  d["record_declared_length"] = s.record_declared_length;
-  d["frames"] = s.frames;
-  d["stack_errno"] = s.stack_errno;
-  return d;
-}
-
 }  // namespace
 
-void bind_agent(py::module_& m) {
-  py::class_<Sampler>(m, "Sampler", "Interrupts tracked processes' threads and reads their records and stacks.")
-      .def_property_readonly("name", &Sampler::name, "'bpf' or 'ptrace'")
-      .def(
-          "track",
-          [](Sampler& s, pid_t pid, const RecordLayout& layout, std::optional<std::int64_t> tls_offset,
-             std::optional<std::uint64_t> area_address) {
-            // The site must be the one the layout's indirection needs.
-            if (uses_thread_pointer(layout) ? !tls_offset || area_address : !area_address || tls_offset)
-              throw py::value_error(uses_thread_pointer(layout)
-                                        ? "layout " + layout.name + " reads a TLS slot: give tls_offset only"
-                                        : "layout " + layout.name + " reads a memory area: give area_address only");
-            check(s.track(pid, layout,
-                          tls_offset ? PointerSite::tls_offset(*tls_offset) : PointerSite::area(*area_address)));
-          },
-          py::arg("pid"), py::arg("layout"), py::kw_only(), py::arg("tls_offset") = py::none(),
-          py::arg("area_address") = py::none(),
-          "Starts sampling pid's threads, reading records by `layout` (tracecorr.tls_record_layout() for Elastic v1) "
-          "through the pointer at thread pointer + tls_offset, or in the memory area at area_address.")
-      .def(
-          "untrack", [](Sampler& s, pid_t pid) { check(s.untrack(pid)); }, py::arg("pid"))
-      .def(
-          "poll",
-          [](Sampler& s, double timeout_s) {
-            std::vector<Sample> samples;
-            std::optional<Expected<std::size_t>> r;
-            {
-              py::gil_scoped_release nogil;
-              r.emplace(s.poll([&](const Sample& x) { samples.push_back(x); },
-                               std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000))));
-            }
-            unwrap(std::move(*r));
-            py::list out;
-            for (const auto& x : samples) out.append(sample_to_py(x));
-            return out;
-          },
-          py::arg("timeout"),
-          "Samples taken so far as dicts (record: the bytes the layout read, or None), waiting up to `timeout` s.")
-      .def(
-          "counters",
-          [](const Sampler& s) {
-            py::dict d;
-            for (const auto& [k, v] : s.counters().named()) d[py::str(k)] = v;
-            return d;
-          },
-          "The sampler's counters as a dict.");
-
-  m.def(
-      "make_ptrace_sampler",
-      [](unsigned frequency_hz) {
-        PtraceSamplerOptions o;
-        o.frequency_hz = frequency_hz;
-        return make_ptrace_sampler(o);
-      },
-      py::arg("frequency_hz") = 99, "PTRACE_SEIZE/INTERRUPT sampler (wall clock; needs no BPF).");
-#if defined(TRACECORR_HAVE_BPF)
-  m.def(
-      "make_bpf_sampler",
-      [](unsigned frequency_hz, std::size_t ringbuf_bytes) {
-        bpf::BpfSamplerOptions o;
-        o.frequency_hz = frequency_hz;
-        o.ringbuf_bytes = ringbuf_bytes;
-        std::optional<Expected<std::unique_ptr<Sampler>>> r;
-        {
-          py::gil_scoped_release nogil;
-          r.emplace(bpf::make_bpf_sampler(o));
-        }
-        return unwrap(std::move(*r));
-      },
-      py::arg("frequency_hz") = 99, py::arg("ringbuf_bytes") = std::size_t{8u << 20},
-      "perf_event + BPF sampler on every online CPU; TracecorrError says why when it cannot load.");
-#endif
-
+void bind_elastic_v1_agent(py::module_& m) {
   m.def(
       "stack_trace_id",
       [](const std::vector<std::uint64_t>& frames) { return to_bytes(agent::stack_trace_id(frames)); },

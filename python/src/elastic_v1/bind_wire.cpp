@@ -1,10 +1,9 @@
-// Registry (spec/elastic-v1.json as compiled in), ids, and the wire codecs.
+// Elastic v1's registry constants (spec/elastic-v1.json as compiled in) and its wire codecs.
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
 
 #include "common.hpp"
-#include "tracecorr/conform/result.hpp"
-#include "tracecorr/ids.hpp"
+#include "elastic_v1/bindings.hpp"
 #include "elastic_v1/registry.hpp"
 #include "elastic_v1/wire.hpp"
 #include "tracecorr/record_layout.hpp"
@@ -29,47 +28,10 @@ void bytes_property(py::class_<C>& cls, const char* name, std::vector<std::uint8
       [member](C& c, const py::bytes& b) { c.*member = from_bytes(b); }, doc);
 }
 
-std::span<const std::uint8_t> view(const std::string& s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
 }  // namespace
 
-void bind_wire(py::module_& m) {
-  // ---- registry -------------------------------------------------------------
-  py::enum_<Level>(m, "Level", "Requirement level (MUST, SHOULD, MAY).")
-      .value("MUST", Level::Must)
-      .value("SHOULD", Level::Should)
-      .value("MAY", Level::May);
-  py::enum_<Role>(m, "Role", "Who a requirement binds: the agent (judged by conform) or the profiler.")
-      .value("AGENT", Role::Agent)
-      .value("PROFILER", Role::Profiler);
-
-  py::class_<Requirement>(m, "Requirement", "One requirement of the registry.")
-      .def_property_readonly("id", [](const Requirement& r) { return std::string(r.id); })
-      .def_readonly("level", &Requirement::level)
-      .def_property_readonly("area", [](const Requirement& r) { return std::string(r.area); })
-      .def_readonly("role", &Requirement::role)
-      .def_property_readonly("source", [](const Requirement& r) { return std::string(r.source); })
-      .def_property_readonly("summary", [](const Requirement& r) { return std::string(r.summary); })
-      .def("__repr__", [](const Requirement& r) { return "<Requirement " + std::string(r.id) + ">"; });
-
-  m.def(
-      "requirements", [] { return std::vector<Requirement>(elastic_v1::spec::kRequirements.begin(), elastic_v1::spec::kRequirements.end()); },
-      "Every requirement of the registry, in registry order.");
-  m.def(
-      "find_requirement",
-      [](const std::string& id) -> std::optional<Requirement> {
-        if (const auto* r = find_requirement(id)) return *r;
-        return std::nullopt;
-      },
-      py::arg("id"), "The requirement with this id, or None.");
-  m.def("validate_ids", &conform::validate_ids, py::arg("ids"),
-        "The ids that are not in the registry, in the order given (empty: all known).");
-  m.def(
-      "registry_json", [] { return std::string(elastic_v1::spec::kRegistryJson); },
-      "spec/elastic-v1.json as compiled into the library (text; tracecorr.registry() parses it).");
-
+void bind_elastic_v1_wire(py::module_& m) {
+  // ---- registry constants ---------------------------------------------------
   py::module_ s = m.def_submodule("spec", "Layout constants generated from the registry.");
 #define TC_CONST(name) s.attr(#name) = elastic_v1::spec::name
   TC_CONST(kPointerSize);
@@ -97,35 +59,6 @@ void bind_wire(py::module_& m) {
   s.attr("kProcessStorageSymbol") = std::string(elastic_v1::spec::kProcessStorageSymbol);
   s.attr("kTlsSymbol") = std::string(elastic_v1::spec::kTlsSymbol);
 
-  // ---- ids ------------------------------------------------------------------
-  m.def(
-      "to_hex", [](const py::bytes& b) { std::string s = b; return to_hex(view(s)); }, py::arg("data"),
-      "Lower-case hex of the bytes.");
-  m.def(
-      "from_hex",
-      [](const std::string& hex, std::size_t size) {
-        std::vector<std::uint8_t> out(size);
-        if (!from_hex(hex, out)) throw py::value_error("not " + std::to_string(size) + " bytes of hex: '" + hex + "'");
-        return to_bytes(out);
-      },
-      py::arg("hex"), py::arg("size"), "Exactly `size` bytes from hex text; ValueError otherwise.");
-  m.def(
-      "base64url_nopad", [](const py::bytes& b) { std::string s = b; return base64url_nopad(view(s)); },
-      py::arg("data"), "RFC 4648 section 5 base64url without padding (what the attribute carries).");
-  m.def(
-      "base64url_decode",
-      [](const std::string& text) -> std::optional<py::bytes> {
-        auto d = base64url_decode(text);
-        if (!d) return std::nullopt;
-        return py::bytes(*d);
-      },
-      py::arg("text"), "Strict decoder of unpadded base64url; None when not canonical.");
-  m.def("base64url_problem", [](const std::string& t) { return base64url_problem(t); }, py::arg("text"),
-        "Why text is not canonical unpadded base64url, or '' when it is.");
-  m.def(
-      "utf8_invalid_at", [](const py::bytes& b) { std::string s = b; return utf8_invalid_at(s); }, py::arg("data"),
-      "Offset of the first invalid UTF-8 sequence, or None for valid text.");
-
   // ---- wire: records and storage ------------------------------------------------
   py::class_<elastic_v1::TlsRecord> tls(m, "TlsRecord", "The 37-byte per-thread correlation record.");
   tls.def(py::init<>())
@@ -144,52 +77,6 @@ void bind_wire(py::module_& m) {
       "decode_tls_record", [](const py::bytes& b) { std::string s = b; return unwrap(elastic_v1::decode_tls_record(view(s))); },
       py::arg("data"), "Decodes the layout only (minor and valid are the caller's to judge).");
 
-  // ---- record layouts: what samplers read, as data -------------------------------------
-  m.attr("RECORD_MAX_BYTES") = kRecordMaxBytes;
-  py::class_<RecordLayout>(m, "RecordLayout",
-                           "A published record as data: its length (fixed, or a size field), valid byte, fields and "
-                           "how it is reached (a pointer in a TLS slot, or in a memory area). Samplers read through one.")
-      .def(py::init([](std::string name, std::optional<std::size_t> fixed_size,
-                       std::optional<std::tuple<std::size_t, std::size_t, std::size_t>> size_field, std::size_t max_size,
-                       std::size_t valid_offset, std::optional<std::vector<std::uint8_t>> valid_values,
-                       std::optional<std::size_t> presence_offset,
-                       std::vector<std::tuple<std::string, std::size_t, std::size_t>> fields,
-                       std::optional<std::size_t> memory_area_pointer_offset) {
-             if (fixed_size.has_value() == size_field.has_value())
-               throw py::value_error("give exactly one of fixed_size and size_field=(offset, width, header_length)");
-             RecordLayout l;
-             l.name = std::move(name);
-             if (fixed_size) l.length = FixedSize{*fixed_size};
-             else l.length = SizeField{std::get<0>(*size_field), std::get<1>(*size_field), std::get<2>(*size_field)};
-             l.max_size = max_size;
-             l.valid_offset = valid_offset;
-             if (valid_values) l.valid_values = ByteValues::of(*valid_values);
-             l.presence_offset = presence_offset;
-             for (auto& [n, o, sz] : fields) l.fields.push_back({n, o, sz});
-             if (memory_area_pointer_offset) l.indirection = PointerInMemoryArea{*memory_area_pointer_offset};
-             check(l.check());
-             return l;
-           }),
-           py::arg("name"), py::kw_only(), py::arg("fixed_size") = py::none(), py::arg("size_field") = py::none(),
-           py::arg("max_size") = kRecordMaxBytes, py::arg("valid_offset"), py::arg("valid_values") = py::none(),
-           py::arg("presence_offset") = py::none(),
-           py::arg("fields") = std::vector<std::tuple<std::string, std::size_t, std::size_t>>{},
-           py::arg("memory_area_pointer_offset") = py::none(),
-           "valid_values None: any non-zero value; memory_area_pointer_offset None: the pointer is in a TLS slot. "
-           "TracecorrError when the layout cannot be read as declared.")
-      .def_readonly("name", &RecordLayout::name)
-      .def_readonly("max_size", &RecordLayout::max_size)
-      .def_readonly("valid_offset", &RecordLayout::valid_offset)
-      .def_property_readonly("fixed_part", &RecordLayout::fixed_part, "bytes read before the length is known")
-      .def_property_readonly("in_tls_slot", [](const RecordLayout& l) { return uses_thread_pointer(l); })
-      .def(
-          "record_length",
-          [](const RecordLayout& l, const py::bytes& b) {
-            std::string s = b;
-            return unwrap(record_length(l, view(s)));
-          },
-          py::arg("first_bytes"), "Total length from the first bytes; TracecorrError when truncated or over max_size.")
-      .def("__repr__", [](const RecordLayout& l) { return "<RecordLayout " + l.name + ">"; });
   m.def("tls_record_layout", &elastic_v1::tls_record_layout, py::return_value_policy::copy,
         "The Elastic v1 thread record's layout (37 bytes, pointer in a TLS slot).");
 

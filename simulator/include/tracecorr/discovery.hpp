@@ -19,8 +19,8 @@
 
 namespace tracecorr {
 
-// What a protocol's library looks like (its package supplies one, e.g.
-// elastic_v1::discovery_options()): a file name pattern and the two symbols
+// What a protocol's library looks like (its package supplies one, from its
+// registry): a file name pattern and the two symbols
 // a correlation library may export, either possibly empty.
 struct DiscoveryOptions {
   std::string name_regex;

@@ -2,7 +2,7 @@
 // each thread's record together with its user stack. What a record is, and
 // how it is reached (thread pointer + TLS offset, or a memory area, -> record
 // pointer -> record), is the tracked process's RecordLayout: data a protocol's
-// codec supplies (elastic_v1::tls_record_layout()), never code here.
+// codec supplies (built from its registry), never code here.
 //
 // Two implementations yield the same Sample for the same thread state:
 //  - BPF (bpf/bpf_sampler.hpp, library tracecorr_bpf): a perf_event program on

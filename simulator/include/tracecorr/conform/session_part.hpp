@@ -17,8 +17,8 @@ namespace tracecorr::conform {
 
 class Session;
 
-// Base of each protocol's evidence type (e.g. elastic_v1::SessionFacts). Plain
-// data: tests build one by hand.
+// Base of each protocol's evidence type (e.g. Elastic v1's session facts, in
+// probes/elastic_v1/evidence.hpp). Plain data: tests build one by hand.
 struct ProtocolEvidence {
   virtual ~ProtocolEvidence() = default;
 };

@@ -1,4 +1,8 @@
-"""Type stubs for tracecorr._tracecorr (thin pybind11 bindings over libtracecorr)."""
+"""Type stubs for tracecorr._tracecorr (thin pybind11 bindings over libtracecorr's engine).
+
+Each protocol package's bindings are the submodule named after it: its stub is the file of that name
+beside this one.
+"""
 import datetime
 import enum
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -28,35 +32,17 @@ class Requirement:
     source: str
     summary: str
 
+class ProtocolSpec:
+    id: str
+    title: str
+    requirements: List[Requirement]
+    registry_json: str
+
+def protocols() -> List[ProtocolSpec]: ...
+def find_protocol(id: str) -> Optional[ProtocolSpec]: ...
 def requirements() -> List[Requirement]: ...
 def find_requirement(id: str) -> Optional[Requirement]: ...
 def validate_ids(ids: Sequence[str]) -> List[str]: ...
-def registry_json() -> str: ...
-
-class spec:
-    kPointerSize: int
-    kUtf8StrMaxLengthRead: int
-    kTlsRecordSize: int
-    kTlsRecordMinor: int
-    kProcessStorageMinor: int
-    kMessageHeaderSize: int
-    kDefaultDelayMs: int
-    kDefaultBufferSize: int
-    kStackTraceIdSize: int
-    kMsgCorrelationType: int
-    kMsgCorrelationMinor: int
-    kMsgCorrelationFixedSize: int
-    kMsgRegistrationType: int
-    kMsgRegistrationMinor: int
-    kMsgRegistrationFixedSize: int
-    kMsgRegistrationHostIdMaxLength: int
-    kAttributeName: str
-    kEnvEnabled: str
-    kEnvSocketDir: str
-    kEnvBufferSize: str
-    kLibraryNameRegex: str
-    kProcessStorageSymbol: str
-    kTlsSymbol: str
 
 # ---- ids ---------------------------------------------------------------------------
 def to_hex(data: bytes) -> str: ...
@@ -66,62 +52,9 @@ def base64url_decode(text: str) -> Optional[bytes]: ...
 def base64url_problem(text: str) -> str: ...
 def utf8_invalid_at(data: bytes) -> Optional[int]: ...
 
-# ---- wire ------------------------------------------------------------------------------
-class TlsRecord:
-    minor: int
-    valid: int
-    trace_present: int
-    trace_flags: int
-    trace_id: bytes
-    span_id: bytes
-    transaction_id: bytes
-    def __init__(self) -> None: ...
-
-def encode_tls_record(record: TlsRecord) -> bytes: ...
-def decode_tls_record(data: bytes) -> TlsRecord: ...
-
-class ProcessStorage:
-    minor: int
-    service_name: str
-    service_environment: str
-    socket_file_path: str
-    encoded_size: int
-    def __init__(self) -> None: ...
-
-def encode_process_storage(storage: ProcessStorage) -> bytes: ...
-def decode_process_storage(data: bytes) -> ProcessStorage: ...
-
-class Registration:
-    minor: int
-    samples_delay_ms: int
-    host_id: bytes  # str accepted when setting
-    trailing: bytes
-    def __init__(self) -> None: ...
-
-class Correlation:
-    minor: int
-    trace_id: bytes
-    transaction_id: bytes
-    stack_trace_id: bytes
-    count: int
-    trailing: bytes
-    def __init__(self) -> None: ...
-
-class UnknownMessage:
-    type: int
-    minor: int
-    payload: bytes
-    def __init__(self) -> None: ...
-
-Message = Union[Registration, Correlation, UnknownMessage]
-
-def encode(message: Message) -> bytes: ...
-def decode_message(datagram: bytes) -> Message: ...
-def minimum_size(message: Message) -> int: ...
-def describe(message: Message) -> str: ...
-
 # ---- processes ------------------------------------------------------------------------------
-def inspect_process(pid: int, read_threads: bool = True, check_socket_reachable: bool = True) -> Dict[str, Any]: ...
+def inspect_process(pid: int, read_threads: bool = True, check_socket_reachable: bool = True,
+                    protocol: str = "") -> Dict[str, Any]: ...
 
 class SendOutcome(enum.Enum):
     SENT: int
@@ -195,7 +128,7 @@ class OtlpReceiver:
     def clear(self) -> None: ...
     def close(self) -> None: ...
 
-# ---- samplers and the host agent ----------------------------------------------------------------
+# ---- record layouts and samplers ----------------------------------------------------------------
 RECORD_MAX_BYTES: int
 
 class RecordLayout:
@@ -210,8 +143,6 @@ class RecordLayout:
                  fields: Sequence[Tuple[str, int, int]] = ..., memory_area_pointer_offset: Optional[int] = None) -> None: ...
     def record_length(self, first_bytes: bytes) -> int: ...
 
-def tls_record_layout() -> RecordLayout: ...
-
 class Sampler:
     name: str
     def track(self, pid: int, layout: RecordLayout, *, tls_offset: Optional[int] = None,
@@ -222,16 +153,6 @@ class Sampler:
 
 def make_ptrace_sampler(frequency_hz: int = 99) -> Sampler: ...
 def make_bpf_sampler(frequency_hz: int = 99, ringbuf_bytes: int = ...) -> Sampler: ...  # only when HAVE_BPF
-def stack_trace_id(frames: Sequence[int]) -> bytes: ...
-
-class HostAgent:
-    def __init__(self, sampler: Sampler, pids: Sequence[int] = ..., all: bool = False, samples_delay_ms: int = 1000,
-                 host_id: str = "", personality: str = "spec", frequency_hz: int = 99,
-                 flush_interval: float = 0.0, duration: float = 0.0) -> None: ...
-    def run(self) -> None: ...
-    def stop(self) -> None: ...
-    def summary(self) -> Dict[str, Any]: ...
-
 # ---- conformance results and reports ---------------------------------------------------------------
 class Verdict(enum.Enum):
     PASS: int

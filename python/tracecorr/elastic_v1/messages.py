@@ -1,7 +1,7 @@
-"""Datagrams a profiler sends, built with the C++ encoders.
+"""Elastic v1's datagrams a profiler sends, built with the C++ encoders.
 
-Building and decoding are libtracecorr's (:func:`tracecorr._tracecorr.encode`,
-:func:`~tracecorr._tracecorr.decode_message`); cutting bytes off
+Building and decoding are libtracecorr's (``_tracecorr.elastic_v1.encode`` and
+``decode_message``); cutting bytes off
 (:func:`truncate`) and changing a field of an already encoded message
 (:func:`mutate`: decode, set, encode again) are conveniences on top.
 
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Union
 
-from . import _tracecorr
-from ._tracecorr import Correlation, Registration, UnknownMessage
+from .._tracecorr import elastic_v1 as _native
+from .._tracecorr import from_hex
+
+Correlation, Registration, UnknownMessage = _native.Correlation, _native.Registration, _native.UnknownMessage
 
 IdLike = Union[bytes, bytearray, str]
 Message = Union[Registration, Correlation, UnknownMessage]
@@ -23,7 +25,7 @@ __all__ = ["correlation", "registration", "unknown", "decode", "truncate", "muta
 def as_id(value: IdLike, size: int) -> bytes:
     """``size`` bytes from bytes or hex text (ValueError otherwise)."""
     if isinstance(value, str):
-        return _tracecorr.from_hex(value, size)
+        return from_hex(value, size)
     value = bytes(value)
     if len(value) != size:
         raise ValueError(f"expected {size} bytes, got {len(value)}")
@@ -47,7 +49,7 @@ def correlation_message(trace_id: IdLike, transaction_id: IdLike, stack_trace_id
 def correlation(trace_id: IdLike, transaction_id: IdLike, stack_trace_id: IdLike, count: int = 1, *,
                 minor: int | None = None, trailing: bytes = b"") -> bytes:
     """The encoded correlation datagram (type 1; minor defaults to the registry's current one)."""
-    return _tracecorr.encode(correlation_message(trace_id, transaction_id, stack_trace_id, count,
+    return _native.encode(correlation_message(trace_id, transaction_id, stack_trace_id, count,
                                                  minor=minor, trailing=trailing))
 
 
@@ -65,7 +67,7 @@ def registration_message(samples_delay_ms: int = 1000, host_id: Union[str, bytes
 def registration(samples_delay_ms: int = 1000, host_id: Union[str, bytes] = "", *, minor: int = 2,
                  trailing: bytes = b"") -> bytes:
     """The encoded registration datagram (type 2)."""
-    return _tracecorr.encode(registration_message(samples_delay_ms, host_id, minor=minor, trailing=trailing))
+    return _native.encode(registration_message(samples_delay_ms, host_id, minor=minor, trailing=trailing))
 
 
 def unknown(message_type: int, minor: int = 1, payload: bytes = b"") -> bytes:
@@ -74,18 +76,18 @@ def unknown(message_type: int, minor: int = 1, payload: bytes = b"") -> bytes:
     m.type = message_type
     m.minor = minor
     m.payload = bytes(payload)
-    return _tracecorr.encode(m)
+    return _native.encode(m)
 
 
 def decode(datagram: bytes) -> Message:
     """Decodes as a conforming agent must (TracecorrError for a too-short message: MSG-04)."""
-    return _tracecorr.decode_message(bytes(datagram))
+    return _native.decode_message(bytes(datagram))
 
 
 def minimum_size(datagram_or_message: Union[bytes, Message]) -> int:
     """The smallest datagram carrying every field (the size without trailing bytes)."""
     m = decode(datagram_or_message) if isinstance(datagram_or_message, (bytes, bytearray)) else datagram_or_message
-    return _tracecorr.minimum_size(m)
+    return _native.minimum_size(m)
 
 
 def truncate(datagram: bytes, n: int) -> bytes:
@@ -110,4 +112,4 @@ def mutate(datagram: bytes, **fields) -> bytes:
         if name in _ID_SIZES:
             value = as_id(value, _ID_SIZES[name])
         setattr(m, name, value)
-    return _tracecorr.encode(m)
+    return _native.encode(m)

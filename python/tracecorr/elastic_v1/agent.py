@@ -1,4 +1,4 @@
-"""A profiler's side of the protocol, driven from a test.
+"""A profiler's side of Elastic v1, driven from a test.
 
 :class:`HostAgent` sends hand-made datagrams to one agent process (register,
 correlations, raw bytes) and keeps a tally of what the kernel accepted, and can
@@ -10,21 +10,14 @@ import collections
 import threading
 from typing import Optional, Union
 
-from . import _tracecorr, messages
-from ._tracecorr import SendOutcome
+from .. import _tracecorr
+from .._tracecorr import SendOutcome
+from .._tracecorr import elastic_v1 as _native
+from ..sampling import make_sampler  # noqa: F401  (tracecorr.agent.make_sampler, its former home)
+from . import messages
+from .target import socket_path as published_socket_path
 
-__all__ = ["HostAgent", "make_sampler"]
-
-
-def make_sampler(reader: str = "bpf", frequency_hz: int = 99):
-    """A C++ sampler: ``"bpf"`` (needs the BPF build and privileges) or ``"ptrace"``."""
-    if reader == "ptrace":
-        return _tracecorr.make_ptrace_sampler(frequency_hz)
-    if reader == "bpf":
-        if not _tracecorr.HAVE_BPF:
-            raise _tracecorr.TracecorrError("this tracecorr was built without the BPF sampler; use reader='ptrace'")
-        return _tracecorr.make_bpf_sampler(frequency_hz)
-    raise ValueError(f"unknown reader {reader!r} (bpf, ptrace)")
+__all__ = ["HostAgent", "BackgroundSampling"]
 
 
 class HostAgent:
@@ -51,13 +44,7 @@ class HostAgent:
     @property
     def socket_path(self) -> str:
         if self._socket_path is None:
-            if self._target is not None:
-                self._socket_path = self._target.socket_path()
-            else:
-                storage = _tracecorr.inspect_process(self.pid, False, False).get("storage") or {}
-                if not storage.get("socket_file_path"):
-                    raise RuntimeError(f"pid {self.pid} has not published a socket path")
-                self._socket_path = storage["socket_file_path"]
+            self._socket_path = published_socket_path(self._target if self._target is not None else self.pid)
         return self._socket_path
 
     def connect(self) -> None:
@@ -120,7 +107,7 @@ class HostAgent:
         ``stack_trace_ids`` {base64url: count sent}, ``samples_sent``, ...).
         """
         sampler = make_sampler(reader, frequency_hz)
-        agent = _tracecorr.HostAgent(sampler, [self.pid], samples_delay_ms=samples_delay_ms, host_id=host_id,
+        agent = _native.HostAgent(sampler, [self.pid], samples_delay_ms=samples_delay_ms, host_id=host_id,
                                      personality=personality, frequency_hz=frequency_hz,
                                      flush_interval=flush_interval, duration=duration)
         agent.run()
@@ -138,7 +125,7 @@ class BackgroundSampling:
     def __init__(self, pid: int, reader: str = "bpf", *, personality: str = "spec", samples_delay_ms: int = 1000,
                  host_id: str = "", frequency_hz: int = 99, flush_interval: float = 0.25):
         self._sampler = make_sampler(reader, frequency_hz)
-        self._agent = _tracecorr.HostAgent(self._sampler, [pid], samples_delay_ms=samples_delay_ms, host_id=host_id,
+        self._agent = _native.HostAgent(self._sampler, [pid], samples_delay_ms=samples_delay_ms, host_id=host_id,
                                            personality=personality, frequency_hz=frequency_hz,
                                            flush_interval=flush_interval)
         self.error: Optional[BaseException] = None
