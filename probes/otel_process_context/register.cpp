@@ -1,0 +1,17 @@
+// The process context package tells the engine what it brings: its
+// requirements, its conformance suite and its inspector. Called before main
+// from the generated builtin_protocols.cpp (TRACECORR_PROTOCOLS in the top
+// CMakeLists.txt).
+#include "otel_process_context/inspect/inspect.hpp"
+#include "otel_process_context/registry.hpp"
+#include "probes.hpp"
+
+namespace tracecorr::otel_process_context {
+
+void register_protocol() {
+  tracecorr::register_protocol(spec::kProtocol);
+  conform::register_suite(suite());
+  tracecorr::register_inspector(inspector());
+}
+
+}  // namespace tracecorr::otel_process_context
