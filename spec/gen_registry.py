@@ -24,11 +24,14 @@ def cxx_string(s: str) -> str:
 
 
 def check(reg: dict) -> None:
-    """Refuse a registry that would generate inconsistent code."""
+    """Refuse a registry that would generate inconsistent code. Each layout
+    check applies when the registry has that layout."""
     ids = [r["id"] for r in reg["requirements"]]
     dupes = {i for i in ids if ids.count(i) > 1}
     if dupes:
         sys.exit(f"gen_registry: duplicate requirement ids: {sorted(dupes)}")
+    if len(reg["roles"]) != 2:
+        sys.exit(f"gen_registry: roles must name two sides (the judged one first), not {list(reg['roles'])}")
     for r in reg["requirements"]:
         if not re.fullmatch(r"[A-Z]+-\d\d", r["id"]):
             sys.exit(f"gen_registry: requirement id {r['id']!r} is not of the form AREA-NN")
@@ -36,15 +39,29 @@ def check(reg: dict) -> None:
             sys.exit(f"gen_registry: requirement {r['id']} has area {r['area']!r}")
         if r["level"] not in reg["levels"] or r["role"] not in reg["roles"]:
             sys.exit(f"gen_registry: requirement {r['id']} has level/role {r['level']}/{r['role']}")
-    tls = reg["layouts"]["tls_record"]
-    end = max(f["offset"] + f["size"] for f in tls["fields"])
-    if end != tls["size"]:
-        sys.exit(f"gen_registry: tls_record fields end at {end}, size says {tls['size']}")
-    for m in reg["layouts"]["messages"]:
+    lay = reg.get("layouts", {})
+    if "tls_record" in lay:
+        tls = lay["tls_record"]
+        end = max(f["offset"] + f["size"] for f in tls["fields"])
+        if end != tls["size"]:
+            sys.exit(f"gen_registry: tls_record fields end at {end}, size says {tls['size']}")
+    for m in lay.get("messages", []):
         fixed = [f for f in m["fields"] if "size" in f]
         end = max(f["offset"] + f["size"] for f in fixed)
         if m["name"] == "correlation" and end != m["fixed_size"]:
             sys.exit(f"gen_registry: correlation fields end at {end}, fixed_size says {m['fixed_size']}")
+    if "context_header" in lay:
+        header = lay["context_header"]
+        at = 0
+        for f in header["fields"]:  # contiguous, in order, filling the header exactly
+            if f["offset"] != at:
+                sys.exit(f"gen_registry: context_header field {f['name']} at {f['offset']}, expected {at}")
+            at += f["size"]
+        if at != header["size"]:
+            sys.exit(f"gen_registry: context_header fields end at {at}, size says {header['size']}")
+        signature = next(f for f in header["fields"] if f["name"] == "signature")
+        if len(header["signature"]) != signature["size"]:
+            sys.exit(f"gen_registry: signature {header['signature']!r} is not {signature['size']} bytes")
 
 
 def field_constants(prefix: str, fields: list) -> list:
@@ -60,40 +77,77 @@ def field_constants(prefix: str, fields: list) -> list:
 
 
 def constants(reg: dict) -> list:
-    lay = reg["layouts"]
-    c = [
-        ("POINTER_SIZE", reg["library"]["pointer_size"]),
-        ("UTF8_STR_MAX_LENGTH_READ", lay["utf8_str"]["max_length_read"]),
-        ("TLS_RECORD_SIZE", lay["tls_record"]["size"]),
-        ("TLS_RECORD_MINOR", max(lay["tls_record"]["minor_versions"])),
-        ("PROCESS_STORAGE_MINOR", max(lay["process_storage"]["minor_versions"])),
-        ("MESSAGE_HEADER_SIZE", lay["message_header"]["size"]),
-        ("DEFAULT_DELAY_MS", reg["config"]["default_delay_ms"]),
-        ("DEFAULT_BUFFER_SIZE", reg["config"]["buffer_size"]["example_default"]),
-        ("STACK_TRACE_ID_SIZE", reg["attribute"]["stack_trace_id_size"]),
-    ]
-    c += field_constants("TLS", lay["tls_record"]["fields"])
-    c += field_constants("HEADER", lay["message_header"]["fields"])
-    c += field_constants("PROCESS_STORAGE", lay["process_storage"]["fields"])
-    for m in lay["messages"]:
+    """Numbers, from each layout the registry has."""
+    lay = reg.get("layouts", {})
+    c = []
+    if "library" in reg:
+        c.append(("POINTER_SIZE", reg["library"]["pointer_size"]))
+    if "utf8_str" in lay:
+        c.append(("UTF8_STR_MAX_LENGTH_READ", lay["utf8_str"]["max_length_read"]))
+    if "tls_record" in lay:
+        c += [("TLS_RECORD_SIZE", lay["tls_record"]["size"]),
+              ("TLS_RECORD_MINOR", max(lay["tls_record"]["minor_versions"]))]
+    if "process_storage" in lay:
+        c.append(("PROCESS_STORAGE_MINOR", max(lay["process_storage"]["minor_versions"])))
+    if "message_header" in lay:
+        c.append(("MESSAGE_HEADER_SIZE", lay["message_header"]["size"]))
+    if "config" in reg:
+        c += [("DEFAULT_DELAY_MS", reg["config"]["default_delay_ms"]),
+              ("DEFAULT_BUFFER_SIZE", reg["config"]["buffer_size"]["example_default"])]
+    if "attribute" in reg:
+        c.append(("STACK_TRACE_ID_SIZE", reg["attribute"]["stack_trace_id_size"]))
+    if "tls_record" in lay:
+        c += field_constants("TLS", lay["tls_record"]["fields"])
+    if "message_header" in lay:
+        c += field_constants("HEADER", lay["message_header"]["fields"])
+    if "process_storage" in lay:
+        c += field_constants("PROCESS_STORAGE", lay["process_storage"]["fields"])
+    for m in lay.get("messages", []):
         p = "MSG_" + ident(m["name"])
         c += [(f"{p}_TYPE", m["message_type"]), (f"{p}_MINOR", m["current_minor"]),
               (f"{p}_FIXED_SIZE", m["fixed_size"])]
         c += field_constants(p, m["fields"])
+    if "context_header" in lay:
+        h = lay["context_header"]
+        c += [("CONTEXT_HEADER_SIZE", h["size"]), ("CONTEXT_CURRENT_VERSION", h["current_version"]),
+              ("CONTEXT_DEVELOPMENT_VERSION", h["development_version"])]
+        c += field_constants("CONTEXT_HEADER", h["fields"])
+    if "payload" in lay:
+        p = lay["payload"]
+        for group, prefix in (("fields", "PAYLOAD"), ("resource_fields", "RESOURCE"), ("key_value_fields", "KEY_VALUE")):
+            c += [(f"{prefix}_{ident(f['name'])}_FIELD", f["number"]) for f in p.get(group, [])]
+        c += [("PAYLOAD_INTEROPERABLE_MAX_SIZE", p["interoperable_max_size"]),
+              ("PAYLOAD_READER_DEFAULT_MAX_SIZE", p["reader_default_max_size"])]
     return c
 
 
 def strings(reg: dict) -> list:
-    lib = reg["library"]
-    return [
-        ("LIBRARY_NAME_REGEX", lib["name_regex"]),
-        ("PROCESS_STORAGE_SYMBOL", lib["process_storage_symbol"]),
-        ("TLS_SYMBOL", lib["tls_symbol"]),
-        ("ATTRIBUTE_NAME", reg["attribute"]["name"]),
-        ("ENV_ENABLED", reg["config"]["enabled"]["env"]),
-        ("ENV_SOCKET_DIR", reg["config"]["socket_dir"]["env"]),
-        ("ENV_BUFFER_SIZE", reg["config"]["buffer_size"]["env"]),
-    ]
+    """Names, from each part the registry has."""
+    lay = reg.get("layouts", {})
+    s = []
+    if "library" in reg:
+        lib = reg["library"]
+        s += [("LIBRARY_NAME_REGEX", lib["name_regex"]),
+              ("PROCESS_STORAGE_SYMBOL", lib["process_storage_symbol"]),
+              ("TLS_SYMBOL", lib["tls_symbol"])]
+    if "attribute" in reg:
+        s.append(("ATTRIBUTE_NAME", reg["attribute"]["name"]))
+    if "config" in reg:
+        s += [("ENV_ENABLED", reg["config"]["enabled"]["env"]),
+              ("ENV_SOCKET_DIR", reg["config"]["socket_dir"]["env"]),
+              ("ENV_BUFFER_SIZE", reg["config"]["buffer_size"]["env"])]
+    if "context_header" in lay:
+        s.append(("CONTEXT_SIGNATURE", lay["context_header"]["signature"]))
+    for n in lay.get("mapping_names", []):
+        s.append((f"MAPPING_NAME_{ident(n['kind'])}", n["prefix"]))
+    if "mapping" in lay:
+        m = lay["mapping"]
+        s += [("MEMFD_NAME", m["memfd_name"]), ("PRCTL_NAME", m["prctl_name"]),
+              ("MAPPING_PERMS", m["perms"]), ("VM_FLAG_DONTFORK", m["vm_flag_dontfork"])]
+    if "payload" in lay:
+        s += [("PAYLOAD_MESSAGE", lay["payload"]["message"]),
+              ("THREADLOCAL_PREFIX", lay["payload"]["threadlocal_prefix"])]
+    return s
 
 
 def write_cxx(reg: dict, raw: str, source: str, package: str, path: Path) -> None:
@@ -117,12 +171,15 @@ def write_cxx(reg: dict, raw: str, source: str, package: str, path: Path) -> Non
         lines.append(f"inline constexpr std::string_view k{''.join(w.capitalize() for w in name.split('_'))} = {cxx_string(value)};")
     lines.append("")
     level = {"MUST": "Level::Must", "SHOULD": "Level::Should", "MAY": "Level::May"}
-    role = {"agent": "Role::Agent", "profiler": "Role::Profiler"}
+    # The registry's two roles, in order: the side conform judges (the one
+    # inside the application), then the side outside it that reads.
+    judged, reader = list(reg["roles"])
+    role = {judged: "Role::Agent", reader: "Role::Profiler"}
     reqs = reg["requirements"]
     lines.append(f"inline constexpr std::array<Requirement, {len(reqs)}> kRequirements{{{{")
     for r in reqs:
         lines.append(f"  {{{cxx_string(r['id'])}, {level[r['level']]}, {cxx_string(r['area'])}, "
-                     f"{role[r['role']]}, {cxx_string(r['source'])}, {cxx_string(r['summary'])}}},")
+                     f"{role[r['role']]}, {cxx_string(r['role'])}, {cxx_string(r['source'])}, {cxx_string(r['summary'])}}},")
     lines.append("}};")
     lines.append("")
     lines.append("// The requirement with this id in this protocol, or nullptr.")

@@ -58,7 +58,7 @@ int run_list(bool json, const std::string& only_protocol) {
     std::printf("%-8s %-6s %-8s %-6s %s\n", "ID", "LEVEL", "ROLE", "PROBE", "REQUIREMENT");
     for (const auto& r : p->requirements)
       std::printf("%-8s %-6s %-8s %-6s %.*s\n", std::string(r.id).c_str(), std::string(to_string(r.level)).c_str(),
-                  std::string(to_string(r.role)).c_str(), probe_name(r.id).c_str(),
+                  std::string(r.role_name).c_str(), probe_name(r.id).c_str(),
                   static_cast<int>(r.summary.size()), r.summary.data());
   }
   return kExitOk;

@@ -25,6 +25,11 @@ enum class ErrorKind {
   kNotASocket,   // a path that resolves to something other than a socket
   kNotHeld,      // a socket the target holds no descriptor for (someone else's)
   kWrongType,    // a socket of another type than asked (stream for datagram)
+  kBadSignature,       // a structure's magic bytes are not what its format names
+  kUnsupportedVersion, // a structure's version field names a version the reader does not read
+  kMalformed,          // bytes that do not follow their format (an encoding error, named where)
+  kNotReady,           // a structure stayed marked as being written for every attempt to read it
+  kKeptChanging,       // a structure changed under every attempt to read it consistently
 };
 
 struct Error {

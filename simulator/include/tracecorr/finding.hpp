@@ -29,7 +29,9 @@ struct Evidence {
 // A conform run turns it into a RequirementResult (level, words and exit-code
 // rules come from the registry); inspect lists the ones not Met.
 struct Finding {
-  enum class Outcome { Met, Violated, NotApplicable, KitError };
+  // Tolerated: the rule's letter is not met in a way its text allows but
+  // discourages (a version "for development"): a warning whatever the level.
+  enum class Outcome { Met, Violated, NotApplicable, KitError, Tolerated };
   std::string requirement;
   Outcome outcome = Outcome::NotApplicable;
   std::string reason;
@@ -44,7 +46,14 @@ Finding met(std::string id, std::size_t evidence_count, std::string reason, std:
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 Finding not_applicable(std::string id, std::string reason);
 Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
+Finding tolerated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 // Evidence that is words only: what was expected and what was there.
 Evidence text_evidence(std::string label, std::string expected, std::string actual);
+
+// A finding as `tracecorr inspect` lists it: its requirement's level from the
+// registered registries ("warn" for a Tolerated one), and its reason with the
+// evidence in words.
+std::string level_of(const Finding& finding);
+std::string finding_message(const Finding& finding);
 
 }  // namespace tracecorr

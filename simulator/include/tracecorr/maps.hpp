@@ -4,8 +4,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tracecorr/error.hpp"
@@ -34,6 +36,26 @@ std::vector<Mapping> parse_maps(std::string_view text);
 
 // The mapping containing addr, or nullptr.
 const Mapping* find_mapping(const std::vector<Mapping>& maps, std::uint64_t addr);
+
+// The VmFlags line of one mapping in /proc/PID/smaps: two-letter codes such as
+// "rd", "wr", "sh", "dc" (VM_DONTCOPY, set by MADV_DONTFORK).
+struct VmFlags {
+  std::vector<std::string> codes;  // in the kernel's order, at most kMaxCodes
+  bool has(std::string_view code) const;
+  static constexpr std::size_t kMaxCodes = 64;  // the kernel prints about 30 kinds
+};
+
+// The VmFlags of the mappings that start at `starts`, from smaps text; one
+// entry per start found with a VmFlags line, in the order of `starts`
+// (a start smaps does not list, or lists without VmFlags, has none). Lines are
+// bounded (kMaxSmapsLine); longer ones are skipped.
+inline constexpr std::size_t kMaxSmapsLine = 8192;
+std::vector<std::pair<std::uint64_t, VmFlags>> parse_smaps_vm_flags(std::string_view text,
+                                                                    std::span<const std::uint64_t> starts);
+// The same from /proc/PID/smaps, read line by line and only until every start
+// was seen (the kernel builds smaps as it is read; a process with many
+// mappings makes it large). Errors: gone, permission.
+Expected<std::vector<std::pair<std::uint64_t, VmFlags>>> read_vm_flags(pid_t pid, std::span<const std::uint64_t> starts);
 
 // Reads a whole /proc text file (bounded); errors say gone / permission.
 Expected<std::string> read_proc_text(pid_t pid, const std::string& name, std::size_t max_bytes = 64u << 20);

@@ -15,6 +15,10 @@
 namespace tracecorr {
 
 enum class Level { Must, Should, May };
+// Which side of a protocol a requirement binds: the one inside the
+// application, which `tracecorr conform` judges (Elastic's agent, a process
+// context's writer), or the one outside that reads it (a profiler). Each
+// registry names its two roles in its own words (Requirement::role_name).
 enum class Role { Agent, Profiler };
 
 struct Requirement {
@@ -22,11 +26,13 @@ struct Requirement {
   Level level;
   std::string_view area;
   Role role;
+  std::string_view role_name;  // the registry's word for the role: "agent", "writer", "reader", ...
   std::string_view source;  // the section of the protocol's text it comes from
   std::string_view summary;
 };
 
-// The registry's own spelling: "MUST", "SHOULD", "MAY"; "agent", "profiler".
+// The registry's own spelling: "MUST", "SHOULD", "MAY"; the engine's side
+// names "agent", "profiler" (reports use them).
 constexpr std::string_view to_string(Level level) {
   switch (level) {
     case Level::Must: return "MUST";

@@ -8,6 +8,7 @@ Verdict verdict_of(Finding::Outcome o) {
     case Finding::Outcome::Violated: return Verdict::Fail;
     case Finding::Outcome::NotApplicable: return Verdict::Skip;
     case Finding::Outcome::KitError: return Verdict::Error;
+    case Finding::Outcome::Tolerated: return Verdict::Warn;  // the runner raises only Fail to the level
   }
   return Verdict::Error;
 }

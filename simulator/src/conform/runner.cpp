@@ -91,6 +91,12 @@ Expected<const Suite*> choose_suite(const std::string& protocol) {
     return make_error(all.empty() ? "no protocol suite is registered" : "choose a protocol: " + names, "--protocol");
   }
   if (const auto* s = find_suite(protocol)) return s;
+  // A registered protocol whose package brings no suite yet: its requirements
+  // are known (tracecorr list), there is nothing to run.
+  if (find_protocol(protocol))
+    return make_error("protocol \"" + protocol + "\" has no conformance suite yet; its requirements: tracecorr list --protocol " +
+                          protocol + " (suites: " + names + ")",
+                      "--protocol");
   return make_error("unknown protocol \"" + protocol + "\" (known: " + names + ")", "--protocol");
 }
 

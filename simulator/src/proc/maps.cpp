@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <optional>
 
 #include "tracecorr/fd.hpp"
 
@@ -64,13 +65,137 @@ bool parse_line(std::string_view line, Mapping& m) {
   return true;
 }
 
+ErrorKind errno_kind(int err) {
+  if (err == ENOENT || err == ESRCH) return ErrorKind::kGone;
+  if (err == EACCES || err == EPERM) return ErrorKind::kPermission;
+  return ErrorKind::kUnspecified;
+}
+
 std::string errno_reason(int err) {
   if (err == ENOENT || err == ESRCH) return "the process is gone";
   if (err == EACCES || err == EPERM) return "permission denied (need root or CAP_SYS_PTRACE)";
   return std::strerror(err);
 }
 
+// Collects the VmFlags of the wanted mappings from smaps, one line at a time:
+// a header line (the maps format) names the mapping the following "Key: value"
+// lines describe.
+class VmFlagsScanner {
+ public:
+  explicit VmFlagsScanner(std::span<const std::uint64_t> starts) : starts_(starts) {}
+
+  void line(std::string_view text) {
+    if (text.starts_with("VmFlags:")) {
+      if (current_ && !found(*current_)) found_.emplace_back(*current_, parse_codes(text.substr(8)));
+      current_.reset();  // one VmFlags line per mapping
+      return;
+    }
+    // "Key: value" lines have a colon in their first field; header lines do not.
+    std::string_view rest = text;
+    std::string_view first = next_field(rest);
+    if (first.empty() || first.back() == ':') return;
+    Mapping m;
+    current_.reset();
+    if (!parse_line(text, m)) return;
+    for (auto start : starts_)
+      if (start == m.start) current_ = start;
+  }
+
+  bool complete() const { return found_.size() == unique_starts(); }
+
+  std::vector<std::pair<std::uint64_t, VmFlags>> result() const {
+    std::vector<std::pair<std::uint64_t, VmFlags>> out;
+    for (auto start : starts_)
+      for (const auto& f : found_)
+        if (f.first == start && std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.first == start; }))
+          out.push_back(f);
+    return out;
+  }
+
+ private:
+  static VmFlags parse_codes(std::string_view text) {
+    VmFlags flags;
+    for (std::string_view code = next_field(text); !code.empty() && flags.codes.size() < VmFlags::kMaxCodes;
+         code = next_field(text))
+      flags.codes.emplace_back(code.substr(0, 8));  // codes are two letters; a longer token is kept short
+    return flags;
+  }
+  bool found(std::uint64_t start) const {
+    return std::any_of(found_.begin(), found_.end(), [&](const auto& f) { return f.first == start; });
+  }
+  std::size_t unique_starts() const {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < starts_.size(); ++i)
+      if (std::find(starts_.begin(), starts_.begin() + static_cast<std::ptrdiff_t>(i), starts_[i]) ==
+          starts_.begin() + static_cast<std::ptrdiff_t>(i))
+        ++n;
+    return n;
+  }
+
+  std::span<const std::uint64_t> starts_;
+  std::optional<std::uint64_t> current_;
+  std::vector<std::pair<std::uint64_t, VmFlags>> found_;
+};
+
 }  // namespace
+
+bool VmFlags::has(std::string_view code) const {
+  return std::find(codes.begin(), codes.end(), code) != codes.end();
+}
+
+std::vector<std::pair<std::uint64_t, VmFlags>> parse_smaps_vm_flags(std::string_view text,
+                                                                    std::span<const std::uint64_t> starts) {
+  VmFlagsScanner scanner(starts);
+  while (!text.empty() && !scanner.complete()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (line.size() <= kMaxSmapsLine) scanner.line(line);
+  }
+  return scanner.result();
+}
+
+Expected<std::vector<std::pair<std::uint64_t, VmFlags>>> read_vm_flags(pid_t pid, std::span<const std::uint64_t> starts) {
+  std::string path = process_dir(pid) + "/smaps";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    const int err = errno;
+    return make_error(errno_kind(err), "cannot open: " + errno_reason(err), path);
+  }
+  VmFlagsScanner scanner(starts);
+  std::string line;
+  bool overlong = false;  // inside a line past the bound: skipped up to its newline
+  char buf[65536];
+  while (!scanner.complete()) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      return make_error(errno_kind(err), "cannot read: " + errno_reason(err), path);
+    }
+    if (n == 0) break;
+    std::string_view chunk(buf, static_cast<std::size_t>(n));
+    while (!chunk.empty()) {
+      std::size_t nl = chunk.find('\n');
+      std::string_view piece = chunk.substr(0, nl);
+      chunk.remove_prefix(nl == std::string_view::npos ? chunk.size() : nl + 1);
+      if (!overlong) {
+        if (line.size() + piece.size() > kMaxSmapsLine) {
+          overlong = true;
+          line.clear();
+        } else {
+          line += piece;
+        }
+      }
+      if (nl == std::string_view::npos) break;  // the line goes on in the next chunk
+      if (!overlong) scanner.line(line);
+      line.clear();
+      overlong = false;
+    }
+  }
+  if (!line.empty() && !overlong) scanner.line(line);
+  return scanner.result();
+}
 
 bool Mapping::deleted() const {
   return path.size() > kDeletedSuffix.size() && path.ends_with(kDeletedSuffix);
@@ -95,18 +220,22 @@ std::vector<Mapping> parse_maps(std::string_view text) {
 Expected<std::string> read_proc_text(pid_t pid, const std::string& name, std::size_t max_bytes) {
   std::string path = process_dir(pid) + "/" + name;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return make_error("cannot open: " + errno_reason(errno), path);
+  if (!fd) {
+    const int err = errno;
+    return make_error(errno_kind(err), "cannot open: " + errno_reason(err), path);
+  }
   std::string text;
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0) {
-      if (errno == EINTR) continue;
-      return make_error("cannot read: " + errno_reason(errno), path);
+      const int err = errno;
+      if (err == EINTR) continue;
+      return make_error(errno_kind(err), "cannot read: " + errno_reason(err), path);
     }
     if (n == 0) break;
     if (text.size() + static_cast<std::size_t>(n) > max_bytes)
-      return make_error("larger than the " + std::to_string(max_bytes) + "-byte bound", path);
+      return make_error(ErrorKind::kTooLong, "larger than the " + std::to_string(max_bytes) + "-byte bound", path);
     text.append(buf, static_cast<std::size_t>(n));
   }
   return text;
@@ -116,7 +245,8 @@ Expected<std::vector<Mapping>> read_maps(pid_t pid) {
   auto text = read_proc_text(pid, "maps");
   if (!text) return text.error();
   // A process that exited between open and read yields an empty file.
-  if (text->empty()) return make_error("no mappings: the process is gone or a kernel thread", process_dir(pid) + "/maps");
+  if (text->empty())
+    return make_error(ErrorKind::kGone, "no mappings: the process is gone or a kernel thread", process_dir(pid) + "/maps");
   return parse_maps(*text);
 }
 

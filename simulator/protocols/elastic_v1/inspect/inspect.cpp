@@ -449,18 +449,6 @@ std::string render_text(const Inspection& in) {
   return out;
 }
 
-std::string level_of(const Finding& f) {
-  const Requirement* r = find_requirement(f.requirement);
-  return std::string(to_string(r ? r->level : Level::Must));
-}
-
-std::string finding_message(const Finding& f) {
-  std::string m = f.reason;
-  for (const auto& e : f.evidence)
-    if (!e.actual.empty()) m += " (" + e.label + ": expected " + e.expected + ", found " + e.actual + ")";
-  return m;
-}
-
 namespace {
 
 class ElasticInspector final : public Inspector {

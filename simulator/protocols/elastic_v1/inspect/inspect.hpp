@@ -75,9 +75,6 @@ Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& options = 
 nlohmann::json to_json(const Inspection& inspection);
 // For people: library, symbols, TLS, storage, socket, threads, findings.
 std::string render_text(const Inspection& inspection);
-// A finding as inspect lists it: its level, and its reason with the evidence in words.
-std::string level_of(const Finding& finding);
-std::string finding_message(const Finding& finding);
 
 // Elastic v1's inspector, registered with the engine (tracecorr/inspector.hpp).
 const Inspector& inspector();
