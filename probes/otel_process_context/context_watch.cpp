@@ -93,7 +93,17 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
     return;
   }
   facts_.under_qemu_user = runs_under_qemu_user(facts_.judged_pid);
-  if (auto snapshot = process_context::take_snapshot(facts_.judged_pid)) facts_.first = std::move(*snapshot);
+  // The first look is at a published context: a mapping found right after
+  // its mmap holds a header still being written (timestamp 0).
+  for (;;) {
+    if (auto snapshot = process_context::take_snapshot(facts_.judged_pid)) {
+      const bool published = !snapshot->mappings.empty() && snapshot->mappings.front().read.ok();
+      facts_.first = std::move(*snapshot);
+      if (published) break;
+    }
+    if (Clock::now() >= deadline || !session.target().alive()) break;
+    std::this_thread::sleep_for(kFindInterval);
+  }
   const std::uint64_t address =
       facts_.first && !facts_.first->mappings.empty() ? facts_.first->mappings.front().mapping.mapping.start : 0;
   if (address) reader_ = std::thread([this, pid = facts_.judged_pid, address] { read_until_stopped(pid, address); });

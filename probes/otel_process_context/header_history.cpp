@@ -82,6 +82,7 @@ HeaderHistory header_history(const conform::MappingWatchReport& report, pid_t pi
       p.header = *header;
       p.previous_timestamp = last_timestamp;
       p.from_zero = before_ts == 0;
+      if (report.ended_at > e.at) p.watched_after = report.ended_at - e.at;
       h.publications.push_back(p);
       last_timestamp = ts;
     }

@@ -5,6 +5,7 @@
 // hand-made watch reports.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -27,9 +28,14 @@ struct Publication {
   // Naming calls (prctl PR_SET_VMA on the mapping) after this store, before
   // the timestamp next changed (or the watch ended).
   std::size_t naming_calls_after = 0;
-  // Whether the timestamp changed again later (else the watch may have ended
-  // before a naming call that was still to come).
+  // Whether the timestamp changed again later, and how long the watch went on
+  // after this store (a naming call still to come may have been cut off).
   bool superseded = false;
+  std::chrono::nanoseconds watched_after{0};
+  // Long enough without a change that a naming call would have come: the
+  // writer names right after the store, not seconds later.
+  bool settled() const { return superseded || watched_after >= kNamingGrace; }
+  static constexpr std::chrono::milliseconds kNamingGrace{500};
 };
 
 // A store that changed another header field while the timestamp stayed set.

@@ -138,14 +138,15 @@ Finding judge_named_on_publish(const ContextFacts& f) {
     return met(id, first.naming_calls_after,
                "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME) named the mapping after the timestamp was set (" +
                    std::to_string(first.naming_calls_after) + " calls; seen at the system call's return)");
-  if (!first.superseded)
+  if (!first.settled())
     return not_applicable(id, "the watch ended before the publication's naming call could follow it (" + watch_said(f) + ")");
   if (h.naming_calls_before_first_publication > 0)
     return violated(id, "the mapping was named by prctl before its timestamp was set, and not after",
                     {text_evidence("naming calls before the timestamp", "after it",
                                    std::to_string(h.naming_calls_before_first_publication))});
   return violated(id, "no prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME) call named the mapping after its publication (" +
-                          watch_said(f) + ")");
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(first.watched_after).count()) +
+                          " ms watched after it; " + watch_said(f) + ")");
 }
 
 Finding judge_named_on_update(const ContextFacts& f) {
@@ -156,7 +157,7 @@ Finding judge_named_on_update(const ContextFacts& f) {
   for (const auto* u : updates_of(h)) {
     if (u->naming_calls_after > 0) {
       ++named;
-    } else if (!u->superseded) {
+    } else if (!u->settled()) {
       ++unfinished;  // the watch ended right after it
     } else {
       return violated(id, "an update (timestamp " + std::to_string(u->header.published_at_ns) +

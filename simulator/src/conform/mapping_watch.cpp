@@ -362,6 +362,7 @@ class Follower {
   void set_ended(std::string why) {
     std::lock_guard lock(s_.mutex);
     s_.report.ended_because = std::move(why);
+    s_.report.ended_at = Clock::now();
   }
 
   void fail(const Error& e) {

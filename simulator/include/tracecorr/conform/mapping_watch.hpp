@@ -75,6 +75,7 @@ struct MappingWatchReport {
   std::size_t syscalls_seen = 0;
   std::size_t signals_forwarded = 0;
   std::string ended_because;
+  std::chrono::steady_clock::time_point ended_at{};  // when it stopped watching
   std::optional<Error> error;  // the watch stopped early (what it saw until then stays valid)
   std::size_t watched_bytes = 0;
 
