@@ -12,6 +12,8 @@
 #include "probes.hpp"
 #include "scenarios.hpp"
 #include "elastic_v1/agent/correlation.hpp"
+#include "elastic_v1/library.hpp"
+#include "tracecorr/discovery.hpp"
 
 namespace tracecorr::elastic_v1 {
 namespace {
@@ -98,6 +100,13 @@ class ElasticSuite final : public Suite {
   }
 
   bool judged_by_sending(std::string_view requirement) const override { return judged_by_messages(requirement); }
+
+  bool publishes(pid_t pid) const override {
+    LibraryCache cache;
+    auto found = discover_process(pid, discovery_options(), cache);
+    return found && found->has_value();  // a misnamed library with the symbols too: ELF-01 judges its name
+  }
+  bool reads_thread_pointers() const override { return true; }
   std::vector<std::string> timing_areas() const override { return {"DEFER"}; }
 
   void session_closed(const Session& session, const ScenarioOptions& options, RunResult& run) const override {

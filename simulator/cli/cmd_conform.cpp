@@ -133,7 +133,7 @@ RegisterCommand conform_command(
       app.add_option("--only", a->only, "Comma-separated requirement ids or areas (ELF,TLS,...) to judge (see tracecorr list)");
       app.add_flag("--observe-only", a->observe_only,
                    "Attach mode: send the agent nothing; requirements judged by messages are skipped");
-      app.add_option("--protocol", a->protocol, "The protocol to judge (see tracecorr list); default: the only one");
+      app.add_option("--protocol", a->protocol, "The protocol to judge (see tracecorr list), or auto (the default): the one the target publishes, found by a trial launch");
       // Each protocol suite's own options; one flag per name.
       for (const auto* suite : suites())
         for (const auto& option : suite->options())

@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <iterator>
 #include <set>
+#include <thread>
 
 #include "tracecorr/conform/probe.hpp"
 #include "tracecorr/conform/report.hpp"
+#include "tracecorr/conform/target.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -125,8 +128,57 @@ std::vector<std::string> selected_requirements(const Suite& suite, const std::ve
   return ids;
 }
 
+Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why) {
+  const auto all = suites();
+  if (all.size() == 1) {
+    why = "the only protocol tracecorr knows";
+    return all.front();
+  }
+  if (!target.gdbstub.empty()) {
+    std::vector<const Suite*> candidates;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(candidates), [](const Suite* s) { return s->reads_thread_pointers(); });
+    if (candidates.size() != 1) return make_error("with --gdbstub, name the protocol", "--protocol");
+    why = "--gdbstub: the only protocol read through thread pointers";
+    return candidates.front();
+  }
+  auto first_publisher = [&](const std::vector<TreeProcess>& tree) -> std::optional<std::pair<const Suite*, pid_t>> {
+    for (const auto& p : tree)
+      for (const auto* s : all)
+        if (s->publishes(p.pid)) return std::make_pair(s, p.pid);
+    return std::nullopt;
+  };
+  auto found = [&](std::pair<const Suite*, pid_t> hit, const std::string& how) -> const Suite* {
+    why = std::string(hit.first->protocol().id) + ": " + how + " pid " + std::to_string(hit.second) + " publishes it";
+    return hit.first;
+  };
+  if (target.pid) {
+    if (auto hit = first_publisher({TreeProcess{*target.pid, 0, 0, "", true}})) return found(*hit, "attached");
+    return make_error("pid " + std::to_string(*target.pid) + " publishes none of the protocols tracecorr knows", "--protocol auto");
+  }
+  LaunchSpec launch;
+  launch.argv = target.command;
+  auto launched = Target::launch(launch);
+  if (!launched) return launched.error().within("--protocol auto");
+  const auto deadline = std::chrono::steady_clock::now() + target.discovery_timeout;
+  std::optional<std::pair<const Suite*, pid_t>> hit;
+  while (!hit && std::chrono::steady_clock::now() < deadline) {
+    auto tree = (*launched)->processes();
+    hit = first_publisher(tree);
+    if (!hit && tree.empty()) break;
+    if (!hit) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string ended = (*launched)->stop();
+  if (hit) return found(*hit, "a trial launch:");
+  return make_error("the command published none of the protocols tracecorr knows within " +
+                        std::to_string(target.discovery_timeout.count()) + " ms of a trial launch (it " + ended +
+                        "); name one with --protocol",
+                    "--protocol auto");
+}
+
 Expected<RunResult> run_conformance(const RunOptions& given) {
-  auto chosen = choose_suite(given.protocol);
+  std::string detected;
+  auto chosen = given.protocol.empty() || given.protocol == "auto" ? detect_suite(given.target, detected)
+                                                                    : choose_suite(given.protocol);
   if (!chosen) return chosen.error();
   const Suite& suite = **chosen;
   // The suite's own options, as given or else their defaults, so that reports
@@ -161,6 +213,7 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
   run.personality = o.scenario.setting("personality");
   run.strict = o.strict;
   run.started = std::chrono::system_clock::now();
+  if (!detected.empty() && suites().size() > 1) run.notes.push_back("protocol chosen by --protocol auto: " + detected);
 
   // Scenarios send only what the judged requirements need; observe-only sends nothing.
   ScenarioOptions scenario = o.scenario;

@@ -27,6 +27,14 @@ struct RunOptions {
 // The suite `protocol` names (empty: the only one); an error names the choices.
 Expected<const Suite*> choose_suite(const std::string& protocol);
 
+// `--protocol auto`: the suite whose protocol the target publishes. An
+// attached process is asked directly; a command is launched once (its whole
+// process tree, stopped as a group afterwards) and watched until a process
+// publishes or `target.discovery_timeout` passes. With --gdbstub (a qemu-user
+// guest held for its debugger) nothing is launched: only a suite that reads
+// thread pointers can use it. `why` says how the choice was made.
+Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why);
+
 // The agent-role requirements of `suite` the run judges (profiler-role ones
 // are tracecorr agent's, tested by its own tests), filtered by `only`.
 std::vector<std::string> selected_requirements(const Suite& suite, const std::vector<std::string>& only);

@@ -77,6 +77,12 @@ class Suite {
     (void)options;
     (void)run;
   }
+  // Whether process `pid` publishes this protocol now (its library mapped, its
+  // mapping present): how `--protocol auto` picks the suite for a target.
+  virtual bool publishes(pid_t pid) const = 0;
+  // Whether the suite reads thread pointers (a TLS record): the only suites a
+  // qemu-user target with --gdbstub can be for.
+  virtual bool reads_thread_pointers() const { return false; }
   // What the HTML report draws, from the evidence, after the probes judged.
   virtual Figures figures(const SessionSet& sessions) const {
     (void)sessions;
