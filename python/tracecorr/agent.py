@@ -54,7 +54,7 @@ class HostAgent:
             if self._target is not None:
                 self._socket_path = self._target.socket_path()
             else:
-                storage = _tracecorr.inspect_process(self.pid, False, False).get("storage") or {}
+                storage = _tracecorr.inspect_process(self.pid, False, False)["elastic-v1"].get("storage") or {}
                 if not storage.get("socket_file_path"):
                     raise RuntimeError(f"pid {self.pid} has not published a socket path")
                 self._socket_path = storage["socket_file_path"]

@@ -97,8 +97,16 @@ class Target:
 
     # ---- inspection --------------------------------------------------------------------
     def inspect(self, read_threads: bool = True, check_socket_reachable: bool = True) -> dict:
-        """The ``tracecorr inspect --json`` document for this process."""
+        """The ``tracecorr inspect --json`` document for this process: one member per protocol,
+        ``"elastic-v1"`` (library, storage, socket, threads) and ``"otel-process-context"``
+        (every ``OTEL_CTX`` mapping with its header, read and decoded resource and attributes)."""
         return _tracecorr.inspect_process(self.pid, read_threads, check_socket_reachable)
+
+    def process_context(self) -> dict:
+        """The process context part of :meth:`inspect` (OTEP 4719): ``mappings`` (each with
+        ``header``, ``read`` and ``payload``: ``resource`` and ``attributes`` as lists of
+        ``{"key", "type", "value"}``) and the ``findings`` of the writer rules one look can judge."""
+        return _tracecorr.inspect_process(self.pid, False, False)["otel-process-context"]
 
     def wait_ready(self, timeout: float = 10.0, poll: float = 0.05) -> dict:
         """Waits until the process storage is published and names a socket; returns that inspection.
@@ -110,7 +118,7 @@ class Target:
         error: Optional[Exception] = None
         while True:
             try:
-                last = self.inspect(read_threads=False, check_socket_reachable=False)
+                last = self.inspect(read_threads=False, check_socket_reachable=False)["elastic-v1"]
                 storage = last.get("storage") or {}
                 if storage.get("published") and storage.get("socket_file_path"):
                     return last
@@ -126,7 +134,7 @@ class Target:
 
     def socket_path(self) -> str:
         """socket_file_path from the published process storage (as the process sees it)."""
-        storage = (self.inspect(read_threads=False, check_socket_reachable=False).get("storage") or {})
+        storage = (self.inspect(read_threads=False, check_socket_reachable=False)["elastic-v1"].get("storage") or {})
         path = storage.get("socket_file_path")
         if not path:
             raise RuntimeError(f"{self.description()} has not published a socket path")
@@ -136,7 +144,7 @@ class Target:
         """The records of threads that are inside a trace right now (valid and trace_present), as dicts
         with ``tid``, ``trace_id``, ``span_id``, ``transaction_id`` (hex)."""
         out = []
-        for t in self.inspect(check_socket_reachable=False).get("threads", []):
+        for t in self.inspect(check_socket_reachable=False)["elastic-v1"].get("threads", []):
             r = t.get("record")
             if r and r.get("valid") and r.get("trace_present"):
                 out.append(dict(r, tid=t["tid"]))
