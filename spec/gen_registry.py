@@ -8,6 +8,11 @@ writes is committed. Output, for package PKG (e.g. elastic_v1):
                           ProtocolSpec the package registers (C++, namespace
                           tracecorr::PKG::spec)
   <out>/PKG_layout.h      layout constants for C code (fixtures)
+
+Each layout (Elastic's tls_record, messages, ...; a process context's
+context_header, mapping_names, payload) is checked and turned into constants
+when the registry has it. A registry names two roles, the side conform judges
+(inside the application) first, then the reader outside it.
 """
 import json
 import re

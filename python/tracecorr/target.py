@@ -109,6 +109,12 @@ class Target:
         """The ``tracecorr inspect --json`` document of this target's protocol for this process."""
         return _tracecorr.inspect_process(self.pid, read_threads, check_socket_reachable, self.protocol.id)
 
+    def process_context(self) -> dict:
+        """The process context part of :meth:`inspect` (OTEP 4719): ``mappings`` (each with
+        ``header``, ``read`` and ``payload``: ``resource`` and ``attributes`` as lists of
+        ``{"key", "type", "value"}``) and the ``findings`` of the writer rules one look can judge."""
+        return _tracecorr.inspect_process(self.pid, False, False, "otel-process-context")
+
     def wait_ready(self, timeout: float = 10.0, poll: float = 0.05) -> dict:
         """Waits until the process has published what its protocol publishes; returns that inspection.
 

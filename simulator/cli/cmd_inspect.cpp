@@ -1,6 +1,6 @@
-// tracecorr inspect PID: what one agent process exposes of each protocol
-// (every registered Inspector: library, symbols, TLS, what the protocol
-// publishes, every thread's record) and the requirements it breaks.
+// tracecorr inspect PID: what one process publishes for each protocol (every
+// registered Inspector reads what its package defines) and the requirements
+// it breaks. --json: one member per protocol.
 #include <signal.h>
 #include <unistd.h>
 
@@ -100,7 +100,7 @@ int run_inspect(const InspectArgs& a) {
   if (found.empty()) {
     std::string what;
     for (const auto& l : looked_for) what += (what.empty() ? "" : "; ") + l;
-    std::fprintf(stderr, "tracecorr inspect: pid %d has no agent library (%s)\n", pid, safe(what).c_str());
+    std::fprintf(stderr, "tracecorr inspect: pid %d publishes nothing of any protocol (%s)\n", pid, safe(what).c_str());
     return kExitFailure;
   }
   if (!a.json)
@@ -118,7 +118,7 @@ int run_inspect(const InspectArgs& a) {
 }
 
 RegisterCommand inspect_command(
-    "inspect", "Show what one agent process exposes (library, TLS, storage, socket, threads) and what it breaks",
+    "inspect", "Show what one process publishes for each protocol (every registered inspector) and what it breaks",
     [](CLI::App& app) -> std::function<int()> {
       auto a = std::make_shared<InspectArgs>();
       app.add_option("pid", a->pid, "Process id (for a qemu-user guest: the qemu process)")->required()->check(CLI::PositiveNumber);
@@ -132,7 +132,7 @@ RegisterCommand inspect_command(
           ->check(CLI::NonNegativeNumber);
       app.add_flag("--no-threads", a->no_threads, "Do not stop threads to read their thread pointers");
       app.footer(
-          "Exit status: 0 inspected (findings do not change it), 1 no agent library in the process, "
+          "Exit status: 0 inspected (findings do not change it), 1 the process publishes nothing of any protocol, "
           "3 the process cannot be read (gone, no permission).");
       return [a] { return run_inspect(*a); };
     });

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "tracecorr/otlp.hpp"
+#include "tracecorr/process_context.hpp"
 #include "elastic_v1/wire.hpp"
 
 namespace fs = std::filesystem;
@@ -101,6 +102,18 @@ int main(int argc, char** argv) {
   seed("otlp_json", "empty", R"({"resourceSpans":[]})");
   seed("gzip", "gzip-json", otlp::gzip_compress(otlp::encode_json(spans)));
   seed("gzip", "gzip-empty", otlp::gzip_compress(""));
+
+  process_context::Payload context;
+  context.has_resource = true;
+  context.resource = {{"service.name", otlp::AttributeValue("checkout")},
+                      {"service.instance.id", otlp::AttributeValue("627cc493-f310-47de-96bd-71410b7dec09")},
+                      {"process.runtime.versions", otlp::AttributeValue(otlp::AttributeValue::Array{
+                                                       otlp::AttributeValue(std::int64_t{21}), otlp::AttributeValue(2.5)})}};
+  context.attributes = {{"threadlocal.schema_version", otlp::AttributeValue("tls_v1")},
+                        {"threadlocal.attribute_key_map",
+                         otlp::AttributeValue(otlp::AttributeValue::KvList{{"0", otlp::AttributeValue("http.route")}})}};
+  seed("process_context", "payload", process_context::encode_payload(context));
+  seed("process_context", "empty", std::string_view());
 
   for (int i = 2; i < argc; ++i) {
     std::ifstream in(argv[i], std::ios::binary);

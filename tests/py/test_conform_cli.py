@@ -120,7 +120,7 @@ def test_a_library_rewritten_under_the_running_agent_is_judged_by_what_the_proce
         assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
         inspected = subprocess.run([str(cs.TRACECORR), "inspect", "--json", str(proc.pid)],
                                    capture_output=True, text=True, timeout=60)
-        assert "disagree with the dynamic segment" in (json.loads(inspected.stdout)["library"]["loader_view_note"] or ""), \
+        assert "disagree with the dynamic segment" in (json.loads(inspected.stdout)["elastic-v1"]["library"]["loader_view_note"] or ""), \
             inspected.stdout[-2000:]
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -307,7 +307,8 @@ def test_an_expectation_naming_an_unknown_requirement_is_a_usage_error(tmp_path)
 # ---- tracecorr list ------------------------------------------------------------------------------------------
 
 def test_list_names_the_probe_of_every_agent_requirement():
-    out = subprocess.run([str(cs.TRACECORR), "list", "--json"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([str(cs.TRACECORR), "list", "--json", "--protocol", "elastic-v1"], capture_output=True, text=True,
+                         check=True).stdout
     listed = json.loads(out)
     for r in listed["requirements"]:
         if r["role"] == "agent":
@@ -318,7 +319,8 @@ def test_list_names_the_probe_of_every_agent_requirement():
     for r in listed["requirements"]:
         del r["probe"]
     assert listed == cs.REGISTRY
-    text = subprocess.run([str(cs.TRACECORR), "list"], capture_output=True, text=True, check=True).stdout.splitlines()
+    text = subprocess.run([str(cs.TRACECORR), "list", "--protocol", "elastic-v1"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
     assert text[0].split()[:4] == ["ID", "LEVEL", "ROLE", "PROBE"]
     rows = {line.split()[0]: line.split() for line in text[1:]}
     assert set(rows) == {r["id"] for r in cs.REGISTRY["requirements"]}

@@ -68,9 +68,10 @@ def tracecorr(*args, timeout=RUN_S):
 
 
 def inspect_json(pid, *extra):
+    """Elastic v1's part of the inspection (the document has one member per protocol)."""
     r = tracecorr("inspect", pid, "--json", *extra)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return json.loads(r.stdout)["elastic-v1"]
 
 
 def free_port():
@@ -134,7 +135,7 @@ def test_thread_parked_in_vfork_is_reported_not_waited_for(tmp_path):
     with Target("--socket", tmp_path / "a.sock", "--vfork") as t:
         r = tracecorr("inspect", t.pid, "--json")
         assert r.returncode == 0, r.stderr
-        threads = json.loads(r.stdout)["threads"]
+        threads = json.loads(r.stdout)["elastic-v1"]["threads"]
         stuck = [th for th in threads if "did not stop" in (th.get("error") or "")]
         read = [th for th in threads if th.get("record")]
         assert len(stuck) == 1, threads
@@ -314,7 +315,7 @@ def test_library_path_that_is_not_utf8_keeps_json_output(tmp_path):
         assert proc.stdout.readline().startswith(b"ready")
         r = tracecorr("inspect", proc.pid, "--json")
         assert r.returncode == 0, r.stderr
-        assert "/\\xff\\xfe-dir/" in json.loads(r.stdout)["library"]["path"]
+        assert "/\\xff\\xfe-dir/" in json.loads(r.stdout)["elastic-v1"]["library"]["path"]
         r = tracecorr("agent", "--pid", proc.pid, "--duration", "1", "--reader", "ptrace", "--json", "-", "--quiet")
         assert r.returncode == 0, r.stderr
         summary = json.loads(r.stdout)

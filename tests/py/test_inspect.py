@@ -135,7 +135,7 @@ def test_inspect_x86_64_reference_matches_its_journal(tmp_path):
         out = subprocess.run([cli(), "inspect", str(proc.pid), "--json"], capture_output=True, text=True,
                              timeout=WAIT_S)
         assert out.returncode == 0, out.stderr
-        report = json.loads(out.stdout)
+        report = json.loads(out.stdout)["elastic-v1"]
         assert report["thread_pointer_source"] == "ptrace"
         check_against_journal(report, events)
         # Every thread was resumed: the fixture still runs and answers signals.
@@ -172,7 +172,7 @@ def test_inspect_arm64_reference_under_qemu_gdbstub(tmp_path):
         events = wait_for_ready(journal, qemu)
         out, err = inspect.communicate("\n", timeout=WAIT_S)
         assert inspect.returncode == 0, err
-        report = json.loads(out)
+        report = json.loads(out)["elastic-v1"]
         assert report["thread_pointer_source"] == f"gdbstub 127.0.0.1:{port}"
         assert report["library"]["machine"] == "aarch64"
         check_against_journal(report, events)
@@ -191,11 +191,13 @@ def test_inspect_of_a_process_without_the_library_exits_1():
     try:
         out = subprocess.run([cli(), "inspect", str(proc.pid)], capture_output=True, text=True, timeout=WAIT_S)
         assert out.returncode == 1, out.stderr
-        assert "no agent library" in out.stderr
-        assert "elastic-jvmti-linux" in out.stderr  # names what it looked for
+        assert "publishes nothing of any protocol" in out.stderr
+        assert "elastic-jvmti-linux" in out.stderr and "OTEL_CTX" in out.stderr  # names what it looked for
         j = subprocess.run([cli(), "inspect", str(proc.pid), "--json"], capture_output=True, text=True, timeout=WAIT_S)
         assert j.returncode == 1
-        assert json.loads(j.stdout)["library"] is None
+        document = json.loads(j.stdout)
+        assert document["elastic-v1"]["library"] is None
+        assert document["otel-process-context"]["mappings"] == []
     finally:
         proc.kill()
         proc.wait()

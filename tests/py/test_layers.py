@@ -38,24 +38,33 @@ def protocol_names() -> list[str]:
     return sorted(d.name for d in PROTOCOLS.iterdir() if (d / "CMakeLists.txt").exists())
 
 
-def protocol_packages() -> list[str]:
-    """Each protocol's libraries: its codecs and rules, its host-agent behaviour, its conformance suite."""
-    return sorted(f"tracecorr_{p}{part}" for p in protocol_names() for part in ("", "_agent", "_inspect", "_conform"))
-
-
 def package_cmake_files() -> list[Path]:
-    return [folder / p / "CMakeLists.txt" for p in protocol_names() for folder in (PROTOCOLS, SUITES)]
+    return [folder / p / "CMakeLists.txt" for p in protocol_names() for folder in (PROTOCOLS, SUITES)
+            if (folder / p / "CMakeLists.txt").exists()]
+
+
+def package_libraries() -> dict[str, Path]:
+    """Each protocol package's libraries, as its CMake files declare them (its codecs and rules, and
+    whichever of a host agent, an inspector and a conformance suite it brings), and where the build
+    puts each."""
+    libraries = {}
+    for p in protocol_names():
+        for folder, out in ((PROTOCOLS / p, BUILD / "simulator" / "protocols" / p), (SUITES / p, BUILD / "probes" / p)):
+            cmake = folder / "CMakeLists.txt"
+            if cmake.exists():
+                for name in re.findall(r"add_library\((tracecorr_\w+)", cmake.read_text()):
+                    libraries[name] = out / f"lib{name}.a"
+    return libraries
+
+
+def protocol_packages() -> list[str]:
+    return sorted(package_libraries())
 
 
 def library_path(name: str) -> Path:
-    for p in protocol_names():
-        if name in (f"tracecorr_{p}", f"tracecorr_{p}_agent", f"tracecorr_{p}_inspect"):
-            return BUILD / "simulator" / "protocols" / p / f"lib{name}.a"
-        if name == f"tracecorr_{p}_conform":
-            return BUILD / "probes" / p / f"lib{name}.a"
     if name == "tracecorr_bpf":
         return BUILD / "bpf" / f"lib{name}.a"
-    return BUILD / "simulator" / f"lib{name}.a"
+    return package_libraries().get(name, BUILD / "simulator" / f"lib{name}.a")
 
 
 def declared_dependencies() -> dict[str, set[str]]:
@@ -115,7 +124,7 @@ def test_the_base_depends_on_no_other_concern():
     assert closure(deps, "tracecorr_base") == set(), deps["tracecorr_base"]
     # Readers sit below the conform engine, never above it.
     for reader in ("tracecorr_sock", "tracecorr_elf", "tracecorr_discovery", "tracecorr_tls", "tracecorr_threadptr",
-                   "tracecorr_otlp"):
+                   "tracecorr_otlp", "tracecorr_process_context"):
         assert "tracecorr_conform" not in closure(deps, reader), reader
 
 

@@ -14,6 +14,9 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace tracecorr::test {
 
@@ -86,6 +89,32 @@ class ForkedChild {
   void release() {
     const char go = 1;
     (void)!::write(release_, &go, 1);
+  }
+
+  // For a child that reads commands on `release` (e.g. an exec'd program
+  // with it as stdin): writes `text` whole; false when the child is gone.
+  bool send(std::string_view text) {
+    while (!text.empty()) {
+      ssize_t n = ::write(release_, text.data(), text.size());
+      if (n <= 0) return false;
+      text.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  // The next line the child reported, without its newline; nullopt on end of
+  // file, or when `bound` passes first.
+  std::optional<std::string> read_line(std::chrono::milliseconds bound = std::chrono::seconds(10)) {
+    std::string line;
+    const auto give_up = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      char c;
+      if (!read(&c, 1, left)) return std::nullopt;
+      if (c == '\n') return line;
+      line += c;
+    }
   }
 
   // Waits for the child's exit; its wait status.

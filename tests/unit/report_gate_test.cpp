@@ -1,6 +1,9 @@
 // Verdicts by level, the gate and its exit codes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "report_test_support.hpp"
 
 namespace tracecorr::conform {

@@ -211,6 +211,11 @@ struct Payload {
 // field, invalid UTF-8 in a string, field number 0, unterminated group).
 Expected<Payload> decode_payload(std::span<const std::uint8_t> bytes, const DecodeLimits& limits = {});
 
+// The protobuf encoding of a payload, keys and values in order (resource
+// present when has_resource or when it has attributes): for tests, seed
+// corpora and tools that publish a context.
+std::vector<std::uint8_t> encode_payload(const Payload& payload);
+
 // The length of the longest prefix of `bytes` made of whole, well-formed
 // top-level fields (the first field that does not parse ends it). Equal to
 // bytes.size() for a well-formed payload; a shorter answer after which the

@@ -6,6 +6,7 @@
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 #include "tracecorr/otlp.hpp"
+#include "tracecorr/otlp_proto.hpp"
 
 namespace tracecorr::otlp {
 namespace {
@@ -35,30 +36,6 @@ std::vector<std::vector<Group>> group(const std::vector<ReceivedSpan>& spans) {
     scope->spans.push_back(&span);
   }
   return resources;
-}
-
-void to_proto(const AttributeValue& from, pb_common::AnyValue& to) {
-  std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::string>) to.set_string_value(v);
-        else if constexpr (std::is_same_v<T, bool>) to.set_bool_value(v);
-        else if constexpr (std::is_same_v<T, std::int64_t>) to.set_int_value(v);
-        else if constexpr (std::is_same_v<T, double>) to.set_double_value(v);
-        else if constexpr (std::is_same_v<T, AttributeValue::Bytes>) to.set_bytes_value(std::string(v.begin(), v.end()));
-        else if constexpr (std::is_same_v<T, AttributeValue::Array>) {
-          auto* array = to.mutable_array_value();
-          for (const auto& element : v) to_proto(element, *array->add_values());
-        } else if constexpr (std::is_same_v<T, AttributeValue::KvList>) {
-          auto* list = to.mutable_kvlist_value();
-          for (const auto& kv : v) {
-            auto* entry = list->add_values();
-            entry->set_key(kv.key);
-            to_proto(kv.value, *entry->mutable_value());
-          }
-        }
-      },
-      from.value);
 }
 
 template <typename Repeated>

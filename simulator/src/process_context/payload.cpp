@@ -9,12 +9,12 @@
 
 #include "opentelemetry/proto/processcontext/v1development/process_context.pb.h"
 #include "tracecorr/ids.hpp"
+#include "tracecorr/otlp_proto.hpp"
 #include "tracecorr/process_context.hpp"
 
 namespace tracecorr::process_context {
 namespace {
 
-namespace pb_common = opentelemetry::proto::common::v1;
 namespace pb_context = opentelemetry::proto::processcontext::v1development;
 
 // ---- The schema, as the wire walk needs it ----
@@ -124,7 +124,7 @@ class WireCheck {
     std::uint32_t index = 0;
     if (spec) index = number < 8 ? occurrences[number]++ : 0;
     if (spec) path_.push_back({spec->name, spec->list ? std::optional<std::uint32_t>(index) : std::nullopt});
-    bool ok = spec ? known_field(*spec, end, value_depth, index) : unknown_field(number, wire, end, 0);
+    bool ok = spec ? known_field(*spec, end, value_depth, index) : unknown_field(number, wire, end, 0, field_start);
     if (ok && spec) path_.pop_back();
     if (!spec && ok) ++unknown_;
     return ok;
@@ -186,8 +186,8 @@ class WireCheck {
   }
 
   // A field the schema does not name: skipped as protobuf would keep it.
-  bool unknown_field(std::uint64_t number, std::uint64_t wire, std::size_t end, std::size_t group_depth) {
-    const std::size_t at = pos_;
+  // `at`: where its tag began (pos_ is past it).
+  bool unknown_field(std::uint64_t number, std::uint64_t wire, std::size_t end, std::size_t group_depth, std::size_t at) {
     switch (wire) {
       case 0: {
         std::uint64_t v;
@@ -218,7 +218,7 @@ class WireCheck {
             return true;
           }
           if ((tag >> 3) == 0) return malformed(inner, "field number 0 is invalid");
-          if (!unknown_field(tag >> 3, tag & 7, end, group_depth + 1)) return false;
+          if (!unknown_field(tag >> 3, tag & 7, end, group_depth + 1, inner)) return false;
         }
       }
       case 4: return malformed(at, "end-group " + std::to_string(number) + " without a group");
@@ -271,40 +271,6 @@ class WireCheck {
   Error error_;
 };
 
-// ---- libprotobuf's objects -> typed values (bounds already checked on the wire) ----
-
-otlp::AttributeValue convert_value(const pb_common::AnyValue& from);
-
-AttributeList convert_list(const google::protobuf::RepeatedPtrField<pb_common::KeyValue>& from) {
-  AttributeList list;
-  list.reserve(static_cast<std::size_t>(from.size()));
-  for (const auto& kv : from) list.push_back({kv.key(), convert_value(kv.value())});
-  return list;
-}
-
-otlp::AttributeValue convert_value(const pb_common::AnyValue& from) {
-  using otlp::AttributeValue;
-  switch (from.value_case()) {
-    case pb_common::AnyValue::kStringValue: return AttributeValue(from.string_value());
-    case pb_common::AnyValue::kBoolValue: return AttributeValue(from.bool_value());
-    case pb_common::AnyValue::kIntValue: return AttributeValue(static_cast<std::int64_t>(from.int_value()));
-    case pb_common::AnyValue::kDoubleValue: return AttributeValue(from.double_value());
-    case pb_common::AnyValue::kBytesValue: {
-      const auto& b = from.bytes_value();
-      return AttributeValue(AttributeValue::Bytes(b.begin(), b.end()));
-    }
-    case pb_common::AnyValue::kArrayValue: {
-      AttributeValue::Array array;
-      array.reserve(static_cast<std::size_t>(from.array_value().values_size()));
-      for (const auto& v : from.array_value().values()) array.push_back(convert_value(v));
-      return AttributeValue(std::move(array));
-    }
-    case pb_common::AnyValue::kKvlistValue: return AttributeValue(convert_list(from.kvlist_value().values()));
-    case pb_common::AnyValue::VALUE_NOT_SET: return {};
-  }
-  return {};
-}
-
 }  // namespace
 
 Expected<Payload> decode_payload(std::span<const std::uint8_t> bytes, const DecodeLimits& limits) {
@@ -327,11 +293,30 @@ Expected<Payload> decode_payload(std::span<const std::uint8_t> bytes, const Deco
 
   Payload out;
   out.has_resource = parsed.has_resource();
-  out.resource = convert_list(parsed.resource().attributes());
+  out.resource = otlp::from_proto(parsed.resource().attributes());
   out.resource_dropped_attributes_count = parsed.resource().dropped_attributes_count();
-  out.attributes = convert_list(parsed.attributes());
+  out.attributes = otlp::from_proto(parsed.attributes());
   out.unknown_fields = check.unknown_fields();
   return out;
+}
+
+std::vector<std::uint8_t> encode_payload(const Payload& payload) {
+  pb_context::ProcessContext message;
+  auto add = [](const AttributeList& from, auto& to) {
+    for (const auto& kv : from) {
+      auto* entry = to.Add();
+      entry->set_key(kv.key);
+      otlp::to_proto(kv.value, *entry->mutable_value());
+    }
+  };
+  if (payload.has_resource || !payload.resource.empty() || payload.resource_dropped_attributes_count) {
+    auto* resource = message.mutable_resource();
+    add(payload.resource, *resource->mutable_attributes());
+    resource->set_dropped_attributes_count(payload.resource_dropped_attributes_count);
+  }
+  add(payload.attributes, *message.mutable_attributes());
+  std::string bytes = message.SerializeAsString();
+  return {bytes.begin(), bytes.end()};
 }
 
 std::size_t complete_prefix_length(std::span<const std::uint8_t> bytes) {
