@@ -91,7 +91,8 @@ int run_conform(const ConformArgs& a) {
   auto run = run_conformance(o);
   if (!run) {
     std::fprintf(stderr, "tracecorr conform: %s\n", printable_text(run.error().message()).c_str());
-    return kExitUsage;
+    // A target that publishes nothing tracecorr knows is the environment's fault, not the command line's.
+    return run.error().kind == ErrorKind::kNotFound && run.error().where == "--protocol auto" ? kExitEnvironment : kExitUsage;
   }
   if (expectations) apply_expectations(*run, *expectations);
 

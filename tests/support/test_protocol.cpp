@@ -55,7 +55,8 @@ const ProtocolSpec& test_protocol() {
     const auto registry = nlohmann::json::parse(kRegistryJson);
     for (const auto& r : registry.at("requirements"))
       out.push_back({keep(r.at("id")), level_of(r.at("level").get<std::string>()), keep(r.at("area")),
-                     r.at("role") == "agent" ? Role::Agent : Role::Profiler, keep(r.at("source")), keep(r.at("summary"))});
+                     r.at("role") == "agent" ? Role::Agent : Role::Profiler, keep(r.at("role")), keep(r.at("source")),
+                     keep(r.at("summary"))});
     return out;
   }();
   static const ProtocolSpec spec{kTestProtocolId, kTestProtocolTitle, requirements, kRegistryJson};

@@ -128,12 +128,24 @@ std::vector<std::string> selected_requirements(const Suite& suite, const std::ve
   return ids;
 }
 
-Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why) {
+Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<std::string>& only, std::string& why) {
   const auto all = suites();
   if (all.size() == 1) {
     why = "the only protocol tracecorr knows";
     return all.front();
   }
+  // Requirements named by --only belong to one suite: no trial launch needed.
+  for (const auto& token : only) {
+    const Suite* owner = suite_of_requirement(token);
+    for (const auto* s : all)
+      for (const auto& r : s->protocol().requirements)
+        if (r.area == token) owner = s;
+    if (owner) {
+      why = std::string(owner->protocol().id) + ": --only names its " + token;
+      return owner;
+    }
+  }
+  if (!only.empty()) return make_error("unknown requirement id or area " + only.front() + " (see tracecorr list)", "--only");
   if (!target.gdbstub.empty()) {
     std::vector<const Suite*> candidates;
     std::copy_if(all.begin(), all.end(), std::back_inserter(candidates), [](const Suite* s) { return s->reads_thread_pointers(); });
@@ -153,12 +165,13 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why) 
   };
   if (target.pid) {
     if (auto hit = first_publisher({TreeProcess{*target.pid, 0, 0, "", true}})) return found(*hit, "attached");
-    return make_error("pid " + std::to_string(*target.pid) + " publishes none of the protocols tracecorr knows", "--protocol auto");
+    return make_error(ErrorKind::kNotFound, "pid " + std::to_string(*target.pid) + " publishes none of the protocols tracecorr knows",
+                      "--protocol auto");
   }
   LaunchSpec launch;
   launch.argv = target.command;
   auto launched = Target::launch(launch);
-  if (!launched) return launched.error().within("--protocol auto");
+  if (!launched) return make_error(ErrorKind::kNotFound, "a trial launch failed: " + launched.error().message(), "--protocol auto");
   const auto deadline = std::chrono::steady_clock::now() + target.discovery_timeout;
   std::optional<std::pair<const Suite*, pid_t>> hit;
   while (!hit && std::chrono::steady_clock::now() < deadline) {
@@ -169,7 +182,7 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why) 
   }
   const std::string ended = (*launched)->stop();
   if (hit) return found(*hit, "a trial launch:");
-  return make_error("the command published none of the protocols tracecorr knows within " +
+  return make_error(ErrorKind::kNotFound, "the command published none of the protocols tracecorr knows within " +
                         std::to_string(target.discovery_timeout.count()) + " ms of a trial launch (it " + ended +
                         "); name one with --protocol",
                     "--protocol auto");
@@ -177,7 +190,7 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why) 
 
 Expected<RunResult> run_conformance(const RunOptions& given) {
   std::string detected;
-  auto chosen = given.protocol.empty() || given.protocol == "auto" ? detect_suite(given.target, detected)
+  auto chosen = given.protocol.empty() || given.protocol == "auto" ? detect_suite(given.target, given.only, detected)
                                                                     : choose_suite(given.protocol);
   if (!chosen) return chosen.error();
   const Suite& suite = **chosen;

@@ -33,7 +33,9 @@ Expected<const Suite*> choose_suite(const std::string& protocol);
 // publishes or `target.discovery_timeout` passes. With --gdbstub (a qemu-user
 // guest held for its debugger) nothing is launched: only a suite that reads
 // thread pointers can use it. `why` says how the choice was made.
-Expected<const Suite*> detect_suite(const TargetSpec& target, std::string& why);
+// Requirements or areas in `only` choose their suite without a launch.
+// Errors are kNotFound: the target published nothing tracecorr knows.
+Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<std::string>& only, std::string& why);
 
 // The agent-role requirements of `suite` the run judges (profiler-role ones
 // are tracecorr agent's, tested by its own tests), filtered by `only`.
