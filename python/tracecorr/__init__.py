@@ -68,7 +68,7 @@ def protocols() -> _List[ProtocolSpec]:
 
 def registry(protocol: _Optional[str] = None) -> dict:
     """spec/<protocol>.json as compiled into the library, parsed (a fresh dict each call).
-    ``protocol``: its id; None: the only compiled-in protocol (ValueError when there are several)."""
+    ``protocol``: its id; None: the first compiled in."""
     return _json.loads(_protocol.spec(protocol).registry_json)
 
 

@@ -24,7 +24,7 @@ def run_conformance(cmd: Union[str, Sequence[str], None] = None, *, pid: Optiona
     :func:`~tracecorr.render_junit` or :func:`~tracecorr.render_json`, and gate with
     :func:`tracecorr.exit_code`. ``duration`` (seconds for the main session, like
     ``--duration``), ``expectations`` (``--expect FILE``), ``protocol`` (``--protocol``,
-    default: the only one) and ``options``, the protocol suite's own settings (``--NAME VALUE``;
+    default: auto, the one the target publishes) and ``options``, the protocol suite's own settings (``--NAME VALUE``;
     ``personality`` is the option of that name, kept as a keyword). Unknown ids in ``only`` raise
     TracecorrError.
     """

@@ -90,18 +90,20 @@ def _choose(kind: str, wanted: Optional[str], available: Dict[str, Any]):
         if wanted not in available:
             raise ValueError(f"no {kind} {wanted!r} (have: {', '.join(available) or 'none'})")
         return available[wanted]
-    if len(available) != 1:
-        raise ValueError(f"name the protocol: {kind}s {', '.join(available) or '(none)'} are available")
+    if not available:
+        raise ValueError(f"no {kind} is available")
+    # Several: the first compiled in (TRACECORR_PROTOCOLS' order), so scripts written when there
+    # was one protocol keep their meaning; name another with protocol=.
     return next(iter(available.values()))
 
 
 def package(protocol: Optional[str] = None) -> ProtocolPackage:
-    """The registered package of ``protocol`` (an id); None: the only one (ValueError otherwise)."""
+    """The registered package of ``protocol`` (an id); None: the first compiled in."""
     return _choose("protocol package", protocol, {p.id: p for p in packages()})
 
 
 def spec(protocol: Optional[str] = None):
-    """The compiled-in ProtocolSpec of ``protocol``; None: the only one (ValueError otherwise)."""
+    """The compiled-in ProtocolSpec of ``protocol``; None: the first compiled in."""
     return _choose("protocol", protocol, {p.id: p for p in _tracecorr.protocols()})
 
 

@@ -10,7 +10,7 @@ Target selection (first that applies):
 * ``@pytest.mark.tracecorr_target(cmd=..., env={...}, enabled="true")`` on a test or module;
 * the ``tracecorr_default_cmd`` fixture (override it in a conftest).
 
-``--tracecorr-protocol ID`` names the protocol under test (default: the only one compiled in).
+``--tracecorr-protocol ID`` names the protocol under test (default: the first compiled in).
 
 Fixtures: ``otlp_receiver`` (:class:`tracecorr.OtlpReceiver`), ``tracecorr_target``
 (:class:`tracecorr.Target`, launched with the receiver's endpoint and waited on until it
@@ -62,7 +62,7 @@ def pytest_addoption(parser):
                     help="Command line of the agent under test (launched per test, with the standard environment)")
     group.addoption("--tracecorr-pid", type=int, default=None, help="Attach to this running agent process instead")
     group.addoption("--tracecorr-protocol", default=None, metavar="ID",
-                    help="The protocol under test (default: the only one compiled in)")
+                    help="The protocol under test (default: the first compiled in)")
     group.addoption("--tracecorr-otlp-port", type=int, default=0,
                     help="Port for the OTLP receiver (attach mode: where the agent exports)")
     group.addoption("--tracecorr-reader", choices=["auto", "bpf", "ptrace"], default="auto",

@@ -21,7 +21,7 @@ __all__ = ["Target", "standard_env"]
 def standard_env(endpoint: Optional[str], socket_dir: Optional[str], enabled: Optional[str] = "true",
                  batch_delay_ms: int = 50, *, protocol: Optional[str] = None) -> dict:
     """The environment ``tracecorr conform`` launches agents with: OTLP exporter to ``endpoint`` with a
-    short batch delay, and what ``protocol`` (default: the only one) needs: switched ``enabled``
+    short batch delay, and what ``protocol`` (default: the first compiled in) needs: switched ``enabled``
     (None: left unset), its sockets in ``socket_dir``."""
     env = {
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -45,7 +45,7 @@ class Target:
     running process. As a context manager the target is stopped (launched) or
     left alone (attached) on exit.
 
-    ``protocol`` (an id; default: the only one) picks the package that says what
+    ``protocol`` (an id; default: the first compiled in) picks the package that says what
     the process needs and has published (:attr:`protocol`); the package's target
     helpers are methods of the target (e.g. reading the records it published).
     """
@@ -108,12 +108,6 @@ class Target:
     def inspect(self, read_threads: bool = True, check_socket_reachable: bool = True) -> dict:
         """The ``tracecorr inspect --json`` document of this target's protocol for this process."""
         return _tracecorr.inspect_process(self.pid, read_threads, check_socket_reachable, self.protocol.id)
-
-    def process_context(self) -> dict:
-        """The process context part of :meth:`inspect` (OTEP 4719): ``mappings`` (each with
-        ``header``, ``read`` and ``payload``: ``resource`` and ``attributes`` as lists of
-        ``{"key", "type", "value"}``) and the ``findings`` of the writer rules one look can judge."""
-        return _tracecorr.inspect_process(self.pid, False, False, "otel-process-context")
 
     def wait_ready(self, timeout: float = 10.0, poll: float = 0.05) -> dict:
         """Waits until the process has published what its protocol publishes; returns that inspection.

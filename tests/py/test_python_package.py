@@ -45,10 +45,12 @@ def test_import_exposes_api():
 
 def test_each_compiled_in_protocol_has_its_package():
     ids = [p.id for p in tracecorr.protocols()]
-    assert ids == [REGISTRY_ID]
+    assert ids[0] == REGISTRY_ID and "otel-process-context" in ids
     packages = tracecorr.protocol.packages()
-    assert [p.id for p in packages] == ids
-    assert packages[0].module is elastic_v1 and tracecorr.protocol.package() is packages[0]
+    assert sorted(p.id for p in packages) == sorted(ids)
+    # Several compiled in: the first (TRACECORR_PROTOCOLS' order) is the default.
+    assert tracecorr.protocol.package() is tracecorr.protocol.package(REGISTRY_ID)
+    assert tracecorr.protocol.package(REGISTRY_ID).module is elastic_v1
     with pytest.raises(ValueError, match="no protocol package 'nope'"):
         tracecorr.protocol.package("nope")
     # Its environment names the registry's variables; the engine's standard environment adds it to OTel's.
@@ -79,8 +81,10 @@ def test_former_names_resolve_in_the_protocol_package():
 
 
 def test_registry_matches_spec_file():
-    ids = [r.id for r in tracecorr.requirements()]
-    assert ids == [r["id"] for r in REGISTRY["requirements"]]
+    ids = [r.id for r in tracecorr.requirements()]  # every protocol's, protocol by protocol
+    assert ids[:len(REGISTRY["requirements"])] == [r["id"] for r in REGISTRY["requirements"]]
+    pctx = json.loads((REPO / "spec" / "otel-process-context.json").read_text())
+    assert ids[len(REGISTRY["requirements"]):] == [r["id"] for r in pctx["requirements"]]
     assert tracecorr.registry() == REGISTRY == tracecorr.registry(REGISTRY_ID) == elastic_v1.registry()
     with pytest.raises(ValueError):
         tracecorr.registry("nope")
@@ -391,4 +395,5 @@ def test_setup_build_ext_with_cmake(tmp_path):
     (out / "tracecorr").joinpath("__init__.py").write_text("")
     r = _run_in_tmp("import tracecorr._tracecorr as t; print(len(t.requirements()))", out)
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout) == len(REGISTRY["requirements"])
+    every_registry = [json.loads((REPO / "spec" / f"{p.id}.json").read_text()) for p in tracecorr.protocols()]
+    assert int(r.stdout) == sum(len(reg["requirements"]) for reg in every_registry)
