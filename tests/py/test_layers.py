@@ -249,7 +249,7 @@ def distinctive_names(package: str) -> dict[str, re.Pattern]:
             type_name = "".join(part.capitalize() for part in layout.split("_"))
             names[type_name + "*"] = re.compile(r"\b" + type_name + r"\w*")
     # Its code: the C++ namespace and headers, the Python subpackage and bindings.
-    names[f"{package}:: / namespace {package}"] = re.compile(rf"\b{package}::|\bnamespace {package}\b")
+    names[f"{package}:: / namespace {package}"] = re.compile(rf"\b{package}::|\bnamespace (tracecorr::)?{package}\b")
     names[f'"{package}/..." include'] = re.compile(rf'["<]{package}/')
     names[f"tracecorr.{package} (Python)"] = re.compile(rf"\.{package}\b|\bimport {package}\b")
     return names

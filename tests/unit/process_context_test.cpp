@@ -4,7 +4,7 @@
 // live writer (tests/unit/data/process_context_writer.c) that the tests drive
 // step by step, so every retry happens where the test puts it.
 //
-// The reader rules of spec/otel-process-context.md §6 each have tests named
+// The reader rules of the process context spec (PCTXR, its reading section) each have tests named
 // after them: ReaderRule_PCTXR_0N_*.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
-"""The OpenTelemetry process context (OTEP 4719, spec/otel-process-context.md) from Python.
+"""The OpenTelemetry process context (OTEP 4719, spec/otel-process-context.md) from Python:
+``tracecorr.otel_process_context``.
 
 A process publishes its resource in an ``OTEL_CTX`` mapping; tracecorr's engine reads it
 (discovery by name, the header, the timestamp seqlock, the protobuf payload). This package
