@@ -245,18 +245,28 @@ class WireCheck {
     return true;
   }
 
-  std::string path() const {
-    std::string out;
-    for (const auto& s : path_) {
-      if (!out.empty()) out += '.';
-      out += s.name;
-      if (s.index) out += "[" + std::to_string(*s.index) + "]";
+  // "payload byte 12 (resource.attributes[2].value)". Built by appending:
+  // GCC 12 warns falsely (-Wrestrict) on "literal" + std::string temporaries.
+  std::string where(std::size_t offset) const {
+    std::string out = "payload byte ";
+    out += std::to_string(offset);
+    out += " (";
+    if (path_.empty()) out += "ProcessContext";
+    for (std::size_t i = 0; i < path_.size(); ++i) {
+      if (i) out += '.';
+      out += path_[i].name;
+      if (path_[i].index) {
+        out += '[';
+        out += std::to_string(*path_[i].index);
+        out += ']';
+      }
     }
-    return out.empty() ? "ProcessContext" : out;
+    out += ')';
+    return out;
   }
 
   bool fail(ErrorKind kind, std::size_t offset, std::string what) {
-    error_ = make_error(kind, std::move(what), "payload byte " + std::to_string(offset) + " (" + path() + ")");
+    error_ = make_error(kind, std::move(what), where(offset));
     return false;
   }
   bool malformed(std::size_t offset, std::string what) { return fail(ErrorKind::kMalformed, offset, std::move(what)); }
