@@ -28,6 +28,7 @@ struct ConformArgs {
   // The suites' own options (conform::SuiteOption), as given on the command line.
   std::map<std::string, std::optional<std::string>> suite_settings;
   double duration = 0;
+  unsigned jobs = 0;
   int otlp_port = 0;
 };
 
@@ -59,6 +60,7 @@ int run_conform(const ConformArgs& a) {
   o.target.otlp_port = static_cast<std::uint16_t>(a.otlp_port);
   o.only = split_ids(a.only);
   o.strict = a.strict;
+  o.jobs = a.jobs;
   o.protocol = a.protocol;
   o.progress = a.quiet ? nullptr : stderr;
   o.scenario.observe_only = a.observe_only;
@@ -146,6 +148,7 @@ RegisterCommand conform_command(
       app.add_option("--expect", a->expect, "Expectations file: ids expected to fail, each with a reason");
       app.add_flag("--update-expectations", a->update_expectations, "Rewrite --expect with the current failures");
       app.add_option("--duration", a->duration, "Seconds for the main session's phases (default 5; longer is steadier)");
+      app.add_option("--jobs", a->jobs, "Sessions run at once (default: two per CPU); reports keep the session order");
       app.add_option("--gdbstub", a->gdbstub, "HOST:PORT of qemu-user's gdbstub, for arm64 agents under qemu-aarch64 -g");
       app.add_option("--otlp-port", a->otlp_port, "Fixed port for tracecorr's OTLP receiver (attach mode)");
       app.add_flag("--quiet", a->quiet, "No progress lines on stderr");

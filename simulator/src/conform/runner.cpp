@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <iterator>
@@ -126,6 +127,69 @@ std::vector<std::string> selected_requirements(const Suite& suite, const std::ve
     if (only.empty() || std::find(wanted.begin(), wanted.end(), id) != wanted.end()) ids.push_back(id);
   }
   return ids;
+}
+
+// One session from launch (or attach) to evidence, and what it adds to the
+// run; sessions run concurrently (run_conformance), so nothing here touches
+// the run itself.
+struct SessionRun {
+  std::string name;
+  std::optional<SessionEvidence> evidence;
+  std::optional<std::string> error;  // could not open, or its scenario failed
+  std::optional<std::string> lost;   // attach mode: the process judged went away
+  std::string judged;                // which process was judged, and why
+  std::string loader_view_note;
+  RunResult closed;                  // the notes and counters the session adds
+  std::optional<ExportBatching> coarse_batching;
+};
+
+SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
+  SessionRun r;
+  r.name = name;
+  const bool attach_mode = o.target.pid.has_value();
+  auto started = std::chrono::steady_clock::now();
+  say(o, "session " + name + ": " + (attach_mode ? "attaching" : "launching"));
+  auto session = suite.open_session(o.target, name, scenario);
+  if (!session) {
+    r.error = session.error().message();
+    say(o, "session " + name + ": " + session.error().message());
+    return r;
+  }
+  if (const auto& judged = (*session)->judged_process(); !judged.empty()) {
+    say(o, "session " + name + ": judging " + judged);
+    r.judged = judged;
+    if (const auto& lib = (*session)->library(); lib && !lib->elf.loader_view_note.empty())
+      r.loader_view_note = "library " + lib->path + ": " + lib->elf.loader_view_note;
+  }
+  if (auto st = suite.run_scenario(**session, scenario); !st) r.error = st.error().message();
+  (*session)->close();
+  // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
+  // a process that is no longer the one judged (a failed SOCK-02 against a
+  // vanished socket, 16 passes against a new image): the environment's error.
+  if (attach_mode)
+    if (auto lost = (*session)->target().attached_process_lost()) {
+      r.lost = *lost;
+      say(o, "session " + name + ": " + *lost);
+    }
+  suite.session_closed(**session, scenario, r.closed);
+  if (attach_mode) {
+    if ((*session)->receiver().counters().spans == 0 && o.target.otlp_port)
+      r.closed.notes.push_back("no span arrived at port " + std::to_string(o.target.otlp_port) + ": " +
+                               agent_settings_advice(o));
+    auto batching = measure_export_batching(**session);
+    if (batching.coarse()) {
+      r.closed.notes.push_back("spans arrive in large periodic batches (" + batching.figures() + "): " +
+                               agent_settings_advice(o));
+      say(o, "the agent exports in large batches (" + batching.figures() + "); " + agent_settings_advice(o));
+      r.coarse_batching = batching;
+    }
+  }
+  r.closed.counters["spans_received." + name] = (*session)->receiver().counters().spans;
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  say(o, "session " + name + ": done in " + std::to_string(seconds).substr(0, 4) + " s, " +
+             std::to_string((*session)->receiver().counters().spans) + " spans received");
+  r.evidence = (*session)->evidence();
+  return r;
 }
 
 Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<std::string>& only, std::string& why) {
@@ -250,57 +314,48 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
 
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
-  std::map<std::string, std::string> session_errors, lost_sessions;
-  bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
-  std::optional<ExportBatching> coarse_batching;  // attach mode: the agent's own export schedule
+  std::vector<std::string> to_run;
   for (const auto& name : suite.session_names()) {
     if (!wanted_sessions.count(name)) continue;
     if (sessions.attach_mode && name != suite.attach_session()) continue;  // needs a restart with other settings
-    auto started = std::chrono::steady_clock::now();
-    say(o, "session " + name + ": " + (sessions.attach_mode ? "attaching" : "launching"));
-    auto session = suite.open_session(o.target, name, scenario);
-    if (!session) {
-      session_errors[name] = session.error().message();
-      say(o, "session " + name + ": " + session.error().message());
-      continue;
-    }
-    if (const auto& judged = (*session)->judged_process(); !judged.empty()) {
-      say(o, "session " + name + ": judging " + judged);
-      if (!judged_noted) {
-        run.notes.push_back("session " + name + " judged " + judged);
-        if (const auto& lib = (*session)->library(); lib && !lib->elf.loader_view_note.empty())
-          run.notes.push_back("library " + lib->path + ": " + lib->elf.loader_view_note);
-      }
+    to_run.push_back(name);
+  }
+  // Sessions are independent (each launches its own target with its own
+  // receiver and socket directory), so they overlap; what each adds to the
+  // run is merged afterwards in the suite's order, so reports do not depend
+  // on which finished first.
+  std::vector<SessionRun> outcomes(to_run.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < to_run.size();) outcomes[i] = run_session(suite, o, scenario, to_run[i]);
+  };
+  // By default two per CPU: a session mostly waits out its scenario's phases
+  // (its target's own threads are what load the CPUs), so one per CPU leaves
+  // them idle; verdicts are judged against baselines measured in the same
+  // session, so the overlap does not move them.
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t jobs = std::clamp<std::size_t>(o.jobs ? o.jobs : 2 * cpus, 1, std::max<std::size_t>(1, to_run.size()));
+  {
+    std::vector<std::thread> pool;
+    for (std::size_t j = 1; j < jobs; ++j) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+  }
+  std::map<std::string, std::string> session_errors, lost_sessions;
+  bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
+  std::optional<ExportBatching> coarse_batching;  // attach mode: the agent's own export schedule
+  for (auto& r : outcomes) {
+    if (r.error) session_errors[r.name] = *r.error;
+    if (r.lost) lost_sessions[r.name] = *r.lost;
+    if (!r.judged.empty() && !judged_noted) {
+      run.notes.push_back("session " + r.name + " judged " + r.judged);
+      if (!r.loader_view_note.empty()) run.notes.push_back(r.loader_view_note);
       judged_noted = true;
     }
-    if (auto st = suite.run_scenario(**session, scenario); !st) session_errors[name] = st.error().message();
-    (*session)->close();
-    // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
-    // a process that is no longer the one judged (a failed SOCK-02 against a
-    // vanished socket, 16 passes against a new image): the environment's error.
-    if (sessions.attach_mode)
-      if (auto lost = (*session)->target().attached_process_lost()) {
-        lost_sessions[name] = *lost;
-        say(o, "session " + name + ": " + *lost);
-      }
-    suite.session_closed(**session, scenario, run);
-    if (sessions.attach_mode) {
-      if ((*session)->receiver().counters().spans == 0 && o.target.otlp_port)
-        run.notes.push_back("no span arrived at port " + std::to_string(o.target.otlp_port) + ": " +
-                            agent_settings_advice(o));
-      auto batching = measure_export_batching(**session);
-      if (batching.coarse()) {
-        run.notes.push_back("spans arrive in large periodic batches (" + batching.figures() + "): " +
-                            agent_settings_advice(o));
-        say(o, "the agent exports in large batches (" + batching.figures() + "); " + agent_settings_advice(o));
-        coarse_batching = batching;
-      }
-    }
-    run.counters["spans_received." + name] = (*session)->receiver().counters().spans;
-    auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    say(o, "session " + name + ": done in " + std::to_string(seconds).substr(0, 4) + " s, " +
-               std::to_string((*session)->receiver().counters().spans) + " spans received");
-    sessions.add((*session)->evidence());
+    run.notes.insert(run.notes.end(), r.closed.notes.begin(), r.closed.notes.end());
+    for (const auto& [k, v] : r.closed.counters) run.counters[k] = v;
+    if (r.coarse_batching) coarse_batching = r.coarse_batching;
+    if (r.evidence) sessions.add(std::move(*r.evidence));
   }
 
   std::map<std::string, std::pair<Finding, const Probe*>> findings;

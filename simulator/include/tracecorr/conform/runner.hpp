@@ -22,6 +22,10 @@ struct RunOptions {
   bool strict = false;
   ScenarioOptions scenario;
   std::FILE* progress = stderr;   // one line per session; nullptr: quiet
+  // Sessions run at once (each its own target, receiver and socket directory);
+  // 0: two per CPU, at most one per session. Results and reports keep the
+  // suite's session order whatever finishes first.
+  unsigned jobs = 0;
 };
 
 // The suite `protocol` names (empty: the only one); an error names the choices.
