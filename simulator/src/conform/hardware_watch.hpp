@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,42 @@ inline std::string thread_where(pid_t pid, pid_t tid) { return "pid " + std::to_
 inline constexpr std::size_t kRegisters = 4;
 
 inline bool running_under_qemu(pid_t pid) { return runs_under_qemu_user(pid); }
+
+// The process (thread group) of a thread the kernel attached to a watch at a
+// clone: its Tgid; `fallback` when /proc no longer says.
+inline pid_t thread_group_of(pid_t tid, pid_t fallback) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
+  return fallback;
+}
+
+// Starts a watch's own thread, `state.run(seized)` (ptrace binds a tracee to
+// one tracer thread, so everything the watch does happens there), and waits
+// for its answer to whether it seized the process; on a refusal the thread has
+// ended and is joined.
+template <class State>
+Status start_watch_thread(State& state) {
+  std::promise<Status> seized;
+  auto answer = seized.get_future();
+  state.thread = std::thread([&state, &seized] { state.run(seized); });
+  Status st = answer.get();
+  if (!st) state.thread.join();
+  return st;
+}
+
+// The body of that thread: seize the process, answer, then follow it until
+// the watch ends (`Follower`: seize_root() and run(), each watch's own).
+template <class Follower, class State>
+void seize_then_follow(State& state, std::promise<Status>& seized) {
+  Follower follower(state);
+  if (auto st = follower.seize_root(); !st) {
+    seized.set_value(st);
+    return;
+  }
+  seized.set_value(Ok{});  // `seized` is gone once the caller has its answer
+  follower.run();
+}
 
 // A thread that is a zombie (or gone) will never report a ptrace-stop; a
 // zombie thread-group leader does not even report its exit until the other

@@ -68,14 +68,7 @@ Expected<std::unique_ptr<MappingWatch>> MappingWatch::follow_launch(pid_t pid, S
   state->root = pid;
   state->settings = std::move(settings);
   state->report.watched_bytes = state->settings.watched_bytes;
-  std::promise<Status> seized;
-  auto seized_result = seized.get_future();
-  state->thread = std::thread([raw = state.get(), &seized] { raw->run(seized); });
-  Status st = seized_result.get();
-  if (!st) {
-    state->thread.join();
-    return st.error();
-  }
+  if (auto st = hardware_watch::start_watch_thread(*state); !st) return st.error();
   return std::unique_ptr<MappingWatch>(new MappingWatch(std::move(state)));
 #endif
 }
@@ -89,13 +82,6 @@ using namespace hardware_watch;
 
 constexpr auto kInterruptBound = std::chrono::seconds(2);
 constexpr std::uint64_t kChunk = 8;
-
-pid_t thread_group_of(pid_t tid, pid_t fallback) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
-  return fallback;
-}
 
 // The first mapping of `pid` the predicate accepts (the maps text is the
 // kernel's, bounded by read_maps).
@@ -382,15 +368,7 @@ class Follower {
 
 }  // namespace
 
-void MappingWatch::State::run(std::promise<Status>& seized) {
-  Follower follower(*this);
-  if (auto st = follower.seize_root(); !st) {
-    seized.set_value(st);
-    return;
-  }
-  seized.set_value(Ok{});  // `seized` is gone once the caller has its answer
-  follower.run();
-}
+void MappingWatch::State::run(std::promise<Status>& seized) { seize_then_follow<Follower>(*this, seized); }
 #endif
 
 }  // namespace tracecorr::conform

@@ -64,14 +64,7 @@ Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, const R
   state->layout = layout;
   state->locate = std::move(locate);
   state->settings = settings;
-  std::promise<Status> seized;
-  auto seized_result = seized.get_future();
-  state->thread = std::thread([raw = state.get(), &seized] { raw->run(seized); });
-  Status st = seized_result.get();
-  if (!st) {
-    state->thread.join();
-    return st.error();
-  }
+  if (auto st = hardware_watch::start_watch_thread(*state); !st) return st.error();
   return std::unique_ptr<SlotWatch>(new SlotWatch(std::move(state)));
 #endif
 }
@@ -86,13 +79,6 @@ using namespace hardware_watch;
 constexpr auto kArmRetryInterval = std::chrono::milliseconds(20);
 constexpr auto kInterruptBound = std::chrono::seconds(2);
 constexpr char kPublishedFirst[] = "published before its slot could be watched";
-
-pid_t thread_group_of(pid_t tid, pid_t fallback) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
-  return fallback;
-}
 
 struct FollowedThread {
   std::unique_ptr<WatchSession> session;
@@ -286,15 +272,7 @@ class Follower {
 
 }  // namespace
 
-void SlotWatch::State::run(std::promise<Status>& seized) {
-  Follower follower(*this);
-  if (auto st = follower.seize_root(); !st) {
-    seized.set_value(st);
-    return;
-  }
-  seized.set_value(Ok{});  // `seized` is gone once the caller has its answer
-  follower.run();
-}
+void SlotWatch::State::run(std::promise<Status>& seized) { seize_then_follow<Follower>(*this, seized); }
 #endif
 
 }  // namespace tracecorr::conform

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "tracecorr/fd.hpp"
@@ -137,6 +138,26 @@ class VmFlagsScanner {
   std::vector<std::pair<std::uint64_t, VmFlags>> found_;
 };
 
+// Reads `path` (a /proc file: read in chunks, its size unknown) and hands
+// each chunk to `take` until it returns false or the file ends.
+Status for_each_chunk(const std::string& path, const std::function<bool(std::string_view)>& take) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    const int err = errno;
+    return make_error(errno_kind(err), "cannot open: " + errno_reason(err), path);
+  }
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      return make_error(errno_kind(err), "cannot read: " + errno_reason(err), path);
+    }
+    if (n == 0 || !take(std::string_view(buf, static_cast<std::size_t>(n)))) return Ok{};
+  }
+}
+
 }  // namespace
 
 bool VmFlags::has(std::string_view code) const {
@@ -157,24 +178,10 @@ std::vector<std::pair<std::uint64_t, VmFlags>> parse_smaps_vm_flags(std::string_
 
 Expected<std::vector<std::pair<std::uint64_t, VmFlags>>> read_vm_flags(pid_t pid, std::span<const std::uint64_t> starts) {
   std::string path = process_dir(pid) + "/smaps";
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    const int err = errno;
-    return make_error(errno_kind(err), "cannot open: " + errno_reason(err), path);
-  }
   VmFlagsScanner scanner(starts);
   std::string line;
   bool overlong = false;  // inside a line past the bound: skipped up to its newline
-  char buf[65536];
-  while (!scanner.complete()) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return make_error(errno_kind(err), "cannot read: " + errno_reason(err), path);
-    }
-    if (n == 0) break;
-    std::string_view chunk(buf, static_cast<std::size_t>(n));
+  auto st = for_each_chunk(path, [&](std::string_view chunk) {
     while (!chunk.empty()) {
       std::size_t nl = chunk.find('\n');
       std::string_view piece = chunk.substr(0, nl);
@@ -192,7 +199,9 @@ Expected<std::vector<std::pair<std::uint64_t, VmFlags>>> read_vm_flags(pid_t pid
       line.clear();
       overlong = false;
     }
-  }
+    return !scanner.complete();
+  });
+  if (!st) return st.error();
   if (!line.empty() && !overlong) scanner.line(line);
   return scanner.result();
 }
@@ -219,25 +228,15 @@ std::vector<Mapping> parse_maps(std::string_view text) {
 
 Expected<std::string> read_proc_text(pid_t pid, const std::string& name, std::size_t max_bytes) {
   std::string path = process_dir(pid) + "/" + name;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    const int err = errno;
-    return make_error(errno_kind(err), "cannot open: " + errno_reason(err), path);
-  }
   std::string text;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return make_error(errno_kind(err), "cannot read: " + errno_reason(err), path);
-    }
-    if (n == 0) break;
-    if (text.size() + static_cast<std::size_t>(n) > max_bytes)
-      return make_error(ErrorKind::kTooLong, "larger than the " + std::to_string(max_bytes) + "-byte bound", path);
-    text.append(buf, static_cast<std::size_t>(n));
-  }
+  bool too_long = false;
+  auto st = for_each_chunk(path, [&](std::string_view chunk) {
+    too_long = text.size() + chunk.size() > max_bytes;
+    if (!too_long) text.append(chunk);
+    return !too_long;
+  });
+  if (!st) return st.error();
+  if (too_long) return make_error(ErrorKind::kTooLong, "larger than the " + std::to_string(max_bytes) + "-byte bound", path);
   return text;
 }
 
