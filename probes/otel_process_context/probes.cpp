@@ -33,6 +33,13 @@ std::vector<const ContextFacts*> sessions_run(const SessionSet& sessions) {
   return out;
 }
 
+std::vector<Finding> needs_watched_session(const std::vector<std::string>& ids) {
+  std::vector<Finding> out;
+  for (const auto& id : ids)
+    out.push_back(not_applicable(id, "needs the watched session, which runs only on a launched target (--only or attach mode)"));
+  return out;
+}
+
 std::vector<Finding> none_ran(const std::vector<std::string>& ids) {
   std::vector<Finding> out;
   for (const auto& id : ids) out.push_back(not_applicable(id, "no session of this suite ran"));
@@ -100,8 +107,7 @@ class SeqlockProbe final : public conform::Probe {
       out.push_back(judge_zeroed_before_update(*watched));
       out.push_back(judge_timestamp_moves_forward(*watched));
     } else {
-      for (const char* id : {"PCTX-07", "PCTX-08", "PCTX-09"})
-        out.push_back(not_applicable(id, "needs the watched session, which runs only on a launched target"));
+      out = needs_watched_session({"PCTX-07", "PCTX-08", "PCTX-09"});
     }
     out.push_back(judge_no_torn_read(sessions_run(sessions)));
     return out;
@@ -118,7 +124,7 @@ class NamingProbe final : public conform::Probe {
   std::vector<std::string> sessions() const override { return {kWatchedSession}; }
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     const auto* watched = facts(sessions, kWatchedSession);
-    if (!watched) return none_ran(requirements());
+    if (!watched) return needs_watched_session(requirements());
     return {judge_named_on_publish(*watched), judge_named_on_update(*watched)};
   }
 };
