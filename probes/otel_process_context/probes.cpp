@@ -36,7 +36,7 @@ std::vector<const ContextFacts*> sessions_run(const SessionSet& sessions) {
 std::vector<Finding> needs_watched_session(const std::vector<std::string>& ids) {
   std::vector<Finding> out;
   for (const auto& id : ids)
-    out.push_back(not_applicable(id, "needs the watched session, which runs only on a launched target (--only or attach mode)"));
+    out.push_back(not_applicable(id, "needs the watched session, which runs only on a launched target"));
   return out;
 }
 
