@@ -41,6 +41,7 @@ std::string render_json(const RunResult& run) {
     results.push_back({{"id", text(r->id)},
                        {"level", to_string(r->level)},
                        {"role", to_string(r->role)},
+                       {"role_name", r->role_name.empty() ? std::string(to_string(r->role)) : r->role_name},
                        {"area", text(r->area)},
                        {"source", text(r->source)},
                        {"words", text(r->words)},

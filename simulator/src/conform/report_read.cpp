@@ -96,6 +96,7 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
     auto role = one_of(r, "role", std::array{Role::Agent, Role::Profiler}, at);
     if (!role) return role.error();
     result.role = *role;
+    result.role_name = str(r, "role_name");
     auto verdict = one_of(r, "verdict",
                           std::array{Verdict::Pass, Verdict::Fail, Verdict::Warn, Verdict::Skip, Verdict::Error}, at);
     if (!verdict) return verdict.error();

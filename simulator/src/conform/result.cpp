@@ -34,6 +34,7 @@ Expected<RequirementResult> make_result(std::string_view id) {
   result.id = r->id;
   result.level = r->level;
   result.role = r->role;
+  result.role_name = std::string(r->role_name);
   result.words = r->summary;
   result.area = r->area;
   result.source = r->source;

@@ -44,6 +44,7 @@ struct RequirementResult {
   std::string id;  // "ATTR-02"
   Level level = Level::Must;
   Role role = Role::Agent;
+  std::string role_name;  // the registry's word for it ("agent", "writer"); "" when unknown
   std::string words;   // the registry's summary of the requirement
   std::string area;    // "ATTR"
   std::string source;  // section of the reference it comes from
