@@ -3,14 +3,20 @@
 
 #include <sys/syscall.h>
 
+#include <algorithm>
+
 #include "evidence.hpp"
 
 namespace tracecorr::otel_process_context {
 
 using process_context::Header;
 
+// Written, not right: a wrong signature or version stored before the
+// timestamp is PCTX-02's or PCTX-03's failure, not an order PCTX-07 judges.
 bool Publication::complete() const {
-  return header.signature_matches() && header.version != 0 && header.payload_size != 0 && header.payload != 0;
+  const bool signature_written =
+      std::any_of(header.signature.begin(), header.signature.end(), [](std::uint8_t b) { return b != 0; });
+  return signature_written && header.version != 0 && header.payload_size != 0 && header.payload != 0;
 }
 
 std::string describe(const Header& h) {
@@ -42,6 +48,10 @@ HeaderHistory header_history(const conform::MappingWatchReport& report, pid_t pi
   HeaderHistory h;
   std::optional<Header> previous;
   std::optional<std::uint64_t> last_timestamp;
+  // The story ends where the kept events end: past kMaxKeptEvents the watch
+  // went on, but what it saw (a naming call, say) is not here.
+  const auto story_end =
+      report.events_dropped && !report.events.empty() ? report.events.back().at : report.ended_at;
   for (std::size_t i = 0; i < report.events.size(); ++i) {
     const auto& e = report.events[i];
     if (e.pid != pid) continue;
@@ -82,7 +92,7 @@ HeaderHistory header_history(const conform::MappingWatchReport& report, pid_t pi
       p.header = *header;
       p.previous_timestamp = last_timestamp;
       p.from_zero = before_ts == 0;
-      if (report.ended_at > e.at) p.watched_after = report.ended_at - e.at;
+      if (story_end > e.at) p.watched_after = story_end - e.at;
       h.publications.push_back(p);
       last_timestamp = ts;
     }

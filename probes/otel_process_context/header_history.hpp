@@ -29,7 +29,8 @@ struct Publication {
   // the timestamp next changed (or the watch ended).
   std::size_t naming_calls_after = 0;
   // Whether the timestamp changed again later, and how long the watch went on
-  // after this store (a naming call still to come may have been cut off).
+  // after this store (a naming call still to come may have been cut off);
+  // when the report dropped events, only until its last kept one.
   bool superseded = false;
   std::chrono::nanoseconds watched_after{0};
   // Long enough without a change that a naming call would have come: the

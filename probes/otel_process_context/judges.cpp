@@ -35,6 +35,17 @@ std::string joined(const std::vector<std::string>& words) {
   return out;
 }
 
+// Why the naming calls cannot be seen, or nullopt when they can: qemu-user
+// (7.2) answers a guest's prctl(PR_SET_VMA) itself, with EINVAL, and never
+// calls the host's, so the watch (which sees the host's system calls) cannot
+// tell a guest that names from one that does not. A qemu that passes the call
+// on shows it, and is judged.
+std::optional<std::string> naming_unseen(const ContextFacts& f, const HeaderHistory& h) {
+  if (!f.under_qemu_user || h.naming_calls > 0) return std::nullopt;
+  return "the target runs under qemu-user, which does not pass prctl(PR_SET_VMA) on to the host: the watch saw no naming "
+         "call, and cannot tell whether the guest made one (" + watch_said(f) + ")";
+}
+
 // The publications after the first complete one: the updates.
 std::vector<const Publication*> updates_of(const HeaderHistory& h) {
   std::vector<const Publication*> out;
@@ -133,6 +144,7 @@ Finding judge_named_on_publish(const ContextFacts& f) {
   const auto h = history_of(f);
   if (!h.address || !h.armed_before_publication || h.publications.empty())
     return not_applicable(id, "the publication was not watched from its start (" + watch_said(f) + ")");
+  if (auto why = naming_unseen(f, h)) return not_applicable(id, *why);
   const auto& first = h.publications.front();
   if (first.naming_calls_after > 0)
     return met(id, first.naming_calls_after,
@@ -153,6 +165,7 @@ Finding judge_named_on_update(const ContextFacts& f) {
   const std::string id = "PCTX-14";
   if (auto why = watch_missing(f)) return not_applicable(id, *why);
   const auto h = history_of(f);
+  if (auto why = naming_unseen(f, h); why && !updates_of(h).empty()) return not_applicable(id, *why);
   std::size_t named = 0, unfinished = 0;
   for (const auto* u : updates_of(h)) {
     if (u->naming_calls_after > 0) {

@@ -19,7 +19,20 @@ import time
 from pathlib import Path
 
 from build_products import BUILD, REGISTRY, REPO, TRACECORR, fixture_dir, fixture_program, missing_reason  # noqa: F401
-LEVELS = {r["id"]: r["level"] for r in REGISTRY["requirements"]}
+
+
+def _requirement_levels() -> dict[str, str]:
+    """The level of every requirement of every protocol registry in spec/
+    (requirement IDs are unique across packages)."""
+    levels = {}
+    for path in sorted((REPO / "spec").glob("*.json")):
+        document = json.loads(path.read_text())
+        if isinstance(document.get("requirements"), list) and "protocol" in document:
+            levels.update({r["id"]: r["level"] for r in document["requirements"]})
+    return levels
+
+
+LEVELS = _requirement_levels()
 QEMU = shutil.which("qemu-aarch64")
 AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
 
@@ -111,15 +124,17 @@ def inconclusive_results(report: dict | None) -> list[str]:
 def run_conform(command: list[str], only: list[str] | None = None, *, strict: bool = False,
                 gdbstub: str | None = None, out_dir: Path | None = None, junit: bool = False,
                 env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S,
-                extra_args: list[str] | None = None, retry_inconclusive: int = 0) -> ConformRun:
-    """One conform run. retry_inconclusive: run again, up to that many times,
+                extra_args: list[str] | None = None, retry_inconclusive: int = 0,
+                protocol: str | None = None) -> ConformRun:
+    """One conform run (of `protocol`'s suite: --protocol; None: conform's
+    default). retry_inconclusive: run again, up to that many times,
     while the only non-passes are inconclusive verdicts (the environment was
     too noisy to tell, and said so); a pass, fail or warn ends the retries, and
     every earlier attempt stays in the result's inconclusive_attempts."""
     earlier: list[list[str]] = []
     while True:
         run = _run_conform_once(command, only, strict=strict, gdbstub=gdbstub, out_dir=out_dir, junit=junit,
-                                env=env, timeout=timeout, extra_args=extra_args)
+                                env=env, timeout=timeout, extra_args=extra_args, protocol=protocol)
         inconclusive = inconclusive_results(run.report)
         if not inconclusive or len(earlier) == retry_inconclusive:
             run.inconclusive_attempts = earlier
@@ -129,12 +144,14 @@ def run_conform(command: list[str], only: list[str] | None = None, *, strict: bo
 
 def _run_conform_once(command: list[str], only: list[str] | None, *, strict: bool, gdbstub: str | None,
                       out_dir: Path | None, junit: bool, env: dict[str, str] | None, timeout: float,
-                      extra_args: list[str] | None) -> ConformRun:
+                      extra_args: list[str] | None, protocol: str | None) -> ConformRun:
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="tracecorr-conform-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "report.json"
     junit_path = out_dir / "report.xml" if junit else None
     argv = [str(TRACECORR), "conform", "--json", str(json_path)]
+    if protocol:
+        argv += ["--protocol", protocol]
     if junit_path:
         argv += ["--junit", str(junit_path)]
     if only:
