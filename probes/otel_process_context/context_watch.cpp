@@ -97,7 +97,11 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
   // its mmap holds a header still being written (timestamp 0).
   for (;;) {
     if (auto snapshot = process_context::take_snapshot(facts_.judged_pid)) {
-      const bool published = !snapshot->mappings.empty() && snapshot->mappings.front().read.ok();
+      // Published: a consistent read, or a header with its timestamp set that
+      // a reader refuses (a bad signature or version stays bad: no use waiting).
+      const auto* read = snapshot->mappings.empty() ? nullptr : &snapshot->mappings.front().read;
+      const bool published = read && (read->ok() || (read->header && read->header->published_at_ns != 0 &&
+                                                      read->stage == process_context::ReadStage::Header));
       facts_.first = std::move(*snapshot);
       if (published) break;
     }
