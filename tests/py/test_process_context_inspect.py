@@ -92,10 +92,10 @@ def test_inspect_shows_a_live_writers_context_next_to_elastic():
 def test_target_inspect_follows_an_update():
     with Writer() as writer:
         assert writer.command("publish before").startswith("published")
-        target = tracecorr.Target.attach(writer.pid)
+        target = tracecorr.Target.attach(writer.pid, protocol="otel-process-context")
         try:
             first = target.process_context()
-            [again] = target.inspect()["otel-process-context"]["mappings"]
+            [again] = target.inspect()["mappings"]  # a Target of this protocol inspects just it
             assert again["payload"] == first["mappings"][0]["payload"]
             [mapping] = first["mappings"]
             assert attributes(mapping["payload"]["resource"])["service.name"] == ("string", "before")
@@ -135,11 +135,13 @@ def test_a_timestamp_being_written_is_reported_not_waited_for():
         assert mapping["payload"] is None
 
 
-def test_list_shows_the_registry_and_conform_says_there_is_no_suite_yet():
+def test_list_shows_the_registry_and_the_probe_of_each_writer_rule():
     out = subprocess.run([str(need(TRACECORR)), "list", "--json", "--protocol", "otel-process-context"],
                          capture_output=True, text=True, check=True, timeout=WAIT_S).stdout
     listed = json.loads(out)
-    assert all(r.pop("probe") is None for r in listed["requirements"])
+    probes = {r["id"]: r.pop("probe") for r in listed["requirements"]}
+    # Every writer rule has its probe; the reader rules are tracecorr's own (unit tests), none.
+    assert {i for i, p in probes.items() if p} == {r["id"] for r in REGISTRY["requirements"] if r["role"] == "writer"}
     assert listed == REGISTRY
     text = subprocess.run([str(TRACECORR), "list", "--protocol", "otel-process-context"], capture_output=True,
                           text=True, check=True, timeout=WAIT_S).stdout.splitlines()
@@ -152,7 +154,8 @@ def test_list_shows_the_registry_and_conform_says_there_is_no_suite_yet():
     assert {r["protocol"] for r in json.loads(everything)} == {"elastic-profiling-correlation",
                                                                 "opentelemetry-process-context"}
 
-    run = subprocess.run([str(TRACECORR), "conform", "--protocol", "otel-process-context", "--", "true"],
-                         capture_output=True, text=True, timeout=WAIT_S)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "has no conformance suite yet" in run.stderr and "tracecorr list --protocol otel-process-context" in run.stderr
+    # A command that publishes no process context: PCTX-01 fails, nothing passes without evidence.
+    run = subprocess.run([str(TRACECORR), "conform", "--protocol", "otel-process-context", "--only", "PCTX-01", "--",
+                          "sleep", "30"], capture_output=True, text=True, timeout=WAIT_S * 6)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "no mapping named" in run.stdout

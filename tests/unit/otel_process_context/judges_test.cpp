@@ -705,7 +705,7 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Violated, "an update (timestamp 3000000000) was not followed"},
         JudgeCase{"NoUpdate", "PCTX-14", watched(Story().mapped().publish(kPublishedAt)), Outcome::NotApplicable,
                   "the target did not update its context while watched"},
-        JudgeCase{"AttachMode", "PCTX-14", attached(), Outcome::NotApplicable, "no session of this suite ran"}),
+        JudgeCase{"AttachMode", "PCTX-14", attached(), Outcome::NotApplicable, "needs the watched session"}),
     case_name);
 
 // ---- the mapping probe: the worst of every look --------------------------
