@@ -53,6 +53,9 @@ class RecordingSampler final : public Sampler {
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     return inner_.track(pid, layout, site);
   }
+  Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
+    return inner_.track_process_context(pid, header_address);
+  }
   Status untrack(pid_t pid) override { return inner_.untrack(pid); }
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(
