@@ -33,6 +33,10 @@ constexpr std::size_t kMaxDistinctRecords = 256;  // per process, in the summary
 // While messages wait for the agent's socket, the loop wakes at least this
 // often to offer them (the sampler is polled in between, so it never waits on a send).
 constexpr auto kSendTick = std::chrono::milliseconds(1);
+// How often the loop looks at the process contexts it follows (one 8-byte
+// read each): often enough that a publication is read while it is current
+// (the SDK frees the one it replaces), without a read per send tick.
+constexpr auto kContextLookInterval = std::chrono::milliseconds(10);
 // At the end of a run, how long queued messages may still wait for the socket.
 constexpr auto kFinalDeliveryPatience = std::chrono::milliseconds(2000);
 
@@ -304,9 +308,9 @@ void HostAgent::follow_process_context(Process& p) {
   if (header) {
     impl_->contexts.watch(p.pid, header);
     impl_->contexts.refresh(p.pid);
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    p.context_since_ns = static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(now.tv_nsec);
+    // steady_clock is CLOCK_MONOTONIC here, the clock of Sample::time_ns.
+    p.context_since_ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
     notice(who + "OTel process context at " + hex_address(header) + " (" + found->front().mapping.path + ")" +
            (found->size() > 1 ? "; " + std::to_string(found->size()) + " context mappings, the first is read" : "") +
            ": samples are attributed to its resource");
@@ -512,6 +516,7 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   auto next_rescan = impl_->started;
   auto next_flush = impl_->started + options_.flush_interval;
   auto next_summary = impl_->started + options_.summary_interval;
+  auto next_context_look = impl_->started;
   auto callback = [this](const Sample& s) { on_sample(s); };
   Status result = Ok{};
   bool deliveries_waiting = false;
@@ -528,7 +533,10 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
     wait = std::clamp(wait, std::chrono::milliseconds(0),
                       deliveries_waiting ? std::chrono::milliseconds(kSendTick) : std::chrono::milliseconds(100));
     // Publications can be read only while current: look before the samples come.
-    impl_->contexts.refresh_all();
+    if (now >= next_context_look) {
+      impl_->contexts.refresh_all();
+      next_context_look = now + kContextLookInterval;
+    }
     auto polled = sampler_.poll(callback, wait);
     if (!polled) {
       impl_->sampler_error = polled.error().message();
