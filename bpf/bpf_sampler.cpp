@@ -29,6 +29,9 @@ class BpfSampler final : public Sampler {
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     return loader_->track(pid, layout, site);
   }
+  Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
+    return loader_->track_process_context(pid, header_address);
+  }
   Status untrack(pid_t pid) override { return loader_->untrack(pid); }
 
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
@@ -42,6 +45,7 @@ class BpfSampler final : public Sampler {
       s.thread_pointer = r.thread_pointer;
       s.record_pointer = r.record_pointer;
       s.error = to_sample_error(r.status);
+      if (r.context == TC_CONTEXT_READ) s.context_published_at = r.context_published_at;
       if (s.error == SampleError::Ok || s.error == SampleError::RecordTruncated) {
         s.record = RecordBytes(v.record);
         s.record_declared_length = r.declared_length;
@@ -72,6 +76,8 @@ class BpfSampler final : public Sampler {
     out.stack_failed = c[TC_CTR_STACK_FAILED];
     out.lost = c[TC_CTR_RINGBUF_FULL] + loader_->malformed();
     out.record_truncated = c[TC_CTR_RECORD_TRUNCATED];
+    out.context_unreadable = c[TC_CTR_CONTEXT_UNREADABLE];
+    out.context_being_written = c[TC_CTR_CONTEXT_BEING_WRITTEN];
     return out;
   }
 

@@ -3,7 +3,10 @@
  * process, read the thread's record by the process's layout (data in its
  * `tracked` entry: through the thread pointer and a static TLS offset, or a
  * memory area; a fixed size, or a size field read from the record's header)
- * and emit it, with the user stack unless the process is records-only.
+ * and emit it, with the user stack unless the process is records-only. When
+ * the process publishes an OpenTelemetry process context (OTEP 4719) whose
+ * header user space found, the sample also carries that header's timestamp:
+ * user space maps it to the publication (the resource) it stands for.
  *
  * One source for x86-64 and arm64: the thread pointer is read with CO-RE from
  * task->thread.fsbase (x86-64) or task->thread.uw.tp_value (arm64); the field
@@ -157,6 +160,32 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
   return length;
 }
 
+/* The process context header's timestamp, into the sample. Its 32 bytes are
+ * read whole, at the address user space found, and trusted only as far as
+ * they check: the signature and a version this reader reads. The payload is
+ * user space's to read (a seqlock read with retries has no place here). */
+static __always_inline void read_context(const struct tc_process* proc, struct tc_scratch* s) {
+  s->head.context = TC_CONTEXT_NONE;
+  s->head.context_published_at = 0;
+  if (proc->context_header == 0) return;
+  __u64 header[TC_PCTX_HEADER_SIZE / 8];
+  if (bpf_probe_read_user(header, sizeof(header), (const void*)proc->context_header) != 0) {
+    s->head.context = TC_CONTEXT_UNREADABLE;
+    count(TC_CTR_CONTEXT_UNREADABLE);
+    return;
+  }
+  __u32 version = (__u32)header[TC_PCTX_VERSION_OFFSET / 8]; /* the low half: little-endian */
+  if (header[TC_PCTX_SIGNATURE_OFFSET / 8] != TC_PCTX_SIGNATURE_LE ||
+      (version != TC_PCTX_VERSION_CURRENT && version != TC_PCTX_VERSION_DEVELOPMENT)) {
+    s->head.context = TC_CONTEXT_UNREADABLE;
+    count(TC_CTR_CONTEXT_UNREADABLE);
+    return;
+  }
+  s->head.context = TC_CONTEXT_READ;
+  s->head.context_published_at = header[TC_PCTX_PUBLISHED_AT_OFFSET / 8];
+  if (s->head.context_published_at == 0) count(TC_CTR_CONTEXT_BEING_WRITTEN);
+}
+
 SEC("perf_event")
 int tc_sample(void* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -175,6 +204,7 @@ int tc_sample(void* ctx) {
   s->head.record_pointer = 0;
   s->head.status = TC_SAMPLE_OK;
   s->head.declared_length = 0;
+  read_context(proc, s);
 
   __u32 length = 0;
   __u64 tp = thread_pointer();

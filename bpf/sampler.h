@@ -9,6 +9,7 @@
 #ifndef TRACECORR_BPF_SAMPLER_H
 #define TRACECORR_BPF_SAMPLER_H
 
+#include "tracecorr/process_context_header.h"
 #include "tracecorr/record_bound.h"
 
 #ifdef __cplusplus
@@ -47,6 +48,7 @@ struct tc_process {
   tc_u64 pointer_site;     /* TLS slot: its offset from the thread pointer (two's complement);
                               memory area: the pointer's address (the area's + the layout's pointer offset) */
   tc_u64 valid_values[4];  /* bit v % 64 of word v / 64: valid byte value v is accepted */
+  tc_u64 context_header;   /* the process context's header (OTEP 4719, process_context_header.h), 0: none */
   tc_u32 flags;            /* TC_PROCESS_F_* */
   tc_u8 indirection;       /* enum tc_indirection */
   tc_u8 size_field_width;  /* 0: fixed size; 1, 2 or 4: the record's size field (native byte order) */
@@ -58,6 +60,13 @@ struct tc_process {
 };
 /* Skip bpf_get_stack for this process (records only). */
 #define TC_PROCESS_F_NO_STACK 1u
+
+/* What the sample says of the process's context header (tc_process.context_header). */
+enum tc_context_status {
+  TC_CONTEXT_NONE = 0,       /* no context tracked for the process */
+  TC_CONTEXT_READ = 1,       /* context_published_at is the header's timestamp (0: being written) */
+  TC_CONTEXT_UNREADABLE = 2, /* the header unreadable, or not "OTEL_CTX" with a version this reader reads */
+};
 
 /* How far the record read got. TC_SAMPLE_OK and TC_SAMPLE_RECORD_TRUNCATED
  * carry record bytes. */
@@ -78,13 +87,15 @@ struct tc_sample {
   tc_u32 pid; /* tgid, initial pid namespace */
   tc_u32 tid;
   tc_u32 cpu;
-  tc_u16 status;         /* enum tc_sample_status */
+  tc_u8 status;          /* enum tc_sample_status */
+  tc_u8 context;         /* enum tc_context_status */
   tc_u16 record_length;  /* record bytes after this header (<= TC_RECORD_MAX_BYTES) */
   tc_u64 ktime_ns;       /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
   tc_u64 thread_pointer;
   tc_u64 record_pointer;
   tc_u32 declared_length; /* what the record declared (saturating); > record_length when truncated */
   tc_s32 stack_bytes;     /* bytes of user stack after the record, 0 when not sampled, or -errno */
+  tc_u64 context_published_at; /* TC_CONTEXT_READ: the header's monotonic_published_at_ns; else 0 */
 };
 #define TC_SAMPLE_PADDED(n) (((n) + 7u) & ~7u)
 /* The longest ring-buffer record the program emits. */
@@ -103,6 +114,8 @@ enum tc_counter {
   TC_CTR_STACK_FAILED,              /* bpf_get_stack returned an error (record still emitted) */
   TC_CTR_RINGBUF_FULL,              /* sample lost: no room in the ring buffer */
   TC_CTR_RECORD_TRUNCATED,          /* record declared more than its layout's max_size (emitted cut) */
+  TC_CTR_CONTEXT_UNREADABLE,        /* TC_CONTEXT_UNREADABLE samples */
+  TC_CTR_CONTEXT_BEING_WRITTEN,     /* context read with timestamp 0: the writer was updating it */
   TC_CTR_COUNT
 };
 

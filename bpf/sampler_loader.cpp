@@ -245,21 +245,38 @@ std::optional<SampleView> parse_sample(std::span<const std::uint8_t> data) {
   return v;
 }
 
-Status SamplerLoader::track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags) {
-  if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "BPF sampler");
-  auto entry = tracked_entry(layout, site, flags);
-  if (!entry) return entry.error().within("pid " + std::to_string(pid));
+Status SamplerLoader::write_entry(pid_t pid, const tc_process& value) {
   __u32 key = static_cast<__u32>(pid);
-  tc_process value = *entry;
   if (bpf_map__update_elem(skel_->maps.tracked, &key, sizeof(key), &value, sizeof(value), BPF_ANY) != 0)
     return make_error("updating the tracked-process map failed: " + errno_text(errno) +
                           (errno == E2BIG ? " (more than " + std::to_string(TC_MAX_TRACKED_PROCESSES) + " processes)" : ""),
                       "BPF sampler, pid " + std::to_string(pid));
+  tracked_[pid] = value;
   return Ok{};
+}
+
+Status SamplerLoader::track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags) {
+  if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "BPF sampler");
+  auto entry = tracked_entry(layout, site, flags);
+  if (!entry) return entry.error().within("pid " + std::to_string(pid));
+  if (auto it = tracked_.find(pid); it != tracked_.end()) entry->context_header = it->second.context_header;
+  return write_entry(pid, *entry);
+}
+
+Status SamplerLoader::track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) {
+  auto it = tracked_.find(pid);
+  if (it == tracked_.end())
+    return make_error("pid " + std::to_string(pid) + " is not tracked: track() it first", "BPF sampler");
+  if (header_address && *header_address == 0)
+    return make_error("a process context header at address 0", "BPF sampler, pid " + std::to_string(pid));
+  tc_process value = it->second;
+  value.context_header = header_address.value_or(0);
+  return write_entry(pid, value);
 }
 
 Status SamplerLoader::untrack(pid_t pid) {
   __u32 key = static_cast<__u32>(pid);
+  tracked_.erase(pid);
   if (bpf_map__delete_elem(skel_->maps.tracked, &key, sizeof(key), 0) != 0 && errno != ENOENT)
     return make_error("deleting from the tracked-process map failed: " + errno_text(errno),
                       "BPF sampler, pid " + std::to_string(pid));

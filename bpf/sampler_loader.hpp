@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <memory>
 #include <span>
@@ -85,7 +86,11 @@ class SamplerLoader {
   SamplerLoader& operator=(const SamplerLoader&) = delete;
 
   // Samples pid's threads, reading their records by `layout` through `site`.
+  // Tracking again keeps the process context header track_process_context gave.
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags = 0);
+  // Reads the process context header at `header_address` (nullopt: none) at
+  // each of pid's samples. pid must be tracked.
+  Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address);
   Status untrack(pid_t pid);
 
   Status attach(unsigned hz);  // one cpu-clock event per online CPU
@@ -109,6 +114,7 @@ class SamplerLoader {
  private:
   SamplerLoader() = default;
   static int on_record(void* ctx, void* data, std::size_t size);
+  Status write_entry(pid_t pid, const tc_process& value);
 
   ::tc_sampler_bpf* skel_ = nullptr;
   ring_buffer* ringbuf_ = nullptr;
@@ -118,6 +124,7 @@ class SamplerLoader {
   std::size_t consumer_page_size_ = 0;
   std::uint64_t consumer_at_open_ = 0;
   std::vector<LinkPtr> links_;
+  std::map<pid_t, tc_process> tracked_;  // what the `tracked` map holds, so one field changes without the others
   const Callback* callback_ = nullptr;
   std::size_t delivered_ = 0;
   std::uint64_t malformed_ = 0;

@@ -26,6 +26,7 @@ py::dict sample_to_py(const Sample& s) {
   d["record_declared_length"] = s.record_declared_length;
   d["frames"] = s.frames;
   d["stack_errno"] = s.stack_errno;
+  d["context_published_at"] = s.context_published_at ? py::object(py::int_(*s.context_published_at)) : py::none();
   return d;
 }
 
@@ -97,6 +98,14 @@ void bind_sampling(py::module_& m) {
           py::arg("area_address") = py::none(),
           "Starts sampling pid's threads, reading records by `layout` (a protocol package supplies its own) "
           "through the pointer at thread pointer + tls_offset, or in the memory area at area_address.")
+      .def(
+          "track_process_context",
+          [](Sampler& s, pid_t pid, std::optional<std::uint64_t> header_address) {
+            check(s.track_process_context(pid, header_address));
+          },
+          py::arg("pid"), py::arg("header_address"),
+          "Also reads, with each of pid's samples (pid tracked), the OTel process context header at header_address "
+          "(None: no longer): samples then carry its timestamp in 'context_published_at' (0: being written).")
       .def(
           "untrack", [](Sampler& s, pid_t pid) { check(s.untrack(pid)); }, py::arg("pid"))
       .def(

@@ -4,7 +4,9 @@
 //             run_time_ns / run_cnt) next to an empty perf_event program on the
 //             same cpu-clock events, with the same workload: threads of this
 //             process that publish a record through a thread-local pointer and
-//             burn CPU at a given stack depth.
+//             burn CPU at a given stack depth. --context adds a fourth
+//             configuration: the same, with the bench's own OTel process
+//             context header read at every sample.
 //   lost      ring-buffer losses at HZ on every CPU while the reference fixture
 //             runs N threads, consumed the way `tracecorr agent` consumes them.
 #include <pthread.h>
@@ -26,6 +28,7 @@
 #include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/process_context_header.h"
 #include "tracecorr/tls.hpp"
 #include "elastic_v1/wire.hpp"
 
@@ -91,7 +94,20 @@ void print_ring_bytes(const bpf::SamplerLoader& sampler, std::uint64_t records) 
 
 double ns_per_run(const bpf::ProgramStats& s) { return s.run_cnt ? double(s.run_time_ns) / double(s.run_cnt) : 0; }
 
-int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack, std::size_t ringbuf_bytes) {
+// A published process context header of this process (no payload: the
+// sampler reads only the header), for --context.
+alignas(8) std::uint8_t g_context_header[TC_PCTX_HEADER_SIZE];
+std::uint64_t publish_own_context_header() {
+  const std::uint64_t signature = TC_PCTX_SIGNATURE_LE, published_at = 1;
+  const std::uint32_t version = TC_PCTX_VERSION_CURRENT;
+  std::memcpy(g_context_header + TC_PCTX_SIGNATURE_OFFSET, &signature, 8);
+  std::memcpy(g_context_header + TC_PCTX_VERSION_OFFSET, &version, 4);
+  std::memcpy(g_context_header + TC_PCTX_PUBLISHED_AT_OFFSET, &published_at, 8);
+  return reinterpret_cast<std::uintptr_t>(g_context_header);
+}
+
+int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack, std::size_t ringbuf_bytes,
+             bool context) {
   StatsToggle toggle;
   if (read_file("/proc/sys/kernel/bpf_stats_enabled") != "1") {
     std::fprintf(stderr, "cannot enable kernel.bpf_stats_enabled\n");
@@ -110,8 +126,11 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   const std::uint32_t flags = no_stack ? TC_PROCESS_F_NO_STACK : 0;
   const RecordLayout& layout = elastic_v1::tls_record_layout();
   const pid_t nobody = 0x3ffffff0;  // above any pid_max: the map holds an entry, no sample matches it
-  bpf::ProgramStats se{}, su{}, ss{};
+  bpf::ProgramStats se{}, su{}, ss{}, sc{};
   std::uint64_t tracked_runs = 0, records = 0, frames = 0, ok = 0;
+  // Per tracked configuration (without, with a context): records and ring bytes, and samples with a timestamp.
+  std::uint64_t context_runs = 0, phase_records[2] = {0, 0}, phase_ring_bytes[2] = {0, 0}, timestamped = 0;
+  const std::uint64_t header = publish_own_context_header();
   auto phase = [&](auto& loader, bpf::ProgramStats& acc, bool consume) -> bool {
     auto before = *loader->stats();
     if (auto st = loader->attach(hz); !st) {
@@ -128,6 +147,7 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
         ++records;
         ok += s.header.status == TC_SAMPLE_OK;
         frames += s.frame_count();
+        timestamped += s.header.context == TC_CONTEXT_READ;
       });
     }
     loader->detach();
@@ -145,9 +165,16 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     fine = fine && phase(*sampler, su, true);
     (void)(*sampler)->untrack(nobody);
     (void)(*sampler)->track(getpid(), layout, PointerSite::tls_offset(own_tls_offset()), flags);
-    auto c0 = (*sampler)->counters()[TC_CTR_SAMPLES];
-    fine = fine && phase(*sampler, ss, true);
-    tracked_runs += (*sampler)->counters()[TC_CTR_SAMPLES] - c0;
+    // Tracked, without and then (--context) with the process context header.
+    for (int with_context = 0; with_context <= (context ? 1 : 0) && fine; ++with_context) {
+      (void)(*sampler)->track_process_context(getpid(), with_context ? std::optional(header) : std::nullopt);
+      auto c0 = (*sampler)->counters()[TC_CTR_SAMPLES];
+      const auto records0 = records, bytes0 = (*sampler)->ring_bytes_consumed();
+      fine = fine && phase(*sampler, with_context ? sc : ss, true);
+      (with_context ? context_runs : tracked_runs) += (*sampler)->counters()[TC_CTR_SAMPLES] - c0;
+      phase_records[with_context] += records - records0;
+      phase_ring_bytes[with_context] += (*sampler)->ring_bytes_consumed() - bytes0;
+    }
   }
   g_stop = true;
   for (auto& t : pool) t.join();
@@ -170,6 +197,19 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
               (unsigned long long)records, (unsigned long long)ok, records ? double(frames) / double(records) : 0.0,
               (unsigned long long)c[TC_CTR_RINGBUF_FULL]);
   print_ring_bytes(**sampler, records);
+  if (context) {
+    double tc = ns_per_run(sc);
+    double fc = sc.run_cnt ? double(context_runs) / double(sc.run_cnt) : 0;
+    double per_context = fc > 0 ? (tc - (1 - fc) * u) / fc : 0;
+    auto bytes_per = [&](int i) { return phase_records[i] ? double(phase_ring_bytes[i]) / double(phase_records[i]) : 0.0; };
+    std::printf("  with the process context header : %9llu runs %8.1f ns/run (%.0f%% of runs on tracked threads)\n",
+                (unsigned long long)sc.run_cnt, tc, 100 * fc);
+    std::printf("  => per tracked sample with it  : %8.1f ns, %.1f ns above empty; %.1f ns above without (x%.3f)\n",
+                per_context, per_context - e, per_context - per_tracked, per_tracked > 0 ? per_context / per_tracked : 0);
+    std::printf("  ring bytes per record: %.1f without, %.1f with (%llu and %llu records); %llu records carried a timestamp\n",
+                bytes_per(0), bytes_per(1), (unsigned long long)phase_records[0], (unsigned long long)phase_records[1],
+                (unsigned long long)timestamped);
+  }
   return 0;
 }
 
@@ -240,7 +280,7 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack] [--ringbuf-kib 8192]\n"
+               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack] [--context] [--ringbuf-kib 8192]\n"
                "       tracecorr_bpf_bench lost --fixture PATH [--hz 1000] [--seconds 30] [--threads 64]\n");
 }
 
@@ -251,12 +291,12 @@ int main(int argc, char** argv) {
   std::string mode = argv[1], fixture;
   unsigned hz = 1000;
   int seconds = mode == "lost" ? 30 : 20, threads = mode == "lost" ? 64 : 2, depth = 16, rounds = 4;
-  bool no_stack = false;
+  bool no_stack = false, context = false;
   std::size_t ringbuf_bytes = bpf::SamplerLoaderOptions{}.ringbuf_bytes;
   for (int i = 2; i < argc; i += 2) {
     std::string k = argv[i];
-    if (k == "--no-stack") {
-      no_stack = true;
+    if (k == "--no-stack" || k == "--context") {
+      (k == "--no-stack" ? no_stack : context) = true;
       --i;
       continue;
     }
@@ -272,7 +312,7 @@ int main(int argc, char** argv) {
     else return usage(), 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack, ringbuf_bytes);
+  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack, ringbuf_bytes, context);
   if (mode == "lost" && !fixture.empty()) return lost(fixture, hz, seconds, threads);
   usage();
   return 2;

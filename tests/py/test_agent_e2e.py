@@ -11,7 +11,9 @@ what it sent. The test holds the two against each other:
     span the fixture exported;
   * the ptrace reader reads the same records as the BPF reader (the --hold
     fixture's fixed ids, as journaled);
-  * without privilege, `agent` fails clearly and suggests --reader ptrace.
+  * without privilege, `agent` fails clearly and suggests --reader ptrace;
+  * a fixture that also publishes an OTel process context (an SDK preloaded
+    beside it) has each sample attributed to the resource it published then.
 
 Build outputs come from $TRACECORR_BUILD (default: build/ in this repository):
 <build>/bin/tracecorr and <build>/fixtures/x86_64/reference/tracecorr-fixture.
@@ -27,10 +29,12 @@ import pytest
 
 from json_otlp_receiver import JsonOtlpReceiver
 
-from build_products import HOST_ARCH as ARCH, REGISTRY, TRACECORR, fixture_program, need
+from build_products import HOST_ARCH as ARCH, REGISTRY, TRACECORR, fixture_program, need, package_fixture_program
 
 pytestmark = pytest.mark.root
 FIXTURE = fixture_program(ARCH)
+# An OTel SDK's process context (OTEP 4719) for any program: fixtures/otel_process_context/preload/.
+CONTEXT_PRELOAD = package_fixture_program("otel_process_context", "libotel-ctx-preload.so", ARCH)
 ATTRIBUTE = REGISTRY["attribute"]["name"]
 ENABLED_ENV = REGISTRY["config"]["enabled"]["env"]
 TLS = {f["name"]: f for f in REGISTRY["layouts"]["tls_record"]["fields"]}
@@ -244,6 +248,7 @@ def test_records_being_updated_or_without_trace_are_never_correlated(tracecorr, 
         fx.stop()
     not_correlated = sum(proc["not_correlated"].values()) + sum(proc["errors"].values())
     assert proc["samples"] == proc["correlated"] + not_correlated
+    assert "process_context" not in proc, "the fixture alone publishes no OTel process context"
     sent = sum(t["samples_sent"] for t in proc["transactions"])
     assert sent == proc["samples_sent"] <= proc["correlated"]
     for t in proc["transactions"]:
@@ -368,3 +373,46 @@ def test_agent_all_finds_agents_started_later_and_retires_those_that_exit(tracec
     assert processes[staying.pid]["correlated"] > 0 and not processes[staying.pid]["exited"]
     assert processes[leaving.pid]["exited"], processes[leaving.pid]
     assert processes[leaving.pid]["correlated"] > 0, "sampled while it ran"
+
+
+def journal_lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("reader", ["bpf", "ptrace"])
+def test_agent_says_which_resource_each_sample_belongs_to(tracecorr, bpf_works, tmp_path, reader):
+    """The fixture runs with an OTel SDK's process context beside it (the
+    preloaded writer, updating every 200 ms). The sampler reads the context's
+    header with every sample; the summary counts samples per resource and per
+    publication, every publication it names is one the SDK journaled, and
+    samples taken mid-update are counted as such, never attributed."""
+    sdk_journal = tmp_path / "sdk.jsonl"
+    fx = Fixture(tmp_path, ["--threads", "2"],
+                 {"LD_PRELOAD": str(need(CONTEXT_PRELOAD)), "OTEL_SERVICE_NAME": "checkout",
+                  "OTEL_RESOURCE_ATTRIBUTES": "service.instance.id=i-42,deployment.environment.name=test",
+                  "TRACECORR_PCTX_UPDATE_MS": "200", "TRACECORR_PCTX_JOURNAL": str(sdk_journal)})
+    try:
+        _, proc, log = run_agent(tracecorr, tmp_path, fx.pid, "--duration", "3", "--reader", reader)
+    finally:
+        fx.stop()
+    published = [ev for ev in journal_lines(sdk_journal) if ev["event"] in ("publish", "update")]
+    assert published and published[0]["event"] == "publish", "the SDK stand-in did not publish"
+    timestamps = {ev["timestamp"] for ev in published}
+
+    assert proc["correlated"] > 0, "correlation goes on as before"
+    context = proc["process_context"]
+    assert context["header_address"] == published[0]["mapping"]
+    assert context["mappings"] == 1
+    (resource,) = context["resources"]
+    assert resource["service_name"] == "checkout" and resource["service_instance_id"] == "i-42"
+    named = [p["published_at_ns"] for p in resource["publications"]]
+    assert set(named) <= timestamps, "every publication a sample named is one the SDK published"
+    assert len(named) >= 2, "samples were attributed across the SDK's updates"
+    assert sum(p["samples"] for p in resource["publications"]) == resource["samples"] == context["resolved"]
+    assert context["samples"] == (context["resolved"] + context["being_written"] + context["missed"] +
+                                  context["unreadable"] + context["header_unreadable"])
+    assert context["unreadable"] == 0 and context["header_unreadable"] == 0 and context["overflow"] == 0
+    assert 0 < context["samples"] <= proc["samples"]
+    assert "resource service.name=checkout service.instance.id=i-42" in log
+    # The SDK dropped its context when the fixture exited.
+    assert journal_lines(sdk_journal)[-1]["event"] == "drop"

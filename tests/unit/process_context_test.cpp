@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "forked_child.hpp"
+#include "process_context_writer.hpp"
 #include "tracecorr/process_context.hpp"
 
 namespace tracecorr::process_context {
@@ -27,7 +28,7 @@ namespace {
 using otlp::AttributeValue;
 using test::ForkedChild;
 
-const std::string kWriterPath = std::string(TRACECORR_TEST_DATA_DIR) + "/process_context_writer";
+using Writer = test::ProcessContextWriter;
 
 // ---- Recorded maps text ----
 
@@ -464,40 +465,6 @@ TEST(ProcessContextRead, ThePayloadBoundIsAnOptionWithAHardCap) {
 }
 
 // ---- The seqlock read: a live writer, driven step by step ----
-
-// The test writer in a child process: its stdin and stdout are the child's pipes.
-class Writer {
- public:
-  explicit Writer(std::vector<std::string> args = {})
-      : child_([args](ForkedChild::Pipes pipes) {
-          ::dup2(pipes.release, STDIN_FILENO);
-          ::dup2(pipes.report, STDOUT_FILENO);
-          std::vector<char*> argv{const_cast<char*>(kWriterPath.c_str())};
-          for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-          argv.push_back(nullptr);
-          ::execv(kWriterPath.c_str(), argv.data());
-          ::_exit(127);
-        }) {}
-
-  pid_t pid() const { return child_.pid(); }
-
-  // Sends one command; the writer's answer.
-  std::string command(const std::string& line) {
-    if (!child_.send(line + "\n")) return "(writer gone)";
-    return child_.read_line().value_or("(no answer)");
-  }
-
-  // Publishes; the header's address.
-  std::uint64_t publish(const std::string& service_name) {
-    std::string answer = command("publish " + service_name);
-    unsigned long long address = 0, timestamp = 0;
-    if (std::sscanf(answer.c_str(), "published %llx %llu", &address, &timestamp) != 2) return 0;
-    return address;
-  }
-
- private:
-  ForkedChild child_;
-};
 
 // The live process's memory, with a hook run before chosen reads of the
 // reader: the test's way to change the context at an exact step of the

@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "forked_child.hpp"
+#include "sampler_support.hpp"
 #include "test_record_layout.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/record_layout.hpp"
 #include "tracecorr/sampler.hpp"
 #if defined(TRACECORR_HAVE_BPF)
-#include "bpf_sampler.hpp"
 #include "sampler_loader.hpp"
 #endif
 
@@ -287,23 +287,11 @@ std::map<pid_t, Sample> sample_each_thread(Sampler& sampler, const LayoutTarget&
   return seen;
 }
 
-std::unique_ptr<Sampler> make_sampler(const std::string& which, std::string& why_not) {
-  if (which == "ptrace") return make_ptrace_sampler({.frequency_hz = 200});
-#if defined(TRACECORR_HAVE_BPF)
-  auto bpf = bpf::make_bpf_sampler({.frequency_hz = 499});
-  if (bpf) return std::move(*bpf);
-  why_not = bpf.error().message();
-#else
-  why_not = "this build has no BPF sampler";
-#endif
-  return nullptr;
-}
-
 class LayoutSampling : public testing::TestWithParam<std::string> {};
 
 TEST_P(LayoutSampling, ReadsSizeFieldRecordsThroughTheTlsSlot) {
   std::string why_not;
-  auto sampler = make_sampler(GetParam(), why_not);
+  auto sampler = test::make_test_sampler(GetParam(), why_not);
   if (!sampler) GTEST_SKIP() << why_not;
   LayoutTarget target;
   ASSERT_TRUE(target.ready) << "the target did not start: " << kTargetPath;
@@ -343,7 +331,7 @@ TEST_P(LayoutSampling, ReadsSizeFieldRecordsThroughTheTlsSlot) {
 
 TEST_P(LayoutSampling, ReadsTheRecordThroughAMemoryArea) {
   std::string why_not;
-  auto sampler = make_sampler(GetParam(), why_not);
+  auto sampler = test::make_test_sampler(GetParam(), why_not);
   if (!sampler) GTEST_SKIP() << why_not;
   LayoutTarget target;
   ASSERT_TRUE(target.ready) << "the target did not start: " << kTargetPath;
@@ -360,7 +348,7 @@ TEST_P(LayoutSampling, ReadsTheRecordThroughAMemoryArea) {
 
 TEST_P(LayoutSampling, RefusesALayoutThatFailsItsCheck) {
   std::string why_not;
-  auto sampler = make_sampler(GetParam(), why_not);
+  auto sampler = test::make_test_sampler(GetParam(), why_not);
   if (!sampler) GTEST_SKIP() << why_not;
   RecordLayout bad = size_field_layout();
   bad.length = SizeField{26, 3, 28};

@@ -29,6 +29,7 @@
 #include "tracecorr/maps.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/otlp.hpp"
+#include "tracecorr/process_context_header.h"
 
 namespace tracecorr::process_context {
 
@@ -71,16 +72,22 @@ Expected<std::vector<ContextMapping>> discover(pid_t pid);
 // ---- Header -----------------------------------------------------------------------------------
 
 // The header at the start of the mapping: 32 bytes, little-endian on every
-// architecture the OTEP names.
-inline constexpr std::size_t kHeaderSize = 32;
-inline constexpr std::size_t kSignatureOffset = 0, kSignatureSize = 8;
-inline constexpr std::size_t kVersionOffset = 8;                   // u32
-inline constexpr std::size_t kPayloadSizeOffset = 12;              // u32
-inline constexpr std::size_t kPublishedAtOffset = 16;              // u64, monotonic_published_at_ns
-inline constexpr std::size_t kPayloadPointerOffset = 24;           // u64
+// architecture the OTEP names. Spelled once, in process_context_header.h,
+// which the BPF sampler shares.
+inline constexpr std::size_t kHeaderSize = TC_PCTX_HEADER_SIZE;
+inline constexpr std::size_t kSignatureOffset = TC_PCTX_SIGNATURE_OFFSET, kSignatureSize = 8;
+inline constexpr std::size_t kVersionOffset = TC_PCTX_VERSION_OFFSET;            // u32
+inline constexpr std::size_t kPayloadSizeOffset = TC_PCTX_PAYLOAD_SIZE_OFFSET;   // u32
+inline constexpr std::size_t kPublishedAtOffset = TC_PCTX_PUBLISHED_AT_OFFSET;   // u64, monotonic_published_at_ns
+inline constexpr std::size_t kPayloadPointerOffset = TC_PCTX_PAYLOAD_OFFSET;     // u64
 inline constexpr std::array<char, kSignatureSize> kSignature{'O', 'T', 'E', 'L', '_', 'C', 'T', 'X'};  // no NUL
-inline constexpr std::uint32_t kCurrentVersion = 2;
-inline constexpr std::uint32_t kDevelopmentVersion = 1;  // "can be used for development"
+inline constexpr std::uint32_t kCurrentVersion = TC_PCTX_VERSION_CURRENT;
+inline constexpr std::uint32_t kDevelopmentVersion = TC_PCTX_VERSION_DEVELOPMENT;  // "can be used for development"
+static_assert([] {
+  std::uint64_t le = 0;
+  for (std::size_t i = 0; i < kSignatureSize; ++i) le |= std::uint64_t(std::uint8_t(kSignature[i])) << (8 * i);
+  return le == TC_PCTX_SIGNATURE_LE;
+}(), "TC_PCTX_SIGNATURE_LE is the signature's bytes");
 
 struct Header {
   std::array<std::uint8_t, kSignatureSize> signature{};

@@ -11,6 +11,11 @@
 //    thread of each tracked process at the configured frequency (wall clock,
 //    running or not), reading registers, frame-pointer stack and record with
 //    process_vm_readv, then detaching. Needs no BPF, no BTF.
+//
+// A tracked process may also publish an OpenTelemetry process context (OTEP
+// 4719): given its header's address, both samplers read the header with each
+// sample and hand on its timestamp, which names the publication (resource)
+// the sample belongs to (process_context::PublicationResolver maps it).
 #pragma once
 
 #include <sys/types.h>
@@ -56,6 +61,11 @@ struct Sample {
   std::uint64_t record_declared_length = 0;  // what the record declared (> record->size() when truncated), at most 2^32 - 1
   std::vector<std::uint64_t> frames;   // user stack, innermost first, <= kMaxStackFrames
   int stack_errno = 0;                 // nonzero: the stack could not be read
+  // The process context header's monotonic_published_at_ns when the thread
+  // was sampled (0: the writer was updating it). nullopt: no context tracked
+  // for the process, or its header unreadable or not a context's (counted:
+  // SamplerCounters::context_unreadable).
+  std::optional<std::uint64_t> context_published_at;
 };
 
 // Counters kept by the sampler (the BPF one in kernel per-CPU maps).
@@ -72,6 +82,8 @@ struct SamplerCounters {
   std::uint64_t lost = 0;          // samples dropped before user space saw them (ring buffer full)
   std::uint64_t not_stopping = 0;  // ptrace: threads that did not stop in time (parked in vfork, D state)
   std::uint64_t record_truncated = 0;  // records declaring more than their layout's max_size (emitted cut)
+  std::uint64_t context_unreadable = 0;     // process context header unreadable or not a context's
+  std::uint64_t context_being_written = 0;  // process context header read with timestamp 0
   // name -> value, in a stable order (new counters go last), for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };
@@ -85,6 +97,12 @@ class Sampler {
   // the process's memory area). Tracking again replaces both. An error: the
   // layout fails RecordLayout::check(), or the sampler cannot hold it.
   virtual Status track(pid_t pid, const RecordLayout& layout, PointerSite site) = 0;
+  // Also reads, with each of pid's samples, the process context header at
+  // `header_address` (a mapping process_context::discover found): its
+  // signature and version checked, its timestamp in Sample::context_published_at.
+  // nullopt stops it. pid must be tracked; the address stays when track() is
+  // called again for pid, and untrack() forgets it.
+  virtual Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) = 0;
   virtual Status untrack(pid_t pid) = 0;
   // Delivers the samples taken so far, waiting up to `timeout` for the first.
   // Returns how many were delivered.

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "tracecorr/memory.hpp"
+#include "tracecorr/process_context_header.h"
 #include "tracecorr/sampler.hpp"
 #include "tracecorr/threadptr.hpp"
 
@@ -85,7 +87,18 @@ class PtraceSampler final : public Sampler {
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "ptrace sampler");
     if (auto st = layout.check(); !st) return st.error().within("ptrace sampler, pid " + std::to_string(pid));
-    tracked_.insert_or_assign(pid, Tracked{layout, site});
+    auto it = tracked_.find(pid);
+    const std::uint64_t context_header = it != tracked_.end() ? it->second.context_header : 0;
+    tracked_.insert_or_assign(pid, Tracked{layout, site, context_header});
+    return Ok{};
+  }
+  Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
+    auto it = tracked_.find(pid);
+    if (it == tracked_.end())
+      return make_error("pid " + std::to_string(pid) + " is not tracked: track() it first", "ptrace sampler");
+    if (header_address && *header_address == 0)
+      return make_error("a process context header at address 0", "ptrace sampler, pid " + std::to_string(pid));
+    it->second.context_header = header_address.value_or(0);
     return Ok{};
   }
   Status untrack(pid_t pid) override {
@@ -157,6 +170,7 @@ class PtraceSampler final : public Sampler {
   struct Tracked {
     RecordLayout layout;
     PointerSite site;
+    std::uint64_t context_header = 0;  // 0: no process context
   };
 
   Outcome sample_thread(pid_t pid, pid_t tid, const Tracked& tracked, Sample& s, int& err) {
@@ -189,13 +203,14 @@ class PtraceSampler final : public Sampler {
     s.time_ns = monotonic_ns();
     Registers regs;
     int reg_err = 0;
+    LiveProcessMemory mem(pid);
+    read_context_header(mem, tracked.context_header, s);
     if (!read_registers(tid, regs, reg_err)) {
       s.error = SampleError::ThreadPointerFailed;
       s.stack_errno = reg_err;
       ++counters_.thread_pointer_failed;
       ++counters_.stack_failed;
     } else {
-      LiveProcessMemory mem(pid);
       read_sample_record(mem, regs.thread_pointer, tracked, s);
       s.frames = walk_frame_pointers(
           regs.ip, regs.fp,
@@ -250,6 +265,28 @@ class PtraceSampler final : public Sampler {
     else if (layout.presence_offset && bytes[*layout.presence_offset] == 0)
       ++counters_.trace_absent;
     s.record = std::move(read->bytes);
+  }
+
+  // The same check as bpf/sampler.bpf.c's read_context: the 32 bytes, their
+  // signature and version, then the timestamp.
+  void read_context_header(const ProcessMemory& mem, std::uint64_t header_address, Sample& s) {
+    if (header_address == 0) return;
+    std::array<std::uint8_t, TC_PCTX_HEADER_SIZE> header{};
+    std::uint64_t signature = 0, published_at = 0;
+    std::uint32_t version = 0;
+    if (mem.read(header_address, header)) {
+      // Little-endian, as the header is on every architecture the OTEP names (and these hosts are).
+      std::memcpy(&signature, header.data() + TC_PCTX_SIGNATURE_OFFSET, sizeof signature);
+      std::memcpy(&version, header.data() + TC_PCTX_VERSION_OFFSET, sizeof version);
+      std::memcpy(&published_at, header.data() + TC_PCTX_PUBLISHED_AT_OFFSET, sizeof published_at);
+      if (signature == TC_PCTX_SIGNATURE_LE &&
+          (version == TC_PCTX_VERSION_CURRENT || version == TC_PCTX_VERSION_DEVELOPMENT)) {
+        s.context_published_at = published_at;
+        if (published_at == 0) ++counters_.context_being_written;
+        return;
+      }
+    }
+    ++counters_.context_unreadable;
   }
 
   PtraceSamplerOptions options_;

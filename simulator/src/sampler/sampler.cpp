@@ -29,6 +29,8 @@ std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() cons
       {"lost", lost},
       {"not_stopping", not_stopping},
       {"record_truncated", record_truncated},
+      {"context_unreadable", context_unreadable},
+      {"context_being_written", context_being_written},
   };
 }
 

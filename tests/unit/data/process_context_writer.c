@@ -8,6 +8,10 @@
  *   zero           timestamp 0 (an update that has begun); answers "zeroed"
  *   restore        a new, later timestamp with the payload unchanged; "restored TIMESTAMP"
  *   bump           a new timestamp without zeroing first; "bumped TIMESTAMP"
+ *   burn           start a thread that publishes the engine tests' record
+ *                  (tests/support/test_record.h, valid) through a TLS slot and
+ *                  spins on a CPU, for the samplers (the BPF one sees only
+ *                  threads on a CPU); answers "burning TID TLS_OFFSET"
  *   exit
  *
  * Options: --anon (an anonymous mapping instead of a memfd), --inline (the
@@ -17,6 +21,7 @@
  * protocol package.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,8 +29,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "test_record.h"
 
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41
@@ -137,6 +145,32 @@ static void write_payload(const char* service_name) {
   hdr->payload = (uint64_t)(uintptr_t)payload_area;
 }
 
+/* ---- the burning thread ---- */
+static __thread unsigned char* record_slot;
+static unsigned char burner_record[TC_TEST_RECORD_SIZE];
+static pthread_mutex_t burner_started = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t burner_ready = PTHREAD_COND_INITIALIZER;
+static long burner_tid;
+static long long burner_tls_offset;
+
+static void* burn(void* unused) {
+  (void)unused;
+  const uint16_t version = TC_TEST_RECORD_VERSION;
+  memcpy(burner_record + TC_TEST_RECORD_VERSION_OFFSET, &version, sizeof version);
+  burner_record[TC_TEST_RECORD_FLAGS_OFFSET] = 1;
+  burner_record[TC_TEST_RECORD_VALID_OFFSET] = 1;
+  burner_record[TC_TEST_RECORD_PRESENT_OFFSET] = 1;
+  record_slot = burner_record;
+  pthread_mutex_lock(&burner_started);
+  burner_tid = (long)syscall(SYS_gettid);
+  burner_tls_offset = (long long)((char*)&record_slot - (char*)__builtin_thread_pointer());
+  pthread_cond_signal(&burner_ready);
+  pthread_mutex_unlock(&burner_started);
+  volatile uint64_t x = 1;
+  for (;;) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   int anon = 0, dontfork = 1;
   for (int i = 1; i < argc; ++i) {
@@ -173,6 +207,13 @@ int main(int argc, char** argv) {
     } else if (!strncmp(line, "bump", 4)) {
       set_timestamp(next_timestamp());
       printf("bumped %llu\n", (unsigned long long)last_timestamp);
+    } else if (!strncmp(line, "burn", 4)) {
+      pthread_t t;
+      pthread_mutex_lock(&burner_started);
+      if (burner_tid == 0 && pthread_create(&t, NULL, burn, NULL) == 0)
+        while (burner_tid == 0) pthread_cond_wait(&burner_ready, &burner_started);
+      pthread_mutex_unlock(&burner_started);
+      printf("burning %ld %lld\n", burner_tid, burner_tls_offset);
     } else if (!strncmp(line, "exit", 4)) {
       return 0;
     } else {

@@ -16,6 +16,8 @@
 #include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/process_context.hpp"
+#include "tracecorr/process_context_resolver.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
@@ -31,6 +33,10 @@ constexpr std::size_t kMaxDistinctRecords = 256;  // per process, in the summary
 // While messages wait for the agent's socket, the loop wakes at least this
 // often to offer them (the sampler is polled in between, so it never waits on a send).
 constexpr auto kSendTick = std::chrono::milliseconds(1);
+// How often the loop looks at the process contexts it follows (one 8-byte
+// read each): often enough that a publication is read while it is current
+// (the SDK frees the one it replaces), without a read per send tick.
+constexpr auto kContextLookInterval = std::chrono::milliseconds(10);
 // At the end of a run, how long queued messages may still wait for the socket.
 constexpr auto kFinalDeliveryPatience = std::chrono::milliseconds(2000);
 
@@ -91,6 +97,14 @@ struct HostAgent::Process {
   std::map<std::pair<TraceId, SpanId>, Transaction> transactions;
   std::map<RecordBytes, std::uint64_t> records;  // distinct records read (bounded)
   std::uint64_t records_overflow = 0;
+
+  // Its OpenTelemetry process context, when it publishes one: the header the
+  // sampler reads with each sample (the first mapping in address order), and
+  // the samples taken since then by the publication they belong to.
+  std::uint64_t context_header = 0;  // 0: none followed
+  std::size_t context_mappings = 0;  // as last discovered (the OTEP allows one)
+  std::uint64_t context_since_ns = 0;  // CLOCK_MONOTONIC when the sampler was given the header
+  process_context::PublicationTally contexts;
 };
 
 struct HostAgent::Impl {
@@ -104,6 +118,7 @@ struct HostAgent::Impl {
   double elapsed_s = 0;
   SamplerCounters last_counters;
   std::string sampler_error;
+  process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
 };
 
 HostAgent::HostAgent(AgentOptions options, Sampler& sampler)
@@ -253,10 +268,7 @@ void HostAgent::refresh(Process& p) {
     if (tls->model == TlsModel::Dynamic) {
       set_state("dynamic TLS (TLS-07): the record cannot be located from the thread pointer; not sampling. " +
                 tls->explanation);
-      if (p.tracked) {
-        (void)sampler_.untrack(p.pid);
-        p.tracked = false;
-      }
+      untrack(p);
       return;
     }
     p.tls_read_once = true;
@@ -272,17 +284,55 @@ void HostAgent::refresh(Process& p) {
     p.ever_tracked = true;
     p.tracked_offset = p.tls->tp_offset;
   }
+  follow_process_context(p);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%" PRId64, p.tracked_offset);
   set_state(std::string("sampling (TLS offset ") + buf + ", socket " + p.storage->socket_file_path + ")");
+}
+
+// A tracked process's context, as its mappings show it now: the sampler reads
+// the header of the first (the OTEP allows one; which one a reader takes when
+// there are more is not said: spec/otel-process-context.md §7), and a context
+// that went away (dropped, or the process exec'd) is no longer read.
+void HostAgent::follow_process_context(Process& p) {
+  auto found = process_context::discover(p.pid);
+  if (!found) return;  // the process is going: the next rescan retires it
+  p.context_mappings = found->size();
+  const std::uint64_t header = found->empty() ? 0 : found->front().mapping.start;
+  if (header == p.context_header) return;
+  if (auto st = sampler_.track_process_context(p.pid, header ? std::optional(header) : std::nullopt); !st) {
+    notice("pid " + std::to_string(p.pid) + ": the sampler cannot read its process context: " + st.error().message());
+    return;
+  }
+  const std::string who = "pid " + std::to_string(p.pid) + ": ";
+  if (header) {
+    impl_->contexts.watch(p.pid, header);
+    impl_->contexts.refresh(p.pid);
+    // steady_clock is CLOCK_MONOTONIC here, the clock of Sample::time_ns.
+    p.context_since_ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+    notice(who + "OTel process context at " + hex_address(header) + " (" + found->front().mapping.path + ")" +
+           (found->size() > 1 ? "; " + std::to_string(found->size()) + " context mappings, the first is read" : "") +
+           ": samples are attributed to its resource");
+  } else {
+    impl_->contexts.forget(p.pid);
+    notice(who + "its OTel process context is gone");
+  }
+  p.context_header = header;
+}
+
+void HostAgent::untrack(Process& p) {
+  if (p.tracked) (void)sampler_.untrack(p.pid);  // the sampler forgets the context header too
+  p.tracked = false;
+  p.context_header = 0;
+  impl_->contexts.forget(p.pid);
 }
 
 void HostAgent::retire(pid_t pid, const std::string& why) {
   auto it = impl_->processes.find(pid);
   if (it == impl_->processes.end()) return;
   Process& p = it->second;
-  if (p.tracked) (void)sampler_.untrack(pid);
-  p.tracked = false;
+  untrack(p);
   p.exited = true;
   p.exit_reason = why;
   p.samples_unsendable += p.pending.pending_samples();
@@ -304,6 +354,14 @@ void HostAgent::on_sample(const Sample& s) {
   }
   Process& p = it->second;
   ++p.samples;
+  // Whatever its record says: which resource the sample belongs to. Samples
+  // taken before the sampler had the header carry none and are not counted.
+  if (p.context_header != 0 && s.time_ns >= p.context_since_ns) {
+    if (s.context_published_at)
+      p.contexts.add(impl_->contexts.resolve(p.pid, *s.context_published_at));
+    else
+      p.contexts.add_header_unreadable();
+  }
   if (s.error == SampleError::RecordPointerNull) {  // the thread has not published a record: not an error
     ++p.not_correlated["no_record"];
     return;
@@ -458,6 +516,7 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   auto next_rescan = impl_->started;
   auto next_flush = impl_->started + options_.flush_interval;
   auto next_summary = impl_->started + options_.summary_interval;
+  auto next_context_look = impl_->started;
   auto callback = [this](const Sample& s) { on_sample(s); };
   Status result = Ok{};
   bool deliveries_waiting = false;
@@ -473,6 +532,11 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now);
     wait = std::clamp(wait, std::chrono::milliseconds(0),
                       deliveries_waiting ? std::chrono::milliseconds(kSendTick) : std::chrono::milliseconds(100));
+    // Publications can be read only while current: look before the samples come.
+    if (now >= next_context_look) {
+      impl_->contexts.refresh_all();
+      next_context_look = now + kContextLookInterval;
+    }
     auto polled = sampler_.poll(callback, wait);
     if (!polled) {
       impl_->sampler_error = polled.error().message();
@@ -511,8 +575,16 @@ void HostAgent::live_summary(bool final_line) {
   if (!options_.log) return;
   std::uint64_t samples = 0, correlated = 0, sent = 0, lost_msgs = 0, lost_samples = 0, late = 0, queued = 0;
   std::map<std::string, std::uint64_t> errors, not_correlated;
-  std::size_t sampling = 0;
+  std::size_t sampling = 0, resources = 0, with_context = 0;
+  std::uint64_t context_resolved = 0, context_being_written = 0, context_other = 0;
   auto add = [&](const Process& p) {
+    if (p.contexts.samples() > 0) {
+      ++with_context;
+      resources += p.contexts.resources();
+      context_resolved += p.contexts.resolved();
+      context_being_written += p.contexts.being_written();
+      context_other += p.contexts.samples() - p.contexts.resolved() - p.contexts.being_written();
+    }
     samples += p.samples;
     correlated += p.correlated;
     sent += p.samples_sent;
@@ -531,10 +603,15 @@ void HostAgent::live_summary(bool final_line) {
   std::string err_text, idle_text;
   for (const auto& [k, v] : errors) err_text += " " + k + "=" + std::to_string(v);
   for (const auto& [k, v] : not_correlated) idle_text += " " + k + "=" + std::to_string(v);
+  std::string context_text;
+  if (with_context > 0)
+    context_text = " | process contexts: " + std::to_string(resources) + " resources, " +
+                   std::to_string(context_resolved) + " samples attributed, " + std::to_string(context_being_written) +
+                   " while being written, " + std::to_string(context_other) + " unattributed";
   std::fprintf(options_.log,
                "tracecorr agent: %s%.1fs processes %zu sampling %zu | samples %" PRIu64 " correlated %" PRIu64
                " | not correlated:%s | errors:%s | delivered %" PRIu64 " samples (%" PRIu64 " late), queued %" PRIu64
-               ", dropped %" PRIu64 " msgs (%" PRIu64 " samples; %s) | sampler lost %" PRIu64 "\n",
+               ", dropped %" PRIu64 " msgs (%" PRIu64 " samples; %s) | sampler lost %" PRIu64 "%s\n",
                final_line ? "final " : "", impl_->elapsed_s, impl_->processes.size() + impl_->retired.size(), sampling,
                samples, correlated, idle_text.empty() ? " none" : idle_text.c_str(),
                err_text.empty() ? " none" : err_text.c_str(), sent, late, queued, lost_msgs,
@@ -542,7 +619,22 @@ void HostAgent::live_summary(bool final_line) {
                options_.personality == Personality::EbpfProfiler
                    ? "the ebpf-profiler personality drops on EAGAIN, as that profiler does"
                    : "past due or queue full",
-               impl_->last_counters.lost);
+               impl_->last_counters.lost, context_text.c_str());
+  if (final_line) {
+    auto resources_of = [&](const Process& p) {
+      if (p.contexts.samples() == 0) return;
+      const nlohmann::json tally = p.contexts.to_json();
+      for (const auto& r : tally["resources"]) {
+        auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string("(none)") : v.get<std::string>(); };
+        notice("pid " + std::to_string(p.pid) + ": resource service.name=" + text(r["service_name"]) +
+               " service.instance.id=" + text(r["service_instance_id"]) + ": " +
+               std::to_string(r["samples"].get<std::uint64_t>()) + " samples in " +
+               std::to_string(r["publications"].size()) + " publications");
+      }
+    };
+    for (const auto& [pid, p] : impl_->processes) resources_of(p);
+    for (const auto& p : impl_->retired) resources_of(p);
+  }
   std::fflush(options_.log);
 }
 
@@ -630,6 +722,12 @@ nlohmann::json HostAgent::summary() const {
     if (p.tls) {
       j["tls_model"] = to_string(p.tls->model);
       if (p.tls->model == TlsModel::StaticOffset) j["tls_offset"] = p.tls->tp_offset;
+    }
+    if (p.context_header != 0 || p.contexts.samples() > 0) {
+      json context = p.contexts.to_json();
+      context["header_address"] = p.context_header ? json(hex_address(p.context_header)) : json(nullptr);
+      context["mappings"] = p.context_mappings;
+      j["process_context"] = std::move(context);
     }
     json records = json::array();
     for (const auto& [bytes, n] : p.records) records.push_back({{"hex", hex(bytes)}, {"count", n}});

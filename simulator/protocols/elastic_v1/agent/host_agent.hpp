@@ -1,6 +1,9 @@
 // The reference host agent: finds agent processes, reads their process
 // storage and TLS descriptor, connects to their socket, samples their
-// threads (a Sampler: BPF or ptrace), and reports correlations.
+// threads (a Sampler: BPF or ptrace), and reports correlations. When a
+// sampled process also publishes an OpenTelemetry process context (OTEP
+// 4719), the sampler reads its header with each sample and the summary says
+// which resource (publication) each sample belongs to.
 #pragma once
 
 #include <sys/types.h>
@@ -70,6 +73,8 @@ class HostAgent {
   void rescan();
   void examine(pid_t pid, bool explicit_pid);
   void refresh(Process& p);
+  void follow_process_context(Process& p);
+  void untrack(Process& p);
   void on_sample(const Sample& s);
   void flush(bool final_flush);
   void send_registration(Process& p);

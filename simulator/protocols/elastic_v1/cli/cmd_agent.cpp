@@ -53,6 +53,9 @@ class RecordingSampler final : public Sampler {
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     return inner_.track(pid, layout, site);
   }
+  Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
+    return inner_.track_process_context(pid, header_address);
+  }
   Status untrack(pid_t pid) override { return inner_.untrack(pid); }
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(
@@ -205,6 +208,11 @@ RegisterCommand agent_command(
     "agent", "Run the reference host agent: sample agent processes and send them correlations",
     [](CLI::App& app) -> std::function<int()> {
       auto a = std::make_shared<AgentArgs>();
+      app.footer(
+          "A sampled process that also publishes an OpenTelemetry process context (OTEP 4719) has its header read\n"
+          "with every sample: the summary (--json: process_context, per process) counts the samples per resource\n"
+          "(service.name, service.instance.id) and per publication (its timestamp), and those taken while the\n"
+          "context was being written (timestamp 0) or whose publication was replaced before it could be read.");
       app.add_option("--pid", a->pids, "Process to correlate (repeatable)");
       app.add_flag("--all", a->all, "Every process that maps the agent library (rescanned every 500 ms)");
       app.add_option("--frequency", a->frequency, "Samples per second (per CPU for bpf, per thread for ptrace)")
@@ -222,7 +230,9 @@ RegisterCommand agent_command(
           ->check(CLI::Range(1u, 3600000u));
       app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
           ->check(CLI::IsMember({"bpf", "ptrace"}));
-      app.add_option("--json", a->json_path, "Write the final summary as JSON to FILE ('-': stdout)");
+      app.add_option("--json", a->json_path,
+                     "Write the final summary as JSON to FILE ('-': stdout): per process its correlations and, when it "
+                     "publishes an OTel process context, the samples per resource");
       app.add_option("--html", a->html_path, "Write an HTML page with flame graphs of the samples, per transaction");
       app.add_flag("--quiet", a->quiet, "No live summary on stderr");
       return [a] { return run_agent(*a); };
