@@ -10,9 +10,9 @@ writes is committed. Output, for package PKG (e.g. elastic_v1):
   <out>/PKG_layout.h      layout constants for C code (fixtures)
 
 Each layout (Elastic's tls_record, messages, ...; a process context's
-context_header, mapping_names, payload; a thread context's tls_variable,
-thread_context_record, attribute_entry, reference_data) is checked and turned
-into constants when the registry has it. A registry names two roles, the side conform judges
+context_header, mapping_names, payload; a thread context's
+thread_context_record, attribute_entry, reference_data, and its tls_variable)
+is checked and turned into constants when the registry has it. A registry names two roles, the side conform judges
 (inside the application) first, then the reader outside it.
 """
 import json
