@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-jsonschema python3-pip python3-setuptools
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
+  musl-tools  # OTEP 4947's musl fixture models (fixtures/otel_thread_context)
   time  # tests/bench/conform_walltime.sh (peak RSS)
   chromium  # tests/py/test_html_report.py and scripts/report-screenshot.sh render the HTML report
 )
@@ -23,6 +24,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# musl for arm64 (the cross-built musl fixture models): a foreign-architecture package.
+if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ] && ! dpkg-query -W -f='${Status}' musl-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
+  echo "setup: installing musl-dev:arm64"
+  export DEBIAN_FRONTEND=noninteractive
+  dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends musl-dev:arm64 >/dev/null
 fi
 
 # ccache, when the machine has it, makes rebuilds in fresh clones and worktrees cheap.

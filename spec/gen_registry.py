@@ -10,8 +10,9 @@ writes is committed. Output, for package PKG (e.g. elastic_v1):
   <out>/PKG_layout.h      layout constants for C code (fixtures)
 
 Each layout (Elastic's tls_record, messages, ...; a process context's
-context_header, mapping_names, payload) is checked and turned into constants
-when the registry has it. A registry names two roles, the side conform judges
+context_header, mapping_names, payload; a thread context's
+thread_context_record, attribute_entry, reference_data, and its tls_variable)
+is checked and turned into constants when the registry has it. A registry names two roles, the side conform judges
 (inside the application) first, then the reader outside it.
 """
 import json
@@ -67,6 +68,27 @@ def check(reg: dict) -> None:
         signature = next(f for f in header["fields"] if f["name"] == "signature")
         if len(header["signature"]) != signature["size"]:
             sys.exit(f"gen_registry: signature {header['signature']!r} is not {signature['size']} bytes")
+    for name in ("thread_context_record", "attribute_entry"):
+        if name in lay:
+            check_sized_record(name, lay[name])
+
+
+def check_sized_record(name: str, layout: dict) -> None:
+    """A record of a fixed header (fields contiguous from offset 0, filling
+    header_size exactly) and one trailing field whose length another field gives."""
+    fixed = [f for f in layout["fields"] if "size" in f]
+    trailing = [f for f in layout["fields"] if "size" not in f]
+    at = 0
+    for f in fixed:
+        if f["offset"] != at:
+            sys.exit(f"gen_registry: {name} field {f['name']} at {f['offset']}, expected {at}")
+        at += f["size"]
+    if at != layout["header_size"]:
+        sys.exit(f"gen_registry: {name} fields end at {at}, header_size says {layout['header_size']}")
+    if len(trailing) != 1 or trailing[0]["offset"] != at:
+        sys.exit(f"gen_registry: {name} needs one trailing field at {at}, has {[f['name'] for f in trailing]}")
+    if trailing[0].get("size_field") not in {f["name"] for f in fixed}:
+        sys.exit(f"gen_registry: {name} field {trailing[0]['name']} takes its size from no header field")
 
 
 def field_constants(prefix: str, fields: list) -> list:
@@ -123,6 +145,19 @@ def constants(reg: dict) -> list:
             c += [(f"{prefix}_{ident(f['name'])}_FIELD", f["number"]) for f in p.get(group, [])]
         c += [("PAYLOAD_INTEROPERABLE_MAX_SIZE", p["interoperable_max_size"]),
               ("PAYLOAD_READER_DEFAULT_MAX_SIZE", p["reader_default_max_size"])]
+    if "tls_variable" in reg:
+        c.append(("POINTER_SIZE", reg["tls_variable"]["pointer_size"]))
+    if "thread_context_record" in lay:
+        r = lay["thread_context_record"]
+        c += [("RECORD_HEADER_SIZE", r["header_size"]), ("RECORD_ALIGNMENT", r["alignment"]),
+              ("RECORD_VALID_VALUE", r["valid_value"]), ("RECORD_INVALID_VALUE", r["invalid_value"]),
+              ("RECORD_RECOMMENDED_MAX_SIZE", r["recommended_max_size"])]
+        c += field_constants("RECORD", r["fields"])
+    if "attribute_entry" in lay:
+        c.append(("ATTRIBUTE_ENTRY_HEADER_SIZE", lay["attribute_entry"]["header_size"]))
+        c += field_constants("ATTRIBUTE_ENTRY", lay["attribute_entry"]["fields"])
+    if "reference_data" in lay:
+        c.append(("MAX_KEYS", lay["reference_data"]["max_keys"]))
     return c
 
 
@@ -152,7 +187,22 @@ def strings(reg: dict) -> list:
     if "payload" in lay:
         s += [("PAYLOAD_MESSAGE", lay["payload"]["message"]),
               ("THREADLOCAL_PREFIX", lay["payload"]["threadlocal_prefix"])]
+    if "tls_variable" in reg:
+        s.append(("TLS_SYMBOL", reg["tls_variable"]["symbol"]))
+    if "reference_data" in lay:
+        d = lay["reference_data"]
+        s += [("SCHEMA_VERSION_KEY", d["schema_version_key"]), ("ATTRIBUTE_KEY_MAP_KEY", d["attribute_key_map_key"]),
+              ("PUBLISHED_SCHEMA_VERSION", d["published_schema_version"])]
     return s
+
+
+def string_lists(reg: dict) -> list:
+    """Lists of names (C++ only: C code has no use for them yet)."""
+    lay = reg.get("layouts", {})
+    out = []
+    if "reference_data" in lay:
+        out.append(("SCHEMA_VERSIONS", lay["reference_data"]["schema_versions"]))
+    return out
 
 
 def write_cxx(reg: dict, raw: str, source: str, package: str, path: Path) -> None:
@@ -174,6 +224,9 @@ def write_cxx(reg: dict, raw: str, source: str, package: str, path: Path) -> Non
     lines.append("")
     for name, value in strings(reg):
         lines.append(f"inline constexpr std::string_view k{''.join(w.capitalize() for w in name.split('_'))} = {cxx_string(value)};")
+    for name, values in string_lists(reg):
+        lines.append(f"inline constexpr std::array<std::string_view, {len(values)}> "
+                     f"k{''.join(w.capitalize() for w in name.split('_'))}{{{', '.join(cxx_string(v) for v in values)}}};")
     lines.append("")
     level = {"MUST": "Level::Must", "SHOULD": "Level::Should", "MAY": "Level::May"}
     # The registry's two roles, in order: the side conform judges (the one

@@ -1,10 +1,11 @@
 """The OTEP 4719 writer fixtures (fixtures/otel_process_context) publish what the OTEP says.
 
 Checked from outside, the way a profiler reads a process, and without tracecorr's
-reader (its bugs must not hide the writer's): the mapping found by name in
-/proc/PID/maps, the 32-byte header and the payload read through /proc/PID/mem
-under the timestamp, the payload decoded by a wire-format walker written here and,
-when protoc is installed, by protoc against a schema written here. The x86-64
+reader (its bugs must not hide the writer's): tests/support/process_context_oracle.py
+finds the mapping by name in /proc/PID/maps, reads the 32-byte header and the payload
+through /proc/PID/mem under the timestamp and decodes the payload with a wire-format
+walker of its own; when protoc is installed, protoc decodes it too, against a schema
+written here. The x86-64
 programs run natively, the arm64 ones under qemu-aarch64 (guest addresses are host
 addresses there: qemu-user maps 64-bit guests at guest_base 0, which the first
 test checks against maps).
@@ -14,10 +15,8 @@ Build outputs: <build>/fixtures/<arch>/otel_process_context/{reference,mutants/<
 import json
 import os
 import re
-import select
 import shutil
 import signal
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -25,27 +24,19 @@ from pathlib import Path
 import pytest
 
 from build_products import HOST_ARCH, REPO, need, package_fixture_program
+from fixture_process import FixtureProcess, command_for
+from process_context_oracle import HEADER, SIGNATURE, consistent_read, context_mappings, mappings, process_context
 
 PACKAGE = "otel_process_context"
 PROGRAM = "otel-ctx-writer"
 MUTANTS = json.loads((REPO / "fixtures" / PACKAGE / "mutants" / "mutants.json").read_text())
 ARCHES = ["x86_64", "arm64"]
-QEMU = shutil.which("qemu-aarch64")
-AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
 PROTOC = shutil.which("protoc")
 STRACE = shutil.which("strace")
 
-# The OTEP's header: signature char[8], version u32, payload_size u32,
-# monotonic_published_at_ns u64, payload u64; little-endian on both arches.
-HEADER = struct.Struct("<8sIIQQ")
-SIGNATURE = b"OTEL_CTX"
-# Every name the OTEP's readers look for, as a prefix of the maps path.
-MAPPING_NAMES = ("/memfd:OTEL_CTX", "[anon:OTEL_CTX]", "[anon_shmem:OTEL_CTX]")
 UPDATE_COUNT_KEY = "tracecorr.fixture.update_count"
 BASE_ARGS = ["--service-name", "pctx-test", "--attribute", "deployment.environment.name=test"]
 
-# Generous bound for waiting on the writer; a missed event is a failure, not a slow pass.
-WAIT_S = 20.0
 # Consistent-read attempts before giving up (the writer under test updates at most every 20 ms).
 READ_ATTEMPTS = 1000
 
@@ -54,101 +45,7 @@ def program(arch, mutant=None):
     return need(package_fixture_program(PACKAGE, PROGRAM, arch, mutant))
 
 
-def command_for(arch, path):
-    if arch == "arm64":
-        if QEMU is None:
-            pytest.skip("qemu-aarch64 not installed")
-        return [QEMU, "-L", AARCH64_SYSROOT, str(path)]
-    return [str(path)]
-
-
-# ---- protobuf, decoded here --------------------------------------------------
-
-def _varint(buf, i):
-    value = shift = 0
-    while True:
-        if i >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def wire_fields(buf):
-    """[(field number, wire type, value)] of one message; ValueError when the bytes are not one."""
-    out, i = [], 0
-    while i < len(buf):
-        tag, i = _varint(buf, i)
-        field, wire = tag >> 3, tag & 7
-        if field == 0:
-            raise ValueError("field number 0")
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire in (1, 5):
-            n = 8 if wire == 1 else 4
-            if i + n > len(buf):
-                raise ValueError("truncated fixed field")
-            value, i = bytes(buf[i:i + n]), i + n
-        elif wire == 2:
-            n, i = _varint(buf, i)
-            if i + n > len(buf):
-                raise ValueError(f"field {field}: {n} bytes declared, {len(buf) - i} left")
-            value, i = bytes(buf[i:i + n]), i + n
-        else:
-            raise ValueError(f"field {field}: wire type {wire}")
-        out.append((field, wire, value))
-    return out
-
-
-def any_value(buf):
-    """An OTLP AnyValue as Python: str, bool, int, float, list, dict, bytes."""
-    fields = wire_fields(buf)
-    assert len(fields) == 1, f"AnyValue holds one oneof member, not {fields}"
-    field, wire, v = fields[0]
-    expected_wire = {1: 2, 2: 0, 3: 0, 4: 1, 5: 2, 6: 2, 7: 2}
-    assert expected_wire.get(field) == wire, f"AnyValue field {field} with wire type {wire}"
-    if field == 1:
-        return v.decode("utf-8")
-    if field == 2:
-        return bool(v)
-    if field == 3:
-        return v - (1 << 64) if v >= 1 << 63 else v
-    if field == 4:
-        return struct.unpack("<d", v)[0]
-    if field == 5:
-        return [any_value(x) for f, _, x in wire_fields(v) if f == 1]
-    if field == 6:
-        return dict(key_value(x) for f, _, x in wire_fields(v) if f == 1)
-    return v
-
-
-def key_value(buf):
-    key, value = None, None
-    for field, _, v in wire_fields(buf):
-        if field == 1:
-            key = v.decode("utf-8")
-        elif field == 2:
-            value = any_value(v)
-    assert key is not None, "KeyValue without a key"
-    return key, value
-
-
-def process_context(buf):
-    """ProcessContext {resource = 1 (Resource {attributes = 1}), attributes = 2} as
-    {"resource": [(key, value)] or None, "attributes": [(key, value)]}, duplicates kept."""
-    decoded = {"resource": None, "attributes": []}
-    for field, wire, v in wire_fields(buf):
-        if field == 1 and wire == 2:
-            decoded["resource"] = [key_value(x) for f, _, x in wire_fields(v) if f == 1]
-        elif field == 2 and wire == 2:
-            decoded["attributes"].append(key_value(v))
-    return decoded
-
+# ---- protobuf: tests/support/process_context_oracle.py; protoc, when installed ----
 
 # The schema protoc checks the payload against, from OTLP's field numbers
 # (common/v1, resource/v1) and the OTEP's ProcessContext.
@@ -180,26 +77,14 @@ def protoc_decode(tmp_path, payload):
 
 # ---- a running writer --------------------------------------------------------
 
-class Mapping:
-    def __init__(self, line):
-        fields = line.split(maxsplit=5)
-        start, end = fields[0].split("-")
-        self.start, self.end = int(start, 16), int(end, 16)
-        self.perms = fields[1]
-        self.name = fields[5] if len(fields) > 5 else ""
-
-
-class Writer:
-    """One otel-ctx-writer in a process group of its own (killed as a group)."""
+class Writer(FixtureProcess):
+    """One otel-ctx-writer (tests/support/fixture_process.py), read as a profiler reads it
+    (tests/support/process_context_oracle.py)."""
 
     FIRST_LINE = re.compile(r"otel-ctx-writer pid=(\d+) mapping=(0x[0-9a-f]+|none) payload=(after-header|separate)")
 
     def __init__(self, arch, journal_path, args=(), mutant=None, wrap=()):
-        self.journal_path = journal_path
-        env = dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(self.journal_path))
-        self.proc = subprocess.Popen(list(wrap) + command_for(arch, program(arch, mutant)) + list(args), env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
-        self._pending = b""
+        super().__init__(list(wrap) + command_for(arch, program(arch, mutant)) + list(args), journal_path)
         line = self.read_line()
         m = self.FIRST_LINE.fullmatch(line)
         assert m, f"unexpected first stdout line {line!r}"
@@ -207,49 +92,23 @@ class Writer:
         self.mapping = None if m.group(2) == "none" else int(m.group(2), 16)
         self.placement = m.group(3)
 
-    def read_line(self):
-        deadline = time.monotonic() + WAIT_S
-        while b"\n" not in self._pending:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
-            chunk = os.read(self.proc.stdout.fileno(), 4096) if ready else b""
-            if not chunk:
-                stderr = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else ""
-                pytest.fail(f"no stdout line from the writer (exit {self.proc.poll()}): {stderr}")
-            self._pending += chunk
-        line, self._pending = self._pending.split(b"\n", 1)
-        return line.decode()
-
     def mappings(self, pid=None):
-        return [Mapping(line) for line in Path(f"/proc/{pid or self.pid}/maps").read_text().splitlines()]
+        return mappings(pid or self.pid)
 
     def context_mappings(self, pid=None):
-        return [m for m in self.mappings(pid) if m.name.startswith(MAPPING_NAMES)]
+        return context_mappings(pid or self.pid)
 
     def vm_flags(self, start):
         smaps = Path(f"/proc/{self.pid}/smaps").read_text()
         section = smaps[smaps.index(f"{start:x}-"):]
         return set(re.search(r"^VmFlags:(.*)$", section, re.M).group(1).split())
 
-    def read(self, address, size):
-        with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
-            mem.seek(address)
-            data = mem.read(size)
-        assert len(data) == size, f"short read at {address:#x}"
-        return data
-
     def consistent_read(self, start):
         """The OTEP's reading protocol: (header fields, payload bytes) under one non-zero timestamp."""
-        for _ in range(READ_ATTEMPTS):
-            header = HEADER.unpack(self.read(start, HEADER.size))
-            signature, version, size, timestamp, payload = header
-            if timestamp == 0:
-                continue
-            assert size <= 1 << 20, f"payload_size {size}"
-            body = self.read(payload, size)
-            if HEADER.unpack(self.read(start, HEADER.size))[3] == timestamp:
-                return header, body
-        pytest.fail(f"no consistent read in {READ_ATTEMPTS} attempts")
+        result = consistent_read(self.pid, start, READ_ATTEMPTS)
+        if result is None:
+            pytest.fail(f"no consistent read in {READ_ATTEMPTS} attempts")
+        return result
 
     def payloads_by_timestamp(self, start, updates):
         """{timestamp: {(payload, payload_size, bytes)}} from consistent reads until the
@@ -264,40 +123,6 @@ class Writer:
 
         self.wait_journal("update", updates, between=read)
         return seen
-
-    def journal(self, event=None):
-        if not self.journal_path.exists():
-            return []
-        text = self.journal_path.read_text()
-        lines = [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
-        return [e for e in lines if event is None or e["event"] == event]
-
-    def wait_journal(self, event, count, between=lambda: time.sleep(0.02)):
-        """The journal's `event` lines once there are `count`, calling `between` while waiting."""
-        deadline = time.monotonic() + WAIT_S
-        while len(self.journal(event)) < count:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                pytest.fail(f"the journal has {len(self.journal(event))} {event} events, waited for {count}")
-            between()
-        return self.journal(event)
-
-    def stop(self):
-        """SIGTERM to the group (writer and forked children); SIGKILL what is left."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.returncode = self.proc.wait(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:
-            self.returncode = None
-        except ProcessLookupError:
-            self.returncode = self.proc.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        self.stderr = self.proc.stderr.read().decode(errors="replace")
-        self.proc.stdout.close()
-        self.proc.stderr.close()
 
 
 @pytest.fixture
