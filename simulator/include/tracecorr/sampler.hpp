@@ -38,6 +38,7 @@ enum class SampleError {
   RecordPointerNull,         // the thread has not published a record (yet)
   RecordReadFailed,          // the record pointer points at unreadable memory
   RecordTruncated,           // the record declares more than its layout's max_size: `record` holds the first max_size bytes
+  TlsBlockNotAllocated,      // dynamic TLS: the thread has no block for the variable's module yet (it published nothing)
 };
 const char* to_string(SampleError e);  // "thread_pointer_failed", ...
 
@@ -72,6 +73,7 @@ struct SamplerCounters {
   std::uint64_t lost = 0;          // samples dropped before user space saw them (ring buffer full)
   std::uint64_t not_stopping = 0;  // ptrace: threads that did not stop in time (parked in vfork, D state)
   std::uint64_t record_truncated = 0;  // records declaring more than their layout's max_size (emitted cut)
+  std::uint64_t tls_block_not_allocated = 0;  // dynamic TLS: threads without a block for the module yet (ptrace only)
   // name -> value, in a stable order (new counters go last), for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };
@@ -81,9 +83,11 @@ class Sampler {
   virtual ~Sampler() = default;
   virtual std::string name() const = 0;  // "bpf" or "ptrace"
   // Starts sampling pid's threads, reading each thread's record by `layout`
-  // through the pointer at `site` (a StaticOffset TLS descriptor's argument, or
-  // the process's memory area). Tracking again replaces both. An error: the
-  // layout fails RecordLayout::check(), or the sampler cannot hold it.
+  // through the pointer at `site` (a thread-pointer offset, a module's block
+  // in each thread's DTV, or the process's memory area: resolve_tls_access).
+  // Tracking again replaces both. An error: the layout fails
+  // RecordLayout::check(), or the sampler cannot hold it (the BPF sampler does
+  // not walk DTVs yet: kUnsupported).
   virtual Status track(pid_t pid, const RecordLayout& layout, PointerSite site) = 0;
   virtual Status untrack(pid_t pid) = 0;
   // Delivers the samples taken so far, waiting up to `timeout` for the first.
