@@ -196,8 +196,17 @@ std::uint64_t SamplerLoader::ring_bytes_consumed() const {
   return consumer_page_ ? consumer_page_[0] - consumer_at_open_ : 0;
 }
 
-Expected<tc_process> tracked_entry(const RecordLayout& layout, PointerSite site, std::uint32_t flags) {
+Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite& site, std::uint32_t flags) {
   if (auto st = layout.check(); !st) return st.error().within("BPF sampler");
+  // The program adds a fixed offset to the thread pointer; a variable in
+  // dynamic TLS needs the DTV walk (docs/ARCHITECTURE.md, "Thread-local
+  // storage models", says what the program will need for it).
+  if (site.module && !std::holds_alternative<PointerInMemoryArea>(layout.indirection))
+    return make_error(ErrorKind::kUnsupported,
+                      "the variable is in dynamic TLS (module " + std::to_string(site.module->module_id) +
+                          ", reached through each thread's DTV), which the BPF program does not walk yet; the ptrace "
+                          "sampler reads it",
+                      "BPF sampler");
   static_assert(kRecordMaxBytes <= 0xffff, "tc_process holds record offsets in 16 bits");
   tc_process value{};
   value.flags = flags;

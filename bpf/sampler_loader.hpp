@@ -59,7 +59,7 @@ std::string libbpf_log_tail();
 // The `tracked` map entry for a process whose records `layout` describes,
 // found through `site`. An error: the layout fails RecordLayout::check() (the
 // BPF program would otherwise be handed offsets it cannot honour).
-Expected<tc_process> tracked_entry(const RecordLayout& layout, PointerSite site, std::uint32_t flags);
+Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite& site, std::uint32_t flags);
 
 // One ring-buffer record, its lengths checked against the bytes the ring
 // holds. The spans point into the ring buffer: valid during the callback only.

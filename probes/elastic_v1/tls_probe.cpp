@@ -154,6 +154,12 @@ class TlsProbe final : public Probe {
       return not_applicable("TLS-01", "attached to a running target: " + polled_late +
                                           " (before tracecorr looked); judging needs threads that start while watched (" +
                                           watch_said + ")");
+    // Records in dynamic TLS: the slot watch cannot arm a slot whose block a
+    // thread allocates only at its first use, so only polls could witness.
+    if (threads.empty() && s.tls_access && s.tls_access->dynamic())
+      return not_applicable("TLS-01", "the records are in dynamic TLS (" + std::string(to_string(s.tls_access->model)) +
+                                          "), where a thread's slot exists only from its first use, so no store "
+                                          "could be watched; " + polled_late + " (" + watch_said + ")");
     if (threads.empty())
       return kit_error("TLS-01", "inconclusive: " + polled_late +
                                      ", which proves nothing about the moment before; no thread was seen before it (" +

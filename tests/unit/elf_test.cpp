@@ -130,6 +130,41 @@ TEST(ElfAnalysis, TraditionalDialectIsRecognisedByItsRelocations) {
   for (const auto& r : a->tls_access.relocations) EXPECT_TRUE(has(names->traditional, r)) << r;
 }
 
+// Each access model's GOT words, and what makes a module an executable.
+TEST(ElfAnalysis, FindsTheGotWordsOfEachAccessModel) {
+  auto gd = analyze_path(TC_TESTLIB_TRADITIONAL);
+  ASSERT_TRUE(gd.ok()) << gd.error().message();
+  ASSERT_TRUE(gd->tls_access.module_id_vaddr);
+  ASSERT_TRUE(gd->tls_access.block_offset_vaddr);
+  EXPECT_EQ(*gd->tls_access.block_offset_vaddr, *gd->tls_access.module_id_vaddr + 8) << "the psABI's tls_index pair";
+  EXPECT_FALSE(gd->tls_access.tp_offset_vaddr);
+  EXPECT_FALSE(gd->executable);
+
+  auto ie = analyze_path(TC_TESTLIB_INITIAL_EXEC);
+  ASSERT_TRUE(ie.ok()) << ie.error().message();
+  EXPECT_TRUE(ie->tls_access.tp_offset_vaddr);
+  EXPECT_FALSE(ie->tls_access.module_id_vaddr);
+  EXPECT_FALSE(ie->tls_access.descriptor_vaddr);
+  EXPECT_EQ(ie->tls_access.dialect, TlsDialect::Traditional) << "TPOFF is one of the traditional relocations";
+
+  auto desc = analyze_path(TC_TESTLIB_DESC);
+  ASSERT_TRUE(desc.ok());
+  ASSERT_TRUE(desc->tls_segment);
+  EXPECT_LT(desc->tls->value, desc->tls_segment->memory_size);
+  EXPECT_FALSE(desc->executable);
+
+  // The programs of tls_models_test: a PIE names its loader, a static-pie none.
+  for (const auto& [name, interpreted] : {std::pair{"tls_model_target_exe", true}, {"tls-model-target-static-pie", false}}) {
+    auto exe = analyze_path(std::string(TRACECORR_TEST_DATA_DIR) + "/" + name);
+    ASSERT_TRUE(exe.ok()) << exe.error().message();
+    EXPECT_TRUE(exe->executable) << name;
+    EXPECT_EQ(exe->interpreted, interpreted) << name;
+    ASSERT_TRUE(exe->tls && exe->tls->thread_local_storage()) << name;
+    ASSERT_TRUE(exe->tls_segment) << name;
+    EXPECT_EQ(exe->tls_access.dialect, TlsDialect::None) << name << ": local exec needs no relocation";
+  }
+}
+
 TEST(ElfAnalysis, LibraryWithoutTheSymbols) {
   auto a = analyze_path(TC_TESTLIB_NOSYMS);
   ASSERT_TRUE(a.ok()) << a.error().message();

@@ -385,6 +385,13 @@ TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
   EXPECT_EQ(area->fixed_size, 28);
   EXPECT_EQ(area->presence_offset, TC_NO_PRESENCE_BYTE);
   EXPECT_EQ(area->valid_values[0], 2u);  // only 1
+
+  // A variable in dynamic TLS: the program adds no DTV walk yet, so the loader refuses it.
+  const DtvModule module{3, 7, DtvLayout{8, 16, -1, 0, ~std::uint64_t{0}}};
+  auto dynamic = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(module, 16), 0);
+  ASSERT_FALSE(dynamic);
+  EXPECT_EQ(dynamic.error().kind, ErrorKind::kUnsupported);
+  EXPECT_NE(dynamic.error().message().find("DTV"), std::string::npos) << dynamic.error().message();
 }
 
 TEST(BpfRingRecord, LengthsAreCheckedAgainstTheRecordsSize) {

@@ -30,6 +30,8 @@ namespace tracecorr {
 namespace {
 
 using test_support::own_thread_pointer;
+using test_support::listening_on;
+using test_support::unused_loopback_port;
 
 char thread_state(pid_t pid, pid_t tid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
@@ -276,18 +278,6 @@ TEST(GdbstubSource, ReadsTpidrEl0OfEveryThreadFromTheStub) {
   EXPECT_NE(std::find(stub.received.begin(), stub.received.end(), "pf0"), stub.received.end());
 }
 
-// A loopback TCP port that was free a moment ago (bound, read, closed).
-int unused_loopback_port() {
-  UniqueFd s(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
-}
-
 TEST(GdbstubSource, NothingListeningIsAClearError) {
   const int port = unused_loopback_port();
   auto source = make_gdbstub_source("127.0.0.1", port);
@@ -296,23 +286,6 @@ TEST(GdbstubSource, NothingListeningIsAClearError) {
 }
 
 #ifdef TC_PRINT_TPIDR_ARM64
-bool listening_on(int port) {
-  char want[16];
-  std::snprintf(want, sizeof want, ":%04X", port);
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::istringstream cols(line);
-      std::string sl, local, remote, state;
-      cols >> sl >> local >> remote >> state;
-      if (state == "0A" && local.size() > 5 && local.ends_with(want)) return true;
-    }
-  }
-  return false;
-}
-
 // A real qemu-aarch64 -g: the guest prints its own TPIDR_EL0 per thread
 // (mrs x0, tpidr_el0) and the gdbstub source must read the same values.
 TEST(GdbstubSource, ReadsWhatAQemuGuestPrintsAsItsOwnTpidrEl0) {

@@ -33,6 +33,12 @@ struct DiscoveryOptions {
   // whose name looks like a shared object (".so", ".so.N") are opened, and
   // each file is analysed once per LibraryCache.
   bool look_past_names = true;
+  // Also analyse the programs the process runs: files mapped from their first
+  // byte whose name is not a shared object's (the process's own executable,
+  // and under qemu-user the guest's beside qemu's; data files such as locale
+  // archives fail analysis once per LibraryCache), for protocols whose
+  // variable may be defined in an executable.
+  bool look_in_executables = false;
 };
 
 struct AgentLibrary {
@@ -89,5 +95,17 @@ bool library_name_matches(const std::string& path, const std::string& regex, std
 bool library_name_pattern_supported(const std::string& regex);
 
 std::vector<pid_t> list_processes();
+
+// The C library whose loader laid out a process's thread control blocks and
+// DTVs, for code of `machine` (under qemu-user the guest's C library, not
+// qemu's own). Known by the files it maps: glibc's loader ld-linux-*.so.* and
+// libc.so.6, musl's ld-musl-*.so.1 and libc.so. Unknown when neither is
+// mapped for that machine (a static executable carries its C library inside),
+// or when both are.
+enum class CLibrary { Unknown, Glibc, Musl };
+const char* to_string(CLibrary c);
+Expected<CLibrary> detect_c_library(pid_t pid, elf::Machine machine);
+// The same from the name of a mapped file alone; nullopt: not a C library's.
+std::optional<CLibrary> c_library_of_file(const std::string& path);
 
 }  // namespace tracecorr

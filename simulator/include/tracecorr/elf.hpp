@@ -12,6 +12,7 @@ namespace tracecorr::elf {
 
 enum class Machine { X86_64, AArch64, Other };
 const char* to_string(Machine m);
+Machine machine_of(unsigned e_machine);  // from the ELF header's e_machine (EM_*)
 
 struct Symbol {
   std::string name;
@@ -22,6 +23,7 @@ struct Symbol {
   unsigned visibility = 0;  // STV_*
   unsigned section = 0;     // SHN_* or index; SHN_UNDEF means imported, not defined
   bool defined() const { return section != 0; }
+  bool thread_local_storage() const;  // STT_TLS
 };
 std::string describe_type(unsigned stt);  // "OBJECT", "TLS", ...
 
@@ -32,7 +34,10 @@ const char* to_string(TlsDialect d);
 // nullptr for machines tracecorr does not cover.
 struct DialectRelocations {
   std::string descriptor;                // "R_X86_64_TLSDESC"
-  std::vector<std::string> traditional;  // "R_X86_64_DTPMOD64", ...
+  std::vector<std::string> traditional;  // "R_X86_64_DTPMOD64", ...: the three below
+  std::string module_id;                 // "R_X86_64_DTPMOD64": a module id (general and local dynamic)
+  std::string block_offset;              // "R_X86_64_DTPOFF64": an offset in the module's block
+  std::string tp_offset;                 // "R_X86_64_TPOFF64": an offset from the thread pointer (initial exec)
 };
 const DialectRelocations* dialect_relocations(Machine m);
 // The relocation type's name (elf.h spelling) for the TLS relocations we know, or "type N".
@@ -47,6 +52,27 @@ struct TlsAccess {
   // Both dialects present (a TLSDESC relocation and a traditional one): the
   // descriptor is still readable, but ELF-04 asks for no traditional pair.
   bool mixed = false;
+  // The GOT words the loader fills for the variable (link-time addresses; add
+  // the load bias), one per access model the library's code uses:
+  // general dynamic: a DTPMOD relocation naming the variable (its module id;
+  // the psABI's tls_index puts the offset in the next word) and its DTPOFF;
+  std::optional<std::uint64_t> module_id_vaddr;
+  std::optional<std::uint64_t> block_offset_vaddr;
+  // initial exec: a TPOFF relocation naming the variable (its thread-pointer offset);
+  std::optional<std::uint64_t> tp_offset_vaddr;
+  // a DTPMOD relocation naming no symbol: the library's own module id (local
+  // dynamic, or general dynamic on a variable the library binds to itself).
+  // Not counted in `relocations`: it belongs to the module, not the variable.
+  std::optional<std::uint64_t> own_module_id_vaddr;
+};
+
+// The PT_TLS segment: the module's TLS template, from which the loader
+// builds each thread's block (p_memsz bytes, aligned to p_align).
+struct TlsSegment {
+  std::uint64_t vaddr = 0;
+  std::uint64_t file_size = 0;
+  std::uint64_t memory_size = 0;
+  std::uint64_t align = 1;
 };
 
 struct LibraryAnalysis {
@@ -61,6 +87,13 @@ struct LibraryAnalysis {
   std::optional<std::uint64_t> process_pointer_in_file;
   std::optional<Symbol> tls;
   TlsAccess tls_access;
+  std::optional<TlsSegment> tls_segment;
+  // An executable (ET_EXEC, or ET_DYN flagged DF_1_PIE): its TLS is module 1,
+  // placed first in the static TLS area, so its variables sit at offsets the
+  // psABI fixes (local exec). `interpreted`: it names a dynamic loader
+  // (PT_INTERP); static and static-pie executables do not.
+  bool executable = false;
+  bool interpreted = false;
   std::size_t dynamic_symbol_count = 0;
   // Set when the section headers (not mapped, so changeable under a running
   // process) disagree with the dynamic segment the loader used: then symbols

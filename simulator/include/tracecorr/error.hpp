@@ -28,8 +28,12 @@ enum class ErrorKind {
   kBadSignature,       // a structure's magic bytes are not what its format names
   kUnsupportedVersion, // a structure's version field names a version the reader does not read
   kMalformed,          // bytes that do not follow their format (an encoding error, named where)
-  kNotReady,           // a structure stayed marked as being written for every attempt to read it
+  kNotReady,           // a structure stayed marked as being written for every attempt to read it, or its
+                       // owner has not set it up yet (a TLS descriptor or module id the loader has not relocated)
   kKeptChanging,       // a structure changed under every attempt to read it consistently
+  kNotAllocated,       // per-thread storage the reader follows does not exist for this thread yet (a module's
+                       // dynamic TLS block the thread has not touched since the module was loaded)
+  kUnsupported,        // a layout or model the reader does not read (a C library or machine it does not know)
 };
 
 struct Error {

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -152,19 +153,64 @@ class RecordBytes {
   std::vector<std::uint8_t> bytes_;
 };
 
+// ---- thread-local storage outside the static block -------------------------------
+// How a C library lays out a thread's dynamic thread vector (DTV): where the
+// thread control block keeps the DTV's address, and how the vector holds each
+// module's TLS block. Data, so that every reader (and the BPF program, when it
+// walks DTVs) follows the same numbers; tls.hpp's dtv_layout() supplies them
+// for glibc and musl on x86-64 and arm64.
+struct DtvLayout {
+  std::int64_t dtv_at = 0;          // the DTV's address is stored at thread pointer + dtv_at
+  std::uint32_t entry_size = 8;     // bytes per DTV entry; entry i's first word is module i's block address
+  std::int32_t count_entry = 0;     // the entry whose first word is the number of module entries
+  std::optional<std::int32_t> generation_entry;  // the entry holding the DTV's generation, where the library keeps one
+  // A block address meaning "not allocated for this thread yet" besides 0
+  // (glibc's TLS_DTV_UNALLOCATED, all ones).
+  std::optional<std::uint64_t> unallocated;
+  bool operator==(const DtvLayout&) const = default;
+};
+
+// A module's TLS, reached through each thread's DTV: block of `module_id`, +
+// the site's offset. `generation`: the DTV generation the module needs
+// (glibc's TLSDESC argument carries it); an older DTV predates the module.
+struct DtvModule {
+  std::uint64_t module_id = 0;
+  std::optional<std::uint64_t> generation;
+  DtvLayout dtv;
+  bool operator==(const DtvModule&) const = default;
+};
+
+// Bounds on what a DTV walk believes: no C library numbers its modules past
+// these (glibc's DTV grows by 14 entries per step), so a larger count or id is
+// not a DTV.
+inline constexpr std::uint64_t kMaxTlsModules = 1u << 16;
+
 // Where, in one process, a layout's record pointer is: the part of the
 // indirection that discovery finds per process.
 struct PointerSite {
-  // PointerInTlsSlot: the slot's offset from the thread pointer (a StaticOffset
-  // TLS descriptor's argument, two's complement); PointerInMemoryArea: the area's address.
+  // PointerInTlsSlot: the slot's offset from the thread pointer (static TLS:
+  // a StaticOffset TLS descriptor's argument, two's complement), or, with
+  // `module`, from the start of the module's TLS block; PointerInMemoryArea:
+  // the area's address.
   std::uint64_t value = 0;
-  static PointerSite tls_offset(std::int64_t offset) { return {static_cast<std::uint64_t>(offset)}; }
-  static PointerSite area(std::uint64_t address) { return {address}; }
+  std::optional<DtvModule> module;  // the slot is in this module's block, found through the thread's DTV
+  static PointerSite tls_offset(std::int64_t offset) { return {static_cast<std::uint64_t>(offset), std::nullopt}; }
+  static PointerSite module_block(DtvModule module, std::uint64_t offset) { return {offset, std::move(module)}; }
+  static PointerSite area(std::uint64_t address) { return {address, std::nullopt}; }
   bool operator==(const PointerSite&) const = default;
 };
 // The address of the record pointer of the thread whose thread pointer is
-// `thread_pointer` (ignored for PointerInMemoryArea).
-std::uint64_t pointer_address(const RecordLayout& layout, PointerSite site, std::uint64_t thread_pointer);
+// `thread_pointer` (ignored for PointerInMemoryArea). A site in a module's
+// block walks the thread's DTV, every word read bounded: kNotAllocated when
+// the thread has no block for the module yet (its DTV too short or too old,
+// or the entry unallocated), kMalformed when the DTV is not one (a count or
+// generation past any C library's), the memory's own kinds otherwise.
+Expected<std::uint64_t> pointer_address(const ProcessMemory& memory, const RecordLayout& layout, const PointerSite& site,
+                                        std::uint64_t thread_pointer);
+// The start of `module`'s TLS block for the thread whose thread pointer is
+// `thread_pointer` (the DTV walk of pointer_address).
+Expected<std::uint64_t> module_block_address(const ProcessMemory& memory, const DtvModule& module,
+                                             std::uint64_t thread_pointer);
 // Whether the layout's indirection starts at the thread pointer.
 bool uses_thread_pointer(const RecordLayout& layout);
 

@@ -43,6 +43,7 @@ enum class SampleError {
   RecordPointerNull,         // the thread has not published a record (yet)
   RecordReadFailed,          // the record pointer points at unreadable memory
   RecordTruncated,           // the record declares more than its layout's max_size: `record` holds the first max_size bytes
+  TlsBlockNotAllocated,      // dynamic TLS: the thread has no block for the variable's module yet (it published nothing)
 };
 const char* to_string(SampleError e);  // "thread_pointer_failed", ...
 
@@ -84,6 +85,7 @@ struct SamplerCounters {
   std::uint64_t record_truncated = 0;  // records declaring more than their layout's max_size (emitted cut)
   std::uint64_t context_unreadable = 0;     // process context header unreadable or not a context's
   std::uint64_t context_being_written = 0;  // process context header read with timestamp 0
+  std::uint64_t tls_block_not_allocated = 0;  // dynamic TLS: threads without a block for the module yet (ptrace only)
   // name -> value, in a stable order (new counters go last), for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };
@@ -93,9 +95,11 @@ class Sampler {
   virtual ~Sampler() = default;
   virtual std::string name() const = 0;  // "bpf" or "ptrace"
   // Starts sampling pid's threads, reading each thread's record by `layout`
-  // through the pointer at `site` (a StaticOffset TLS descriptor's argument, or
-  // the process's memory area). Tracking again replaces both. An error: the
-  // layout fails RecordLayout::check(), or the sampler cannot hold it.
+  // through the pointer at `site` (a thread-pointer offset, a module's block
+  // in each thread's DTV, or the process's memory area: resolve_tls_access).
+  // Tracking again replaces both. An error: the layout fails
+  // RecordLayout::check(), or the sampler cannot hold it (the BPF sampler does
+  // not walk DTVs yet: kUnsupported).
   virtual Status track(pid_t pid, const RecordLayout& layout, PointerSite site) = 0;
   // Also reads, with each of pid's samples, the process context header at
   // `header_address` (a mapping process_context::discover found): its

@@ -58,6 +58,18 @@ std::optional<std::uint64_t> RecordWatcher::thread_pointer(pid_t tid, std::chron
   return *tp;
 }
 
+namespace {
+
+// A thread without a TLS block for the variable's module (dynamic TLS it has
+// not touched yet) holds the variable's initial null pointer: it has
+// published nothing, as a thread whose pointer reads 0.
+Expected<ThreadRecordRead> unallocated_as_unpublished(Expected<ThreadRecordRead> read) {
+  if (!read && read.error().kind == ErrorKind::kNotAllocated) return ThreadRecordRead{};
+  return read;
+}
+
+}  // namespace
+
 void RecordWatcher::poll_once() {
   // Thread ids from procfs: asking the thread-pointer source (a gdbstub) for
   // its thread list would stop the guest on every poll.
@@ -81,8 +93,8 @@ void RecordWatcher::poll_once() {
   std::set<std::pair<TraceId, SpanId>> active;
   for (auto [tid, thread_pointer] : readable) {
     const std::optional<std::uint64_t> tp = thread_pointer;
-    auto first = read_thread_record(memory_, layout_, *tp, site_);
-    auto second = first ? read_thread_record(memory_, layout_, *tp, site_) : first;
+    auto first = unallocated_as_unpublished(read_thread_record(memory_, layout_, *tp, site_));
+    auto second = first ? unallocated_as_unpublished(read_thread_record(memory_, layout_, *tp, site_)) : first;
     auto read_by = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     ++stats_.polls;

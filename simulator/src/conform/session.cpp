@@ -91,7 +91,8 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     s->slot_watch_report_ = s->slot_watch_->finish(deadline);
     s->slot_watch_.reset();
   }
-  if (s->library_ && s->library_->tls_descriptor_addr) {
+  if (s->library_ && (s->library_->tls_descriptor_addr ||
+                      (s->library_->elf.tls && s->library_->elf.tls->thread_local_storage()))) {
     if (auto st = s->attach_tls(deadline); !st) s->tls_error_ = st.error();
   }
   if (s->part_) s->part_->opened(*s, deadline);
@@ -219,21 +220,30 @@ Status Session::discover(Clock::time_point deadline) {
 namespace {
 
 // Where a thread's slot is, found as the session finds it: the agent library
-// in the thread's process, then its TLS descriptor (static TLS only; the judges take
-// the rest). The messages are the report's reasons, so they name no
-// address.
+// in the thread's process, then how its TLS variable is reached, at the
+// thread's first stop (a slot in glibc's dynamic TLS has no block yet then;
+// musl's has). The judges take the rest. The messages are the report's
+// reasons, so they name no address.
 // Used by the x86-64 slot watch only (hardware watchpoints).
-[[maybe_unused]] Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options, pid_t pid,
-                                        std::uint64_t thread_pointer) {
+[[maybe_unused]] Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options,
+                                                         const RecordLayout& layout, pid_t pid,
+                                                         std::uint64_t thread_pointer) {
   auto found = discover_process(pid, options, cache);
   if (!found || !*found) return make_error("its process had not loaded the agent library yet");
   const auto& library = **found;
-  if (!library.tls_descriptor_addr) return make_error("the agent library defines no TLS slot");
-  auto descriptor = read_tls_descriptor(LiveProcessMemory(pid), *library.tls_descriptor_addr, library.elf.machine);
-  if (!descriptor) return make_error("the agent library's TLS descriptor could not be read");
-  if (descriptor->model == TlsModel::Dynamic) return make_error("the agent library's TLS is dynamic");
-  if (descriptor->model != TlsModel::StaticOffset) return make_error("the agent library's TLS descriptor was not relocated yet");
-  return thread_pointer + static_cast<std::uint64_t>(descriptor->tp_offset);
+  if (!library.elf.tls || !library.elf.tls->thread_local_storage()) return make_error("the agent library defines no TLS slot");
+  LiveProcessMemory memory(pid);
+  auto c_library = detect_c_library(pid, library.elf.machine);
+  auto access = resolve_tls_access(memory, library, c_library ? *c_library : CLibrary::Unknown);
+  if (!access) {
+    if (access.error().kind == ErrorKind::kNotReady) return make_error("the agent library's TLS was not relocated yet");
+    return make_error("the agent library's TLS slot could not be located");
+  }
+  auto slot = pointer_address(memory, layout, access->site, thread_pointer);
+  if (!slot && slot.error().kind == ErrorKind::kNotAllocated)
+    return make_error("the agent library's TLS is dynamic and the thread had no block for it yet");
+  if (!slot) return make_error("the agent library's TLS slot could not be located");
+  return *slot;
 }
 
 [[maybe_unused]] bool runs_under_qemu_user(const std::vector<std::string>& command) {
@@ -253,8 +263,9 @@ void Session::prepare_slot_watch(LaunchSpec& launch) {
   launch.before_exec = [this](pid_t pid) {
     auto cache = std::make_shared<LibraryCache>();
     auto watch = SlotWatch::follow_launch(
-        pid, settings_.record_layout, [cache, options = settings_.discovery](pid_t p, std::uint64_t tp) {
-          return locate_tls_slot(*cache, options, p, tp);
+        pid, settings_.record_layout,
+        [cache, options = settings_.discovery, layout = settings_.record_layout](pid_t p, std::uint64_t tp) {
+          return locate_tls_slot(*cache, options, layout, p, tp);
         });
     if (watch) slot_watch_ = std::move(*watch);
     else slot_watch_unavailable_ = watch.error().message();
@@ -266,14 +277,27 @@ void Session::prepare_slot_watch(LaunchSpec& launch) {
 }
 
 Status Session::attach_tls(Clock::time_point deadline) {
+  auto detected = detect_c_library(pid(), library_->elf.machine);
+  const CLibrary c_library = detected ? *detected : CLibrary::Unknown;
   for (;;) {
-    auto desc = read_tls_descriptor(*memory_, *library_->tls_descriptor_addr, library_->elf.machine);
-    if (!desc) {
-      if (Clock::now() >= deadline || !target_alive()) return desc.error();
-    } else {
-      tls_descriptor_ = *desc;
-      if (desc->model == TlsModel::StaticOffset) break;
-      if (desc->model == TlsModel::Dynamic || Clock::now() >= deadline) return Ok{};  // evidence: a dynamic or unrelocated descriptor
+    // The descriptor as the loader left it is evidence of its own (a
+    // protocol may judge whether its readers can add it to the thread pointer).
+    std::optional<Error> descriptor_error;
+    if (library_->tls_descriptor_addr) {
+      auto desc = read_tls_descriptor(*memory_, *library_->tls_descriptor_addr, library_->elf.machine);
+      if (desc) tls_descriptor_ = *desc;
+      else descriptor_error = desc.error();
+    }
+    // The records are read in whichever model the variable is reached.
+    auto access = resolve_tls_access(*memory_, *library_, c_library);
+    if (access) {
+      tls_access_ = *access;
+      break;
+    }
+    // Only the loader's relocation is worth waiting for.
+    if (access.error().kind != ErrorKind::kNotReady || Clock::now() >= deadline || !target_alive()) {
+      if (tls_descriptor_) return Ok{};  // evidence: a descriptor no reader can follow
+      return descriptor_error ? *descriptor_error : access.error();
     }
     std::this_thread::sleep_for(Millis(5));
   }
@@ -285,8 +309,7 @@ Status Session::attach_tls(Clock::time_point deadline) {
     source = make_ptrace_source(pid());
   }
   // The watcher reads bytes by the protocol's layout; which trace they name is the protocol's answer.
-  watcher_ = std::make_unique<RecordWatcher>(pid(), settings_.record_layout,
-                                             PointerSite::tls_offset(tls_descriptor_->tp_offset), settings_.active_trace,
+  watcher_ = std::make_unique<RecordWatcher>(pid(), settings_.record_layout, tls_access_->site, settings_.active_trace,
                                              std::move(source));
   watcher_->start();
   return Ok{};
@@ -405,6 +428,7 @@ SessionEvidence Session::evidence() const {
   e.library = library_;
   e.discovery_error = discovery_error_;
   e.tls_descriptor = tls_descriptor_;
+  e.tls_access = tls_access_;
   e.tls_error = tls_error_;
   e.slot_watch = slot_watch_report_;
   e.slot_watch_unavailable = slot_watch_unavailable_;

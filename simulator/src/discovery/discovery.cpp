@@ -1,5 +1,6 @@
 #include "tracecorr/discovery.hpp"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -247,7 +248,13 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
   std::optional<AgentLibrary> best;
   int best_score = -1;
   for (auto& [id, c] : files) {
-    if (!c.name_matches && !(o.look_past_names && looks_like_shared_object(c.first->file_path()))) continue;
+    // A program is any other file mapped from its start (where ELF headers
+    // are): qemu-user maps a guest's code without execute permission, so the
+    // permission says nothing. Files that are no ELF fail analysis once per cache.
+    const bool shared_object = looks_like_shared_object(c.first->file_path());
+    if (!c.name_matches && !(o.look_past_names && shared_object) &&
+        !(o.look_in_executables && !shared_object && c.base))
+      continue;
     auto analysis = cache.analyze(pid, c.base ? *c.base : *c.first, o);
     if (!analysis) {
       // A library that matches by name but cannot be analysed is still the
@@ -306,6 +313,51 @@ bool process_pointer_settled(const AgentLibrary& library, const ProcessMemory& m
   if (!file_bytes || *file_bytes == 0) return true;
   auto value = memory.read_u64(address);
   return value && *value != *file_bytes;  // still the file's bytes: not zeroed or relocated yet
+}
+
+const char* to_string(CLibrary c) {
+  switch (c) {
+    case CLibrary::Unknown: return "unknown";
+    case CLibrary::Glibc: return "glibc";
+    case CLibrary::Musl: return "musl";
+  }
+  return "?";
+}
+
+std::optional<CLibrary> c_library_of_file(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string_view base = std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+  // glibc: its loader and libc.so.6 (its libc.so is a linker script, never mapped).
+  if (base.substr(0, 8) == "ld-linux" || base == "libc.so.6") return CLibrary::Glibc;
+  // musl: one file, loader and C library, installed as ld-musl-ARCH.so.1 or
+  // libc.musl-ARCH.so.1 (Alpine) or libc.so (Debian's musl, the link's target).
+  if (base.substr(0, 8) == "ld-musl-" || base.substr(0, 10) == "libc.musl-" || base == "libc.so") return CLibrary::Musl;
+  return std::nullopt;
+}
+
+Expected<CLibrary> detect_c_library(pid_t pid, elf::Machine machine) {
+  auto maps = read_maps(pid);
+  if (!maps) return maps.error();
+  std::optional<CLibrary> found;
+  std::vector<std::string> seen;  // device:inode of files looked at
+  for (const auto& m : *maps) {
+    if (!m.file_backed()) continue;
+    auto library = c_library_of_file(m.file_path());
+    if (!library) continue;
+    std::string id = m.device + ":" + std::to_string(m.inode);
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    seen.push_back(id);
+    // Under qemu-user the process maps qemu's own C library beside the
+    // guest's: only the file built for `machine` counts.
+    auto fd = open_mapped_file(pid, m);
+    if (!fd) continue;
+    Elf64_Ehdr header;
+    if (::pread(fd->get(), &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) continue;
+    if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || elf::machine_of(header.e_machine) != machine) continue;
+    if (found && *found != *library) return CLibrary::Unknown;  // both: nothing to go by
+    found = library;
+  }
+  return found.value_or(CLibrary::Unknown);
 }
 
 std::vector<pid_t> list_processes() {

@@ -38,14 +38,6 @@ bool init_libelf() {
   return ok;
 }
 
-Machine machine_of(unsigned e_machine) {
-  switch (e_machine) {
-    case EM_X86_64: return Machine::X86_64;
-    case EM_AARCH64: return Machine::AArch64;
-    default: return Machine::Other;
-  }
-}
-
 // Reads `size` bytes at `offset`; false when the file has fewer.
 bool read_exact(int fd, void* into, std::size_t size, std::uint64_t offset) {
   return ::pread(fd, into, size, static_cast<off_t>(offset)) == static_cast<ssize_t>(size);
@@ -130,6 +122,14 @@ void keep(std::optional<Symbol>& slot, Symbol s) {
 
 }  // namespace
 
+Machine machine_of(unsigned e_machine) {
+  switch (e_machine) {
+    case EM_X86_64: return Machine::X86_64;
+    case EM_AARCH64: return Machine::AArch64;
+    default: return Machine::Other;
+  }
+}
+
 const char* to_string(Machine m) {
   switch (m) {
     case Machine::X86_64: return "x86_64";
@@ -147,6 +147,8 @@ const char* to_string(TlsDialect d) {
   }
   return "?";
 }
+
+bool Symbol::thread_local_storage() const { return type == STT_TLS; }
 
 std::string describe_type(unsigned stt) {
   switch (stt) {
@@ -166,14 +168,24 @@ const DialectRelocations* dialect_relocations(Machine m) {
   // The psABI's TLS relocations (elf.h), by dialect: what a library built with
   // -mtls-dialect=gnu2 (x86-64) or =desc (arm64) carries, and what the
   // traditional __tls_get_addr code carries instead.
-  static const DialectRelocations x86_64{relocation_name(Machine::X86_64, R_X86_64_TLSDESC),
-                                         {relocation_name(Machine::X86_64, R_X86_64_DTPMOD64),
-                                          relocation_name(Machine::X86_64, R_X86_64_DTPOFF64),
-                                          relocation_name(Machine::X86_64, R_X86_64_TPOFF64)}};
-  static const DialectRelocations aarch64{relocation_name(Machine::AArch64, R_AARCH64_TLSDESC),
-                                          {relocation_name(Machine::AArch64, R_AARCH64_TLS_DTPMOD),
-                                           relocation_name(Machine::AArch64, R_AARCH64_TLS_DTPREL),
-                                           relocation_name(Machine::AArch64, R_AARCH64_TLS_TPREL)}};
+  static const DialectRelocations x86_64 = [] {
+    DialectRelocations d;
+    d.descriptor = relocation_name(Machine::X86_64, R_X86_64_TLSDESC);
+    d.module_id = relocation_name(Machine::X86_64, R_X86_64_DTPMOD64);
+    d.block_offset = relocation_name(Machine::X86_64, R_X86_64_DTPOFF64);
+    d.tp_offset = relocation_name(Machine::X86_64, R_X86_64_TPOFF64);
+    d.traditional = {d.module_id, d.block_offset, d.tp_offset};
+    return d;
+  }();
+  static const DialectRelocations aarch64 = [] {
+    DialectRelocations d;
+    d.descriptor = relocation_name(Machine::AArch64, R_AARCH64_TLSDESC);
+    d.module_id = relocation_name(Machine::AArch64, R_AARCH64_TLS_DTPMOD);
+    d.block_offset = relocation_name(Machine::AArch64, R_AARCH64_TLS_DTPREL);
+    d.tp_offset = relocation_name(Machine::AArch64, R_AARCH64_TLS_TPREL);
+    d.traditional = {d.module_id, d.block_offset, d.tp_offset};
+    return d;
+  }();
   if (m == Machine::X86_64) return &x86_64;
   if (m == Machine::AArch64) return &aarch64;
   return nullptr;
@@ -295,22 +307,29 @@ Expected<std::uint64_t> loader_symbol_count(int fd, std::uint64_t file_size, con
   return make_error("DT_GNU_HASH chain does not end", where);
 }
 
-// nullopt when the file has no PT_DYNAMIC naming a symbol and a string table
-// (then the section headers are all there is).
-Expected<std::optional<LoaderTables>> loader_tables(int fd, std::uint64_t file_size, const std::vector<GElf_Phdr>& loads,
-                                                    const std::optional<GElf_Phdr>& dynamic, const std::string& path) {
-  if (!dynamic) return std::optional<LoaderTables>();
+// The dynamic segment's entries up to DT_NULL (at most 4096), as mapped.
+Expected<std::vector<Elf64_Dyn>> dynamic_entries(int fd, std::uint64_t file_size, const GElf_Phdr& dynamic,
+                                                 const std::string& path) {
   const std::string where = path + " PT_DYNAMIC";
   constexpr std::uint64_t kMaxDynamicEntries = 4096;
-  const std::uint64_t count = std::min<std::uint64_t>(dynamic->p_filesz / sizeof(Elf64_Dyn), kMaxDynamicEntries);
-  if (dynamic->p_offset > file_size || file_size - dynamic->p_offset < count * sizeof(Elf64_Dyn))
+  const std::uint64_t count = std::min<std::uint64_t>(dynamic.p_filesz / sizeof(Elf64_Dyn), kMaxDynamicEntries);
+  if (dynamic.p_offset > file_size || file_size - dynamic.p_offset < count * sizeof(Elf64_Dyn))
     return make_error("the dynamic segment runs past the end of the file", where);
   std::vector<Elf64_Dyn> entries(static_cast<std::size_t>(count));
-  if (count && !read_at(fd, dynamic->p_offset, entries.data(), entries.size()))
+  if (count && !read_at(fd, dynamic.p_offset, entries.data(), entries.size()))
     return make_error("the dynamic segment is unreadable", where);
+  auto end = std::find_if(entries.begin(), entries.end(), [](const Elf64_Dyn& d) { return d.d_tag == DT_NULL; });
+  entries.erase(end, entries.end());
+  return entries;
+}
+
+// nullopt when the dynamic segment names no symbol and string table (then
+// the section headers are all there is).
+Expected<std::optional<LoaderTables>> loader_tables(int fd, std::uint64_t file_size, const std::vector<GElf_Phdr>& loads,
+                                                    const std::vector<Elf64_Dyn>& entries, const std::string& path) {
+  const std::string where = path + " PT_DYNAMIC";
   std::optional<std::uint64_t> symtab, strtab, strsz, hash, gnu_hash, rela, relasz, jmprel, pltrelsz, pltrel;
   for (const auto& d : entries) {
-    if (d.d_tag == DT_NULL) break;
     switch (d.d_tag) {
       case DT_SYMTAB: symtab = d.d_un.d_ptr; break;
       case DT_STRTAB: strtab = d.d_un.d_ptr; break;
@@ -393,9 +412,13 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
       return make_error("unreadable program header: " + libelf_error(), path + " program header " + std::to_string(i));
     if (ph.p_type == PT_LOAD) loads.push_back(ph);
     if (ph.p_type == PT_DYNAMIC && !dynamic) dynamic = ph;
+    if (ph.p_type == PT_INTERP) out.interpreted = true;
+    if (ph.p_type == PT_TLS && !out.tls_segment)
+      out.tls_segment = TlsSegment{ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_align ? ph.p_align : 1};
   }
   if (loads.empty()) return make_error("no PT_LOAD segment: nothing of this file is mapped", path);
   out.first_load_vaddr = loads.front().p_vaddr;
+  out.executable = eh.e_type == ET_EXEC;
 
   // Sections: the dynamic symbol table and the dynamic relocations.
   std::size_t shnum = 0;
@@ -453,7 +476,17 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
   std::uint64_t symtab_offset = dynsym_hdr.sh_offset, symbol_count = dynsym_hdr.sh_size / sizeof(Elf64_Sym);
   std::uint64_t strtab_offset = strhdr.sh_offset, strtab_size = strhdr.sh_size;
   auto rela_tables = rela_sections;
-  auto loader = loader_tables(fd, file_size, loads, dynamic, path);
+  Expected<std::optional<LoaderTables>> loader = std::optional<LoaderTables>();
+  if (dynamic) {
+    auto entries = dynamic_entries(fd, file_size, *dynamic, path);
+    if (!entries) {
+      loader = entries.error();
+    } else {
+      loader = loader_tables(fd, file_size, loads, *entries, path);
+      for (const auto& d : *entries)
+        if (d.d_tag == DT_FLAGS_1 && (d.d_un.d_val & DF_1_PIE)) out.executable = true;
+    }
+  }
   if (!loader) {
     out.loader_view_note = "the dynamic segment could not be read (" + loader.error().message() +
                            "): symbols were read through the section headers";
@@ -526,12 +559,25 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
       const bool is_descriptor = dialect && name == dialect->descriptor;
       const bool is_traditional =
           dialect && std::find(dialect->traditional.begin(), dialect->traditional.end(), name) != dialect->traditional.end();
-      // A TLSDESC without a symbol (a non-preemptible variable) names its
-      // variable by the addend: the offset in the module's TLS block.
+      const bool is_module_id = dialect && name == dialect->module_id;
+      const bool is_block_offset = dialect && name == dialect->block_offset;
+      const bool is_tp_offset = dialect && name == dialect->tp_offset;
+      if (sym == 0 && is_module_id) {
+        if (!out.tls_access.own_module_id_vaddr) out.tls_access.own_module_id_vaddr = rela.r_offset;
+        continue;
+      }
+      // A TLSDESC or TPOFF without a symbol (a non-preemptible variable)
+      // names its variable by the addend: the offset in the module's TLS block.
       const bool ours = (tls_index && sym == *tls_index) ||
-                        (sym == 0 && is_descriptor && out.tls->defined() &&
+                        (sym == 0 && (is_descriptor || is_tp_offset) && out.tls->defined() &&
                          static_cast<std::uint64_t>(rela.r_addend) == out.tls->value);
       if (!ours || (!is_descriptor && !is_traditional)) continue;
+      auto first = [&](std::optional<std::uint64_t>& slot) {
+        if (!slot) slot = rela.r_offset;
+      };
+      if (is_module_id) first(out.tls_access.module_id_vaddr);
+      if (is_block_offset) first(out.tls_access.block_offset_vaddr);
+      if (is_tp_offset) first(out.tls_access.tp_offset_vaddr);
       if (std::find(out.tls_access.relocations.begin(), out.tls_access.relocations.end(), name) ==
           out.tls_access.relocations.end())
         out.tls_access.relocations.push_back(name);

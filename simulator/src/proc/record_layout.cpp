@@ -174,11 +174,66 @@ Expected<std::size_t> record_length(const RecordLayout& layout, std::span<const 
   return static_cast<std::size_t>(total);
 }
 
-std::uint64_t pointer_address(const RecordLayout& layout, PointerSite site, std::uint64_t thread_pointer) {
+Expected<std::uint64_t> module_block_address(const ProcessMemory& memory, const DtvModule& module,
+                                             std::uint64_t thread_pointer) {
+  const DtvLayout& layout = module.dtv;
+  const std::string module_name = "TLS module " + std::to_string(module.module_id);
+  if (module.module_id == 0 || module.module_id > kMaxTlsModules)
+    return make_error(ErrorKind::kMalformed, "module id " + std::to_string(module.module_id) + " is outside 1.." +
+                                                 std::to_string(kMaxTlsModules),
+                      module_name);
+  // Unsigned arithmetic wraps like the target's (the DTV pointer sits below the thread pointer on musl arm64).
+  const std::uint64_t dtv_slot = thread_pointer + static_cast<std::uint64_t>(layout.dtv_at);
+  auto dtv = memory.read_u64(dtv_slot);
+  if (!dtv) return dtv.error().within("DTV pointer at thread pointer " + hex_address(thread_pointer) + " + " +
+                                      std::to_string(layout.dtv_at));
+  if (*dtv == 0)
+    return make_error(ErrorKind::kNotAllocated, "the thread has no DTV yet",
+                      "DTV pointer at " + hex_address(dtv_slot));
+  const auto entry = [&](std::int64_t index) {
+    return *dtv + static_cast<std::uint64_t>(index) * layout.entry_size;
+  };
+  const std::string where = module_name + ", DTV at " + hex_address(*dtv);
+  auto count = memory.read_u64(entry(layout.count_entry));
+  if (!count) return count.error().within(where + " (its entry count)");
+  if (*count > kMaxTlsModules)
+    return make_error(ErrorKind::kMalformed,
+                      "the DTV claims " + std::to_string(*count) + " module entries, more than the " +
+                          std::to_string(kMaxTlsModules) + " any C library numbers: not a DTV",
+                      where);
+  if (module.module_id > *count)
+    return make_error(ErrorKind::kNotAllocated,
+                      "the thread's DTV has " + std::to_string(*count) +
+                          " module entries: the thread has not used TLS since the module was loaded",
+                      where);
+  if (module.generation && layout.generation_entry) {
+    auto generation = memory.read_u64(entry(*layout.generation_entry));
+    if (!generation) return generation.error().within(where + " (its generation)");
+    if (*generation < *module.generation)
+      return make_error(ErrorKind::kNotAllocated,
+                        "the thread's DTV is of generation " + std::to_string(*generation) + ", older than the module's " +
+                            std::to_string(*module.generation) +
+                            ": the thread has not used TLS since the module was loaded",
+                        where);
+  }
+  auto block = memory.read_u64(entry(static_cast<std::int64_t>(module.module_id)));
+  if (!block) return block.error().within(where + " (its entry)");
+  if (*block == 0 || (layout.unallocated && *block == *layout.unallocated))
+    return make_error(ErrorKind::kNotAllocated,
+                      "no TLS block for the module in this thread yet: the loader allocates it at the thread's first "
+                      "use of the module's TLS",
+                      where);
+  return *block;
+}
+
+Expected<std::uint64_t> pointer_address(const ProcessMemory& memory, const RecordLayout& layout, const PointerSite& site,
+                                        std::uint64_t thread_pointer) {
+  if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) return site.value + area->pointer_offset;
   // Unsigned arithmetic wraps like the target's own pointer arithmetic (TLS offsets are negative on x86-64).
-  return std::visit(overloaded{[&](const PointerInTlsSlot&) { return thread_pointer + site.value; },
-                               [&](const PointerInMemoryArea& a) { return site.value + a.pointer_offset; }},
-                    layout.indirection);
+  if (!site.module) return thread_pointer + site.value;
+  auto block = module_block_address(memory, *site.module, thread_pointer);
+  if (!block) return block.error();
+  return *block + site.value;
 }
 
 bool uses_thread_pointer(const RecordLayout& layout) {

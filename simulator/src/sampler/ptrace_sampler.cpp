@@ -235,7 +235,18 @@ class PtraceSampler final : public Sampler {
       ++counters_.thread_pointer_failed;
       return;
     }
-    auto rp = mem.read_u64(pointer_address(layout, tracked.site, tp));
+    auto slot = pointer_address(mem, layout, tracked.site, tp);
+    if (!slot) {
+      if (slot.error().kind == ErrorKind::kNotAllocated) {
+        s.error = SampleError::TlsBlockNotAllocated;
+        ++counters_.tls_block_not_allocated;
+      } else {
+        s.error = SampleError::RecordPointerReadFailed;
+        ++counters_.record_pointer_read_failed;
+      }
+      return;
+    }
+    auto rp = mem.read_u64(*slot);
     if (!rp) {
       s.error = SampleError::RecordPointerReadFailed;
       ++counters_.record_pointer_read_failed;

@@ -11,6 +11,7 @@ const char* to_string(SampleError e) {
     case SampleError::RecordPointerNull: return "record_pointer_null";
     case SampleError::RecordReadFailed: return "record_read_failed";
     case SampleError::RecordTruncated: return "record_truncated";
+    case SampleError::TlsBlockNotAllocated: return "tls_block_not_allocated";
   }
   return "unknown";
 }
@@ -31,6 +32,7 @@ std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() cons
       {"record_truncated", record_truncated},
       {"context_unreadable", context_unreadable},
       {"context_being_written", context_being_written},
+      {"tls_block_not_allocated", tls_block_not_allocated},
   };
 }
 

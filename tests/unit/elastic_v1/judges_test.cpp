@@ -391,6 +391,16 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"PolledOnlyAfterPublication", "TLS-01",
                   enabled(with_records({observation(11, 1, 0), observation(12, 1, 1)})), Outcome::KitError,
                   "inconclusive: 2 threads' records were first polled after their publication"},
+        // Dynamic TLS: no slot could be watched before its block existed.
+        JudgeCase{"DynamicTlsPolledOnlyAfterPublication", "TLS-01",
+                  enabled([](auto& s) {
+                    with_records({observation(11, 1, 0)})(s);
+                    TlsVariableAccess dynamic;
+                    dynamic.model = TlsAccessModel::DescriptorDynamic;
+                    dynamic.site = PointerSite::module_block(DtvModule{2, 1, DtvLayout{}}, 0);
+                    s.tls_access = dynamic;
+                  }),
+                  Outcome::NotApplicable, "the records are in dynamic TLS (tlsdesc-dynamic)"},
         JudgeCase{"AttachedAfterEveryPublication", "TLS-01",
                   enabled(with_records({observation(11, 1, 0)}), /*attach=*/true), Outcome::NotApplicable,
                   "attached to a running target: 1 threads' records were first polled after their publication"},

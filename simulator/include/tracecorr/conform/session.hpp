@@ -99,6 +99,8 @@ class Session {
 
   // TLS descriptor (read once relocated) and the record watcher.
   const std::optional<TlsDescriptor>& tls_descriptor() const { return tls_descriptor_; }
+  // How the records are reached (set once attach found a readable model).
+  const std::optional<TlsVariableAccess>& tls_access() const { return tls_access_; }
   const std::optional<Error>& tls_error() const { return tls_error_; }
   RecordWatcher* records() { return watcher_.get(); }
   const RecordWatcher* records() const { return watcher_.get(); }
@@ -148,6 +150,7 @@ class Session {
   std::optional<AgentLibrary> library_;
   std::optional<Error> discovery_error_;
   std::optional<TlsDescriptor> tls_descriptor_;
+  std::optional<TlsVariableAccess> tls_access_;
   std::optional<Error> tls_error_;
   // qemu-user's gdbstub, connected at launch; handed to the record watcher.
   std::unique_ptr<ThreadPointerSource> gdbstub_;

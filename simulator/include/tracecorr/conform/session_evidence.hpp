@@ -78,9 +78,10 @@ struct SessionEvidence {
   std::optional<AgentLibrary> library;
   std::optional<Error> discovery_error;
 
-  // TLS: the descriptor, the slot watch, the records and the update-order
-  // watches.
+  // TLS: the descriptor, how the records are reached, the slot watch, the
+  // records and the update-order watches.
   std::optional<TlsDescriptor> tls_descriptor;
+  std::optional<TlsVariableAccess> tls_access;  // nullopt: no access model could be read (tls_error says why)
   std::optional<Error> tls_error;
   std::optional<SlotWatchReport> slot_watch;
   std::string slot_watch_unavailable;        // why there is no slot watch

@@ -119,7 +119,6 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
     out.threads_error = tids.error().message();
     return;
   }
-  const bool readable = out.tls && out.tls->model == TlsModel::StaticOffset;
   std::map<std::uint64_t, pid_t> owner_of_record;
   for (pid_t tid : *tids) {
     ThreadInspection t;
@@ -131,14 +130,15 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
       continue;
     }
     t.thread_pointer = *tp;
-    if (!readable) {
-      t.error = out.tls ? std::string("the TLS model is ") + to_string(out.tls->model) + ": no thread-pointer offset to read"
-                        : "no TLS descriptor: no thread-pointer offset to read";
+    if (!out.tls_access) {
+      t.error = "the TLS variable cannot be reached: " + out.tls_access_error;
     } else if (*tp == 0) {
       t.error = "the thread pointer is 0 (the thread has not set up TLS yet)";
     } else {
-      auto read = read_thread_record(mem, elastic_v1::tls_record_layout(), *tp, PointerSite::tls_offset(out.tls->tp_offset));
-      if (!read) {
+      auto read = read_thread_record(mem, elastic_v1::tls_record_layout(), *tp, out.tls_access->site);
+      if (!read && read.error().kind == ErrorKind::kNotAllocated) {
+        t.error = read.error().message();  // dynamic TLS the thread has not touched: nothing published
+      } else if (!read) {
         t.error = read.error().message();
         // A published pointer that leads to unreadable memory breaks TLS-01
         // (the record must be complete before the pointer is set).
@@ -211,6 +211,14 @@ Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
       out.tls_error = d.error().message();
     }
   }
+  if (lib.elf.tls && lib.elf.tls->thread_local_storage()) {
+    auto c_library = detect_c_library(pid, lib.elf.machine);
+    auto access = resolve_tls_access(mem, lib, c_library ? *c_library : CLibrary::Unknown);
+    if (access) out.tls_access = *access;
+    else out.tls_access_error = access.error().message();
+  } else {
+    out.tls_access_error = "the library defines no TLS variable";
+  }
 
   inspect_storage(mem, out);
   inspect_socket(pid, o, out);
@@ -257,7 +265,10 @@ nlohmann::json to_json(const Inspection& in) {
               {"argument", in.tls ? nlohmann::json(hex_address(in.tls->argument)) : nlohmann::json(nullptr)},
               {"tp_offset", in.tls && in.tls->model == TlsModel::StaticOffset ? nlohmann::json(in.tls->tp_offset) : nlohmann::json(nullptr)},
               {"explanation", in.tls ? nlohmann::json(in.tls->explanation) : nlohmann::json(nullptr)},
-              {"error", in.tls_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.tls_error)}};
+              {"error", in.tls_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.tls_error)},
+              // How the records are read: the access model, whatever the descriptor says.
+              {"access_model", in.tls_access ? nlohmann::json(to_string(in.tls_access->model)) : nlohmann::json(nullptr)},
+              {"access", in.tls_access ? nlohmann::json(in.tls_access->explanation) : nlohmann::json(in.tls_access_error)}};
   if (in.storage) {
     const auto& s = *in.storage;
     nlohmann::json st = {{"pointer_address", hex_address(s.pointer_address)},
@@ -385,6 +396,11 @@ void print_human(std::string& out, const Inspection& in) {
     } else if (!in.tls_error.empty()) {
       appendf(out, "  descriptor     unreadable: %s\n", safe(in.tls_error).c_str());
     }
+    if (in.tls_access)
+      appendf(out, "  records        read by %s: %s\n", to_string(in.tls_access->model),
+              safe(in.tls_access->explanation).c_str());
+    else
+      appendf(out, "  records        unreadable: %s\n", safe(in.tls_access_error).c_str());
   }
   appendf(out, "storage\n");
   if (!in.storage) {

@@ -53,6 +53,10 @@ struct Inspection {
   std::string library_error;  // the library is mapped but its ELF could not be analysed
   std::optional<TlsDescriptor> tls;
   std::string tls_error;
+  // How the threads' records are reached, in whichever model (a dynamic
+  // descriptor still breaks TLS-07, yet its records are read through the DTV).
+  std::optional<TlsVariableAccess> tls_access;
+  std::string tls_access_error;
   std::optional<StorageInspection> storage;
   std::optional<SocketInspection> socket;
   std::vector<ThreadInspection> threads;
