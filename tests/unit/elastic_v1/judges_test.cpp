@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "judge_case.hpp"
 #include "elastic_v1/registry.hpp"
 #include "elastic_v1/wire.hpp"
 #include "probes/elastic_v1/evidence.hpp"
@@ -33,10 +34,9 @@ struct Draft : SessionEvidence, SessionFacts {
 };
 
 using Outcome = Finding::Outcome;
+using namespace judge_tests;
 using namespace std::chrono_literals;
 
-// How an outcome reads in a failure message: the verdict it becomes.
-std::string_view outcome_name(Outcome o) { return to_string(verdict_of(o)); }
 
 // ---- evidence builders: a conforming session, which each case then breaks --
 
@@ -170,45 +170,6 @@ TlsDescriptor descriptor(TlsModel model) {
 
 // ---- the table ----------------------------------------------------------
 
-struct JudgeCase {
-  std::string name;         // the test's own name
-  std::string requirement;  // the verdict checked
-  std::function<void(SessionSet&)> build;
-  Outcome expected;
-  std::string reason_has;   // a phrase the reason must contain ("" : any)
-  std::string evidence_has = "";  // a phrase some evidence item's label, expected or actual must contain ("" : any)
-};
-
-void PrintTo(const JudgeCase& c, std::ostream* os) { *os << c.requirement << " " << c.name; }
-
-Finding judge_one(const JudgeCase& c) {
-  SessionSet set;
-  c.build(set);
-  const Probe* probe = conform::probe_for(c.requirement);
-  if (!probe) {
-    ADD_FAILURE() << "no probe covers " << c.requirement;
-    return {};
-  }
-  for (auto& f : probe->judge(set))
-    if (f.requirement == c.requirement) return f;
-  ADD_FAILURE() << probe->name() << " gave no finding for " << c.requirement;
-  return {};
-}
-
-void check(const JudgeCase& c) {
-  Finding f = judge_one(c);
-  EXPECT_EQ(outcome_name(f.outcome), outcome_name(c.expected)) << c.requirement << ": " << f.reason;
-  if (!c.reason_has.empty()) EXPECT_NE(f.reason.find(c.reason_has), std::string::npos) << c.requirement << ": " << f.reason;
-  if (!c.evidence_has.empty()) {
-    std::string shown;
-    for (const auto& e : f.evidence) shown += e.label + " | " + e.expected + " | " + e.actual + "\n";
-    EXPECT_NE(shown.find(c.evidence_has), std::string::npos) << c.requirement << " evidence:\n" << shown;
-  }
-  // No pass without evidence: a Met always states what it rests on.
-  if (f.outcome == Outcome::Met) EXPECT_GT(f.evidence_count, 0u) << c.requirement << ": " << f.reason;
-}
-
-std::string case_name(const testing::TestParamInfo<JudgeCase>& info) { return info.param.name; }
 
 // Shorthands: add a session built from the conforming one by `change`.
 std::function<void(SessionSet&)> enabled(std::function<void(Draft&)> change = {}, bool attach = false) {

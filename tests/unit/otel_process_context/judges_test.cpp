@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "judge_case.hpp"
 #include "opentelemetry/proto/processcontext/v1development/process_context.pb.h"
 #include "probes/otel_process_context/evidence.hpp"
 #include "probes/otel_process_context/header_history.hpp"
@@ -31,6 +32,7 @@ using conform::SessionEvidence;
 using conform::SessionSet;
 using Kind = MappingWatchEvent::Kind;
 using Outcome = Finding::Outcome;
+using namespace judge_tests;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -45,7 +47,6 @@ constexpr std::uint64_t kProcessStart = 1'000'000'000, kNow = 9'000'000'000;
 constexpr std::uint64_t kPublishedAt = 2'000'000'000, kUpdatedAt = 3'000'000'000, kUpdatedAgainAt = 4'000'000'000;
 const std::string kMemfdName = "/memfd:OTEL_CTX (deleted)";
 
-std::string_view outcome_name(Outcome o) { return to_string(conform::verdict_of(o)); }
 
 // ---- headers, payloads and snapshots ------------------------------------
 
@@ -295,42 +296,6 @@ Build attached(std::function<void(ContextFacts&)> change = {}) {
 
 // ---- the table ----------------------------------------------------------
 
-struct JudgeCase {
-  std::string name;
-  std::string requirement;
-  Build build;
-  Outcome expected;
-  std::string reason_has;          // a phrase the reason must contain
-  std::size_t evidence_count = 0;  // a Met's count, when the case states it (0: any above 0)
-};
-
-void PrintTo(const JudgeCase& c, std::ostream* os) { *os << c.requirement << " " << c.name; }
-
-Finding judge_one(const JudgeCase& c) {
-  SessionSet set;
-  c.build(set);
-  const conform::Probe* probe = conform::probe_for(c.requirement);
-  if (!probe) {
-    ADD_FAILURE() << "no probe covers " << c.requirement;
-    return {};
-  }
-  for (auto& f : probe->judge(set))
-    if (f.requirement == c.requirement) return f;
-  ADD_FAILURE() << probe->name() << " gave no finding for " << c.requirement;
-  return {};
-}
-
-void check(const JudgeCase& c) {
-  ASSERT_FALSE(c.reason_has.empty()) << "every case states a phrase of its reason";
-  const Finding f = judge_one(c);
-  EXPECT_EQ(outcome_name(f.outcome), outcome_name(c.expected)) << c.requirement << ": " << f.reason;
-  EXPECT_NE(f.reason.find(c.reason_has), std::string::npos) << c.requirement << ": " << f.reason;
-  // No pass without evidence: a Met states what it rests on.
-  if (f.outcome == Outcome::Met) EXPECT_GT(f.evidence_count, 0u) << c.requirement << ": " << f.reason;
-  if (c.evidence_count) EXPECT_EQ(f.evidence_count, c.evidence_count) << c.requirement << ": " << f.reason;
-}
-
-std::string case_name(const testing::TestParamInfo<JudgeCase>& info) { return info.param.name; }
 
 // ---- PCTX-07: on publish, the timestamp is written last -------------------
 
@@ -339,7 +304,7 @@ TEST_P(PublishOrderJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, PublishOrderJudge,
     testing::Values(
-        JudgeCase{"TimestampLast", "PCTX-07", watched(conforming()), Outcome::Met, "set the timestamp last", 1},
+        JudgeCase{"TimestampLast", "PCTX-07", watched(conforming()), Outcome::Met, "set the timestamp last", "", 1},
         JudgeCase{"TimestampFirst", "PCTX-07",
                   watched(Story()
                               .mapped()
@@ -418,7 +383,7 @@ TEST_P(UpdateJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, UpdateJudge,
     testing::Values(
-        JudgeCase{"ZeroedBeforeEachUpdate", "PCTX-08", watched(conforming()), Outcome::Met, "2 updates each zeroed", 2},
+        JudgeCase{"ZeroedBeforeEachUpdate", "PCTX-08", watched(conforming()), Outcome::Met, "2 updates each zeroed", "", 2},
         JudgeCase{"PayloadChangedUnderOldTimestamp", "PCTX-08",
                   watched(Story()
                               .mapped()
@@ -448,8 +413,7 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"ChildStoresIgnored", "PCTX-08",
                   watched(conforming().store_in(kChild, published(kUpdatedAgainAt, kFirstPayload))), Outcome::Met,
                   "2 updates each zeroed"},
-        JudgeCase{"LaterTimestamps", "PCTX-09", watched(conforming()), Outcome::Met, "2 updates each set a timestamp later",
-                  2},
+        JudgeCase{"LaterTimestamps", "PCTX-09", watched(conforming()), Outcome::Met, "2 updates each set a timestamp later", "", 2},
         JudgeCase{"TimestampReused", "PCTX-09",
                   watched(Story().mapped().publish(kPublishedAt).update(kPublishedAt, kSecondPayload)), Outcome::Violated,
                   "the value it had before the update"},
@@ -467,7 +431,7 @@ INSTANTIATE_TEST_SUITE_P(
                               .mapped()
                               .publish(kPublishedAt)
                               .update(kUpdatedAt, kSecondPayload)),
-                  Outcome::Met, "1 updates each set a timestamp later", 1},
+                  Outcome::Met, "1 updates each set a timestamp later", "", 1},
         JudgeCase{"ChildTimestampsIgnored", "PCTX-09",
                   watched(conforming().store_in(kChild, published(kPublishedAt, kSecondPayload))), Outcome::Met,
                   "2 updates each set a timestamp later"},
@@ -495,7 +459,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, TornReadJudge,
     testing::Values(
         JudgeCase{"ManyReadsNoneTorn", "PCTX-10",
-                  watched(conforming(), [](auto& f) { f.reads = reads(30); }), Outcome::Met, "none torn", 1030},
+                  watched(conforming(), [](auto& f) { f.reads = reads(30); }), Outcome::Met, "none torn", "", 1030},
         JudgeCase{"TornInTheReadSession", "PCTX-10",
                   [](SessionSet& set) {
                     add(set, watched_facts(conforming()));
@@ -514,7 +478,7 @@ INSTANTIATE_TEST_SUITE_P(
                     add(set, watched);
                     add(set, read);
                   },
-                  Outcome::Met, "24 consistent reads of 24", 24},
+                  Outcome::Met, "24 consistent reads of 24", "", 24},
         JudgeCase{"TooFewReadsInAll", "PCTX-10",
                   [](SessionSet& set) {
                     auto watched = watched_facts(conforming());
@@ -527,7 +491,7 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::KitError, "fewer than the 20 a pass needs"},
         JudgeCase{"NoReadAtAll", "PCTX-10", attached([](auto& f) { f.reads = {}; }), Outcome::KitError,
                   "inconclusive: 0 consistent reads of 0"},
-        JudgeCase{"AttachModeReads", "PCTX-10", attached(), Outcome::Met, "read: 1000 reads in 1500 ms", 1000}),
+        JudgeCase{"AttachModeReads", "PCTX-10", attached(), Outcome::Met, "read: 1000 reads in 1500 ms", "", 1000}),
     case_name);
 
 // ---- PCTX-11: MADV_DONTFORK ----------------------------------------------
@@ -538,8 +502,8 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ForkJudge,
     testing::Values(
         JudgeCase{"DontforkAndChildWithout", "PCTX-11", watched(conforming().wait(200ms).fork(kWriter, false)),
-                  Outcome::Met, "1 forks seen, no child inherited it", 2},
-        JudgeCase{"DontforkNoFork", "PCTX-11", watched(conforming()), Outcome::Met, "no fork seen", 1},
+                  Outcome::Met, "1 forks seen, no child inherited it", "", 2},
+        JudgeCase{"DontforkNoFork", "PCTX-11", watched(conforming()), Outcome::Met, "no fork seen", "", 1},
         JudgeCase{"ChildInherited", "PCTX-11", watched(conforming().fork(kWriter, true)), Outcome::Violated,
                   "inherited the mapping /memfd:OTEL_CTX"},
         // The child's inheritance is the stronger evidence: it stands even
@@ -577,7 +541,7 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"LastLookCounts", "PCTX-11",
                   watched(conforming(), [](auto& f) { f.first->mappings.front().mapping.dont_fork = false; }),
                   Outcome::Met, "carries \"dc\""},
-        JudgeCase{"AttachModeFlagOnly", "PCTX-11", attached(), Outcome::Met, "no fork seen", 1}),
+        JudgeCase{"AttachModeFlagOnly", "PCTX-11", attached(), Outcome::Met, "no fork seen", "", 1}),
     case_name);
 
 // ---- PCTX-13 and PCTX-14: the naming prctl --------------------------------
@@ -599,7 +563,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, NamingJudge,
     testing::Values(
         JudgeCase{"NamedAfterPublication", "PCTX-13", watched(conforming()), Outcome::Met,
-                  "named the mapping after the timestamp was set (1 calls", 1},
+                  "named the mapping after the timestamp was set (1 calls", "", 1},
         JudgeCase{"NamedBeforeTimestampOnly", "PCTX-13",
                   watched(Story()
                               .mapped()
@@ -625,7 +589,7 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"NamingThatFailedStillCounts", "PCTX-13",
                   watched(published_unnamed().syscall(kWriter, SYS_prctl,
                                                       {kPrSetVma, kPrSetVmaAnonName, kHeaderAddress, kMappingSize, 1}, -22)),
-                  Outcome::Met, "named the mapping after the timestamp was set", 1},
+                  Outcome::Met, "named the mapping after the timestamp was set", "", 1},
         JudgeCase{"ArmedAfterPublication", "PCTX-13", watched(Story().mapped_published(kPublishedAt).name_mapping()),
                   Outcome::NotApplicable, "the publication was not watched from its start"},
         JudgeCase{"NoWatch", "PCTX-13", watched(conforming(), [](auto& f) { f.watch.reset(); }), Outcome::NotApplicable,
@@ -635,9 +599,9 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::NotApplicable, "qemu-user, which does not pass prctl(PR_SET_VMA) on to the host"},
         // A qemu that passes the call on shows it: judged as natively.
         JudgeCase{"UnderQemuUserCallsSeen", "PCTX-13", watched(conforming(), under_qemu_user), Outcome::Met,
-                  "named the mapping after the timestamp was set", 1},
+                  "named the mapping after the timestamp was set", "", 1},
         JudgeCase{"EveryUpdateNamed", "PCTX-14", watched(conforming()), Outcome::Met,
-                  "2 updates each re-issued the naming prctl after the new timestamp", 2},
+                  "2 updates each re-issued the naming prctl after the new timestamp", "", 2},
         JudgeCase{"UpdateNotNamed", "PCTX-14",
                   watched(Story()
                               .mapped()
@@ -673,7 +637,7 @@ INSTANTIATE_TEST_SUITE_P(
                     h.published_at_ns = kUpdatedAgainAt + 1;
                   }),
                           {}, 20ms),
-                  Outcome::Met, "(1 more ended with the watch)", 2},
+                  Outcome::Met, "(1 more ended with the watch)", "", 2},
         // Past MappingWatchReport::kMaxKeptEvents the watch went on, unrecorded:
         // the last kept update's naming call may be among the dropped events.
         JudgeCase{"LastKeptEventIsAnUpdate", "PCTX-14",
@@ -681,7 +645,7 @@ INSTANTIATE_TEST_SUITE_P(
                     h.published_at_ns = kUpdatedAgainAt + 1;
                   }),
                           [](auto& f) { f.watch->events_dropped = 4000; }),
-                  Outcome::Met, "(1 more ended with the watch)", 2},
+                  Outcome::Met, "(1 more ended with the watch)", "", 2},
         JudgeCase{"LastUpdateUnnamedNothingDropped", "PCTX-14",
                   watched(conforming().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
                     h.published_at_ns = kUpdatedAgainAt + 1;
@@ -722,7 +686,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, MappingLooksJudge,
     testing::Values(
         // Four looks (two sessions, opened and closed), each one met.
-        JudgeCase{"EveryLookMet", "PCTX-02", watched(conforming()), Outcome::Met, "signature \"OTEL_CTX\"", 4},
+        JudgeCase{"EveryLookMet", "PCTX-02", watched(conforming()), Outcome::Met, "signature \"OTEL_CTX\"", "", 4},
         JudgeCase{"LastLookWorse", "PCTX-03",
                   watched(conforming(), [](auto& f) { f.last = snapshot(with_version(3)); }), Outcome::Violated,
                   "watched session, last look: version 3 is not one the OTEP defines"},
@@ -748,7 +712,7 @@ INSTANTIATE_TEST_SUITE_P(
                     add(set, read_facts());
                   },
                   Outcome::Violated, "watched session: no mapping named"},
-        JudgeCase{"OnlyFirstLook", "PCTX-18", attached([](auto& f) { f.last.reset(); }), Outcome::Met, "payload_size", 1},
+        JudgeCase{"OnlyFirstLook", "PCTX-18", attached([](auto& f) { f.last.reset(); }), Outcome::Met, "payload_size", "", 1},
         JudgeCase{"NoLookAtAll", "PCTX-17",
                   attached([](auto& f) {
                     f.first.reset();
