@@ -148,7 +148,7 @@ RegisterCommand conform_command(
       app.add_option("--expect", a->expect, "Expectations file: ids expected to fail, each with a reason");
       app.add_flag("--update-expectations", a->update_expectations, "Rewrite --expect with the current failures");
       app.add_option("--duration", a->duration, "Seconds for the main session's phases (default 5; longer is steadier)");
-      app.add_option("--jobs", a->jobs, "Sessions run at once (default: two per CPU); reports keep the session order");
+      app.add_option("--jobs", a->jobs, "Sessions run at once (default: two per CPU, one when the machine is already busy); reports keep the session order");
       app.add_option("--gdbstub", a->gdbstub, "HOST:PORT of qemu-user's gdbstub, for arm64 agents under qemu-aarch64 -g");
       app.add_option("--otlp-port", a->otlp_port, "Fixed port for tracecorr's OTLP receiver (attach mode)");
       app.add_flag("--quiet", a->quiet, "No progress lines on stderr");

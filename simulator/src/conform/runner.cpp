@@ -331,10 +331,21 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
   };
   // By default two per CPU: a session mostly waits out its scenario's phases
   // (its target's own threads are what load the CPUs), so one per CPU leaves
-  // them idle; verdicts are judged against baselines measured in the same
-  // session, so the overlap does not move them.
+  // them idle. But on a machine already as busy as it has CPUs, overlapping
+  // targets only starve each other of the transactions the judges need (a
+  // receiver flood beside stress-ng turned DEFER-06 into "too few
+  // transactions"): then one at a time.
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t jobs = std::clamp<std::size_t>(o.jobs ? o.jobs : 2 * cpus, 1, std::max<std::size_t>(1, to_run.size()));
+  double load = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "re")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  const std::size_t automatic = load >= static_cast<double>(cpus) ? 1 : 2 * cpus;
+  const std::size_t jobs = std::clamp<std::size_t>(o.jobs ? o.jobs : automatic, 1, std::max<std::size_t>(1, to_run.size()));
+  if (!o.jobs && automatic == 1 && to_run.size() > 1)
+    say(o, "sessions one at a time: the load average (" + std::to_string(load).substr(0, 4) + ") is already at " +
+               std::to_string(cpus) + " CPUs (--jobs N overrides)");
   {
     std::vector<std::thread> pool;
     for (std::size_t j = 1; j < jobs; ++j) pool.emplace_back(worker);

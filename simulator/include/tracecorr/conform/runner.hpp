@@ -23,7 +23,8 @@ struct RunOptions {
   ScenarioOptions scenario;
   std::FILE* progress = stderr;   // one line per session; nullptr: quiet
   // Sessions run at once (each its own target, receiver and socket directory);
-  // 0: two per CPU, at most one per session. Results and reports keep the
+  // 0: two per CPU (one at a time when the load average is already at the
+  // CPU count), at most one per session. Results and reports keep the
   // suite's session order whatever finishes first.
   unsigned jobs = 0;
 };
