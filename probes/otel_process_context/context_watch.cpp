@@ -159,8 +159,16 @@ void ContextWatch::stop_watching() {
     facts_.watch = watch_->finish();
     watch_.reset();
   }
-  if (found() && !facts_.last)
-    if (auto snapshot = process_context::take_snapshot(facts_.judged_pid)) facts_.last = std::move(*snapshot);
+  // The last look: a writer updating as fast as it can (the torture) can
+  // outpace one read's retries, so a few more looks before settling for an
+  // inconsistent one.
+  for (int attempt = 0; found() && attempt < 50; ++attempt) {
+    auto snapshot = process_context::take_snapshot(facts_.judged_pid);
+    if (!snapshot) break;
+    const bool consistent = !snapshot->mappings.empty() && snapshot->mappings.front().read.ok();
+    facts_.last = std::move(*snapshot);
+    if (consistent) break;
+  }
 }
 
 std::shared_ptr<const conform::ProtocolEvidence> ContextWatch::evidence() const {
