@@ -90,6 +90,14 @@ class ConfProbe final : public Probe {
   std::vector<std::string> sessions() const override {
     return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession};
   }
+  // One launch per option; the default (CONF-03) is judged knowing whether auto is supported.
+  std::vector<std::string> sessions_for(const std::string& requirement) const override {
+    if (requirement == "CONF-01") return {kDisabledSession};
+    if (requirement == "CONF-02") return {kAutoSession};
+    if (requirement == "CONF-03") return {kOwnHostIdSession, kAutoSession};
+    if (requirement == "CONF-04") return {kEnabledSession};
+    return {kSmallQueueSession};
+  }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     std::vector<Finding> out;

@@ -41,6 +41,14 @@ class DeferProbe final : public Probe {
   std::vector<std::string> sessions() const override {
     return {kEnabledSession, kDisabledSession, kSmallQueueSession, kUnsampledSession};
   }
+  // The enabled session's holds against the disabled session's baseline;
+  // DEFER-05 adds the unsampled session's queue.
+  std::vector<std::string> sessions_for(const std::string& requirement) const override {
+    if (requirement == "DEFER-04") return {kDisabledSession};
+    if (requirement == "DEFER-06" || requirement == "DEFER-07") return {kSmallQueueSession};
+    if (requirement == "DEFER-05") return {kEnabledSession, kDisabledSession, kUnsampledSession};
+    return {kEnabledSession, kDisabledSession};
+  }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     std::vector<Finding> out;

@@ -18,6 +18,10 @@ class HostProbe final : public Probe {
   std::string name() const override { return "host"; }
   std::vector<std::string> requirements() const override { return {"HOST-01", "HOST-02"}; }
   std::vector<std::string> sessions() const override { return {kEnabledSession, kSmallQueueSession, kOwnHostIdSession}; }
+  std::vector<std::string> sessions_for(const std::string& requirement) const override {
+    if (requirement == "HOST-02") return {kOwnHostIdSession};
+    return {kEnabledSession, kSmallQueueSession};
+  }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     auto adoption = judge_adoption(sessions.find(kEnabledSession));

@@ -90,6 +90,11 @@ class MsgProbe final : public Probe {
     return {"MSG-02", "MSG-03", "MSG-04", "MSG-05", "MSG-06", "MSG-07"};
   }
   std::vector<std::string> sessions() const override { return {kEnabledSession, kSmallQueueSession}; }
+  // Only MSG-02 reads the small-queue session (its registration at minor 2).
+  std::vector<std::string> sessions_for(const std::string& requirement) const override {
+    if (requirement == "MSG-02") return sessions();
+    return {kEnabledSession};
+  }
 
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     const SessionEvidence* s = sessions.find(kEnabledSession);

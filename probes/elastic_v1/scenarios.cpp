@@ -75,6 +75,11 @@ void sleep_until_exported(Session& s, Millis at_least, Millis at_most) {
   while (Clock::now() < give_up && !exported_under_latest_registration(s)) s.sleep(50ms);
 }
 
+// A launched agent that died (the message battery crashes some) leaves
+// nothing to drive: the phases after it would only wait out their patience.
+// The judges find the death in the session's evidence.
+bool launched_target_died(Session& s) { return s.launched() && !s.target_alive(); }
+
 // Sends correlations for transactions as they become active, in the shape the
 // personality dictates, each with fresh stack ids so judges can attribute
 // every id to the one message that carried it.
@@ -110,7 +115,8 @@ class CorrelationTraffic {
   void pump_until_exported(Millis at_least, Millis at_most, const std::string& requirement) {
     auto give_up = Clock::now() + at_most;
     pump(at_least, requirement, true);
-    while (Clock::now() < give_up && !exported_under_latest_registration(s_)) pump(100ms, requirement, true, 1);
+    while (Clock::now() < give_up && !exported_under_latest_registration(s_) && !launched_target_died(s_))
+      pump(100ms, requirement, true, 1);
   }
 
   void reserve(const TransactionKey& key) { targeted_.insert(key); }
@@ -426,6 +432,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (battery_judged)
     if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
   traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
+  if (launched_target_died(s)) return Ok{};
 
   channel(s).reconnect_socket();  // a profiler restart
   channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
@@ -441,6 +448,7 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
     traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
     send_boundary_registrations(s);
   }
+  if (launched_target_died(s)) return Ok{};
   channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
@@ -588,7 +596,7 @@ namespace {
 // in the shutdown's flush, where judges cannot tell it from what the agent
 // still held.
 void await_next_export(Session& s) {
-  if (s.launched() && !s.target_alive()) return;
+  if (launched_target_died(s)) return;
   auto after = std::chrono::steady_clock::now();
   s.receiver().wait_for(
       [&](const std::vector<otlp::ReceivedSpan>& spans) {

@@ -100,6 +100,11 @@ class SeqlockProbe final : public conform::Probe {
   std::string name() const override { return "seqlock"; }
   std::vector<std::string> requirements() const override { return {"PCTX-07", "PCTX-08", "PCTX-09", "PCTX-10"}; }
   std::vector<std::string> sessions() const override { return {kWatchedSession, kReadSession}; }
+  // Only the torn-read count (PCTX-10) reads both: the stores are the watched session's.
+  std::vector<std::string> sessions_for(const std::string& requirement) const override {
+    if (requirement == "PCTX-10") return sessions();
+    return {kWatchedSession};
+  }
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     std::vector<Finding> out;
     if (const auto* watched = facts(sessions, kWatchedSession)) {
@@ -134,6 +139,8 @@ class ForkProbe final : public conform::Probe {
   std::string name() const override { return "fork"; }
   std::vector<std::string> requirements() const override { return {"PCTX-11"}; }
   std::vector<std::string> sessions() const override { return {kWatchedSession, kReadSession}; }
+  // The read session only stands in when no watched session ran (attach mode).
+  std::vector<std::string> sessions_for(const std::string&) const override { return {kWatchedSession}; }
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     // The watched session also sees forks; without it, the flag alone.
     if (const auto* watched = facts(sessions, kWatchedSession)) return {judge_not_inherited(*watched)};

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -221,6 +222,22 @@ def test_only_takes_areas_and_sends_only_what_they_need(tmp_path):
     assert set(k.split(".")[1] for k in report["counters"] if k.startswith("messages_sent.")) == {"enabled"}
     assert report["counters"]["messages_sent.enabled"] == 0
     assert journal_events(journal, "message") == [], "ELF and TLS are judged by watching: nothing to send"
+
+
+@pytest.mark.parametrize("only,sessions", [
+    ("DEFER-04", ["disabled"]),  # judged in the launch with the feature off only
+    ("DEFER-06", ["small-queue"]),
+    ("CONF-03", ["auto", "own-host-id"]),  # the default, knowing whether auto is supported
+    ("MSG-03", ["enabled"]),
+])
+def test_only_launches_the_sessions_its_requirement_reads(tmp_path, only, sessions):
+    """A kill matrix's `--only ID` run launches no target the rule's judge
+    does not read: the progress lines name exactly those sessions."""
+    run = subprocess.run([str(cs.TRACECORR), "conform", "--only", only, "--", str(REFERENCE)], capture_output=True,
+                         text=True, timeout=cs.RUN_TIMEOUT_S)
+    assert run.returncode == cs.EXIT_OK, run.stdout[-3000:] + run.stderr[-3000:]
+    launched = sorted(re.findall(r"session (\S+): launching", run.stderr))
+    assert launched == sorted(sessions), run.stderr
 
 
 def test_only_a_correlation_requirement_sends_no_message_battery(tmp_path):

@@ -304,21 +304,25 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
   std::vector<const Probe*> probes;
   std::set<std::string> wanted_sessions;
   for (const auto& p : suite.probes()) {
-    auto covers = p->requirements();
-    if (std::none_of(covers.begin(), covers.end(),
-                     [&](const std::string& id) { return std::count(probed.begin(), probed.end(), id); }))
-      continue;
-    probes.push_back(p.get());
-    for (const auto& s : p->sessions()) wanted_sessions.insert(s);
+    bool needed = false;
+    for (const auto& id : p->requirements()) {
+      if (!std::count(probed.begin(), probed.end(), id)) continue;
+      needed = true;
+      for (const auto& s : p->sessions_for(id)) wanted_sessions.insert(s);
+    }
+    if (needed) probes.push_back(p.get());
   }
 
   SessionSet sessions;
   sessions.attach_mode = o.target.pid.has_value();
   std::vector<std::string> to_run;
-  for (const auto& name : suite.session_names()) {
-    if (!wanted_sessions.count(name)) continue;
-    if (sessions.attach_mode && name != suite.attach_session()) continue;  // needs a restart with other settings
-    to_run.push_back(name);
+  if (sessions.attach_mode) {
+    // The one session an attached target can run (the others need a restart
+    // with other settings) judges whatever it can of every requirement asked.
+    if (!probes.empty()) to_run.push_back(suite.attach_session());
+  } else {
+    for (const auto& name : suite.session_names())
+      if (wanted_sessions.count(name)) to_run.push_back(name);
   }
   // Sessions are independent (each launches its own target with its own
   // receiver and socket directory), so they overlap; what each adds to the
@@ -399,12 +403,13 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
       r.evidence_minimum = probe->minimum_evidence(id);
       enforce_evidence_minimum(r);
       // A session that could not run is the environment's fault, not the agent's.
-      for (const auto& s : probe->sessions())
+      const auto read = sessions.attach_mode ? std::vector<std::string>{suite.attach_session()} : probe->sessions_for(id);
+      for (const auto& s : read)
         if (auto e = session_errors.find(s); e != session_errors.end() && r.verdict == Verdict::Skip) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + " failed: " + e->second;
         }
-      for (const auto& s : probe->sessions())
+      for (const auto& s : read)
         if (auto e = lost_sessions.find(s); e != lost_sessions.end()) {
           r.verdict = Verdict::Error;
           r.reason = "session " + s + ": " + e->second + "; not judged (was: " + r.reason + ")";

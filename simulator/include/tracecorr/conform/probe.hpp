@@ -42,6 +42,16 @@ class Probe {
   virtual std::vector<std::string> requirements() const = 0;
   // Sessions whose evidence the probe reads: the runner opens each needed one.
   virtual std::vector<std::string> sessions() const = 0;
+  // The sessions that judging `requirement` reads (some of sessions()): all a
+  // run limited by --only opens, and the only ones whose failure makes the
+  // requirement an error. A probe whose requirements read different sessions
+  // says so, so that a kill matrix's `--only ID` runs launch no more targets
+  // than the rule needs; the verdict is the same as in a full run because the
+  // judge reads nothing else for it.
+  virtual std::vector<std::string> sessions_for(const std::string& requirement) const {
+    (void)requirement;
+    return sessions();
+  }
   // One Finding per requirement it covers (a requirement left out is an Error).
   virtual std::vector<Finding> judge(const SessionSet& sessions) const = 0;
   // The least evidence a pass on `requirement` needs (Finding::evidence_count).
