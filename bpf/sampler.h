@@ -101,7 +101,7 @@ struct tc_sample {
 /* The longest ring-buffer record the program emits. */
 #define TC_SAMPLE_MAX_BYTES (sizeof(struct tc_sample) + TC_RECORD_MAX_BYTES + TC_MAX_STACK_DEPTH * 8)
 
-/* Indexes into the per-CPU `counters` array. */
+/* Indexes into tc_scratch.counters, per CPU. */
 enum tc_counter {
   TC_CTR_SAMPLES = 0,               /* perf samples on a thread of a tracked process */
   TC_CTR_EMITTED,                   /* records written to the ring buffer */
@@ -117,6 +117,24 @@ enum tc_counter {
   TC_CTR_CONTEXT_UNREADABLE,        /* TC_CONTEXT_UNREADABLE samples */
   TC_CTR_CONTEXT_BEING_WRITTEN,     /* context read with timestamp 0: the writer was updating it */
   TC_CTR_COUNT
+};
+
+
+/* Value of the per-CPU `scratch` array (one entry): the CPU's counters, and
+ * the sample being built (header, record padded to 8, stack), emitted with
+ * bpf_ringbuf_output for exactly the bytes it holds. The counters live here,
+ * beside the header every sample writes, so counting costs no map lookup of
+ * its own (user space sums them over CPUs: SamplerLoader::counters()).
+ * A perf_event program never nests on its CPU, so one value per CPU is enough. */
+struct tc_scratch {
+  tc_u64 counters[TC_CTR_COUNT];
+  struct tc_sample head;
+  /* Twice what a sample uses: every size and offset handed to a helper is
+   * also masked to a power of two (TC_FOR_VERIFIER in sampler.bpf.c), which
+   * older verifiers (Debian 12's 6.1) need to see it bounded on paths they
+   * cannot prove dead; the masked bounds must fit here. The clamps before
+   * them decide. */
+  tc_u8 body[2 * TC_RECORD_MAX_BYTES + 2 * TC_MAX_STACK_DEPTH * 8];
 };
 
 #endif /* TRACECORR_BPF_SAMPLER_H */
