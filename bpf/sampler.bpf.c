@@ -170,6 +170,41 @@ static __always_inline void read_context(const struct tc_process* proc, struct t
   if (s->head.context_published_at == 0) count(s, TC_CTR_CONTEXT_BEING_WRITTEN);
 }
 
+/* The start of the module's TLS block in the current thread, walking its DTV
+ * by the process's C library layout, every word read and bounded as
+ * module_block_address (record_layout.cpp) does: 0, with the sample's status
+ * and counter set, when the thread has no block for the module yet
+ * (TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED: the loader allocates it at the thread's
+ * first use, so it published nothing) or the DTV cannot be read or is none a
+ * C library makes (TC_SAMPLE_RECORD_POINTER_READ_FAILED). */
+static __always_inline __u64 module_block(const struct tc_process* proc, __u64 tp, struct tc_scratch* s) {
+  const __u64 module = proc->dtv_module, entry = proc->dtv_entry_size;
+  __u64 dtv = 0, word = 0;
+  /* Unsigned arithmetic wraps like the target's (musl arm64 keeps the DTV pointer below the thread pointer). */
+  if (bpf_probe_read_user(&dtv, sizeof(dtv), (const void*)(tp + (__s64)proc->dtv_at)) != 0) goto unreadable;
+  if (dtv == 0) goto not_allocated; /* the thread has no DTV yet */
+  if (bpf_probe_read_user(&word, sizeof(word), (const void*)(dtv + (__s64)proc->dtv_count_entry * entry)) != 0)
+    goto unreadable;
+  if (word > TC_MAX_TLS_MODULES || module == 0 || module > TC_MAX_TLS_MODULES) goto unreadable; /* not a DTV */
+  if (module > word) goto not_allocated; /* a DTV from before the module was loaded */
+  if (proc->dtv_generation != 0) {
+    if (bpf_probe_read_user(&word, sizeof(word), (const void*)(dtv + (__s64)proc->dtv_generation_entry * entry)) != 0)
+      goto unreadable;
+    if (word < proc->dtv_generation) goto not_allocated;
+  }
+  if (bpf_probe_read_user(&word, sizeof(word), (const void*)(dtv + module * entry)) != 0) goto unreadable;
+  if (word == 0 || (proc->dtv_unallocated != 0 && word == proc->dtv_unallocated)) goto not_allocated;
+  return word;
+unreadable:
+  s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
+  count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
+  return 0;
+not_allocated:
+  s->head.status = TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED;
+  count(s, TC_CTR_TLS_BLOCK_NOT_ALLOCATED);
+  return 0;
+}
+
 SEC("perf_event")
 int tc_sample(void* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -192,13 +227,16 @@ int tc_sample(void* ctx) {
   __u32 length = 0;
   __u64 tp = thread_pointer();
   s->head.thread_pointer = tp;
-  const int in_tls = proc->indirection == TC_POINTER_IN_TLS_SLOT;
-  if (in_tls && tp == 0) {
+  const __u8 indirection = proc->indirection;
+  __u64 block = 0;
+  if (indirection != TC_POINTER_IN_MEMORY_AREA && tp == 0) {
     s->head.status = TC_SAMPLE_THREAD_POINTER_FAILED;
     count(s, TC_CTR_THREAD_POINTER_FAILED);
+  } else if (indirection == TC_POINTER_IN_DTV_BLOCK && (block = module_block(proc, tp, s)) == 0) {
+    /* no block for the module: module_block said why */
   } else {
     __u64 rp = 0;
-    __u64 at = proc->pointer_site + (in_tls ? tp : 0);
+    const __u64 at = proc->pointer_site + (indirection == TC_POINTER_IN_TLS_SLOT ? tp : block);
     if (bpf_probe_read_user(&rp, sizeof(rp), (const void*)at) != 0) {
       s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
       count(s, TC_CTR_RECORD_POINTER_READ_FAILED);

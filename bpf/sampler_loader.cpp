@@ -200,24 +200,36 @@ std::uint64_t SamplerLoader::ring_bytes_consumed() const {
 
 Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite& site, std::uint32_t flags) {
   if (auto st = layout.check(); !st) return st.error().within("BPF sampler");
-  // The program adds a fixed offset to the thread pointer; a variable in
-  // dynamic TLS needs the DTV walk (docs/ARCHITECTURE.md, "Thread-local
-  // storage models", says what the program will need for it).
-  if (site.module && !std::holds_alternative<PointerInMemoryArea>(layout.indirection))
-    return make_error(ErrorKind::kUnsupported,
-                      "the variable is in dynamic TLS (module " + std::to_string(site.module->module_id) +
-                          ", reached through each thread's DTV), which the BPF program does not walk yet; the ptrace "
-                          "sampler reads it",
-                      "BPF sampler");
   static_assert(kRecordMaxBytes <= 0xffff, "tc_process holds record offsets in 16 bits");
+  static_assert(kMaxTlsModules == TC_MAX_TLS_MODULES, "the program bounds a DTV walk as user space does");
   tc_process value{};
   value.flags = flags;
+  value.pointer_site = site.value;
   if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) {
     value.indirection = TC_POINTER_IN_MEMORY_AREA;
     value.pointer_site = site.value + area->pointer_offset;
-  } else {
+  } else if (!site.module) {
     value.indirection = TC_POINTER_IN_TLS_SLOT;
-    value.pointer_site = site.value;
+  } else {
+    // Dynamic TLS: the program walks each thread's DTV by the C library's layout, as data.
+    const DtvModule& module = *site.module;
+    const DtvLayout& dtv = module.dtv;
+    const std::string where = "BPF sampler, TLS module " + std::to_string(module.module_id);
+    if (module.module_id == 0 || module.module_id > kMaxTlsModules)
+      return make_error(ErrorKind::kMalformed, "module id outside 1.." + std::to_string(kMaxTlsModules), where);
+    if (dtv.entry_size == 0 || dtv.entry_size > 0xffff || dtv.dtv_at < INT32_MIN || dtv.dtv_at > INT32_MAX ||
+        dtv.count_entry < INT16_MIN || dtv.count_entry > INT16_MAX ||
+        (dtv.generation_entry && (*dtv.generation_entry < INT16_MIN || *dtv.generation_entry > INT16_MAX)))
+      return make_error(ErrorKind::kUnsupported, "a DTV layout the program's entry cannot hold", where);
+    value.indirection = TC_POINTER_IN_DTV_BLOCK;
+    value.dtv_module = module.module_id;
+    // A generation is checked only where the C library keeps one in the DTV.
+    value.dtv_generation = module.generation && dtv.generation_entry ? *module.generation : 0;
+    value.dtv_generation_entry = static_cast<tc_s16>(dtv.generation_entry.value_or(0));
+    value.dtv_unallocated = dtv.unallocated.value_or(0);
+    value.dtv_at = static_cast<tc_s32>(dtv.dtv_at);
+    value.dtv_entry_size = static_cast<tc_u16>(dtv.entry_size);
+    value.dtv_count_entry = static_cast<tc_s16>(dtv.count_entry);
   }
   value.fixed_size = static_cast<tc_u16>(layout.fixed_part());
   if (const auto* field = std::get_if<SizeField>(&layout.length)) {
