@@ -16,6 +16,7 @@ SampleError to_sample_error(std::uint32_t status) {
     case TC_SAMPLE_RECORD_POINTER_READ_FAILED: return SampleError::RecordPointerReadFailed;
     case TC_SAMPLE_RECORD_POINTER_NULL: return SampleError::RecordPointerNull;
     case TC_SAMPLE_RECORD_TRUNCATED: return SampleError::RecordTruncated;
+    case TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED: return SampleError::TlsBlockNotAllocated;
     default: return SampleError::RecordReadFailed;
   }
 }
@@ -78,6 +79,7 @@ class BpfSampler final : public Sampler {
     out.record_truncated = c[TC_CTR_RECORD_TRUNCATED];
     out.context_unreadable = c[TC_CTR_CONTEXT_UNREADABLE];
     out.context_being_written = c[TC_CTR_CONTEXT_BEING_WRITTEN];
+    out.tls_block_not_allocated = c[TC_CTR_TLS_BLOCK_NOT_ALLOCATED];
     return out;
   }
 

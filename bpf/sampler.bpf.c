@@ -50,19 +50,11 @@ struct {
   __uint(max_entries, 4 << 20); /* user space may resize before load */
 } samples SEC(".maps");
 
-/* One sample being built: header, record (padded to 8), stack. Emitted with
- * bpf_ringbuf_output for exactly the bytes it holds: bpf_ringbuf_reserve
- * wants a size known at load time, and reserving the largest sample for every
- * record is what made a 37-byte records-only sample cost 608 ring bytes.
- * Per CPU, and a perf_event program never nests on its CPU, so one is enough. */
-struct tc_scratch {
-  struct tc_sample head;
-  /* Twice what a sample uses: every size and offset handed to a helper is
-   * also masked to a power of two (TC_FOR_VERIFIER), which older verifiers
-   * (Debian 12's 6.1) need to see it bounded on paths they cannot prove dead;
-   * the masked bounds must fit here. The clamps before them decide. */
-  __u8 body[2 * TC_RECORD_MAX_BYTES + 2 * TC_MAX_STACK_DEPTH * 8];
-};
+/* One struct tc_scratch per CPU (sampler.h): the counters and the sample
+ * being built. bpf_ringbuf_reserve wants a size known at load time, and
+ * reserving the largest sample for every record is what made a 37-byte
+ * records-only sample cost 608 ring bytes; the sample is built here and
+ * emitted as long as it is. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
@@ -70,16 +62,8 @@ struct {
   __type(value, struct tc_scratch);
 } scratch SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, TC_CTR_COUNT);
-  __type(key, __u32);
-  __type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 which) {
-  __u64* v = bpf_map_lookup_elem(&counters, &which);
-  if (v) *v += 1;
+static __always_inline void count(struct tc_scratch* s, __u32 which) {
+  if (which < TC_CTR_COUNT) s->counters[which] += 1;
 }
 
 static __always_inline __u64 thread_pointer(void) {
@@ -128,7 +112,7 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
   if (fixed > TC_RECORD_MAX_BYTES) fixed = TC_RECORD_MAX_BYTES;
   if (bpf_probe_read_user(s->body, TC_FOR_VERIFIER(fixed, TC_RECORD_MAX_BYTES), (const void*)rp) != 0) {
     s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
-    count(TC_CTR_RECORD_READ_FAILED);
+    count(s, TC_CTR_RECORD_READ_FAILED);
     return 0;
   }
   __u64 declared = fixed;
@@ -144,19 +128,19 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
     if (length > TC_RECORD_MAX_BYTES) length = TC_RECORD_MAX_BYTES;
     if (bpf_probe_read_user(s->body, TC_FOR_VERIFIER(length, TC_RECORD_MAX_BYTES), (const void*)rp) != 0) {
       s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
-      count(TC_CTR_RECORD_READ_FAILED);
+      count(s, TC_CTR_RECORD_READ_FAILED);
       return 0;
     }
   }
   if (declared > max) {
     s->head.status = TC_SAMPLE_RECORD_TRUNCATED;
-    count(TC_CTR_RECORD_TRUNCATED);
+    count(s, TC_CTR_RECORD_TRUNCATED);
   }
   __u8 valid = s->body[TC_BOUND(proc->valid_offset)];
   if (!((proc->valid_values[(valid >> 6) & 3] >> (valid & 63)) & 1))
-    count(TC_CTR_VALID_ZERO);
+    count(s, TC_CTR_VALID_ZERO);
   else if (proc->presence_offset != TC_NO_PRESENCE_BYTE && s->body[TC_BOUND(proc->presence_offset)] == 0)
-    count(TC_CTR_TRACE_ABSENT);
+    count(s, TC_CTR_TRACE_ABSENT);
   return length;
 }
 
@@ -171,19 +155,54 @@ static __always_inline void read_context(const struct tc_process* proc, struct t
   __u64 header[TC_PCTX_HEADER_SIZE / 8];
   if (bpf_probe_read_user(header, sizeof(header), (const void*)proc->context_header) != 0) {
     s->head.context = TC_CONTEXT_UNREADABLE;
-    count(TC_CTR_CONTEXT_UNREADABLE);
+    count(s, TC_CTR_CONTEXT_UNREADABLE);
     return;
   }
   __u32 version = (__u32)header[TC_PCTX_VERSION_OFFSET / 8]; /* the low half: little-endian */
   if (header[TC_PCTX_SIGNATURE_OFFSET / 8] != TC_PCTX_SIGNATURE_LE ||
       (version != TC_PCTX_VERSION_CURRENT && version != TC_PCTX_VERSION_DEVELOPMENT)) {
     s->head.context = TC_CONTEXT_UNREADABLE;
-    count(TC_CTR_CONTEXT_UNREADABLE);
+    count(s, TC_CTR_CONTEXT_UNREADABLE);
     return;
   }
   s->head.context = TC_CONTEXT_READ;
   s->head.context_published_at = header[TC_PCTX_PUBLISHED_AT_OFFSET / 8];
-  if (s->head.context_published_at == 0) count(TC_CTR_CONTEXT_BEING_WRITTEN);
+  if (s->head.context_published_at == 0) count(s, TC_CTR_CONTEXT_BEING_WRITTEN);
+}
+
+/* The start of the module's TLS block in the current thread, walking its DTV
+ * by the process's C library layout, every word read and bounded as
+ * module_block_address (record_layout.cpp) does: 0, with the sample's status
+ * and counter set, when the thread has no block for the module yet
+ * (TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED: the loader allocates it at the thread's
+ * first use, so it published nothing) or the DTV cannot be read or is none a
+ * C library makes (TC_SAMPLE_RECORD_POINTER_READ_FAILED). */
+static __always_inline __u64 module_block(const struct tc_process* proc, __u64 tp, struct tc_scratch* s) {
+  const __u64 module = proc->dtv_module, entry = proc->dtv_entry_size;
+  __u64 dtv = 0, word = 0;
+  /* Unsigned arithmetic wraps like the target's (musl arm64 keeps the DTV pointer below the thread pointer). */
+  if (bpf_probe_read_user(&dtv, sizeof(dtv), (const void*)(tp + (__s64)proc->dtv_at)) != 0) goto unreadable;
+  if (dtv == 0) goto not_allocated; /* the thread has no DTV yet */
+  if (bpf_probe_read_user(&word, sizeof(word), (const void*)(dtv + (__s64)proc->dtv_count_entry * entry)) != 0)
+    goto unreadable;
+  if (word > TC_MAX_TLS_MODULES || module == 0 || module > TC_MAX_TLS_MODULES) goto unreadable; /* not a DTV */
+  if (module > word) goto not_allocated; /* a DTV from before the module was loaded */
+  if (proc->dtv_generation != 0) {
+    if (bpf_probe_read_user(&word, sizeof(word), (const void*)(dtv + (__s64)proc->dtv_generation_entry * entry)) != 0)
+      goto unreadable;
+    if (word < proc->dtv_generation) goto not_allocated;
+  }
+  if (bpf_probe_read_user(&word, sizeof(word), (const void*)(dtv + module * entry)) != 0) goto unreadable;
+  if (word == 0 || (proc->dtv_unallocated != 0 && word == proc->dtv_unallocated)) goto not_allocated;
+  return word;
+unreadable:
+  s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
+  count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
+  return 0;
+not_allocated:
+  s->head.status = TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED;
+  count(s, TC_CTR_TLS_BLOCK_NOT_ALLOCATED);
+  return 0;
 }
 
 SEC("perf_event")
@@ -192,11 +211,10 @@ int tc_sample(void* ctx) {
   __u32 pid = pid_tgid >> 32;
   struct tc_process* proc = bpf_map_lookup_elem(&tracked, &pid);
   if (!proc) return 0;
-  count(TC_CTR_SAMPLES);
-
   __u32 zero = 0;
   struct tc_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
   if (!s) return 0;
+  count(s, TC_CTR_SAMPLES);
   s->head.pid = pid;
   s->head.tid = (__u32)pid_tgid;
   s->head.cpu = bpf_get_smp_processor_id();
@@ -209,19 +227,22 @@ int tc_sample(void* ctx) {
   __u32 length = 0;
   __u64 tp = thread_pointer();
   s->head.thread_pointer = tp;
-  const int in_tls = proc->indirection == TC_POINTER_IN_TLS_SLOT;
-  if (in_tls && tp == 0) {
+  const __u8 indirection = proc->indirection;
+  __u64 block = 0;
+  if (indirection != TC_POINTER_IN_MEMORY_AREA && tp == 0) {
     s->head.status = TC_SAMPLE_THREAD_POINTER_FAILED;
-    count(TC_CTR_THREAD_POINTER_FAILED);
+    count(s, TC_CTR_THREAD_POINTER_FAILED);
+  } else if (indirection == TC_POINTER_IN_DTV_BLOCK && (block = module_block(proc, tp, s)) == 0) {
+    /* no block for the module: module_block said why */
   } else {
     __u64 rp = 0;
-    __u64 at = proc->pointer_site + (in_tls ? tp : 0);
+    const __u64 at = proc->pointer_site + (indirection == TC_POINTER_IN_TLS_SLOT ? tp : block);
     if (bpf_probe_read_user(&rp, sizeof(rp), (const void*)at) != 0) {
       s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
-      count(TC_CTR_RECORD_POINTER_READ_FAILED);
+      count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
     } else if (rp == 0) {
       s->head.status = TC_SAMPLE_RECORD_POINTER_NULL;
-      count(TC_CTR_RECORD_POINTER_NULL);
+      count(s, TC_CTR_RECORD_POINTER_NULL);
     } else {
       s->head.record_pointer = rp;
       length = read_record(proc, rp, s);
@@ -239,7 +260,7 @@ int tc_sample(void* ctx) {
     long n = bpf_get_stack(ctx, s->body + TC_FOR_VERIFIER(padded, TC_RECORD_MAX_BYTES), TC_MAX_STACK_DEPTH * 8,
                            BPF_F_USER_STACK);
     s->head.stack_bytes = (__s32)n;
-    if (n < 0) count(TC_CTR_STACK_FAILED);
+    if (n < 0) count(s, TC_CTR_STACK_FAILED);
     else stack = n > TC_MAX_STACK_DEPTH * 8 ? TC_MAX_STACK_DEPTH * 8 : (__u32)n;
   }
   /* Never wake the consumer: a wake-up is an irq_work per sample, and even
@@ -248,11 +269,11 @@ int tc_sample(void* ctx) {
    * at least a second of samples at the attached frequency on every CPU. */
   __u64 size = sizeof(s->head) + TC_FOR_VERIFIER(padded, TC_RECORD_MAX_BYTES) +
                TC_FOR_VERIFIER(stack, TC_MAX_STACK_DEPTH * 8);
-  if (bpf_ringbuf_output(&samples, s, size, BPF_RB_NO_WAKEUP) != 0) {
-    count(TC_CTR_RINGBUF_FULL);
+  if (bpf_ringbuf_output(&samples, &s->head, size, BPF_RB_NO_WAKEUP) != 0) {
+    count(s, TC_CTR_RINGBUF_FULL);
     return 0;
   }
-  count(TC_CTR_EMITTED);
+  count(s, TC_CTR_EMITTED);
   return 0;
 }
 

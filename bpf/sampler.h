@@ -16,6 +16,7 @@
 #include <cstdint>
 typedef std::uint8_t tc_u8;
 typedef std::uint16_t tc_u16;
+typedef std::int16_t tc_s16;
 typedef std::uint32_t tc_u32;
 typedef std::int32_t tc_s32;
 typedef std::uint64_t tc_u64;
@@ -23,6 +24,7 @@ typedef std::int64_t tc_s64;
 #else
 typedef __u8 tc_u8;
 typedef __u16 tc_u16;
+typedef __s16 tc_s16;
 typedef __u32 tc_u32;
 typedef __s32 tc_s32;
 typedef __u64 tc_u64;
@@ -34,10 +36,16 @@ typedef __s64 tc_s64;
 /* Processes the sampler can track at once. */
 #define TC_MAX_TRACKED_PROCESSES 4096
 
-/* How a tracked process's record pointer is reached (RecordLayout::indirection). */
+/* Module ids and DTV entry counts a DTV walk believes (kMaxTlsModules). */
+#define TC_MAX_TLS_MODULES (1u << 16)
+
+/* How a tracked process's record pointer is reached (RecordLayout::indirection
+ * and the PointerSite). */
 enum tc_indirection {
   TC_POINTER_IN_TLS_SLOT = 0,    /* thread pointer + pointer_site -> pointer -> record */
   TC_POINTER_IN_MEMORY_AREA = 1, /* pointer_site -> pointer -> record */
+  TC_POINTER_IN_DTV_BLOCK = 2,   /* thread pointer + dtv_at -> DTV -> entry dtv_module -> block
+                                    + pointer_site -> pointer -> record (dynamic TLS) */
 };
 /* tc_process.presence_offset when the layout has no presence byte. */
 #define TC_NO_PRESENCE_BYTE 0xffffu
@@ -57,6 +65,15 @@ struct tc_process {
   tc_u16 max_size;         /* <= TC_RECORD_MAX_BYTES: a record declaring more is emitted cut to this */
   tc_u16 valid_offset;     /* < fixed_size */
   tc_u16 presence_offset;  /* < fixed_size, or TC_NO_PRESENCE_BYTE */
+  /* TC_POINTER_IN_DTV_BLOCK: the module and its C library's DTV layout (DtvModule, DtvLayout). */
+  tc_u64 dtv_module;       /* 1..TC_MAX_TLS_MODULES */
+  tc_u64 dtv_generation;   /* the DTV generation the module needs; 0: not checked */
+  tc_u64 dtv_unallocated;  /* a block address meaning "not allocated yet" besides 0 (glibc: all ones); 0: none */
+  tc_s32 dtv_at;           /* the DTV's address is at thread pointer + dtv_at */
+  tc_u16 dtv_entry_size;   /* bytes per entry (8 or 16); entry i's first word is module i's block */
+  tc_s16 dtv_count_entry;  /* the entry whose first word counts the module entries */
+  tc_s16 dtv_generation_entry; /* the entry holding the DTV's generation (read when dtv_generation != 0) */
+  tc_u16 reserved[3];
 };
 /* Skip bpf_get_stack for this process (records only). */
 #define TC_PROCESS_F_NO_STACK 1u
@@ -73,10 +90,11 @@ enum tc_context_status {
 enum tc_sample_status {
   TC_SAMPLE_OK = 0,
   TC_SAMPLE_THREAD_POINTER_FAILED = 1,     /* task->thread fsbase / tp_value unreadable or 0 (TLS slot) */
-  TC_SAMPLE_RECORD_POINTER_READ_FAILED = 2, /* the record pointer's address unreadable */
+  TC_SAMPLE_RECORD_POINTER_READ_FAILED = 2, /* the record pointer's address unreadable (or the DTV leading to it, or not a DTV) */
   TC_SAMPLE_RECORD_POINTER_NULL = 3,       /* the thread has not published a record (yet) */
   TC_SAMPLE_RECORD_READ_FAILED = 4,        /* the record pointer points at unreadable memory */
   TC_SAMPLE_RECORD_TRUNCATED = 5,          /* the record declares more than max_size: its first max_size bytes follow */
+  TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED = 6,   /* dynamic TLS: the thread has no block for the module yet (published nothing) */
 };
 
 /* Ring-buffer record: this header, then `record_length` record bytes padded
@@ -101,7 +119,7 @@ struct tc_sample {
 /* The longest ring-buffer record the program emits. */
 #define TC_SAMPLE_MAX_BYTES (sizeof(struct tc_sample) + TC_RECORD_MAX_BYTES + TC_MAX_STACK_DEPTH * 8)
 
-/* Indexes into the per-CPU `counters` array. */
+/* Indexes into tc_scratch.counters, per CPU. */
 enum tc_counter {
   TC_CTR_SAMPLES = 0,               /* perf samples on a thread of a tracked process */
   TC_CTR_EMITTED,                   /* records written to the ring buffer */
@@ -116,7 +134,26 @@ enum tc_counter {
   TC_CTR_RECORD_TRUNCATED,          /* record declared more than its layout's max_size (emitted cut) */
   TC_CTR_CONTEXT_UNREADABLE,        /* TC_CONTEXT_UNREADABLE samples */
   TC_CTR_CONTEXT_BEING_WRITTEN,     /* context read with timestamp 0: the writer was updating it */
+  TC_CTR_TLS_BLOCK_NOT_ALLOCATED,   /* TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED samples */
   TC_CTR_COUNT
+};
+
+
+/* Value of the per-CPU `scratch` array (one entry): the CPU's counters, and
+ * the sample being built (header, record padded to 8, stack), emitted with
+ * bpf_ringbuf_output for exactly the bytes it holds. The counters live here,
+ * beside the header every sample writes, so counting costs no map lookup of
+ * its own (user space sums them over CPUs: SamplerLoader::counters()).
+ * A perf_event program never nests on its CPU, so one value per CPU is enough. */
+struct tc_scratch {
+  tc_u64 counters[TC_CTR_COUNT];
+  struct tc_sample head;
+  /* Twice what a sample uses: every size and offset handed to a helper is
+   * also masked to a power of two (TC_FOR_VERIFIER in sampler.bpf.c), which
+   * older verifiers (Debian 12's 6.1) need to see it bounded on paths they
+   * cannot prove dead; the masked bounds must fit here. The clamps before
+   * them decide. */
+  tc_u8 body[2 * TC_RECORD_MAX_BYTES + 2 * TC_MAX_STACK_DEPTH * 8];
 };
 
 #endif /* TRACECORR_BPF_SAMPLER_H */

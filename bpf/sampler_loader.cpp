@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <sstream>
 
 #include "empty.skel.h"
+#include "floor.skel.h"
 #include "sampler.skel.h"
 
 namespace tracecorr::bpf {
@@ -198,24 +200,36 @@ std::uint64_t SamplerLoader::ring_bytes_consumed() const {
 
 Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite& site, std::uint32_t flags) {
   if (auto st = layout.check(); !st) return st.error().within("BPF sampler");
-  // The program adds a fixed offset to the thread pointer; a variable in
-  // dynamic TLS needs the DTV walk (docs/ARCHITECTURE.md, "Thread-local
-  // storage models", says what the program will need for it).
-  if (site.module && !std::holds_alternative<PointerInMemoryArea>(layout.indirection))
-    return make_error(ErrorKind::kUnsupported,
-                      "the variable is in dynamic TLS (module " + std::to_string(site.module->module_id) +
-                          ", reached through each thread's DTV), which the BPF program does not walk yet; the ptrace "
-                          "sampler reads it",
-                      "BPF sampler");
   static_assert(kRecordMaxBytes <= 0xffff, "tc_process holds record offsets in 16 bits");
+  static_assert(kMaxTlsModules == TC_MAX_TLS_MODULES, "the program bounds a DTV walk as user space does");
   tc_process value{};
   value.flags = flags;
+  value.pointer_site = site.value;
   if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) {
     value.indirection = TC_POINTER_IN_MEMORY_AREA;
     value.pointer_site = site.value + area->pointer_offset;
-  } else {
+  } else if (!site.module) {
     value.indirection = TC_POINTER_IN_TLS_SLOT;
-    value.pointer_site = site.value;
+  } else {
+    // Dynamic TLS: the program walks each thread's DTV by the C library's layout, as data.
+    const DtvModule& module = *site.module;
+    const DtvLayout& dtv = module.dtv;
+    const std::string where = "BPF sampler, TLS module " + std::to_string(module.module_id);
+    if (module.module_id == 0 || module.module_id > kMaxTlsModules)
+      return make_error(ErrorKind::kMalformed, "module id outside 1.." + std::to_string(kMaxTlsModules), where);
+    if (dtv.entry_size == 0 || dtv.entry_size > 0xffff || dtv.dtv_at < INT32_MIN || dtv.dtv_at > INT32_MAX ||
+        dtv.count_entry < INT16_MIN || dtv.count_entry > INT16_MAX ||
+        (dtv.generation_entry && (*dtv.generation_entry < INT16_MIN || *dtv.generation_entry > INT16_MAX)))
+      return make_error(ErrorKind::kUnsupported, "a DTV layout the program's entry cannot hold", where);
+    value.indirection = TC_POINTER_IN_DTV_BLOCK;
+    value.dtv_module = module.module_id;
+    // A generation is checked only where the C library keeps one in the DTV.
+    value.dtv_generation = module.generation && dtv.generation_entry ? *module.generation : 0;
+    value.dtv_generation_entry = static_cast<tc_s16>(dtv.generation_entry.value_or(0));
+    value.dtv_unallocated = dtv.unallocated.value_or(0);
+    value.dtv_at = static_cast<tc_s32>(dtv.dtv_at);
+    value.dtv_entry_size = static_cast<tc_u16>(dtv.entry_size);
+    value.dtv_count_entry = static_cast<tc_s16>(dtv.count_entry);
   }
   value.fixed_size = static_cast<tc_u16>(layout.fixed_part());
   if (const auto* field = std::get_if<SizeField>(&layout.length)) {
@@ -327,15 +341,18 @@ Expected<std::size_t> SamplerLoader::poll(std::chrono::milliseconds timeout, con
 }
 
 std::array<std::uint64_t, TC_CTR_COUNT> SamplerLoader::counters() const {
+  // Each CPU's counters are the head of its scratch value (sampler.h).
+  static_assert(sizeof(tc_scratch) % 8 == 0, "per-CPU values are copied out 8-byte aligned");
   std::array<std::uint64_t, TC_CTR_COUNT> total{};
   int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0) return total;
-  std::vector<__u64> values(static_cast<std::size_t>(ncpu));
-  for (__u32 i = 0; i < TC_CTR_COUNT; ++i) {
-    if (bpf_map__lookup_elem(skel_->maps.counters, &i, sizeof(i), values.data(), values.size() * sizeof(__u64), 0) != 0)
-      continue;
-    for (auto v : values) total[i] += v;
-  }
+  std::vector<tc_scratch> values(static_cast<std::size_t>(ncpu));
+  __u32 zero = 0;
+  if (bpf_map__lookup_elem(skel_->maps.scratch, &zero, sizeof(zero), values.data(), values.size() * sizeof(tc_scratch),
+                           0) != 0)
+    return total;
+  for (const auto& cpu : values)
+    for (std::size_t i = 0; i < TC_CTR_COUNT; ++i) total[i] += cpu.counters[i];
   return total;
 }
 
@@ -365,5 +382,60 @@ Status EmptyLoader::attach(unsigned hz) {
 }
 
 int EmptyLoader::prog_fd() const { return bpf_program__fd(skel_->progs.tc_empty); }
+
+// ---- FloorLoader -----------------------------------------------------------
+
+Expected<std::unique_ptr<FloorLoader>> FloorLoader::open() {
+  install_print();
+  std::unique_ptr<FloorLoader> l(new FloorLoader());
+  l->skel_ = tc_floor_bpf__open_and_load();
+  if (!l->skel_) return load_error("loading the floor BPF program", errno);
+  auto count_record = [](void*, void*, std::size_t) { return 0; };
+  l->ringbuf_ = ring_buffer__new(bpf_map__fd(l->skel_->maps.samples), count_record, nullptr, nullptr);
+  if (!l->ringbuf_) return load_error("opening the floor's ring buffer", errno);
+  return l;
+}
+
+FloorLoader::~FloorLoader() {
+  links_.clear();
+  if (ringbuf_) ring_buffer__free(ringbuf_);
+  if (skel_) tc_floor_bpf__destroy(skel_);
+}
+
+Status FloorLoader::track(pid_t pid) {
+  __u32 key = static_cast<__u32>(pid);
+  tc_process value{};
+  if (bpf_map__update_elem(skel_->maps.tracked, &key, sizeof(key), &value, sizeof(value), BPF_ANY) != 0)
+    return make_error("updating the floor's tracked map failed: " + errno_text(errno), "BPF floor, pid " + std::to_string(pid));
+  return Ok{};
+}
+
+Status FloorLoader::untrack(pid_t pid) {
+  __u32 key = static_cast<__u32>(pid);
+  if (bpf_map__delete_elem(skel_->maps.tracked, &key, sizeof(key), 0) != 0 && errno != ENOENT)
+    return make_error("deleting from the floor's tracked map failed: " + errno_text(errno),
+                      "BPF floor, pid " + std::to_string(pid));
+  return Ok{};
+}
+
+Status FloorLoader::attach(unsigned hz) {
+  links_.clear();
+  auto links = attach_cpu_clock(skel_->progs.tc_floor, hz);
+  if (!links) return links.error();
+  links_ = std::move(*links);
+  return Ok{};
+}
+
+Expected<std::size_t> FloorLoader::drain(std::chrono::milliseconds timeout) {
+  // The program never wakes us, like the sampler: wait, then consume what is there.
+  int polled = ring_buffer__poll(ringbuf_, static_cast<int>(timeout.count()));
+  if (polled < 0 && polled != -EINTR)
+    return make_error("reading the floor's ring buffer failed: " + errno_text(polled), "BPF floor");
+  int consumed = ring_buffer__consume(ringbuf_);
+  if (consumed < 0) return make_error("reading the floor's ring buffer failed: " + errno_text(consumed), "BPF floor");
+  return static_cast<std::size_t>(std::max(polled, 0) + consumed);
+}
+
+int FloorLoader::prog_fd() const { return bpf_program__fd(skel_->progs.tc_floor); }
 
 }  // namespace tracecorr::bpf

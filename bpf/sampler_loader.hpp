@@ -1,5 +1,5 @@
 // Thin RAII loader over the bpftool-generated skeletons of sampler.bpf.c and
-// empty.bpf.c: open/load, the tracked-process map, one cpu-clock perf event
+// the benchmark's baselines (empty.bpf.c, floor.bpf.c): open/load, the tracked-process map, one cpu-clock perf event
 // per online CPU, the ring buffer and the per-CPU counters.
 #pragma once
 
@@ -26,6 +26,7 @@ struct bpf_program;
 struct ring_buffer;
 struct tc_sampler_bpf;  // skeletons (bpftool gen skeleton ... name tc_sampler_bpf)
 struct tc_empty_bpf;
+struct tc_floor_bpf;
 
 namespace tracecorr::bpf {
 
@@ -145,6 +146,31 @@ class EmptyLoader {
  private:
   EmptyLoader() = default;
   ::tc_empty_bpf* skel_ = nullptr;
+  std::vector<LinkPtr> links_;
+};
+
+// The records-only path's floor (floor.bpf.c), for the overhead benchmark: the
+// pid lookup in a `tracked` map and an empty ring-buffer record per sample of
+// a tracked process.
+class FloorLoader {
+ public:
+  static Expected<std::unique_ptr<FloorLoader>> open();
+  ~FloorLoader();
+  FloorLoader(const FloorLoader&) = delete;
+  FloorLoader& operator=(const FloorLoader&) = delete;
+  Status track(pid_t pid);
+  Status untrack(pid_t pid);
+  Status attach(unsigned hz);
+  void detach() { links_.clear(); }
+  // Consumes the ring (waiting up to `timeout` first); returns the records consumed.
+  Expected<std::size_t> drain(std::chrono::milliseconds timeout);
+  int prog_fd() const;
+  Expected<ProgramStats> stats() const { return program_stats(prog_fd()); }
+
+ private:
+  FloorLoader() = default;
+  ::tc_floor_bpf* skel_ = nullptr;
+  ring_buffer* ringbuf_ = nullptr;
   std::vector<LinkPtr> links_;
 };
 

@@ -3,8 +3,11 @@
 #include <pybind11/stl.h>
 
 #include "common.hpp"
+#include "tracecorr/discovery.hpp"
+#include "tracecorr/memory.hpp"
 #include "tracecorr/record_layout.hpp"
 #include "tracecorr/sampler.hpp"
+#include "tracecorr/tls.hpp"
 #if defined(TRACECORR_HAVE_BPF)
 #include "bpf_sampler.hpp"
 #endif
@@ -80,24 +83,65 @@ void bind_sampling(py::module_& m) {
           py::arg("first_bytes"), "Total length from the first bytes; TracecorrError when truncated or over max_size.")
       .def("__repr__", [](const RecordLayout& l) { return "<RecordLayout " + l.name + ">"; });
 
+  // ---- a TLS variable in any access model: what a sampler is given to reach it ------------
+  py::class_<TlsVariableAccess>(m, "TlsVariable",
+                                "How a process's threads reach a TLS variable (resolve_tls_variable): a thread-pointer "
+                                "offset, or a module's block through each thread's DTV.")
+      .def_property_readonly("model", [](const TlsVariableAccess& a) { return std::string(to_string(a.model)); },
+                             "'tlsdesc-static', 'tlsdesc-dynamic', 'general-dynamic', 'initial-exec', ...")
+      .def_property_readonly("dynamic", &TlsVariableAccess::dynamic, "reached through each thread's DTV")
+      .def_property_readonly("c_library", [](const TlsVariableAccess& a) { return std::string(to_string(a.c_library)); })
+      .def_property_readonly("module_id",
+                             [](const TlsVariableAccess& a) -> std::optional<std::uint64_t> {
+                               if (!a.site.module) return std::nullopt;
+                               return a.site.module->module_id;
+                             })
+      .def_property_readonly("offset", [](const TlsVariableAccess& a) { return a.site.value; },
+                             "from the thread pointer (two's complement), or from the module's block")
+      .def_readonly("explanation", &TlsVariableAccess::explanation)
+      .def("__repr__", [](const TlsVariableAccess& a) { return "<TlsVariable " + std::string(to_string(a.model)) + ">"; });
+  m.def(
+      "resolve_tls_variable",
+      [](pid_t pid, const std::string& library_regex, const std::string& tls_symbol, bool look_in_executables) {
+        DiscoveryOptions options;
+        options.name_regex = library_regex;
+        options.tls_symbol = tls_symbol;
+        options.look_in_executables = look_in_executables;
+        LibraryCache cache;
+        auto found = unwrap(discover_process(pid, options, cache));
+        if (!found)
+          raise_error(make_error(ErrorKind::kNotFound, "no module defines " + tls_symbol, "pid " + std::to_string(pid)));
+        const CLibrary c_library = unwrap(detect_c_library(pid, found->elf.machine));
+        return unwrap(resolve_tls_access(LiveProcessMemory(pid), *found, c_library));
+      },
+      py::arg("pid"), py::kw_only(), py::arg("library_regex"), py::arg("tls_symbol"),
+      py::arg("look_in_executables") = false,
+      "Finds the module of pid defining tls_symbol (a library matching library_regex, or with look_in_executables "
+      "a program) and how its threads reach the variable, in whichever TLS access model it was built and loaded with. "
+      "TracecorrError (with its kind) when it cannot be read.");
+
   py::class_<Sampler>(m, "Sampler", "Interrupts tracked processes' threads and reads their records and stacks.")
       .def_property_readonly("name", &Sampler::name, "'bpf' or 'ptrace'")
       .def(
           "track",
           [](Sampler& s, pid_t pid, const RecordLayout& layout, std::optional<std::int64_t> tls_offset,
-             std::optional<std::uint64_t> area_address) {
+             std::optional<std::uint64_t> area_address, std::optional<TlsVariableAccess> tls_variable) {
             // The site must be the one the layout's indirection needs.
-            if (uses_thread_pointer(layout) ? !tls_offset || area_address : !area_address || tls_offset)
+            const int sites = tls_offset.has_value() + area_address.has_value() + tls_variable.has_value();
+            if (uses_thread_pointer(layout) ? sites != 1 || area_address : sites != 1 || !area_address)
               throw py::value_error(uses_thread_pointer(layout)
-                                        ? "layout " + layout.name + " reads a TLS slot: give tls_offset only"
+                                        ? "layout " + layout.name + " reads a TLS slot: give tls_offset or tls_variable only"
                                         : "layout " + layout.name + " reads a memory area: give area_address only");
             check(s.track(pid, layout,
-                          tls_offset ? PointerSite::tls_offset(*tls_offset) : PointerSite::area(*area_address)));
+                          tls_variable ? tls_variable->site
+                          : tls_offset ? PointerSite::tls_offset(*tls_offset)
+                                       : PointerSite::area(*area_address)));
           },
           py::arg("pid"), py::arg("layout"), py::kw_only(), py::arg("tls_offset") = py::none(),
-          py::arg("area_address") = py::none(),
+          py::arg("area_address") = py::none(), py::arg("tls_variable") = py::none(),
           "Starts sampling pid's threads, reading records by `layout` (a protocol package supplies its own) "
-          "through the pointer at thread pointer + tls_offset, or in the memory area at area_address.")
+          "through the pointer at thread pointer + tls_offset, in the TLS variable resolve_tls_variable found (any "
+          "access model, dynamic TLS included), or in the memory area at area_address.")
       .def(
           "track_process_context",
           [](Sampler& s, pid_t pid, std::optional<std::uint64_t> header_address) {

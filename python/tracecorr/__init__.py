@@ -37,6 +37,7 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     Role,
     RunResult,
     SendOutcome,
+    TlsVariable,
     TracecorrError,
     Verdict,
     base64url_decode,
@@ -50,6 +51,7 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     render_json,
     render_junit,
     requirements,
+    resolve_tls_variable,
     summary_line,
     to_hex,
     validate_ids,
@@ -77,8 +79,8 @@ __getattr__ = _protocol.forwarder(__name__)
 
 __all__ = [
     "HAVE_BPF", "RECORD_MAX_BYTES", "Evidence", "Level", "OtlpReceiver", "ProtocolSpec", "RecordLayout", "Requirement",
-    "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TracecorrError", "Verdict",
+    "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TlsVariable", "TracecorrError", "Verdict",
     "base64url_decode", "base64url_nopad", "exit_code", "find_requirement", "from_hex", "inspect_process",
     "make_sampler", "protocols", "registry", "render_console", "render_html", "render_json", "render_junit",
-    "requirements", "run_conformance", "summary_line", "to_hex", "validate_ids",
+    "requirements", "resolve_tls_variable", "run_conformance", "summary_line", "to_hex", "validate_ids",
 ] + _protocol.exported_names(__name__)

@@ -6,7 +6,11 @@
 //             process that publish a record through a thread-local pointer and
 //             burn CPU at a given stack depth. --context adds a fourth
 //             configuration: the same, with the bench's own OTel process
-//             context header read at every sample.
+//             context header read at every sample. --floor adds the floor of
+//             the records-only path (bpf/floor.bpf.c: the pid lookup and an
+//             empty ring-buffer record), tracking the same threads, and prints
+//             per round and overall the tracked configuration's cost above the
+//             empty program next to the floor's, and their ratio.
 //   lost      ring-buffer losses at HZ on every CPU while the reference fixture
 //             runs N threads, consumed the way `tracecorr agent` consumes them.
 #include <pthread.h>
@@ -14,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +27,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "sampler_loader.hpp"
@@ -94,6 +100,24 @@ void print_ring_bytes(const bpf::SamplerLoader& sampler, std::uint64_t records) 
 
 double ns_per_run(const bpf::ProgramStats& s) { return s.run_cnt ? double(s.run_time_ns) / double(s.run_cnt) : 0; }
 
+// One configuration's runs and how many of them were on a tracked thread.
+struct Runs {
+  bpf::ProgramStats stats{};
+  std::uint64_t tracked = 0;
+  void add(const Runs& o) {
+    stats.run_cnt += o.stats.run_cnt;
+    stats.run_time_ns += o.stats.run_time_ns;
+    tracked += o.tracked;
+  }
+  double tracked_share() const { return stats.run_cnt ? double(tracked) / double(stats.run_cnt) : 0; }
+  // Time per tracked run: the runs on untracked threads (share 1 - f) are
+  // taken to cost what the pid-map miss costs (`miss_ns`).
+  double per_tracked(double miss_ns) const {
+    const double f = tracked_share();
+    return f > 0 ? (ns_per_run(stats) - (1 - f) * miss_ns) / f : 0;
+  }
+};
+
 // A published process context header of this process (no payload: the
 // sampler reads only the header), for --context.
 alignas(8) std::uint8_t g_context_header[TC_PCTX_HEADER_SIZE];
@@ -107,7 +131,7 @@ std::uint64_t publish_own_context_header() {
 }
 
 int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool no_stack, std::size_t ringbuf_bytes,
-             bool context) {
+             bool context, bool with_floor) {
   StatsToggle toggle;
   if (read_file("/proc/sys/kernel/bpf_stats_enabled") != "1") {
     std::fprintf(stderr, "cannot enable kernel.bpf_stats_enabled\n");
@@ -117,8 +141,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   for (int i = 0; i < threads; ++i) pool.emplace_back(worker, depth, static_cast<std::uint8_t>(i + 1));
   auto sampler = bpf::SamplerLoader::open({.ringbuf_bytes = ringbuf_bytes});
   auto empty = bpf::EmptyLoader::open();
-  if (!sampler || !empty) {
-    std::fprintf(stderr, "load failed: %s\n", (!sampler ? sampler.error() : empty.error()).message().c_str());
+  auto floor = bpf::FloorLoader::open();
+  if (!sampler || !empty || !floor) {
+    std::fprintf(stderr, "load failed: %s\n",
+                 (!sampler ? sampler.error() : !empty ? empty.error() : floor.error()).message().c_str());
     g_stop = true;
     for (auto& t : pool) t.join();
     return 3;
@@ -131,6 +157,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   // Per tracked configuration (without, with a context): records and ring bytes, and samples with a timestamp.
   std::uint64_t context_runs = 0, phase_records[2] = {0, 0}, phase_ring_bytes[2] = {0, 0}, timestamped = 0;
   const std::uint64_t header = publish_own_context_header();
+  (void)(*floor)->track(getpid());
+  std::uint64_t floor_records = 0;
+  Runs floor_total, tracked_total;
+  std::vector<std::array<double, 4>> per_round;  // empty, miss, tracked and floor ns per run
   auto phase = [&](auto& loader, bpf::ProgramStats& acc, bool consume) -> bool {
     auto before = *loader->stats();
     if (auto st = loader->attach(hz); !st) {
@@ -139,6 +169,10 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     }
     auto until = steady_clock::now() + seconds * 1000ms / rounds;
     while (steady_clock::now() < until) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(*loader)>, bpf::FloorLoader>) {
+        if (auto n = loader->drain(100ms)) floor_records += *n;
+        continue;
+      }
       if (!consume) {
         std::this_thread::sleep_for(100ms);
         continue;
@@ -151,6 +185,9 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
       });
     }
     loader->detach();
+    if constexpr (std::is_same_v<std::decay_t<decltype(*loader)>, bpf::FloorLoader>) {
+      if (auto n = loader->drain(0ms)) floor_records += *n;
+    }
     auto after = *loader->stats();
     acc.run_cnt += after.run_cnt - before.run_cnt;
     acc.run_time_ns += after.run_time_ns - before.run_time_ns;
@@ -158,12 +195,21 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
   };
   bool fine = true;
   for (int round = 0; round < rounds && fine; ++round) {
-    // Alternate the three so drift (other load, frequency) hits all alike.
+    // Alternate the configurations so drift (other load, frequency) hits all alike.
+    const auto se0 = se, su0 = su, ss0 = ss;
+    const auto tracked_runs0 = tracked_runs;
     fine = phase(*empty, se, false);
     (void)(*sampler)->untrack(getpid());
     (void)(*sampler)->track(nobody, layout, PointerSite::tls_offset(own_tls_offset()), flags);
     fine = fine && phase(*sampler, su, true);
     (void)(*sampler)->untrack(nobody);
+    Runs floor_round;
+    if (with_floor && fine) {
+      const auto records0 = floor_records;
+      fine = phase(*floor, floor_round.stats, false);
+      floor_round.tracked = floor_records - records0;
+      floor_total.add(floor_round);
+    }
     (void)(*sampler)->track(getpid(), layout, PointerSite::tls_offset(own_tls_offset()), flags);
     // Tracked, without and then (--context) with the process context header.
     for (int with_context = 0; with_context <= (context ? 1 : 0) && fine; ++with_context) {
@@ -174,6 +220,14 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
       (with_context ? context_runs : tracked_runs) += (*sampler)->counters()[TC_CTR_SAMPLES] - c0;
       phase_records[with_context] += records - records0;
       phase_ring_bytes[with_context] += (*sampler)->ring_bytes_consumed() - bytes0;
+    }
+    if (with_floor && fine) {
+      auto delta = [](const bpf::ProgramStats& a, const bpf::ProgramStats& b) {
+        return bpf::ProgramStats{a.run_time_ns - b.run_time_ns, a.run_cnt - b.run_cnt, 0};
+      };
+      Runs tracked_round{delta(ss, ss0), tracked_runs - tracked_runs0};
+      const double e = ns_per_run(delta(se, se0)), u = ns_per_run(delta(su, su0));
+      per_round.push_back({e, u, tracked_round.per_tracked(u), floor_round.per_tracked(u)});
     }
   }
   g_stop = true;
@@ -209,6 +263,22 @@ int overhead(unsigned hz, int seconds, int threads, int depth, int rounds, bool 
     std::printf("  ring bytes per record: %.1f without, %.1f with (%llu and %llu records); %llu records carried a timestamp\n",
                 bytes_per(0), bytes_per(1), (unsigned long long)phase_records[0], (unsigned long long)phase_records[1],
                 (unsigned long long)timestamped);
+  }
+  if (with_floor) {
+    const char* what = no_stack ? "records only" : "records + stack";
+    std::printf("  floor (pid lookup + empty ring record): %9llu runs %8.1f ns/run (%.0f%% of runs on tracked threads)\n",
+                (unsigned long long)floor_total.stats.run_cnt, ns_per_run(floor_total.stats),
+                100 * floor_total.tracked_share());
+    std::printf("  per round, ns above empty per tracked sample: %s | floor | ratio (target <= 2)\n", what);
+    for (std::size_t r = 0; r < per_round.size(); ++r) {
+      const auto& [re, ru, rt, rf] = per_round[r];
+      std::printf("    round %zu (empty %.1f ns/run): %8.1f | %8.1f | x%.2f\n", r + 1, re, rt - re, rf - re,
+                  rf - re > 0 ? (rt - re) / (rf - re) : 0.0);
+    }
+    const double floor_above = floor_total.per_tracked(u) - e;
+    std::printf("  => overall: %s %.1f ns above empty, floor %.1f ns above empty: x%.2f (target <= 2: %s)\n", what,
+                per_tracked - e, floor_above, floor_above > 0 ? (per_tracked - e) / floor_above : 0.0,
+                floor_above > 0 && per_tracked - e <= 2 * floor_above ? "met" : "not met");
   }
   return 0;
 }
@@ -280,7 +350,7 @@ int lost(const std::string& fixture, unsigned hz, int seconds, int threads) {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack] [--context] [--ringbuf-kib 8192]\n"
+               "usage: tracecorr_bpf_bench overhead [--hz 1000] [--seconds 20] [--threads 2] [--depth 16] [--rounds 4] [--no-stack] [--context] [--floor] [--ringbuf-kib 8192]\n"
                "       tracecorr_bpf_bench lost --fixture PATH [--hz 1000] [--seconds 30] [--threads 64]\n");
 }
 
@@ -291,12 +361,12 @@ int main(int argc, char** argv) {
   std::string mode = argv[1], fixture;
   unsigned hz = 1000;
   int seconds = mode == "lost" ? 30 : 20, threads = mode == "lost" ? 64 : 2, depth = 16, rounds = 4;
-  bool no_stack = false, context = false;
+  bool no_stack = false, context = false, with_floor = false;
   std::size_t ringbuf_bytes = bpf::SamplerLoaderOptions{}.ringbuf_bytes;
   for (int i = 2; i < argc; i += 2) {
     std::string k = argv[i];
-    if (k == "--no-stack" || k == "--context") {
-      (k == "--no-stack" ? no_stack : context) = true;
+    if (k == "--no-stack" || k == "--context" || k == "--floor") {
+      (k == "--no-stack" ? no_stack : k == "--context" ? context : with_floor) = true;
       --i;
       continue;
     }
@@ -312,7 +382,7 @@ int main(int argc, char** argv) {
     else return usage(), 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack, ringbuf_bytes, context);
+  if (mode == "overhead") return overhead(hz, seconds, threads, depth, rounds, no_stack, ringbuf_bytes, context, with_floor);
   if (mode == "lost" && !fixture.empty()) return lost(fixture, hz, seconds, threads);
   usage();
   return 2;

@@ -386,12 +386,31 @@ TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
   EXPECT_EQ(area->presence_offset, TC_NO_PRESENCE_BYTE);
   EXPECT_EQ(area->valid_values[0], 2u);  // only 1
 
-  // A variable in dynamic TLS: the program adds no DTV walk yet, so the loader refuses it.
+  // A variable in dynamic TLS: the module and its C library's DTV layout (glibc x86-64's here).
   const DtvModule module{3, 7, DtvLayout{8, 16, -1, 0, ~std::uint64_t{0}}};
   auto dynamic = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(module, 16), 0);
-  ASSERT_FALSE(dynamic);
-  EXPECT_EQ(dynamic.error().kind, ErrorKind::kUnsupported);
-  EXPECT_NE(dynamic.error().message().find("DTV"), std::string::npos) << dynamic.error().message();
+  ASSERT_TRUE(dynamic) << dynamic.error().message();
+  EXPECT_EQ(dynamic->indirection, TC_POINTER_IN_DTV_BLOCK);
+  EXPECT_EQ(dynamic->pointer_site, 16u);  // from the module's block
+  EXPECT_EQ(dynamic->dtv_module, 3u);
+  EXPECT_EQ(dynamic->dtv_generation, 7u);
+  EXPECT_EQ(dynamic->dtv_at, 8);
+  EXPECT_EQ(dynamic->dtv_entry_size, 16);
+  EXPECT_EQ(dynamic->dtv_count_entry, -1);
+  EXPECT_EQ(dynamic->dtv_generation_entry, 0);
+  EXPECT_EQ(dynamic->dtv_unallocated, ~std::uint64_t{0});
+  // musl keeps no generation in its DTV: the module's is not checked.
+  const DtvModule musl{2, 5, DtvLayout{-8, 8, 0, std::nullopt, std::nullopt}};
+  auto no_generation = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(musl, 0), 0);
+  ASSERT_TRUE(no_generation) << no_generation.error().message();
+  EXPECT_EQ(no_generation->dtv_generation, 0u);
+  EXPECT_EQ(no_generation->dtv_unallocated, 0u);
+  EXPECT_EQ(no_generation->dtv_at, -8);
+  // A module id no C library gives is refused before the program sees it.
+  const DtvModule bogus{kMaxTlsModules + 1, std::nullopt, DtvLayout{8, 8, 0, std::nullopt, std::nullopt}};
+  auto refused = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(bogus, 0), 0);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::kMalformed);
 }
 
 TEST(BpfRingRecord, LengthsAreCheckedAgainstTheRecordsSize) {

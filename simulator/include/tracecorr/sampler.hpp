@@ -85,7 +85,7 @@ struct SamplerCounters {
   std::uint64_t record_truncated = 0;  // records declaring more than their layout's max_size (emitted cut)
   std::uint64_t context_unreadable = 0;     // process context header unreadable or not a context's
   std::uint64_t context_being_written = 0;  // process context header read with timestamp 0
-  std::uint64_t tls_block_not_allocated = 0;  // dynamic TLS: threads without a block for the module yet (ptrace only)
+  std::uint64_t tls_block_not_allocated = 0;  // dynamic TLS: samples of threads without a block for the module yet
   // name -> value, in a stable order (new counters go last), for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };
