@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "tracecorr/maps.hpp"
+#include "tracecorr/memory.hpp"
 #include "tracecorr/procfs.hpp"
 
 namespace tracecorr::otel_process_context {
@@ -68,7 +70,14 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
   // does not exec): the first, parents first, that maps a context.
   std::size_t looked_at = 0;
   std::optional<Error> last_error;
-  while (!found()) {
+  // A header published where no reader looks. A memfd's name is final (no
+  // prctl renames it), so one there settles PCTX-01 at once; an unnamed
+  // anonymous mapping may still be named after its timestamp, so it only
+  // explains the failure at the deadline.
+  std::optional<std::string> misnamed;
+  pid_t misnamed_in = 0;
+  bool misnamed_is_final = false;
+  while (!found() && !misnamed_is_final) {
     auto tree = session.target().processes();
     looked_at = std::max(looked_at, tree.size());
     for (const auto& p : tree) {
@@ -77,19 +86,36 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
         last_error = mappings.error();
         continue;
       }
-      if (mappings->empty()) continue;
+      if (mappings->empty()) {
+        if (auto maps = read_maps(p.pid)) {
+          for (const auto& m : process_context::find_misnamed_headers(*maps, LiveProcessMemory(p.pid))) {
+            misnamed = "a header with the signature OTEL_CTX is in " +
+                       (m.path.empty() ? std::string("an unnamed anonymous mapping") : m.path) + " at " + hex_address(m.start);
+            misnamed_in = p.pid;
+            misnamed_is_final = m.path.starts_with("/memfd:");
+            if (misnamed_is_final) break;
+          }
+        }
+        if (misnamed_is_final) break;
+        continue;
+      }
       session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") maps " + mappings->front().mapping.path);
       facts_.judged_pid = p.pid;
       break;
     }
-    if (found() || Clock::now() >= deadline || tree.empty()) break;
+    if (found() || misnamed_is_final || Clock::now() >= deadline || tree.empty()) break;
     std::this_thread::sleep_for(kFindInterval);
   }
   if (!found()) {
-    facts_.not_found = make_error("no mapping named [anon_shmem:OTEL_CTX], [anon:OTEL_CTX] or /memfd:OTEL_CTX appeared in " +
-                                      std::to_string(looked_at) + " processes of the target before the deadline" +
-                                      (last_error ? " (last error: " + last_error->message() + ")" : ""),
-                                  "pid " + std::to_string(session.pid()));
+    const std::string where = "pid " + std::to_string(misnamed ? misnamed_in : session.pid());
+    if (misnamed)
+      facts_.not_found = make_error(*misnamed + ", a mapping no reader looks for (the names are [anon_shmem:OTEL_CTX], "
+                                    "[anon:OTEL_CTX] and /memfd:OTEL_CTX)", where);
+    else
+      facts_.not_found = make_error("no mapping named [anon_shmem:OTEL_CTX], [anon:OTEL_CTX] or /memfd:OTEL_CTX appeared in " +
+                                        std::to_string(looked_at) + " processes of the target before the deadline" +
+                                        (last_error ? " (last error: " + last_error->message() + ")" : ""),
+                                    where);
     return;
   }
   facts_.under_qemu_user = runs_under_qemu_user(facts_.judged_pid);

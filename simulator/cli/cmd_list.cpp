@@ -27,12 +27,15 @@ std::string probe_file(const ProtocolSpec& protocol, const conform::Probe& probe
   return "probes/" + folder + "/" + probe.name() + "_probe.cpp";
 }
 
-// The registry as written, each requirement with the file of the probe that checks it.
+// The registry as written, each requirement with the file of the probe that
+// checks it and the sessions (launches) `conform --only ID` runs for it.
 nlohmann::json registry_with_probes(const ProtocolSpec& protocol) {
   auto registry = nlohmann::json::parse(protocol.registry_json);
   for (auto& r : registry["requirements"]) {
-    const auto* probe = conform::probe_for(r["id"].get<std::string>());
+    const auto id = r["id"].get<std::string>();
+    const auto* probe = conform::probe_for(id);
     r["probe"] = probe ? nlohmann::json(probe_file(protocol, *probe)) : nlohmann::json(nullptr);
+    r["sessions"] = probe ? nlohmann::json(probe->sessions_for(id)) : nlohmann::json::array();
   }
   return registry;
 }

@@ -44,6 +44,14 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 RUN_TIMEOUT_S = 300
 
 
+def launches(protocol: str) -> dict[str, list[str]]:
+    """{requirement: the sessions `conform --only ID` launches for it}, as
+    `tracecorr list --json` says: kill matrices start the longest runs first."""
+    listed = json.loads(subprocess.run([str(TRACECORR), "list", "--json", "--protocol", protocol], capture_output=True,
+                                       text=True, check=True, timeout=60).stdout)
+    return {r["id"]: r["sessions"] for r in listed["requirements"]}
+
+
 def load_mutants(arch: str) -> list[dict]:
     """The mutants built for `arch`, from the build's copy of mutants.json
     (every entry, library variants included, names its one requirement)."""

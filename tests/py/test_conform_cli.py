@@ -332,9 +332,14 @@ def test_list_names_the_probe_of_every_agent_requirement():
             assert r["probe"] and (cs.REPO / r["probe"]).is_file(), r
         else:  # the profiler's duties: tracecorr's own host agent follows them, nothing judges them
             assert r["probe"] is None, r
+    # The launches `--only ID` runs: those its judge reads, a subset of the suite's sessions.
+    sessions = {r["id"]: r["sessions"] for r in listed["requirements"]}
+    assert sessions["DEFER-04"] == ["disabled"] and sessions["MSG-02"] == ["enabled", "small-queue"]
+    assert all(sessions[r["id"]] for r in listed["requirements"] if r["role"] == "agent")
+    assert all(sessions[r["id"]] == [] for r in listed["requirements"] if r["role"] != "agent")
     # Otherwise the registry itself, unchanged.
     for r in listed["requirements"]:
-        del r["probe"]
+        del r["probe"], r["sessions"]
     assert listed == cs.REGISTRY
     text = subprocess.run([str(cs.TRACECORR), "list", "--protocol", "elastic-v1"], capture_output=True, text=True,
                           check=True).stdout.splitlines()

@@ -140,6 +140,8 @@ def test_list_shows_the_registry_and_the_probe_of_each_writer_rule():
                          capture_output=True, text=True, check=True, timeout=WAIT_S).stdout
     listed = json.loads(out)
     probes = {r["id"]: r.pop("probe") for r in listed["requirements"]}
+    launches = {r["id"]: r.pop("sessions") for r in listed["requirements"]}
+    assert launches["PCTX-13"] == ["watched"] and launches["PCTX-10"] == ["watched", "read"]
     # Every writer rule has its probe; the reader rules are tracecorr's own (unit tests), none.
     assert {i for i, p in probes.items() if p} == {r["id"] for r in REGISTRY["requirements"] if r["role"] == "writer"}
     assert listed == REGISTRY

@@ -401,6 +401,28 @@ class TestMemory final : public ProcessMemory {
 
 constexpr std::uint64_t kHeaderAt = 0x7f0000010000, kPayloadAt = 0x7f0000020000;
 
+TEST(ProcessContextDiscovery, FindsHeadersPublishedWhereNoReaderLooks) {
+  auto maps = parse_maps(
+      "7f0000010000-7f0000011000 rw-p 00000000 00:01 5000 /memfd:otel_ctx (deleted)\n"  // misnamed memfd
+      "7f0000020000-7f0000021000 rw-p 00000000 00:00 0 \n"                               // never named
+      "7f0000030000-7f0000031000 rw-p 00000000 00:00 0 [anon:OTEL_CTX]\n"                // named: discover's
+      "7f0000040000-7f0000041000 rw-p 00000000 fe:00 77 /tmp/otel.bin\n"                 // a file: not looked at
+      "7f0000050000-7f0000051000 r--p 00000000 00:00 0 \n"                               // read-only: cannot be one
+      "7f0000060000-7f0000061000 rw-p 00000000 00:00 0 [heap]\n"                          // not where one is mapped
+      "7f0000070000-7f0000071000 rw-p 00000000 00:00 0 \n"                               // unreadable: passed over
+      "7f0000080000-7f0000081000 rw-p 00000000 00:01 5001 /memfd:other (deleted)\n");   // another signature
+  TestMemory memory;
+  const auto header = header_bytes("OTEL_CTX", 2, 0, 1, 0);
+  for (std::uint64_t at : {0x7f0000010000ull, 0x7f0000020000ull, 0x7f0000030000ull, 0x7f0000040000ull,
+                           0x7f0000050000ull, 0x7f0000060000ull})
+    memory.place(at, header);
+  memory.place(0x7f0000080000, header_bytes("OTEL-CTX", 2, 0, 1, 0));
+  auto found = find_misnamed_headers(maps, memory);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].path, "/memfd:otel_ctx (deleted)");
+  EXPECT_EQ(found[1].start, 0x7f0000020000u);
+}
+
 TEST(ProcessContextRead, ReadsAHeaderAndItsPayloadElsewhere) {
   auto payload = encode_payload(sample_payload());
   TestMemory memory;

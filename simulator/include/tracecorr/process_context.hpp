@@ -69,6 +69,15 @@ std::vector<ContextMapping> find_context_mappings(const std::vector<Mapping>& ma
 // process cannot be read (gone, permission).
 Expected<std::vector<ContextMapping>> discover(pid_t pid);
 
+// Mappings that hold a header with the signature but are not named as a
+// context (a writer that named its memfd otherwise, or never named its
+// anonymous mapping): no reader finds them. Only memory a context could be
+// published in is looked at (anonymous, memfd or named anonymous, readable
+// and writable, not a file), at most kMisnamedLookBound mappings, 8 bytes
+// each; unreadable ones are passed over.
+inline constexpr std::size_t kMisnamedLookBound = 4096;
+std::vector<Mapping> find_misnamed_headers(const std::vector<Mapping>& maps, const ProcessMemory& memory);
+
 // ---- Header -----------------------------------------------------------------------------------
 
 // The header at the start of the mapping: 32 bytes, little-endian on every

@@ -62,4 +62,24 @@ Expected<std::vector<ContextMapping>> discover(pid_t pid) {
   return found;
 }
 
+std::vector<Mapping> find_misnamed_headers(const std::vector<Mapping>& maps, const ProcessMemory& memory) {
+  std::vector<Mapping> found;
+  std::size_t looked = 0;
+  for (const auto& m : maps) {
+    if (looked == kMisnamedLookBound) break;
+    if (kind_of_mapping_name(m.path) || !m.read || !m.write) continue;
+    // A memfd is a file to the kernel (an inode, a path): the only file looked at.
+    const std::string_view name = m.path;
+    const bool could_hold_one = name.starts_with("/memfd:") || (!m.file_backed() && (name.empty() || name.starts_with("[anon")));
+    if (!could_hold_one || m.end - m.start < TC_PCTX_HEADER_SIZE) continue;
+    ++looked;
+    std::array<std::uint8_t, 8> signature{};
+    if (!memory.read(m.start, signature)) continue;
+    std::uint64_t word = 0;
+    for (std::size_t i = 0; i < signature.size(); ++i) word |= std::uint64_t{signature[i]} << (8 * i);
+    if (word == TC_PCTX_SIGNATURE_LE) found.push_back(m);
+  }
+  return found;
+}
+
 }  // namespace tracecorr::process_context
