@@ -150,11 +150,12 @@ def test_list_shows_the_registry_and_the_probe_of_each_writer_rule():
     rows = {line.split()[0]: line.split() for line in text[1:]}
     assert set(rows) == {r["id"] for r in REGISTRY["requirements"]}
     assert rows["PCTX-11"][1:3] == ["SHOULD", "writer"] and rows["PCTXR-03"][1:3] == ["MUST", "reader"]
-    # Every protocol at once: a title line each, and both registries.
+    # Every protocol at once: a title line each, and every compiled-in registry.
     everything = subprocess.run([str(TRACECORR), "list", "--json"], capture_output=True, text=True, check=True,
                                 timeout=WAIT_S).stdout
-    assert {r["protocol"] for r in json.loads(everything)} == {"elastic-profiling-correlation",
-                                                                "opentelemetry-process-context"}
+    compiled_in = {json.loads((REPO / "spec" / f"{p.id}.json").read_text())["protocol"] for p in tracecorr.protocols()}
+    assert {"elastic-profiling-correlation", "opentelemetry-process-context"} <= compiled_in
+    assert {r["protocol"] for r in json.loads(everything)} == compiled_in
 
     # A command that publishes no process context: PCTX-01 fails, nothing passes without evidence.
     run = subprocess.run([str(TRACECORR), "conform", "--protocol", "otel-process-context", "--only", "PCTX-01", "--",

@@ -83,8 +83,8 @@ def test_former_names_resolve_in_the_protocol_package():
 def test_registry_matches_spec_file():
     ids = [r.id for r in tracecorr.requirements()]  # every protocol's, protocol by protocol
     assert ids[:len(REGISTRY["requirements"])] == [r["id"] for r in REGISTRY["requirements"]]
-    pctx = json.loads((REPO / "spec" / "otel-process-context.json").read_text())
-    assert ids[len(REGISTRY["requirements"]):] == [r["id"] for r in pctx["requirements"]]
+    registries = [json.loads((REPO / "spec" / f"{p.id}.json").read_text()) for p in tracecorr.protocols()]
+    assert ids == [r["id"] for registry in registries for r in registry["requirements"]]
     assert tracecorr.registry() == REGISTRY == tracecorr.registry(REGISTRY_ID) == elastic_v1.registry()
     with pytest.raises(ValueError):
         tracecorr.registry("nope")

@@ -137,6 +137,7 @@ TEST(ElfAnalysis, FindsTheGotWordsOfEachAccessModel) {
   ASSERT_TRUE(gd->tls_access.module_id_vaddr);
   ASSERT_TRUE(gd->tls_access.block_offset_vaddr);
   EXPECT_EQ(*gd->tls_access.block_offset_vaddr, *gd->tls_access.module_id_vaddr + 8) << "the psABI's tls_index pair";
+  EXPECT_FALSE(gd->tls_access.named_by_addend_only) << "an exported variable's accesses name it";
   EXPECT_FALSE(gd->tls_access.tp_offset_vaddr);
   EXPECT_FALSE(gd->executable);
 
@@ -146,11 +147,13 @@ TEST(ElfAnalysis, FindsTheGotWordsOfEachAccessModel) {
   EXPECT_FALSE(ie->tls_access.module_id_vaddr);
   EXPECT_FALSE(ie->tls_access.descriptor_vaddr);
   EXPECT_EQ(ie->tls_access.dialect, TlsDialect::Traditional) << "TPOFF is one of the traditional relocations";
+  EXPECT_FALSE(ie->tls_access.named_by_addend_only);
 
   auto desc = analyze_path(TC_TESTLIB_DESC);
   ASSERT_TRUE(desc.ok());
   ASSERT_TRUE(desc->tls_segment);
   EXPECT_LT(desc->tls->value, desc->tls_segment->memory_size);
+  EXPECT_FALSE(desc->tls_access.named_by_addend_only);
   EXPECT_FALSE(desc->executable);
 
   // The programs of tls_models_test: a PIE names its loader, a static-pie none.

@@ -91,6 +91,26 @@ TEST(PtraceSource, ReadsEveryThreadsPointerAndLeavesThemRunning) {
   ASSERT_TRUE(again.ok()) << again.error().message();
 }
 
+TEST(PtraceSource, ReadStoppedRunsTheReadWhileTheThreadIsStopped) {
+  test::ForkedChild child(two_reporting_threads);
+  auto reported = read_reports(child);
+  ASSERT_EQ(reported.size(), 2u);
+  auto source = make_ptrace_source(child.pid());
+  for (const auto& [tid, pointer] : reported) {
+    char state_during = '?';
+    std::uint64_t tp_seen = 0;
+    auto st = source->read_stopped(tid, [&, tid = tid](std::uint64_t tp) {
+      tp_seen = tp;
+      state_during = thread_state(child.pid(), tid);
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    EXPECT_EQ(tp_seen, pointer);
+    EXPECT_EQ(state_during, 't') << tid << ": in a ptrace stop while read";
+    char after = thread_state(child.pid(), tid);
+    EXPECT_TRUE(after != 't' && after != 'T') << tid << " is still stopped (" << after << ")";
+  }
+}
+
 TEST(PtraceSource, ThreadThatIsGoneIsAnError) {
   test::ForkedChild child([](test::ForkedChild::Pipes) {});
   ASSERT_TRUE(child.started());
@@ -100,6 +120,9 @@ TEST(PtraceSource, ThreadThatIsGoneIsAnError) {
   ASSERT_FALSE(tp.ok());
   EXPECT_NE(tp.error().message().find("gone"), std::string::npos) << tp.error().message();
   EXPECT_FALSE(source->threads().ok());
+  bool called = false;
+  EXPECT_FALSE(source->read_stopped(child.pid(), [&](std::uint64_t) { called = true; }).ok());
+  EXPECT_FALSE(called);
 }
 
 TEST(HostPort, Parses) {

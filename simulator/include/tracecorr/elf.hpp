@@ -26,6 +26,8 @@ struct Symbol {
   bool thread_local_storage() const;  // STT_TLS
 };
 std::string describe_type(unsigned stt);  // "OBJECT", "TLS", ...
+std::string describe_binding(unsigned stb);     // "GLOBAL", "WEAK", "LOCAL", ...
+std::string describe_visibility(unsigned stv);  // "DEFAULT", "PROTECTED", "HIDDEN", ...
 
 enum class TlsDialect { None, Descriptor, Traditional };
 const char* to_string(TlsDialect d);
@@ -60,6 +62,13 @@ struct TlsAccess {
   std::optional<std::uint64_t> block_offset_vaddr;
   // initial exec: a TPOFF relocation naming the variable (its thread-pointer offset);
   std::optional<std::uint64_t> tp_offset_vaddr;
+  // Every relocation counted in `relocations` names no symbol: each was
+  // matched by its addend, the variable's offset in the module's block. A
+  // linker writes that for a variable it binds inside the module (hidden or
+  // protected), and for the local-dynamic model's module base when the
+  // variable sits at offset 0: an exported, preemptible variable's own
+  // accesses always name it.
+  bool named_by_addend_only = false;
   // a DTPMOD relocation naming no symbol: the library's own module id (local
   // dynamic, or general dynamic on a variable the library binds to itself).
   // Not counted in `relocations`: it belongs to the module, not the variable.

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ class ThreadPointerSource {
   // resumes each thread right after its read, so this is a no-op there; the
   // gdbstub source keeps the guest stopped across a batch.
   virtual Status resume() { return Ok{}; }
+  // Reads thread `tid` while it is stopped: `read` runs with the thread's
+  // pointer before the thread runs again, for readers that must not see a
+  // thread's memory mid-store (a protocol whose writers order their stores
+  // for a reader that interrupts them). The ptrace source holds the stop
+  // until `read` returns; this default, for sources that keep the target
+  // stopped across a batch until resume() (the gdbstub's), reads the pointer
+  // and calls `read`.
+  virtual Status read_stopped(pid_t tid, const std::function<void(std::uint64_t thread_pointer)>& read);
   virtual std::string describe() const = 0;  // "ptrace", "gdbstub 127.0.0.1:1234"
 };
 

@@ -150,6 +150,26 @@ const char* to_string(TlsDialect d) {
 
 bool Symbol::thread_local_storage() const { return type == STT_TLS; }
 
+std::string describe_binding(unsigned stb) {
+  switch (stb) {
+    case STB_LOCAL: return "LOCAL";
+    case STB_GLOBAL: return "GLOBAL";
+    case STB_WEAK: return "WEAK";
+    case STB_GNU_UNIQUE: return "UNIQUE";
+    default: return "binding " + std::to_string(stb);
+  }
+}
+
+std::string describe_visibility(unsigned stv) {
+  switch (stv) {
+    case STV_DEFAULT: return "DEFAULT";
+    case STV_INTERNAL: return "INTERNAL";
+    case STV_HIDDEN: return "HIDDEN";
+    case STV_PROTECTED: return "PROTECTED";
+    default: return "visibility " + std::to_string(stv);
+  }
+}
+
 std::string describe_type(unsigned stt) {
   switch (stt) {
     case STT_NOTYPE: return "NOTYPE";
@@ -546,7 +566,7 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
 
   // Relocations against the TLS symbol.
   const DialectRelocations* dialect = dialect_relocations(out.machine);
-  bool saw_descriptor = false, saw_traditional = false;
+  bool saw_descriptor = false, saw_traditional = false, saw_named = false, saw_unnamed = false;
   for (const auto& [offset, bytes] : rela_tables) {
     if (!out.tls) break;
     std::vector<Elf64_Rela> relocations(static_cast<std::size_t>(bytes / sizeof(Elf64_Rela)));
@@ -581,6 +601,7 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
       if (std::find(out.tls_access.relocations.begin(), out.tls_access.relocations.end(), name) ==
           out.tls_access.relocations.end())
         out.tls_access.relocations.push_back(name);
+      (sym == 0 ? saw_unnamed : saw_named) = true;
       if (is_descriptor) {
         saw_descriptor = true;
         if (!out.tls_access.descriptor_vaddr) out.tls_access.descriptor_vaddr = rela.r_offset;
@@ -593,6 +614,7 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
                            : saw_traditional ? TlsDialect::Traditional
                                              : TlsDialect::None;
   out.tls_access.mixed = saw_descriptor && saw_traditional;
+  out.tls_access.named_by_addend_only = saw_unnamed && !saw_named;
   return out;
 }
 

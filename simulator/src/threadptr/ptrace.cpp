@@ -97,6 +97,26 @@ class PtraceSource final : public ThreadPointerSource {
     Attachment a(tid);
     if (auto st = a.seize(); !st) return st.error();
     if (auto st = a.stop(); !st) return st.error();
+    return stopped_thread_pointer(tid);
+  }
+
+  Status read_stopped(pid_t tid, const std::function<void(std::uint64_t)>& read) override {
+    reap_parked_attachments();
+    if (is_parked(tid)) return make_error(not_stopping_reason(tid), thread_name(tid));
+    Attachment a(tid);  // detached (the thread resumed) when this returns
+    if (auto st = a.seize(); !st) return st.error();
+    if (auto st = a.stop(); !st) return st.error();
+    auto tp = stopped_thread_pointer(tid);
+    if (!tp) return tp.error();
+    read(*tp);
+    return Ok{};
+  }
+
+  std::string describe() const override { return "ptrace"; }
+
+ private:
+  // The thread pointer of a thread this tracer holds stopped.
+  static Expected<std::uint64_t> stopped_thread_pointer(pid_t tid) {
 #if defined(__x86_64__)
     user_regs_struct regs{};
     iovec iov{&regs, sizeof regs};
@@ -114,9 +134,6 @@ class PtraceSource final : public ThreadPointerSource {
 #endif
   }
 
-  std::string describe() const override { return "ptrace"; }
-
- private:
   pid_t pid_;
 };
 
@@ -191,6 +208,13 @@ std::vector<pid_t> list_threads(pid_t pid) {
   for (int tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
     if (tid > 0 && !(leader_zombie && tid == pid)) tids.push_back(tid);
   return tids;
+}
+
+Status ThreadPointerSource::read_stopped(pid_t tid, const std::function<void(std::uint64_t)>& read) {
+  auto tp = thread_pointer(tid);
+  if (!tp) return tp.error();
+  read(*tp);
+  return Ok{};
 }
 
 std::unique_ptr<ThreadPointerSource> make_ptrace_source(pid_t pid) { return std::make_unique<PtraceSource>(pid); }
