@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test: GoogleTest through ctest, then pytest (unit, end to end, scenarios).
 # Expects scripts/setup.sh to have run. Exit status is non-zero if anything failed.
+#
+# pytest runs as two processes side by side: the conform matrices (marker
+# `matrix`: many conform runs, each mostly waiting out its scenario's phases)
+# and everything else. The few tests that act on every process of the host
+# take tests/support/host_lock.py's lock exclusively, so they never meet a
+# matrix run's target. TRACECORR_TEST_SERIAL=1 runs one pytest, as before.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -8,11 +14,28 @@ status=0
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2 || status=1
 
-echo "== pytest"
 export TRACECORR_BUILD="$PWD/build"
-/usr/bin/python3 -m pytest -p no:cacheprovider tests/py tests/scenarios -q -rfEs
-rc=$?
+pytest_args=(-p no:cacheprovider tests/py tests/scenarios -q -rfEs)
 # 5 means pytest collected nothing: that is a failure of the test command, not a pass.
-[ $rc -eq 0 ] || status=1
+if [ "${TRACECORR_TEST_SERIAL:-0}" = 1 ]; then
+  echo "== pytest"
+  /usr/bin/python3 -m pytest "${pytest_args[@]}" || status=1
+  exit $status
+fi
 
+TRACECORR_TEST_HOST_LOCK="$(mktemp -d /tmp/tracecorr-host-lock.XXXXXX)"
+export TRACECORR_TEST_HOST_LOCK
+matrix_log="$TRACECORR_TEST_HOST_LOCK/matrix.log"
+echo "== pytest: the conform matrices (in the background, their output after the rest)"
+/usr/bin/python3 -m pytest "${pytest_args[@]}" -m matrix >"$matrix_log" 2>&1 &
+matrix_pid=$!
+# Interrupted: the background pytest goes too (its conform runs stop their targets).
+trap 'kill -TERM "$matrix_pid" 2>/dev/null; wait "$matrix_pid" 2>/dev/null; rm -rf "$TRACECORR_TEST_HOST_LOCK"' EXIT
+
+echo "== pytest: everything else"
+/usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not matrix" || status=1
+
+wait "$matrix_pid" || status=1
+echo "== pytest: the conform matrices"
+cat "$matrix_log"
 exit $status

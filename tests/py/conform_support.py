@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import host_lock
 from build_products import BUILD, REGISTRY, REPO, TRACECORR, fixture_dir, fixture_program, missing_reason  # noqa: F401
 
 
@@ -169,10 +170,11 @@ def _run_conform_once(command: list[str], only: list[str] | None, *, strict: boo
     if gdbstub:
         argv += ["--gdbstub", gdbstub]
     argv += [*(extra_args or []), "--", *command]
-    started = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, **(env or {})))
-    seconds = time.monotonic() - started
+    with host_lock.shared():  # no test acting on every process of the host runs meanwhile
+        started = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, **(env or {})))
+        seconds = time.monotonic() - started
     report = json.loads(json_path.read_text()) if json_path.exists() else None
     return ConformRun(argv, proc.returncode, report, proc.stdout, proc.stderr, seconds, json_path, junit_path)
 

@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+import host_lock
 from json_otlp_receiver import JsonOtlpReceiver
 
 from build_products import HOST_ARCH as ARCH, REGISTRY, TRACECORR, fixture_program, need, package_fixture_program
@@ -350,23 +351,25 @@ def test_agent_all_finds_agents_started_later_and_retires_those_that_exit(tracec
     """--all: agents that start while the host agent runs are found (the
     rescan), and one that exits is retired, not sampled or sent to again."""
     out = tmp_path / "all.json"
-    agent = subprocess.Popen([str(tracecorr), "agent", "--all", "--duration", "7", "--json", str(out)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    fixtures = []
-    try:
-        time.sleep(1.0)  # the host agent is running before either agent process exists
-        for name in ("staying", "leaving"):
-            (tmp_path / name).mkdir()
-            fixtures.append(Fixture(tmp_path / name, ["--threads", "2"], {ENABLED_ENV: "true"}))
-        staying, leaving = fixtures
-        time.sleep(3.0)
-        leaving.stop()
-        _, stderr = agent.communicate(timeout=60)
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-        for fx in fixtures:
-            fx.stop()
+    # --all sends to every agent it finds: never to another pytest process's conform targets.
+    with host_lock.exclusive():
+        agent = subprocess.Popen([str(tracecorr), "agent", "--all", "--duration", "7", "--json", str(out)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        fixtures = []
+        try:
+            time.sleep(1.0)  # the host agent is running before either agent process exists
+            for name in ("staying", "leaving"):
+                (tmp_path / name).mkdir()
+                fixtures.append(Fixture(tmp_path / name, ["--threads", "2"], {ENABLED_ENV: "true"}))
+            staying, leaving = fixtures
+            time.sleep(3.0)
+            leaving.stop()
+            _, stderr = agent.communicate(timeout=60)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+            for fx in fixtures:
+                fx.stop()
     assert agent.returncode == 0, stderr
     processes = {p["pid"]: p for p in json.loads(out.read_text())["processes"]}
     assert staying.pid in processes and leaving.pid in processes, f"not discovered: {sorted(processes)}\n{stderr}"

@@ -69,7 +69,7 @@ def selected_mutants() -> list[dict]:
 
 
 MUTANTS = selected_mutants()
-pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.qemu, pytest.mark.root,
               pytest.mark.skipif(not MUTANTS, reason=cs.missing_reason(f"qemu-aarch64, tracecorr or the {ARCH} fixtures "
                                                                        f"under {cs.BUILD}"))]
 

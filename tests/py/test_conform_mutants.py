@@ -39,7 +39,7 @@ def mutants() -> list[dict]:
 
 
 MUTANTS = mutants()
-pytestmark = [pytest.mark.slow, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.root,
               pytest.mark.skipif(not MUTANTS, reason=cs.missing_reason(f"tracecorr or the {ARCH} fixtures under {cs.BUILD}"))]
 
 

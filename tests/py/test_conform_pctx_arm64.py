@@ -38,7 +38,7 @@ HIDDEN_BY_QEMU = {
 
 DOCUMENT = mutants_document(ARCH) if cs.QEMU else None
 MUTANTS = DOCUMENT["mutants"] if DOCUMENT else []
-pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.qemu, pytest.mark.root,
               pytest.mark.skipif(not MUTANTS, reason=cs.missing_reason(
                   f"qemu-aarch64, tracecorr or the {ARCH} otel_process_context fixtures under {cs.BUILD}"))]
 

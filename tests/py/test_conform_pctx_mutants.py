@@ -99,7 +99,7 @@ def count_in(reason: str, pattern: str) -> int:
 
 DOCUMENT = mutants_document(ARCH)
 MUTANTS = DOCUMENT["mutants"] if DOCUMENT else []
-pytestmark = [pytest.mark.slow, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.root,
               pytest.mark.skipif(not MUTANTS, reason=cs.missing_reason(
                   f"tracecorr or the {ARCH} {PACKAGE} fixtures under {cs.BUILD}"))]
 

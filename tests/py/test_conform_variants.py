@@ -20,7 +20,7 @@ import conform_support as cs
 ARCH = "x86_64"
 AT_ONCE = 3
 VARIANTS = cs.reference_variants(ARCH) if cs.fixture_program(ARCH).exists() and cs.TRACECORR.exists() else {}
-pytestmark = [pytest.mark.slow, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.root,
               pytest.mark.skipif(not VARIANTS, reason=cs.missing_reason(f"tracecorr or the {ARCH} fixtures under {cs.BUILD}"))]
 
 
