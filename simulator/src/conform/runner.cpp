@@ -218,9 +218,12 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<
     return candidates.front();
   }
   auto first_publisher = [&](const std::vector<TreeProcess>& tree) -> std::optional<std::pair<const Suite*, pid_t>> {
-    for (const auto& p : tree)
+    for (const auto& p : tree) {
+      const Suite* best = nullptr;
       for (const auto* s : all)
-        if (s->publishes(p.pid)) return std::make_pair(s, p.pid);
+        if ((!best || s->detection_rank() > best->detection_rank()) && s->publishes(p.pid)) best = s;
+      if (best) return std::make_pair(best, p.pid);
+    }
     return std::nullopt;
   };
   auto found = [&](std::pair<const Suite*, pid_t> hit, const std::string& how) -> const Suite* {

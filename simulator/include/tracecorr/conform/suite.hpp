@@ -80,6 +80,10 @@ class Suite {
   // Whether process `pid` publishes this protocol now (its library mapped, its
   // mapping present): how `--protocol auto` picks the suite for a target.
   virtual bool publishes(pid_t pid) const = 0;
+  // When several suites answer publishes() for one process, the highest rank
+  // is chosen: a protocol published through another's structure (a thread
+  // context whose keys live in a process context) ranks above it.
+  virtual int detection_rank() const { return 0; }
   // Whether the suite reads thread pointers (a TLS record): the only suites a
   // qemu-user target with --gdbstub can be for.
   virtual bool reads_thread_pointers() const { return false; }

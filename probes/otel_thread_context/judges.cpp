@@ -1,0 +1,490 @@
+// See judges.hpp.
+#include "judges.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "otel_thread_context/checks.hpp"
+#include "otel_thread_context/registry.hpp"
+#include "tracecorr/memory.hpp"
+
+namespace tracecorr::otel_thread_context {
+namespace {
+
+using Outcome = Finding::Outcome;
+using State = conform::PublishedRecordState;
+
+int severity(Outcome o) {
+  switch (o) {
+    case Outcome::Violated: return 4;
+    case Outcome::KitError: return 3;
+    case Outcome::Tolerated: return 2;
+    case Outcome::Met: return 1;
+    case Outcome::NotApplicable: return 0;
+  }
+  return 0;
+}
+
+// The worst finding per requirement over many looks; a pass counts every look that passed.
+class Worst {
+ public:
+  void add(Finding f) {
+    auto it = worst_.find(f.requirement);
+    if (it == worst_.end()) {
+      worst_.emplace(f.requirement, std::move(f));
+      return;
+    }
+    auto& kept = it->second;
+    if (f.outcome == Outcome::Met && kept.outcome == Outcome::Met) {
+      kept.evidence_count += f.evidence_count;
+    } else if (severity(f.outcome) > severity(kept.outcome)) {
+      kept = std::move(f);
+    }
+  }
+  Finding take(const std::string& id, const std::string& otherwise) {
+    auto it = worst_.find(id);
+    if (it == worst_.end()) return not_applicable(id, otherwise);
+    Finding f = std::move(it->second);
+    if (f.outcome == Outcome::Met)
+      f.reason = std::to_string(f.evidence_count) + " look(s) passed; e.g. " + f.reason;
+    return f;
+  }
+
+ private:
+  std::map<std::string, Finding> worst_;
+};
+
+std::string thread_text(pid_t tid) { return "thread " + std::to_string(tid); }
+
+// The longest key map published in the session: append-only (TCTX-08), it
+// explains every index any map did.
+const KeyMap* longest_key_map(const ThreadContextFacts& facts) {
+  const KeyMap* longest = nullptr;
+  for (const auto& p : facts.publications)
+    if (p.data && p.data->key_map && (!longest || p.data->key_map->size() > longest->size())) longest = &*p.data->key_map;
+  return longest;
+}
+
+const Publication* publication_at(const ThreadContextFacts& facts, std::uint64_t published_at_ns) {
+  for (const auto& p : facts.publications)
+    if (p.published_at_ns == published_at_ns) return &p;
+  return nullptr;
+}
+
+std::optional<ThreadContextRecord> decoded(const RecordSample& s) {
+  if (!s.bytes) return std::nullopt;
+  auto r = decode_record(*s.bytes);
+  if (!r) return std::nullopt;
+  return std::move(*r);
+}
+
+bool records_carry_entries(const ThreadContextFacts& facts) {
+  for (const auto& s : facts.samples)
+    if (auto r = decoded(s); r && r->readable() && !r->entries.empty()) return true;
+  return false;
+}
+
+std::string join_keys(const KeyMap& keys) {
+  std::string s;
+  for (const auto& k : keys) s += (s.empty() ? "" : ", ") + k;
+  return "[" + s + "]";
+}
+
+}  // namespace
+
+// ---- TCTX-01..05 ---------------------------------------------------------------
+
+std::vector<Finding> judge_variable(const ThreadContextFacts& facts) {
+  std::vector<Finding> out;
+  if (facts.not_found) {
+    for (auto id : kVariableRequirements)
+      out.push_back(not_applicable(std::string(id), "no thread-context writer: " + facts.not_found->message()));
+    return out;
+  }
+  if (!facts.module) {
+    const std::string why = facts.module_error ? facts.module_error->message() : "the module was not looked for";
+    const bool absent = facts.module_error && facts.module_error->kind == ErrorKind::kNotFound;
+    for (auto id : kVariableRequirements) {
+      if (id == "TCTX-01")
+        out.push_back(absent ? violated("TCTX-01", "the process context announces thread context (threadlocal.* keys), "
+                                                   "but " + why)
+                             : kit_error("TCTX-01", "the process's modules could not be examined: " + why));
+      else
+        out.push_back(not_applicable(std::string(id), "no module exports " + std::string(spec::kTlsSymbol) + " (TCTX-01)"));
+    }
+    return out;
+  }
+  return check_variable(*facts.module);
+}
+
+// ---- TCTX-06..09 ---------------------------------------------------------------
+
+std::vector<Finding> judge_reference_data(const ThreadContextFacts& facts) {
+  std::vector<Finding> out;
+  if (facts.not_found) {
+    for (auto id : {"TCTX-06", "TCTX-07", "TCTX-08", "TCTX-09"})
+      out.push_back(not_applicable(id, "no thread-context writer: " + facts.not_found->message()));
+    return out;
+  }
+  Worst worst;
+  const bool entries = records_carry_entries(facts);
+  for (const auto& p : facts.publications) {
+    if (!p.data) {
+      worst.add(kit_error("TCTX-06", "the publication " + std::to_string(p.published_at_ns) + " could not be decoded: " +
+                                         (p.error ? p.error->message() : "?")));
+      continue;
+    }
+    for (auto& f : check_reference_data(p.data, entries)) {
+      f.reason = "publication " + std::to_string(p.published_at_ns) + ": " + f.reason;
+      worst.add(std::move(f));
+    }
+  }
+  out.push_back(worst.take("TCTX-06", "no publication was read"));
+  out.push_back(worst.take("TCTX-07", "no publication was read"));
+
+  // TCTX-08: each key map starts with the one before it.
+  std::size_t compared = 0;
+  const KeyMap* before = nullptr;
+  std::uint64_t before_at = 0;
+  std::optional<Finding> broken;
+  std::size_t appended = 0;
+  for (const auto& p : facts.publications) {
+    if (!p.data || !p.data->key_map) continue;
+    const KeyMap& map = *p.data->key_map;
+    if (before) {
+      ++compared;
+      for (std::size_t i = 0; i < before->size() && !broken; ++i) {
+        const std::string now = i < map.size() ? map[i] : std::string("(removed)");
+        if (now != (*before)[i])
+          broken = violated("TCTX-08", "key index " + std::to_string(i) + " named " + (*before)[i] + " in publication " +
+                                           std::to_string(before_at) + " and " + now + " in publication " +
+                                           std::to_string(p.published_at_ns) + ": the key map is not append-only",
+                            {text_evidence("key map", join_keys(*before) + " then more", join_keys(map))});
+      }
+      if (map.size() > before->size()) appended += map.size() - before->size();
+    }
+    before = &map;
+    before_at = p.published_at_ns;
+  }
+  if (broken) out.push_back(*broken);
+  else if (compared == 0)
+    out.push_back(not_applicable("TCTX-08", "the key map was published once while tracecorr followed the context: "
+                                            "nothing to compare"));
+  else
+    out.push_back(met("TCTX-08", compared, std::to_string(compared) + " key map update(s), each keeping every earlier index (" +
+                                               std::to_string(appended) + " key(s) appended)"));
+  out.push_back(not_applicable("TCTX-09", "a freedom the writer has (MAY), never judged against it: " +
+                                              std::to_string(appended) + " key(s) appended after the first publication seen"));
+  return out;
+}
+
+// ---- TCTX-10 -------------------------------------------------------------------
+
+Finding judge_key_published_first(const ThreadContextFacts& sampled) {
+  if (sampled.not_found) return not_applicable("TCTX-10", "no thread-context writer: " + sampled.not_found->message());
+  std::size_t judged = 0, unresolved = 0;
+  for (const auto& s : sampled.samples) {
+    auto r = decoded(s);
+    if (!r || !r->readable() || r->entries.empty()) continue;
+    const Publication* current = s.context_published_at ? publication_at(sampled, *s.context_published_at) : nullptr;
+    if (!current || !current->data || !current->data->key_map) {
+      ++unresolved;
+      continue;
+    }
+    ++judged;
+    const KeyMap& map = *current->data->key_map;
+    for (const auto& e : r->entries) {
+      if (e.key < map.size()) continue;
+      // Which later publication names it (TCTX-10), if any (else it is TCTX-11's).
+      for (const auto& later : sampled.publications) {
+        if (later.published_at_ns <= current->published_at_ns || !later.data || !later.data->key_map ||
+            e.key >= later.data->key_map->size())
+          continue;
+        return violated("TCTX-10",
+                        thread_text(s.tid) + ", record " + hex_address(s.record_pointer) + ": key index " +
+                            std::to_string(e.key) + " (" + (*later.data->key_map)[e.key] +
+                            ") was visible while the current publication (" + std::to_string(current->published_at_ns) +
+                            ") had " + std::to_string(map.size()) + " keys; publication " +
+                            std::to_string(later.published_at_ns) + " named it later",
+                        {text_evidence("key map when the record was read", "index " + std::to_string(e.key) + " named",
+                                       join_keys(map))});
+      }
+    }
+  }
+  if (judged == 0)
+    return not_applicable("TCTX-10", "no sampled record carrying attributes could be matched with the publication current "
+                                     "when it was read (" + std::to_string(unresolved) + " unmatched)");
+  return met("TCTX-10", judged, std::to_string(judged) + " sampled record(s) carrying attributes: every key named by the "
+                                    "publication current when the thread was stopped");
+}
+
+// ---- TCTX-11..20 ---------------------------------------------------------------
+
+std::vector<Finding> judge_records(const conform::SessionEvidence& session, const ThreadContextFacts& sampled) {
+  static const std::vector<std::string> ids{"TCTX-11", "TCTX-12", "TCTX-13", "TCTX-14", "TCTX-15", "TCTX-16",
+                                            "TCTX-17", "TCTX-18", "TCTX-19", "TCTX-20"};
+  std::vector<Finding> out;
+  if (sampled.not_found) {
+    for (const auto& id : ids) out.push_back(not_applicable(id, "no thread-context writer: " + sampled.not_found->message()));
+    return out;
+  }
+  const KeyMap* map = longest_key_map(sampled);
+  Worst worst;
+  std::size_t records = 0, repeated_keys = 0;
+  // TCTX-14: the flags the tracer exported for the span each record names.
+  std::map<std::pair<TraceId, SpanId>, std::uint8_t> exported_flags;
+  for (const auto& span : session.spans) exported_flags[{span.trace_id, span.span_id}] = static_cast<std::uint8_t>(span.flags & 0xff);
+  std::size_t flags_compared = 0;
+  for (const auto& s : sampled.samples) {
+    if (s.error == SampleError::RecordReadFailed) {
+      worst.add(violated("TCTX-12", thread_text(s.tid) + ": its pointer " + hex_address(s.record_pointer) +
+                                        " leads to memory that cannot be read while the thread is stopped"));
+      continue;
+    }
+    auto r = decoded(s);
+    if (!r) continue;
+    ++records;
+    RecordLook look{s.tid, s.record_pointer, *r, std::nullopt};
+    for (auto& f : check_record(look, map)) worst.add(std::move(f));
+    if (!r->readable()) continue;
+    std::set<std::uint8_t> keys;
+    for (const auto& e : r->entries)
+      if (!keys.insert(e.key).second) ++repeated_keys;
+    if (r->ids_zero()) {
+      if (r->trace_flags != 0)
+        worst.add(violated("TCTX-14", thread_text(s.tid) + ", record " + hex_address(s.record_pointer) +
+                                          ": trace_flags " + std::to_string(r->trace_flags) + " without trace and span ids"));
+      continue;
+    }
+    auto it = exported_flags.find({r->trace_id, r->span_id});
+    if (it == exported_flags.end()) continue;
+    ++flags_compared;
+    if (it->second != r->trace_flags)
+      worst.add(violated("TCTX-14", thread_text(s.tid) + ", record " + hex_address(s.record_pointer) + ": trace_flags " +
+                                        std::to_string(r->trace_flags) + " where the span was exported with flags " +
+                                        std::to_string(it->second),
+                         {text_evidence("trace_flags", std::to_string(it->second), std::to_string(r->trace_flags))}));
+    else
+      worst.add(met("TCTX-14", 1, thread_text(s.tid) + ": trace_flags " + std::to_string(r->trace_flags) +
+                                      " as exported for its span"));
+  }
+  const std::string none = std::to_string(sampled.samples.size()) + " sample(s), none with a record";
+  for (const auto& id : ids) {
+    if (id == "TCTX-14") {
+      Finding f = worst.take(id, "");
+      if (f.outcome == Outcome::NotApplicable)
+        f = not_applicable(id, session.spans.empty()
+                                   ? "the writer exported no spans to tracecorr's OTLP receiver: the flags a record must "
+                                     "carry are those exported for its span"
+                                   : "no sampled record names an exported span (" + std::to_string(session.spans.size()) +
+                                         " span(s) received)");
+      out.push_back(std::move(f));
+    } else if (id == "TCTX-18") {
+      out.push_back(not_applicable(id, "a freedom the writer has (MAY), never judged against it: " +
+                                           std::to_string(repeated_keys) + " repeated key(s) in " + std::to_string(records) +
+                                           " sampled record(s)"));
+    } else {
+      out.push_back(worst.take(id, none));
+    }
+  }
+  return out;
+}
+
+// ---- TCTX-21..28 ---------------------------------------------------------------
+
+namespace {
+
+bool valid_record(const std::optional<RecordBytes>& r) {
+  return r && r->size() > spec::kRecordValidOffset && (*r)[spec::kRecordValidOffset] == spec::kRecordValidValue;
+}
+
+bool is_size_offset(std::size_t i) {
+  return i >= spec::kRecordAttrsDataSizeOffset && i < spec::kRecordAttrsDataSizeOffset + spec::kRecordAttrsDataSizeSize;
+}
+
+// Offsets other than valid that differ (or exist in one record only).
+std::vector<std::size_t> changed_offsets(const RecordBytes& a, const RecordBytes& b) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i == spec::kRecordValidOffset) continue;
+    if (i >= a.size() || i >= b.size() || a[i] != b[i]) out.push_back(i);
+  }
+  return out;
+}
+
+bool watched_offset(const State& s, std::size_t i) {
+  return std::any_of(s.watched.begin(), s.watched.end(), [i](const auto& r) { return i >= r.first && i < r.second; });
+}
+
+std::string offsets_text(const std::vector<std::size_t>& offsets) {
+  if (offsets.empty()) return "none";
+  std::string s = std::to_string(offsets.front());
+  if (offsets.size() > 1) s += ".." + std::to_string(offsets.back());
+  return "record byte(s) " + s + " (" + std::to_string(offsets.size()) + ")";
+}
+
+// What one thread's watch showed, by rule.
+struct ThreadVerdicts {
+  pid_t tid = 0;
+  std::size_t swaps = 0;          // stores moving the pointer to another record
+  std::size_t flips = 0;          // valid changed on the record still pointed to
+  std::size_t publications = 0;   // stores making the pointer lead to a valid record
+  std::size_t updates = 0;        // valid 0 -> 1 on a pointed-to record
+  std::size_t growths = 0;        // attrs_data_size grew with the new bytes already there
+  bool watched_a_record = false;  // the pointer led to a record at some point
+  // Bytes of a visible record that changed outside the ceremony: appended
+  // bytes (TCTX-25) or other bytes (TCTX-21 or 23, by the thread's style).
+  std::optional<std::string> append_breach, change_breach;
+  std::optional<std::string> other_writer;  // TCTX-28
+};
+
+ThreadVerdicts walk(const conform::PublishedRecordWatchReport& r) {
+  ThreadVerdicts v;
+  v.tid = r.tid;
+  if (r.states.empty()) return v;
+  std::optional<std::uint64_t> last_record;  // the last non-NULL pointer
+  std::optional<std::pair<std::size_t, std::size_t>> grown;  // the region the latest growth added
+  auto at = [&](const State& s) {
+    return thread_text(r.tid) + ", record " + hex_address(s.pointer) + ", " + to_string(s.cause) +
+           (s.pc_after_store ? " (pc after store " + hex_address(s.pc_after_store) + ")" : "");
+  };
+  auto breach = [&](const State& s, const std::vector<std::size_t>& offsets, const std::string& how) {
+    const bool appended = grown && std::all_of(offsets.begin(), offsets.end(), [&](std::size_t i) {
+                            return i >= grown->first && i < grown->second;
+                          });
+    auto& slot = appended ? v.append_breach : v.change_breach;
+    if (!slot)
+      slot = at(s) + ": " + offsets_text(offsets) + (appended ? " appended by the last size store" : "") + " " + how;
+  };
+  const State* prev = &r.states.front();
+  if (prev->pointer) last_record = prev->pointer, v.watched_a_record = true;
+  for (std::size_t k = 1; k < r.states.size(); ++k) {
+    const State& s = r.states[k];
+    if (s.cause == State::Cause::kOtherWriter) {
+      if (!v.other_writer && prev->record && s.record)
+        v.other_writer = at(s) + ": " + offsets_text(changed_offsets(*prev->record, *s.record)) +
+                         " changed while the thread made no store to them";
+      prev = &s;
+      continue;
+    }
+    if (s.pointer != prev->pointer) {
+      // The record left: a visible one must be as it was when last seen.
+      if (prev->pointer && valid_record(prev->record) && s.left_record) {
+        auto changed = changed_offsets(*prev->record, *s.left_record);
+        std::vector<std::size_t> inside;
+        for (auto i : changed)
+          if (i < prev->record->size()) inside.push_back(i);
+        if (!inside.empty()) breach(s, inside, "changed in the visible record before the pointer moved away");
+      }
+      if (s.pointer) {
+        v.watched_a_record = true;
+        if (last_record && *last_record != s.pointer) ++v.swaps;
+        last_record = s.pointer;
+        if (valid_record(s.record)) ++v.publications;
+      }
+      grown.reset();
+      prev = &s;
+      continue;
+    }
+    if (s.pointer && prev->record && s.record) {
+      const bool was_valid = valid_record(prev->record), is_valid = valid_record(s.record);
+      if (was_valid != is_valid) ++v.flips;
+      if (!was_valid && is_valid) ++v.updates;
+      if (was_valid) {
+        auto changed = changed_offsets(*prev->record, *s.record);
+        const std::size_t old_length = prev->record->size();
+        std::vector<std::size_t> others;
+        bool size_changed = false;
+        for (auto i : changed) {
+          if (is_size_offset(i)) size_changed = true;
+          else if (i < old_length && i < s.record->size()) others.push_back(i);
+        }
+        if (is_valid) {
+          if (!others.empty()) breach(s, others, "changed while the record was visible and valid");
+          else if (size_changed && s.record->size() > old_length) {
+            ++v.growths;
+            grown = std::make_pair(old_length, s.record->size());
+          }
+        } else {
+          // Bytes changed together with valid := 0 by the one trapping store
+          // are atomic for a reader; unwatched ones changed earlier, while valid.
+          std::vector<std::size_t> unwatched;
+          for (auto i : others)
+            if (!watched_offset(s, i)) unwatched.push_back(i);
+          if (!unwatched.empty()) breach(s, unwatched, "changed while valid (unwatched: seen when valid was cleared)");
+        }
+      }
+    }
+    prev = &s;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<Finding> judge_publication(const ThreadContextFacts& watched) {
+  static const std::vector<std::string> ids{"TCTX-21", "TCTX-22", "TCTX-23", "TCTX-24",
+                                            "TCTX-25", "TCTX-26", "TCTX-27", "TCTX-28"};
+  std::vector<Finding> out;
+  auto all = [&](const std::string& why) {
+    for (const auto& id : ids) out.push_back(not_applicable(id, why));
+    return out;
+  };
+  if (watched.not_found) return all("no thread-context writer: " + watched.not_found->message());
+  if (!watched.watch_unavailable.empty()) return all("no watch: " + watched.watch_unavailable);
+  std::vector<ThreadVerdicts> threads;
+  std::string errors;
+  for (const auto& w : watched.watches) {
+    if (w.report) threads.push_back(walk(*w.report));
+    else if (w.error && errors.empty()) errors = thread_text(w.tid) + ": " + w.error->message();
+  }
+  if (threads.empty()) return all(watched.watches.empty() ? "no thread was watched" : "no watch ran (" + errors + ")");
+
+  std::size_t swaps = 0, flips = 0, publications = 0, updates = 0, growths = 0, records = 0;
+  std::optional<std::string> swap_breach, place_breach, append_breach, mixed, other;
+  for (const auto& t : threads) {
+    swaps += t.swaps, flips += t.flips, publications += t.publications, updates += t.updates, growths += t.growths;
+    records += t.watched_a_record ? 1 : 0;
+    if (t.change_breach) (t.swaps > 0 ? swap_breach : place_breach) = *t.change_breach;
+    if (t.append_breach && !append_breach) append_breach = *t.append_breach;
+    if (t.swaps > 0 && t.flips > 0 && !mixed)
+      mixed = thread_text(t.tid) + ": " + std::to_string(t.swaps) + " pointer swap(s) and " + std::to_string(t.flips) +
+              " change(s) of valid on a record still pointed to";
+    if (t.other_writer && !other) other = *t.other_writer;
+  }
+  const std::string seen = std::to_string(threads.size()) + " thread(s) watched: " + std::to_string(swaps) +
+                           " pointer swap(s), " + std::to_string(flips) + " valid flip(s), " + std::to_string(growths) +
+                           " append(s)";
+  // TCTX-21
+  if (swap_breach) out.push_back(violated("TCTX-21", *swap_breach));
+  else if (swaps == 0 && publications == 0) out.push_back(not_applicable("TCTX-21", "no pointer swap seen (" + seen + ")"));
+  else out.push_back(met("TCTX-21", publications, std::to_string(publications) + " pointer store(s) to a complete, valid "
+                                                                                  "record, none changed while visible (" + seen + ")"));
+  out.push_back(not_applicable("TCTX-22", "a freedom the writer has (MAY), never judged against it"));
+  // TCTX-23
+  if (place_breach) out.push_back(violated("TCTX-23", *place_breach));
+  else if (updates == 0) out.push_back(not_applicable("TCTX-23", "no in-place update seen (" + seen + ")"));
+  else out.push_back(met("TCTX-23", updates, std::to_string(updates) + " in-place update(s), each under valid 0 (" + seen + ")"));
+  // TCTX-24
+  if (mixed) out.push_back(violated("TCTX-24", *mixed));
+  else if (swaps + flips == 0) out.push_back(not_applicable("TCTX-24", "no update seen (" + seen + ")"));
+  else out.push_back(met("TCTX-24", swaps + flips, "each thread used one style (" + seen + ")"));
+  // TCTX-25
+  if (append_breach) out.push_back(violated("TCTX-25", *append_breach));
+  else if (growths == 0) out.push_back(not_applicable("TCTX-25", "no record grew while watched (" + seen + ")"));
+  else out.push_back(met("TCTX-25", growths, std::to_string(growths) + " append(s): the entries were in place when the larger "
+                                                                         "attrs_data_size was stored"));
+  out.push_back(not_applicable("TCTX-26", "a freedom the writer has (MAY), never judged against it: " +
+                                              std::to_string(growths) + " append(s) seen"));
+  out.push_back(not_applicable("TCTX-27", "which span is active when is known only from the spans a writer exports; "
+                                          "tracecorr does not judge detaching yet"));
+  // TCTX-28
+  if (other) out.push_back(violated("TCTX-28", *other));
+  else if (records == 0) out.push_back(not_applicable("TCTX-28", "no watched thread had a record (" + seen + ")"));
+  else out.push_back(met("TCTX-28", records, std::to_string(records) + " thread(s)' records watched: every change was a "
+                                                                         "store of the thread itself"));
+  return out;
+}
+
+}  // namespace tracecorr::otel_thread_context

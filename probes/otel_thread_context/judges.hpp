@@ -1,0 +1,30 @@
+// The OTEP 4947 suite's judges over plain evidence (evidence.hpp): the
+// shared checks (otel_thread_context/checks.hpp) applied to what a session
+// saw, and the rules only a session can judge (the key map over time, the
+// writer's stores). The probes (probes.cpp) only pick the sessions.
+#pragma once
+
+#include <vector>
+
+#include "evidence.hpp"
+#include "tracecorr/conform/session_evidence.hpp"
+#include "tracecorr/finding.hpp"
+
+namespace tracecorr::otel_thread_context {
+
+// TCTX-01..05: the module found (or not) in the process that published keys.
+std::vector<Finding> judge_variable(const ThreadContextFacts& facts);
+// TCTX-06, 07 (every publication, the worst standing), 08 (consecutive key
+// maps), 09 (MAY: what was seen).
+std::vector<Finding> judge_reference_data(const ThreadContextFacts& facts);
+// TCTX-10: each sampled record's keys against the publication current when
+// its thread was stopped (the sample's timestamp).
+Finding judge_key_published_first(const ThreadContextFacts& sampled);
+// TCTX-11..13, 15..20 over every sampled record (the worst standing; TCTX-11
+// against the longest key map seen), 14 against the spans the writer
+// exported (not applicable without any), 18 (MAY).
+std::vector<Finding> judge_records(const conform::SessionEvidence& session, const ThreadContextFacts& sampled);
+// TCTX-21..28 from the published-record watches.
+std::vector<Finding> judge_publication(const ThreadContextFacts& watched);
+
+}  // namespace tracecorr::otel_thread_context

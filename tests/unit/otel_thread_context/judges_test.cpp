@@ -1,0 +1,346 @@
+// OTEP 4947's judges over plain evidence: each case writes by hand what a
+// session saw (the publications of the process context, the module, the
+// records the sampler read, each thread's stores under the published-record
+// watch), runs the probe that covers the requirement, and checks the outcome
+// and the words of its reason. Nothing is launched: the kill matrix
+// (tests/py/test_conform_tctx_mutants.py) runs the writers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "judge_case.hpp"
+#include "otel_thread_context/record.hpp"
+#include "probes/otel_thread_context/evidence.hpp"
+#include "tracecorr/conform/suite.hpp"
+
+namespace tracecorr::otel_thread_context {
+namespace {
+
+using conform::PublishedRecordState;
+using conform::PublishedRecordWatchReport;
+using conform::SessionEvidence;
+using conform::SessionSet;
+using Cause = PublishedRecordState::Cause;
+using Outcome = Finding::Outcome;
+using namespace judge_tests;
+
+constexpr pid_t kWriter = 4242;
+constexpr pid_t kThread = 4243;
+constexpr std::uint64_t kRecordA = 0x7f0000001000, kRecordB = 0x7f0000002000;
+const KeyMap kStartupKeys{"http.route", "http.method", "tracecorr.note", "http.status_code"};
+
+otlp::AttributeValue string_array(const KeyMap& keys) {
+  otlp::AttributeValue::Array names;
+  for (const auto& k : keys) names.emplace_back(k);
+  return otlp::AttributeValue(std::move(names));
+}
+
+Publication publication(std::uint64_t at, const KeyMap& keys) {
+  ReferenceData d;
+  d.schema_version = "tlsdesc_v1_dev";
+  d.schema_version_value = otlp::AttributeValue("tlsdesc_v1_dev");
+  d.key_map = keys;
+  d.key_map_value = string_array(keys);
+  return {at, d, std::nullopt};
+}
+
+// A record's bytes: ids from `seed`, valid, flags 1, entries with `keys`.
+RecordBytes record(std::uint8_t seed, std::uint8_t valid = 1, std::vector<std::uint8_t> keys = {0, 1}) {
+  ThreadContextRecord header;
+  header.trace_id.fill(seed);
+  header.span_id.fill(static_cast<std::uint8_t>(seed + 1));
+  header.valid = valid;
+  header.trace_flags = 1;
+  std::vector<AttributeEntry> entries;
+  for (auto k : keys) entries.push_back({0, k, {'v', 'a', 'l'}});
+  auto attrs = encode_entries(entries);
+  auto bytes = encode_record(header, *attrs);
+  return RecordBytes(*bytes);
+}
+
+RecordSample sample(const RecordBytes& bytes, std::uint64_t context_at = 100) {
+  RecordSample s;
+  s.tid = kThread;
+  s.record_pointer = kRecordA;
+  s.bytes = bytes;
+  s.declared_length = bytes.size();
+  s.context_published_at = context_at;
+  return s;
+}
+
+ThreadContextFacts writer(const char* session) {
+  ThreadContextFacts f;
+  f.session = session;
+  f.judged_pid = kWriter;
+  f.publications.push_back(publication(100, kStartupKeys));
+  return f;
+}
+
+using Build = std::function<void(SessionSet&)>;
+
+Build in_session(const char* name, std::function<void(ThreadContextFacts&)> edit,
+                 std::function<void(SessionEvidence&)> session_edit = {}) {
+  return [=](SessionSet& set) {
+    auto f = writer(name);
+    edit(f);
+    SessionEvidence e;
+    e.name = name;
+    if (session_edit) session_edit(e);
+    e.protocol = std::make_shared<ThreadContextFacts>(f);
+    set.add(std::move(e));
+  };
+}
+Build sampled(std::function<void(ThreadContextFacts&)> edit, std::function<void(SessionEvidence&)> session_edit = {}) {
+  return in_session(kSampledSession, std::move(edit), std::move(session_edit));
+}
+
+// ---- the watch: a thread's states in store order ------------------------
+
+PublishedRecordState state(Cause cause, std::uint64_t pointer, std::optional<RecordBytes> bytes) {
+  PublishedRecordState s;
+  s.cause = cause;
+  s.pointer = pointer;
+  s.record = std::move(bytes);
+  s.pc_after_store = cause == Cause::kSlotStore || cause == Cause::kRecordStore ? 0x401000 : 0;
+  s.watched = {{8, 16}, {16, 24}, {24, 32}};
+  return s;
+}
+
+RecordBytes with_byte(RecordBytes bytes, std::size_t offset, std::uint8_t value) {
+  std::vector<std::uint8_t> v(bytes.begin(), bytes.end());
+  v[offset] = value;
+  return RecordBytes(v);
+}
+
+Build watched(std::vector<PublishedRecordState> states) {
+  return in_session(kWatchedSession, [states](ThreadContextFacts& f) {
+    PublishedRecordWatchReport r;
+    r.pid = kWriter;
+    r.tid = kThread;
+    r.states = states;
+    r.other_writer_changes = static_cast<std::size_t>(
+        std::count_if(states.begin(), states.end(), [](const auto& s) { return s.cause == Cause::kOtherWriter; }));
+    f.watches.push_back({kThread, r, std::nullopt});
+  });
+}
+
+// Pointer swap done right: A published complete, then B, then NULL.
+std::vector<PublishedRecordState> swaps() {
+  auto left_a = state(Cause::kSlotStore, kRecordB, record(2));
+  left_a.left_record = record(1);
+  return {state(Cause::kWatchBegan, 0, std::nullopt), state(Cause::kSlotStore, kRecordA, record(1)), left_a};
+}
+
+// In place done right: valid 0, the ids, valid 1.
+std::vector<PublishedRecordState> in_place() {
+  return {state(Cause::kWatchBegan, kRecordA, record(1)), state(Cause::kRecordStore, kRecordA, record(1, 0)),
+          state(Cause::kRecordStore, kRecordA, record(2, 0)), state(Cause::kRecordStore, kRecordA, record(2, 1))};
+}
+
+// An append done right: the entries are there when the size grows.
+std::vector<PublishedRecordState> append(bool size_first) {
+  auto before = record(1, 1, {0});
+  auto after = record(1, 1, {0, 1});
+  std::vector<PublishedRecordState> s{state(Cause::kWatchBegan, kRecordA, before)};
+  if (!size_first) {
+    s.push_back(state(Cause::kRecordStore, kRecordA, after));
+    return s;
+  }
+  // The size first: the new bytes read as zeros, then the entry lands under valid.
+  auto zeros = with_byte(with_byte(with_byte(with_byte(after, before.size(), 0), before.size() + 1, 0), before.size() + 2, 0),
+                         before.size() + 3, 0);
+  s.push_back(state(Cause::kRecordStore, kRecordA, zeros));
+  auto moved = state(Cause::kSlotStore, kRecordB, record(2));
+  moved.left_record = after;
+  s.push_back(moved);
+  return s;
+}
+
+// ---- TCTX-01..05 ----------------------------------------------------------
+
+class VariableJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(VariableJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VariableJudge,
+    testing::Values(
+        JudgeCase{"NoSymbolInDynsym", "TCTX-01", sampled([](auto& f) {
+                    f.module_error = make_error(ErrorKind::kNotFound, "no module the process maps defines otel_thread_ctx_v1");
+                  }),
+                  Outcome::Violated, "announces thread context"},
+        JudgeCase{"NoWriterNoVerdict", "TCTX-01", sampled([](auto& f) {
+                    f.publications.clear();
+                    f.not_found = make_error("no process context carrying threadlocal keys");
+                  }),
+                  Outcome::NotApplicable, "no thread-context writer"},
+        JudgeCase{"TypeUnknownWithoutModule", "TCTX-02", sampled([](auto& f) {
+                    f.module_error = make_error(ErrorKind::kNotFound, "none");
+                  }),
+                  Outcome::NotApplicable, "(TCTX-01)"}));
+
+// ---- TCTX-06..10 ----------------------------------------------------------
+
+class ReferenceJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(ReferenceJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ReferenceJudge,
+    testing::Values(
+        JudgeCase{"SchemaPublished", "TCTX-06", sampled([](auto&) {}), Outcome::Met, ""},
+        JudgeCase{"NoSchema", "TCTX-06", sampled([](auto& f) {
+                    f.publications[0].data->schema_version.reset();
+                    f.publications[0].data->schema_version_value.reset();
+                  }),
+                  Outcome::Violated, ""},
+        JudgeCase{"KeyMapAsString", "TCTX-07", sampled([](auto& f) {
+                    f.publications[0].data->key_map.reset();
+                    f.publications[0].data->key_map_value = otlp::AttributeValue("http.route,http.method");
+                    f.samples.push_back(sample(record(1)));
+                  }),
+                  Outcome::Violated, ""},
+        JudgeCase{"KeysAppended", "TCTX-08", sampled([](auto& f) {
+                    auto keys = kStartupKeys;
+                    keys.push_back("tracecorr.late");
+                    f.publications.push_back(publication(200, keys));
+                  }),
+                  Outcome::Met, "1 key(s) appended", "", 1},
+        JudgeCase{"KeysReordered", "TCTX-08", sampled([](auto& f) {
+                    KeyMap keys{"tracecorr.late", "http.method", "tracecorr.note", "http.status_code", "http.route"};
+                    f.publications.push_back(publication(200, keys));
+                  }),
+                  Outcome::Violated, "key index 0 named http.route in publication 100 and tracecorr.late"},
+        JudgeCase{"OnePublicationNothingToCompare", "TCTX-08", sampled([](auto&) {}), Outcome::NotApplicable,
+                  "published once"},
+        JudgeCase{"AppendingIsAFreedom", "TCTX-09", sampled([](auto&) {}), Outcome::NotApplicable, "(MAY)"},
+        JudgeCase{"KeyBeforeItsPublication", "TCTX-10", sampled([](auto& f) {
+                    auto keys = kStartupKeys;
+                    keys.push_back("tracecorr.late");
+                    f.publications.push_back(publication(200, keys));
+                    f.samples.push_back(sample(record(1, 1, {0, 4}), 100));
+                  }),
+                  Outcome::Violated, "key index 4 (tracecorr.late) was visible while the current publication (100) had 4 keys"},
+        JudgeCase{"KeyAfterItsPublication", "TCTX-10", sampled([](auto& f) {
+                    auto keys = kStartupKeys;
+                    keys.push_back("tracecorr.late");
+                    f.publications.push_back(publication(200, keys));
+                    f.samples.push_back(sample(record(1, 1, {0, 4}), 200));
+                    f.samples.push_back(sample(record(1, 1, {0, 1}), 100));
+                  }),
+                  Outcome::Met, "", "", 2},
+        JudgeCase{"KeyNoMapExplainsIsNotTCTX10", "TCTX-10", sampled([](auto& f) {
+                    f.samples.push_back(sample(record(1, 1, {0, 9})));
+                  }),
+                  Outcome::Met, ""},
+        JudgeCase{"UnmatchedSamplesNoVerdict", "TCTX-10", sampled([](auto& f) {
+                    f.samples.push_back(sample(record(1), 999));
+                  }),
+                  Outcome::NotApplicable, "1 unmatched"}));
+
+// ---- TCTX-11..20 ----------------------------------------------------------
+
+class RecordJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(RecordJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RecordJudge,
+    testing::Values(
+        JudgeCase{"KeysInsideTheMap", "TCTX-11", sampled([](auto& f) { f.samples.push_back(sample(record(1))); }),
+                  Outcome::Met, ""},
+        JudgeCase{"KeyOutsideEveryMap", "TCTX-11", sampled([](auto& f) {
+                    f.samples.push_back(sample(record(1, 1, {0, 7})));
+                  }),
+                  Outcome::Violated, "outside the 4-key map"},
+        JudgeCase{"UnreadableRecord", "TCTX-12", sampled([](auto& f) {
+                    RecordSample s;
+                    s.tid = kThread;
+                    s.record_pointer = kRecordA;
+                    s.error = SampleError::RecordReadFailed;
+                    f.samples.push_back(s);
+                  }),
+                  Outcome::Violated, "cannot be read"},
+        JudgeCase{"ValidTwo", "TCTX-13", sampled([](auto& f) { f.samples.push_back(sample(record(1, 2))); }),
+                  Outcome::Violated, ""},
+        JudgeCase{"NoSpansExported", "TCTX-14", sampled([](auto& f) { f.samples.push_back(sample(record(1))); }),
+                  Outcome::NotApplicable, "exported no spans"},
+        JudgeCase{"FlagsAsExported", "TCTX-14", sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
+                                                        [](SessionEvidence& e) {
+                                                          otlp::ReceivedSpan s;
+                                                          s.trace_id.fill(1);
+                                                          s.span_id.fill(2);
+                                                          s.flags = 0x101;
+                                                          e.spans.push_back(s);
+                                                        }),
+                  Outcome::Met, "as exported"},
+        JudgeCase{"FlagsNotAsExported", "TCTX-14", sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
+                                                           [](SessionEvidence& e) {
+                                                             otlp::ReceivedSpan s;
+                                                             s.trace_id.fill(1);
+                                                             s.span_id.fill(2);
+                                                             s.flags = 0;
+                                                             e.spans.push_back(s);
+                                                           }),
+                  Outcome::Violated, "exported with flags 0"},
+        JudgeCase{"RepeatedKeysAreAFreedom", "TCTX-18",
+                  sampled([](auto& f) { f.samples.push_back(sample(record(1, 1, {0, 0}))); }), Outcome::NotApplicable,
+                  "1 repeated key(s)"},
+        JudgeCase{"NoRecordNoVerdict", "TCTX-16", sampled([](auto&) {}), Outcome::NotApplicable, "none with a record"}));
+
+// ---- TCTX-21..28 ----------------------------------------------------------
+
+class PublicationJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(PublicationJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PublicationJudge,
+    testing::Values(
+        JudgeCase{"SwapsOfCompleteRecords", "TCTX-21", watched(swaps()), Outcome::Met, "pointer store(s)", "", 2},
+        JudgeCase{"PointerBeforeRecord", "TCTX-21",
+                  watched([] {
+                    auto s = swaps();
+                    s.push_back(state(Cause::kRecordStore, kRecordB, with_byte(record(2), 8, 0x77)));
+                    return s;
+                  }()),
+                  Outcome::Violated, "changed while the record was visible and valid"},
+        JudgeCase{"UnwatchedChangeBeforeTheSwap", "TCTX-21",
+                  watched([] {
+                    auto s = swaps();
+                    s.back().left_record = with_byte(record(1), 34, 0x77);
+                    return s;
+                  }()),
+                  Outcome::Violated, "before the pointer moved away"},
+        JudgeCase{"NoSwapNoVerdict", "TCTX-21", watched(in_place()), Outcome::NotApplicable, "no pointer swap"},
+        JudgeCase{"InPlaceUnderValidZero", "TCTX-23", watched(in_place()), Outcome::Met, "in-place update(s)", "", 1},
+        JudgeCase{"InPlaceWithoutFlip", "TCTX-23",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1)),
+                           state(Cause::kRecordStore, kRecordA, with_byte(record(1), 9, 0x55))}),
+                  Outcome::Violated, "changed while the record was visible and valid"},
+        JudgeCase{"UnwatchedChangeSeenAtTheClear", "TCTX-23",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1)),
+                           state(Cause::kRecordStore, kRecordA, with_byte(record(1, 0), 2, 0x55))}),
+                  Outcome::Violated, "unwatched"},
+        JudgeCase{"OneStyleEach", "TCTX-24", watched(swaps()), Outcome::Met, "one style"},
+        JudgeCase{"SwapAndFlip", "TCTX-24",
+                  watched([] {
+                    auto s = swaps();
+                    s.back().record = record(2, 0);
+                    s.push_back(state(Cause::kRecordStore, kRecordB, record(2, 1)));
+                    return s;
+                  }()),
+                  Outcome::Violated, "1 pointer swap(s) and 1 change(s) of valid"},
+        JudgeCase{"EntriesBeforeSize", "TCTX-25", watched(append(false)), Outcome::Met, "1 append(s)"},
+        JudgeCase{"SizeBeforeEntries", "TCTX-25", watched(append(true)), Outcome::Violated, "appended by the last size store"},
+        JudgeCase{"NoAppendNoVerdict", "TCTX-25", watched(swaps()), Outcome::NotApplicable, "no record grew"},
+        JudgeCase{"DetachNotJudgedYet", "TCTX-27", watched(swaps()), Outcome::NotApplicable, "exports"},
+        JudgeCase{"OnlyTheThreadWrites", "TCTX-28", watched(in_place()), Outcome::Met, "thread(s)' records watched"},
+        JudgeCase{"AnotherWriter", "TCTX-28",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1)),
+                           state(Cause::kOtherWriter, kRecordA, with_byte(record(1), 23, 0x80))}),
+                  Outcome::Violated, "changed while the thread made no store to them"},
+        JudgeCase{"NoWatchNoVerdict", "TCTX-28", in_session(kWatchedSession, [](auto& f) {
+                    f.watch_unavailable = "hardware watchpoints are implemented for x86-64 hosts only";
+                  }),
+                  Outcome::NotApplicable, "x86-64 hosts only"}));
+
+}  // namespace
+}  // namespace tracecorr::otel_thread_context
