@@ -123,7 +123,8 @@ def render_init() -> bytes:
 class ConformJob:
     """One `tracecorr conform --protocol PROTOCOL --json ... -- PROGRAM ARGS` in
     the guest. Its report comes back as section conform_<name>, its exit code
-    as conform_<name>_rc and its output as conform_<name>_log."""
+    and its whole seconds as conform_<name>_rc ("1 5") and its output as
+    conform_<name>_log."""
     name: str          # also the program's folder in the guest: /opt/conform/<name>/
     program: Path      # an arm64 executable on the host
     args: list[str]
@@ -134,24 +135,36 @@ class ConformJob:
     # A hung run is cut here, so the others still run and /init still reports.
     TIMEOUT_S = 120
 
+    @property
+    def section(self) -> str:
+        """The report's section; + "_rc", + "_log" for the exit code and output."""
+        return f"conform_{self.name}"
+
     def guest_program(self) -> str:
         return f"/opt/conform/{self.name}/{self.program.name}"
 
-    def script(self) -> str:
-        argv = ["/opt/tracecorr/tracecorr", "conform", "--protocol", self.protocol, "--json",
-                f"/tmp/conform-{self.name}.json"]
+    def guest_report(self) -> str:
+        return f"/tmp/conform-{self.name}.json"
+
+    def argv(self) -> list[str]:
+        """The command line in the guest."""
+        argv = ["/opt/tracecorr/tracecorr", "conform", "--protocol", self.protocol, "--json", self.guest_report()]
         if self.only:
             argv += ["--only", ",".join(self.only)]
         if self.strict:
             argv.append("--strict")
-        argv += ["--", self.guest_program(), *self.args]
+        return [*argv, "--", self.guest_program(), *self.args]
+
+    def script(self) -> str:
+        argv = self.argv()
         out = f"/tmp/conform-{self.name}"
         return "\n".join([
+            "started=$(date +%s)",
             f"timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in argv)} > {out}.log 2>&1",
-            f"echo $? > {out}.rc",
-            f"emit conform_{self.name} {out}.json",
-            f"emit conform_{self.name}_rc {out}.rc",
-            f"emit conform_{self.name}_log {out}.log",
+            f"echo \"$? $(( $(date +%s) - started ))\" > {out}.rc",
+            f"emit {self.section} {out}.json",
+            f"emit {self.section}_rc {out}.rc",
+            f"emit {self.section}_log {out}.log",
         ])
 
 

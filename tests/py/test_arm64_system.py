@@ -52,7 +52,7 @@ WORK_DIR = REPO / "build-arm64-system"
 PCTX_KERNEL_RULES = ["PCTX-11", "PCTX-13", "PCTX-14"]
 # Judged by the hardware watchpoints' stores: each must be judged, not skipped.
 PCTX_WATCHED_RULES = ["PCTX-07", "PCTX-08", "PCTX-09"]
-PCTX_KILL_MATRIX_ARCH = "arm64 (kernel in qemu-system)"
+PCTX_KILL_MATRIX_ARCH = "arm64-vm"  # the kill matrix's arch column: arm64 in qemu-system-aarch64
 
 
 def env_path(name: str, default: Path) -> Path:
@@ -236,13 +236,12 @@ def guest_conform_run(result: arm64_guest.BootResult, job_name: str) -> cs.Confo
             problems or [f"the arm64 {PACKAGE} fixtures ({PROGRAM}, mutants.json) are not built under "
                          f"{cs.BUILD}/fixtures/arm64: run scripts/setup.sh"]), pytrace=False)
     job = next(j for j in pctx_jobs() if j.name == job_name)
-    log = result.sections.get(f"{job_name}_log", b"").decode(errors="replace")
-    rc = result.sections.get(f"{job_name}_rc", b"").decode().strip()
-    report_text = result.sections.get(job_name, b"").decode(errors="replace")
+    log = result.sections.get(f"{job.section}_log", b"").decode(errors="replace")
+    rc, _, seconds = result.sections.get(f"{job.section}_rc", b"").decode().strip().partition(" ")
+    report_text = result.sections.get(job.section, b"").decode(errors="replace")
     report = json.loads(report_text) if report_text.strip() else None
-    argv = ["(guest)", "tracecorr conform", "--only", ",".join(job.only), "--", job.guest_program(), *job.args]
-    return cs.ConformRun(argv, int(rc) if rc.lstrip("-").isdigit() else -1, report, log, log, 0.0,
-                         Path(f"/tmp/conform-{job_name}.json"), None)
+    return cs.ConformRun(["(in the guest)", *job.argv()], int(rc) if rc.isdigit() else -1, report, log, log,
+                         float(seconds) if seconds.isdigit() else 0.0, Path(job.guest_report()), None)
 
 
 def test_pctx_reference_passes_the_watched_and_kernel_rules(guest_run):

@@ -560,6 +560,10 @@ class WatchSession {
   // trap makes sure the store has completed (arm64 traps before it: the
   // watchpoints are lifted, the thread single-stepped over the one
   // instruction, and armed again). The signal to resume with is set.
+  // Limit on arm64: a store-exclusive (STXR) into watched bytes fails after
+  // the trap (the exception cleared the exclusive monitor), so its retry loop
+  // traps on every pass while the watch lasts; the writers watched here use
+  // plain stores (STR, STLR).
   Expected<SignalStop> take_signal(const Stop& stop) {
     if (!is_our_trap(stop)) {
       resume_signal_ = stop.signal;
