@@ -149,8 +149,6 @@ class DebugRegisters {
 
   DebugRegisters(pid_t pid, pid_t tid) : tid_(tid), where_(thread_where(pid, tid)) {}
 
-  Expected<std::size_t> capacity() { return kRegisters; }
-
   // Arms exactly `chunks` (8-byte aligned, at most kRegisters), data writes only.
   Status write(const std::vector<std::uint64_t>& chunks) {
     for (std::size_t i = 0; i < chunks.size(); ++i)
@@ -578,7 +576,9 @@ class WatchSession {
       return make_error(std::string("PTRACE_SINGLESTEP over the trapping store failed: ") + std::strerror(err), where());
     }
     held_ = false;
+    stepping_ = true;  // until its stop comes: release() then knows the step's SIGTRAP for ours
     auto next = next_stop(Clock::now() + kStepBound);
+    if (next) stepping_ = false;
     if (!next) return make_error("the thread did not finish its one-instruction step over the trapping store within " +
                                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kStepBound).count()) + " s",
                                  where());
@@ -600,7 +600,7 @@ class WatchSession {
       // Running, or listening in a group-stop: stop it so its registers can be written.
       auto stop = interrupt(kReleasePatience);
       if (!stop || !attached_) return;  // gone, or unstoppable: nothing more can be done
-      if (stop->kind == Stop::Kind::kSignal) resume_signal_ = is_our_trap(*stop) ? 0 : stop->signal;
+      if (stop->kind == Stop::Kind::kSignal) resume_signal_ = is_our_trap(*stop) || is_our_step(*stop) ? 0 : stop->signal;
     }
     if (armed_) {
       (void)registers_.clear();
@@ -646,12 +646,17 @@ class WatchSession {
       }
       if (stop->kind == Stop::Kind::kExited) return;
       if (stop->kind != Stop::Kind::kSignal) continue;
-      if (stop->signal == SIGTRAP && siginfo_is_hardware_breakpoint()) {
+      if (stop->signal == SIGTRAP && (siginfo_is_hardware_breakpoint() || is_our_step(*stop))) {
         resume_signal_ = 0;  // dequeued, and dropped at the detach
         return;
       }
       resume_signal_ = stop->signal;
     }
+  }
+
+  // The SIGTRAP of a step over a trapping store that did not come within its bound.
+  bool is_our_step(const Stop& stop) {
+    return stepping_ && stop.kind == Stop::Kind::kSignal && stop.signal == SIGTRAP && siginfo_code_is(TRAP_TRACE);
   }
 
   bool siginfo_code_is(int code) {
@@ -670,6 +675,7 @@ class WatchSession {
   bool held_ = false;       // in a ptrace-stop we have not resumed
   bool armed_ = false;
   bool syscall_stops_ = false;
+  bool stepping_ = false;  // single-stepped over a trapping store, its stop not seen yet
   Stop last_stop_{Stop::Kind::kEventStop};
   int resume_signal_ = 0;
 };
