@@ -52,15 +52,11 @@ ContextWatch::~ContextWatch() { stop_watching(); }
 
 void ContextWatch::prepare_launch(conform::LaunchSpec& launch) {
   if (!wants_watch_) return;
-#if defined(__x86_64__)
   launch.before_exec = [this](pid_t pid) {
     auto w = conform::MappingWatch::follow_launch(pid, watch_settings());
     if (w) watch_ = std::move(*w);
-    else facts_.watch_unavailable = w.error().message();
+    else facts_.watch_unavailable = w.error().message();  // e.g. a host without hardware watchpoints
   };
-#else
-  facts_.watch_unavailable = "hardware watchpoints are implemented for x86-64 hosts only";
-#endif
 }
 
 void ContextWatch::opened(conform::Session& session, Clock::time_point deadline) {

@@ -4,8 +4,9 @@
 The guest is Debian's pinned arm64 kernel (tests/arm64/kernel.lock, unpacked by
 scripts/arm64/prepare.sh) with an initramfs made here: busybox, the capability
 check tests/arm64/vm_smoke.c, and, when given, the arm64 tracecorr and the arm64
-reference fixture with every shared library they need. /init prints each result
-between console markers
+reference fixture with every shared library they need, and `tracecorr conform`
+runs of other arm64 programs (ConformJob: each report comes back as a section).
+/init prints each result between console markers
 
     TRACECORR-RESULT-BEGIN <name>
     <base64 of the file>            (base64: kernel or serial noise cannot
@@ -24,6 +25,7 @@ import base64
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -101,6 +103,10 @@ if [ -x /opt/tracecorr/tracecorr ] && [ -x /opt/fixture/@FIXTURE@ ]; then
   emit agent_log /tmp/agent.log
   emit fixture_log /tmp/fixture.log
 fi
+# The conform jobs (ConformJob), when the initramfs has them: run.sh emits each report.
+if [ -x /opt/tracecorr/tracecorr ] && [ -f /opt/conform/run.sh ]; then
+  . /opt/conform/run.sh
+fi
 echo @DONE@
 poweroff -f
 """
@@ -111,6 +117,55 @@ def render_init() -> bytes:
               .replace("@FIXTURE@", FIXTURE_EXECUTABLE).replace("@THREADS@", str(FIXTURE_THREADS))
               .replace("@DURATION@", str(AGENT_DURATION_S)))
     return script.encode()
+
+
+@dataclasses.dataclass
+class ConformJob:
+    """One `tracecorr conform --protocol PROTOCOL --json ... -- PROGRAM ARGS` in
+    the guest. Its report comes back as section conform_<name>, its exit code
+    and its whole seconds as conform_<name>_rc ("1 5") and its output as
+    conform_<name>_log."""
+    name: str          # also the program's folder in the guest: /opt/conform/<name>/
+    program: Path      # an arm64 executable on the host
+    args: list[str]
+    protocol: str
+    only: list[str] = dataclasses.field(default_factory=list)
+    strict: bool = False
+
+    # A hung run is cut here, so the others still run and /init still reports.
+    TIMEOUT_S = 120
+
+    @property
+    def section(self) -> str:
+        """The report's section; + "_rc", + "_log" for the exit code and output."""
+        return f"conform_{self.name}"
+
+    def guest_program(self) -> str:
+        return f"/opt/conform/{self.name}/{self.program.name}"
+
+    def guest_report(self) -> str:
+        return f"/tmp/conform-{self.name}.json"
+
+    def argv(self) -> list[str]:
+        """The command line in the guest."""
+        argv = ["/opt/tracecorr/tracecorr", "conform", "--protocol", self.protocol, "--json", self.guest_report()]
+        if self.only:
+            argv += ["--only", ",".join(self.only)]
+        if self.strict:
+            argv.append("--strict")
+        return [*argv, "--", self.guest_program(), *self.args]
+
+    def script(self) -> str:
+        argv = self.argv()
+        out = f"/tmp/conform-{self.name}"
+        return "\n".join([
+            "started=$(date +%s)",
+            f"timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in argv)} > {out}.log 2>&1",
+            f"echo \"$? $(( $(date +%s) - started ))\" > {out}.rc",
+            f"emit {self.section} {out}.json",
+            f"emit {self.section}_rc {out}.rc",
+            f"emit {self.section}_log {out}.log",
+        ])
 
 
 # ---- initramfs ------------------------------------------------------------------
@@ -195,7 +250,8 @@ def stripped(binary: Path, work: Path) -> bytes:
 
 
 def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFAULT_SYSROOT,
-                    tracecorr: Path | None = None, fixture_dir: Path | None = None) -> Path:
+                    tracecorr: Path | None = None, fixture_dir: Path | None = None,
+                    conform_jobs: list[ConformJob] = ()) -> Path:
     """Writes an uncompressed newc initramfs (the kernel would only spend emulated
     time decompressing it) and returns its path."""
     busybox = guest / "busybox"
@@ -225,6 +281,11 @@ def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFA
                 cpio.file(f"opt/fixture/{item.name}", item.read_bytes(), 0o755 if os.access(item, os.X_OK) else 0o644)
                 if item.name == FIXTURE_EXECUTABLE or item.suffix == ".so":
                     dynamic.append(item)
+    for job in conform_jobs:
+        cpio.file(job.guest_program(), job.program.read_bytes())
+        dynamic.append(job.program)
+    if conform_jobs:
+        cpio.file("opt/conform/run.sh", ("\n".join(job.script() for job in conform_jobs) + "\n").encode(), 0o644)
     if dynamic:
         search = [sysroot / "usr/lib/aarch64-linux-gnu", sysroot / "lib/aarch64-linux-gnu", CROSS_LIBC_DIR]
         if fixture_dir is not None:

@@ -1,4 +1,5 @@
-"""arm64 end to end: the BPF sampler on a real arm64 kernel.
+"""arm64 end to end on a real arm64 kernel: the BPF sampler, and the OTEP 4719
+writer rules qemu-user cannot show.
 
 Boots Debian's pinned arm64 kernel (tests/arm64/kernel.lock) under
 qemu-system-aarch64 with an initramfs holding the arm64 tracecorr and the arm64
@@ -6,6 +7,14 @@ reference fixture. In the guest the fixture holds one transaction per thread
 (--hold --threads 3) and `tracecorr agent --reader bpf` samples it; the records
 the BPF sampler read through task->thread.uw.tp_value + the TLS offset must be
 exactly the records the fixture journaled, thread by thread.
+
+In the same boot, `tracecorr conform --protocol otel-process-context` judges the
+arm64 OTEP 4719 reference writer and the mutants of PCTX-11 (MADV_DONTFORK),
+PCTX-13 and PCTX-14 (prctl(PR_SET_VMA) naming): under qemu-user those rules are
+skipped (test_conform_pctx_arm64.py), here the arm64 mapping watch (hardware
+watchpoints by NT_ARM_HW_WATCH, system call stops, fork events) judges them.
+The reference must pass them and PCTX-07..09 (the watchpoints saw the header's
+stores), and each mutant must fail its own rule.
 
 A capability check (tests/arm64/vm_smoke.c) runs first in the same guest, so
 "the VM cannot do BPF" fails as test_guest_can_run_bpf, not as wrong records.
@@ -16,6 +25,8 @@ Inputs (each overridable by environment):
   TRACECORR_ARM64_TRACECORR arm64 tracecorr (build-arm64/bin/tracecorr, from scripts/arm64/build-tracecorr.sh)
   TRACECORR_ARM64_FIXTURE_DIR  arm64 reference fixture ($TRACECORR_BUILD/fixtures/arm64/reference,
                             from the normal build; else build-arm64/fixtures/arm64/reference)
+  TRACECORR_BUILD           the normal build, whose fixtures/arm64/otel_process_context/ holds the
+                            OTEP 4719 writer and its mutants
 """
 from __future__ import annotations
 
@@ -26,13 +37,22 @@ from pathlib import Path
 
 import pytest
 
+import conform_support as cs
+from test_conform_pctx_mutants import FORK, PACKAGE, PROGRAM, PROTOCOL, mutants_document, program
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests/arm64"))
 import arm64_guest  # noqa: E402
 
-# Emulated boot + 3 s of sampling takes about 20 s here; the budget only bounds a hang.
-QEMU_TIMEOUT_S = 100
+# Emulated boot + 3 s of sampling + four conform runs; the budget only bounds a hang.
+QEMU_TIMEOUT_S = 400
 WORK_DIR = REPO / "build-arm64-system"
+
+# The OTEP 4719 writer rules qemu-user hides (test_conform_pctx_arm64.py), judged here on a real kernel.
+PCTX_KERNEL_RULES = ["PCTX-11", "PCTX-13", "PCTX-14"]
+# Judged by the hardware watchpoints' stores: each must be judged, not skipped.
+PCTX_WATCHED_RULES = ["PCTX-07", "PCTX-08", "PCTX-09"]
+PCTX_KILL_MATRIX_ARCH = "arm64-vm"  # the kill matrix's arch column: arm64 in qemu-system-aarch64
 
 
 def env_path(name: str, default: Path) -> Path:
@@ -65,6 +85,25 @@ def missing_payload() -> list[str]:
     return problems
 
 
+def pctx_mutants() -> list[dict]:
+    document = mutants_document("arm64")
+    return [m for m in document["mutants"] if m["requirement"] in PCTX_KERNEL_RULES] if document else []
+
+
+def pctx_jobs() -> list[arm64_guest.ConformJob]:
+    """The reference (every judged rule exercised, forking a child) and the
+    three mutants (--strict --only their rule), or none when they are not built."""
+    document = mutants_document("arm64")
+    if document is None or not program("arm64").is_file():
+        return []
+    jobs = [arm64_guest.ConformJob("pctx_reference", program("arm64"), [*document["reference_args"], *FORK], PROTOCOL,
+                                   only=PCTX_WATCHED_RULES + PCTX_KERNEL_RULES)]
+    for m in pctx_mutants():
+        jobs.append(arm64_guest.ConformJob("pctx_" + m["name"].replace("-", "_"), program("arm64", m["name"]), m["args"],
+                                           PROTOCOL, only=[m["requirement"]], strict=True))
+    return jobs
+
+
 @pytest.fixture(scope="module")
 def guest_run() -> arm64_guest.BootResult:
     guest = arm64_guest.DEFAULT_GUEST
@@ -78,7 +117,8 @@ def guest_run() -> arm64_guest.BootResult:
     full = not missing_payload()
     initrd = arm64_guest.build_initramfs(
         WORK_DIR / "initramfs.cpio", guest, arm64_guest.DEFAULT_SYSROOT,
-        arm64_tracecorr() if full else None, arm64_fixture_dir() if full else None)
+        arm64_tracecorr() if full else None, arm64_fixture_dir() if full else None,
+        pctx_jobs() if full else [])
     result = arm64_guest.boot(initrd, guest / "Image", QEMU_TIMEOUT_S, WORK_DIR / "console.log")
     if result.timed_out:
         pytest.fail(f"qemu-system-aarch64 did not finish within {QEMU_TIMEOUT_S}s; console tail:\n{result.tail()}",
@@ -184,3 +224,47 @@ def test_bpf_sampler_reads_fixture_records(guest_run):
     for trace_id, span_id, transaction_id in wanted:
         assert span_id in transactions.get((trace_id, transaction_id), set()), (
             f"no correlated transaction {trace_id}/{transaction_id} with span {span_id}: {process['transactions']}")
+
+
+# ---- OTEP 4719 writer rules on a real arm64 kernel ------------------------------
+
+def guest_conform_run(result: arm64_guest.BootResult, job_name: str) -> cs.ConformRun:
+    """A conform run of the guest as the conform tests know it (report, exit code, output)."""
+    problems = missing_payload()
+    if problems or not pctx_jobs():
+        pytest.fail("the arm64 conform runs cannot run:\n  " + "\n  ".join(
+            problems or [f"the arm64 {PACKAGE} fixtures ({PROGRAM}, mutants.json) are not built under "
+                         f"{cs.BUILD}/fixtures/arm64: run scripts/setup.sh"]), pytrace=False)
+    job = next(j for j in pctx_jobs() if j.name == job_name)
+    log = result.sections.get(f"{job.section}_log", b"").decode(errors="replace")
+    rc, _, seconds = result.sections.get(f"{job.section}_rc", b"").decode().strip().partition(" ")
+    report_text = result.sections.get(job.section, b"").decode(errors="replace")
+    report = json.loads(report_text) if report_text.strip() else None
+    return cs.ConformRun(["(in the guest)", *job.argv()], int(rc) if rc.isdigit() else -1, report, log, log,
+                         float(seconds) if seconds.isdigit() else 0.0, Path(job.guest_report()), None)
+
+
+def test_pctx_reference_passes_the_watched_and_kernel_rules(guest_run):
+    run = guest_conform_run(guest_run, "pctx_reference")
+    verdicts = run.verdicts()
+    assert verdicts, f"no report from the guest:\n{run.explain()}"
+    for rule in PCTX_WATCHED_RULES + PCTX_KERNEL_RULES:
+        assert verdicts.get(rule) == "pass", f"{rule}: {verdicts.get(rule)}\n{run.explain(rule)}"
+    assert run.returncode == cs.EXIT_OK, run.explain()
+    # Judged on the kernel's evidence, not qemu-user's absence of it.
+    assert "qemu-user" not in " ".join(run.result(r)["reason"] for r in PCTX_KERNEL_RULES), run.explain()
+    assert "forks seen, no child inherited it" in run.result("PCTX-11")["reason"], run.explain("PCTX-11")
+    assert "updates each zeroed the timestamp" in run.result("PCTX-08")["reason"], run.explain("PCTX-08")
+
+
+@pytest.mark.parametrize("mutant", pctx_mutants(), ids=[m["name"] for m in pctx_mutants()])
+def test_pctx_mutant_fails_its_own_rule(guest_run, mutant):
+    run = guest_conform_run(guest_run, "pctx_" + mutant["name"].replace("-", "_"))
+    assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
+    cs.assert_mutant_caught(PCTX_KILL_MATRIX_ARCH, mutant, run)
+
+
+def test_pctx_kernel_rules_each_have_their_mutant():
+    """Without this, a missing mutant would leave its rule untested, silently."""
+    assert sorted(m["requirement"] for m in pctx_mutants()) == PCTX_KERNEL_RULES, (
+        f"arm64 {PACKAGE} mutants of {PCTX_KERNEL_RULES} not all built under {cs.BUILD}/fixtures/arm64")

@@ -16,7 +16,11 @@ judged as natively). What qemu-user 7.2 (Debian 12) hides:
   (PCTX-13, PCTX-14).
 
 Those rules must be skipped with a reason naming qemu-user, on the reference
-and on their own mutants alike. Helpers: test_conform_pctx_mutants.py.
+and on their own mutants alike. They are judged on arm64 by
+test_arm64_system.py: the arm64 tracecorr runs natively on a real arm64
+kernel (qemu-system-aarch64), where the mapping watch sees the naming calls
+and the forks, and the reference must pass them and each of their mutants
+fail its own. Helpers: test_conform_pctx_mutants.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,16 @@
 // Hardware watchpoints on one thread of a hostile target, by ptrace: the
-// attachment, its stops and the x86-64 debug registers, released on every
-// path. Shared by the update-order watch (TLS-04) and the TLS slot watch
-// (TLS-01); internal to the conform layer.
+// attachment, its stops and the watchpoint registers, released on every
+// path. Shared by the update-order watch (TLS-04), the TLS slot watch (TLS-01)
+// and the mapping watch; internal to the conform layer.
+//
+// One code path for every architecture above `DebugRegisters`, the one
+// architecture-specific class (x86-64: DR0..DR3, DR6, DR7 by PTRACE_POKEUSER;
+// arm64: DBGWVR/DBGWCR by NT_ARM_HW_WATCH). What differs beyond the registers
+// is when the trap comes: x86-64 reports a data breakpoint after the store,
+// arm64 before it (and the kernel does not step over it for a ptrace
+// watchpoint), so WatchSession::take_signal() steps the thread over the
+// trapping store on arm64. Either way a "store done" means the thread is held
+// right after the store, and the watched bytes read there are its result.
 //
 // ptrace discipline, because the target is hostile and must never be left
 // stopped or armed:
@@ -15,9 +24,11 @@
 //    woken by signals we would have to install in the caller's process.
 #pragma once
 
+#include <elf.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,7 +58,9 @@ using Clock = std::chrono::steady_clock;
 
 inline std::string thread_where(pid_t pid, pid_t tid) { return "pid " + std::to_string(pid) + " thread " + std::to_string(tid); }
 
-// x86-64 has four debug registers, each watching at most 8 aligned bytes.
+// The most chunks a watch plans: four 8-byte aligned chunks (x86-64 has four
+// debug registers; arm64 cores have 2 to 16 watchpoints, and arm() refuses
+// more chunks than the thread's core has).
 inline constexpr std::size_t kRegisters = 4;
 
 inline bool running_under_qemu(pid_t pid) { return runs_under_qemu_user(pid); }
@@ -121,27 +134,221 @@ inline bool sigtrap_pending(pid_t pid, pid_t tid) {
 // on a busy machine a runnable thread can wait seconds for a CPU.
 inline constexpr auto kReleasePatience = std::chrono::seconds(30);
 
+#if defined(__x86_64__) || defined(__aarch64__)
+#define TRACECORR_HARDWARE_WATCH 1
+#endif
+
 #if defined(__x86_64__)
 
-inline constexpr int kDebugStatusRegister = 6;   // DR6
-inline constexpr int kDebugControlRegister = 7;  // DR7
-inline constexpr std::uint64_t kDr6HitBits = 0xf;  // B0..B3
+// The debug registers of one stopped thread: DR0..DR3 (addresses), DR6
+// (which fired), DR7 (control), in its `struct user` by PTRACE_POKEUSER.
+class DebugRegisters {
+ public:
+  // x86-64 raises a data breakpoint after the store has completed.
+  static constexpr bool kTrapsBeforeStore = false;
 
-inline long debug_register_offset(int index) {
-  return static_cast<long>(offsetof(struct user, u_debugreg) + static_cast<std::size_t>(index) * sizeof(user{}.u_debugreg[0]));
-}
+  DebugRegisters(pid_t pid, pid_t tid) : tid_(tid), where_(thread_where(pid, tid)) {}
 
-// DR7 for `count` watchpoints: local enable (L_i, bit 2i), R/W_i = 01 (data
-// writes only), LEN_i = 10 (8 bytes, x86-64 only).
-inline std::uint64_t dr7_for(std::size_t count) {
-  std::uint64_t dr7 = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    dr7 |= std::uint64_t{1} << (2 * i);
-    dr7 |= std::uint64_t{0b01} << (16 + 4 * i);
-    dr7 |= std::uint64_t{0b10} << (18 + 4 * i);
+  // Arms exactly `chunks` (8-byte aligned, at most kRegisters), data writes only.
+  Status write(const std::vector<std::uint64_t>& chunks) {
+    for (std::size_t i = 0; i < chunks.size(); ++i)
+      if (auto st = poke(static_cast<int>(i), chunks[i]); !st) return st;
+    return poke(kControl, dr7_for(chunks.size()));
   }
-  return dr7;
-}
+
+  // Nothing armed: DR7 first (once it is 0 nothing fires, whatever DR0..DR3 hold).
+  Status clear() {
+    auto st = poke(kControl, 0);
+    for (int i = 0; i < static_cast<int>(kRegisters); ++i) (void)poke(i, 0);
+    return st;
+  }
+
+  // Bit i: chunk i fired at the last debug exception (DR6 B0..B3), cleared
+  // for the next one. `trap`: unused, DR6 says.
+  Expected<unsigned> take_hits(const std::vector<std::uint64_t>& /*chunks*/, const siginfo_t* /*trap*/) {
+    errno = 0;
+    long dr6 = ::ptrace(PTRACE_PEEKUSER, tid_, reinterpret_cast<void*>(offset(kStatus)), nullptr);
+    if (errno != 0) return make_error(std::string("reading DR6 failed: ") + std::strerror(errno), where_);
+    unsigned hits = static_cast<unsigned>(static_cast<std::uint64_t>(dr6) & kHitBits);
+    if (hits != 0)
+      if (auto st = poke(kStatus, 0); !st) return st.error();
+    return hits;
+  }
+
+  // A hit the thread has taken whose SIGTRAP we have not seen (DR6 still set).
+  bool unclaimed_hit() {
+    auto hits = take_hits({}, nullptr);
+    return hits.ok() && *hits != 0;
+  }
+
+  Expected<std::uint64_t> thread_pointer() {
+    auto regs = registers();
+    if (!regs) return regs.error();
+    return static_cast<std::uint64_t>(regs->fs_base);
+  }
+
+  Expected<std::uint64_t> instruction_pointer() {
+    auto regs = registers();
+    if (!regs) return regs.error();
+    return static_cast<std::uint64_t>(regs->rip);
+  }
+
+ private:
+  static constexpr int kStatus = 6;   // DR6
+  static constexpr int kControl = 7;  // DR7
+  static constexpr std::uint64_t kHitBits = 0xf;  // B0..B3
+
+  static long offset(int index) {
+    return static_cast<long>(offsetof(struct user, u_debugreg) + static_cast<std::size_t>(index) * sizeof(user{}.u_debugreg[0]));
+  }
+
+  // DR7 for `count` watchpoints: local enable (L_i, bit 2i), R/W_i = 01 (data
+  // writes only), LEN_i = 10 (8 bytes, x86-64 only).
+  static std::uint64_t dr7_for(std::size_t count) {
+    std::uint64_t dr7 = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      dr7 |= std::uint64_t{1} << (2 * i);
+      dr7 |= std::uint64_t{0b01} << (16 + 4 * i);
+      dr7 |= std::uint64_t{0b10} << (18 + 4 * i);
+    }
+    return dr7;
+  }
+
+  Expected<user_regs_struct> registers() {
+    user_regs_struct regs{};
+    if (::ptrace(PTRACE_GETREGS, tid_, nullptr, &regs) != 0)
+      return make_error(std::string("PTRACE_GETREGS failed: ") + std::strerror(errno), where_);
+    return regs;
+  }
+
+  Status poke(int index, std::uint64_t value) {
+    if (::ptrace(PTRACE_POKEUSER, tid_, reinterpret_cast<void*>(offset(index)), reinterpret_cast<void*>(value)) != 0)
+      return make_error("writing DR" + std::to_string(index) + " = " + hex_address(value) + " failed: " + std::strerror(errno),
+                        where_);
+    return Ok{};
+  }
+
+  pid_t tid_;
+  std::string where_;
+};
+
+#elif defined(__aarch64__)
+
+// The watchpoint registers of one stopped thread (DBGWVR<n>_EL1 address,
+// DBGWCR<n>_EL1 control), through the kernel's NT_ARM_HW_WATCH regset.
+class DebugRegisters {
+ public:
+  // arm64 raises a watchpoint exception before the store, with the
+  // instruction not executed; for a ptrace watchpoint the kernel leaves the
+  // stepping over it to the tracer.
+  static constexpr bool kTrapsBeforeStore = true;
+
+  DebugRegisters(pid_t pid, pid_t tid) : tid_(tid), where_(thread_where(pid, tid)) {}
+
+  // The core's watchpoints (dbg_info bits 0..7, as the kernel reports them).
+  Expected<std::size_t> capacity() {
+    if (slots_ == 0) {
+      HwDebugState state{};
+      iovec io{&state, sizeof state};
+      if (::ptrace(PTRACE_GETREGSET, tid_, reinterpret_cast<void*>(NT_ARM_HW_WATCH), &io) != 0)
+        return make_error(std::string("PTRACE_GETREGSET(NT_ARM_HW_WATCH) failed: ") + std::strerror(errno), where_);
+      slots_ = std::min<std::size_t>(state.dbg_info & 0xff, kMaxSlots);
+      if (slots_ == 0) return make_error("the core has no hardware watchpoints (NT_ARM_HW_WATCH dbg_info 0)", where_);
+    }
+    return slots_;
+  }
+
+  // Arms exactly `chunks` (8-byte aligned), stores only, at EL0; every other
+  // slot disabled.
+  Status write(const std::vector<std::uint64_t>& chunks) {
+    auto slots = capacity();
+    if (!slots) return slots.error();
+    if (chunks.size() > *slots)
+      return make_error("the core has " + std::to_string(*slots) + " hardware watchpoints, " + std::to_string(chunks.size()) +
+                            " were asked",
+                        where_);
+    HwDebugState state{};
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      state.dbg_regs[i].addr = chunks[i];
+      state.dbg_regs[i].ctrl = kStoreWatch8;
+    }
+    return set(state, *slots);
+  }
+
+  Status clear() {
+    auto slots = capacity();
+    if (!slots) return slots.error();
+    return set(HwDebugState{}, *slots);
+  }
+
+  // Bit i: chunk i fired. There is no status register to ask: the SIGTRAP's
+  // si_addr is the data address the store accessed, which for a wide store
+  // (stp, a vector register) may lie before the watched chunk; the hit is the
+  // chunk nearest to it, as the kernel's own watchpoint handler decides.
+  Expected<unsigned> take_hits(const std::vector<std::uint64_t>& chunks, const siginfo_t* trap) {
+    if (!trap || trap->si_signo != SIGTRAP || trap->si_code != TRAP_HWBKPT || chunks.empty()) return 0u;
+    const auto address = reinterpret_cast<std::uint64_t>(trap->si_addr);
+    std::size_t nearest = 0;
+    std::uint64_t best = UINT64_MAX;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      const std::uint64_t distance = address < chunks[i] ? chunks[i] - address
+                                     : address >= chunks[i] + 8 ? address - (chunks[i] + 7) : 0;
+      if (distance < best) best = distance, nearest = i;
+    }
+    return 1u << nearest;
+  }
+
+  // No status register keeps a hit: a pending SIGTRAP is the only trace of one.
+  bool unclaimed_hit() { return false; }
+
+  Expected<std::uint64_t> thread_pointer() {
+    std::uint64_t tpidr = 0;
+    iovec io{&tpidr, sizeof tpidr};
+    if (::ptrace(PTRACE_GETREGSET, tid_, reinterpret_cast<void*>(NT_ARM_TLS), &io) != 0)
+      return make_error(std::string("PTRACE_GETREGSET(NT_ARM_TLS) failed: ") + std::strerror(errno), where_);
+    return tpidr;
+  }
+
+  Expected<std::uint64_t> instruction_pointer() {
+    user_regs_struct regs{};
+    iovec io{&regs, sizeof regs};
+    if (::ptrace(PTRACE_GETREGSET, tid_, reinterpret_cast<void*>(NT_PRSTATUS), &io) != 0)
+      return make_error(std::string("PTRACE_GETREGSET(NT_PRSTATUS) failed: ") + std::strerror(errno), where_);
+    return static_cast<std::uint64_t>(regs.pc);
+  }
+
+ private:
+  static constexpr std::size_t kMaxSlots = 16;
+  // struct user_hwdebug_state of <asm/ptrace.h>, spelled here: that header
+  // redefines the PTRACE_* requests <sys/ptrace.h> declares.
+  struct HwDebugState {
+    std::uint32_t dbg_info;
+    std::uint32_t pad;
+    struct {
+      std::uint64_t addr;
+      std::uint32_t ctrl;
+      std::uint32_t pad;
+    } dbg_regs[kMaxSlots];
+  };
+  // DBGWCR: E (bit 0) = 1, PAC (bits 1-2) = 0b10 (EL0), LSC (bits 3-4) = 0b10
+  // (stores), BAS (bits 5-12) = 0xff (all 8 bytes of the aligned address).
+  static constexpr std::uint32_t kStoreWatch8 = 1u | (0b10u << 1) | (0b10u << 3) | (0xffu << 5);
+
+  Status set(const HwDebugState& state, std::size_t slots) {
+    iovec io{const_cast<HwDebugState*>(&state), offsetof(HwDebugState, dbg_regs) + slots * sizeof state.dbg_regs[0]};
+    if (::ptrace(PTRACE_SETREGSET, tid_, reinterpret_cast<void*>(NT_ARM_HW_WATCH), &io) != 0)
+      return make_error(std::string("PTRACE_SETREGSET(NT_ARM_HW_WATCH) failed: ") + std::strerror(errno), where_);
+    return Ok{};
+  }
+
+  pid_t tid_;
+  std::string where_;
+  std::size_t slots_ = 0;
+};
+
+#endif
+
+#if defined(TRACECORR_HARDWARE_WATCH)
 
 // What one waitpid status means for the watch.
 struct Stop {
@@ -166,7 +373,7 @@ inline Stop classify(int status) {
   return {Stop::Kind::kSignal, sig};
 }
 
-// Owns the attachment and the armed debug registers of one thread.
+// Owns the attachment and the armed watchpoints of one thread.
 class WatchSession {
  public:
   WatchSession(pid_t pid, pid_t tid) : pid_(pid), tid_(tid) {}
@@ -298,21 +505,15 @@ class WatchSession {
   Status arm(const std::vector<std::uint64_t>& addresses) {
     if (addresses.size() > kRegisters) return make_error("more chunks than debug registers", where());
     armed_ = true;  // from the first write on, release() must clear
-    for (std::size_t i = 0; i < addresses.size(); ++i)
-      if (auto st = poke_debug_register(static_cast<int>(i), addresses[i]); !st) return st;
-    return poke_debug_register(kDebugControlRegister, dr7_for(addresses.size()));
+    armed_chunks_ = addresses;
+    return registers_.write(addresses);
   }
 
   bool armed() const { return armed_; }
   bool held() const { return held_; }
 
-  // The thread's pointer (fs_base) while it is held in a stop.
-  Expected<std::uint64_t> thread_pointer() {
-    user_regs_struct regs{};
-    if (::ptrace(PTRACE_GETREGS, tid_, nullptr, &regs) != 0)
-      return make_error(std::string("PTRACE_GETREGS failed: ") + std::strerror(errno), where());
-    return static_cast<std::uint64_t>(regs.fs_base);
-  }
+  // The thread's pointer (x86-64 fs_base, arm64 TPIDR_EL0) while it is held in a stop.
+  Expected<std::uint64_t> thread_pointer() { return registers_.thread_pointer(); }
 
   // The new task's number at a clone, fork or vfork event stop.
   Expected<pid_t> event_message() {
@@ -322,36 +523,72 @@ class WatchSession {
     return static_cast<pid_t>(message);
   }
 
-  // DR6 bits B0..B3 of the last debug exception, cleared for the next one.
+  // Bit i: the armed chunk i fired at the last watchpoint trap (cleared for the next one).
   Expected<unsigned> take_hits() {
-    errno = 0;
-    long dr6 = ::ptrace(PTRACE_PEEKUSER, tid_, reinterpret_cast<void*>(debug_register_offset(kDebugStatusRegister)), nullptr);
-    if (errno != 0) return make_error(std::string("reading DR6 failed: ") + std::strerror(errno), where());
-    unsigned hits = static_cast<unsigned>(static_cast<std::uint64_t>(dr6) & kDr6HitBits);
-    if (hits != 0)
-      if (auto st = poke_debug_register(kDebugStatusRegister, 0); !st) return st.error();
-    return hits;
+    siginfo_t info{};
+    const bool have_info = ::ptrace(PTRACE_GETSIGINFO, tid_, nullptr, &info) == 0;
+    return registers_.take_hits(armed_chunks_, have_info ? &info : nullptr);
   }
 
-  Expected<std::uint64_t> instruction_pointer() {
-    user_regs_struct regs{};
-    if (::ptrace(PTRACE_GETREGS, tid_, nullptr, &regs) != 0)
-      return make_error(std::string("PTRACE_GETREGS failed: ") + std::strerror(errno), where());
-    return static_cast<std::uint64_t>(regs.rip);
-  }
+  Expected<std::uint64_t> instruction_pointer() { return registers_.instruction_pointer(); }
 
   // True for the SIGTRAP of one of our watchpoints; a SIGTRAP the target
-  // raised itself (no DR6 hit bit, or a user si_code) is not ours.
+  // raised itself (no hit, or a user si_code) is not ours.
   bool is_our_trap(const Stop& stop) {
     if (stop.kind != Stop::Kind::kSignal || stop.signal != SIGTRAP || !armed_) return false;
     auto hits = take_hits();
     return hits.ok() && *hits != 0 && siginfo_is_hardware_breakpoint();
   }
 
-  bool siginfo_is_hardware_breakpoint() {
-    siginfo_t info{};
-    if (::ptrace(PTRACE_GETSIGINFO, tid_, nullptr, &info) != 0) return false;
-    return info.si_signo == SIGTRAP && info.si_code == TRAP_HWBKPT;
+  bool siginfo_is_hardware_breakpoint() { return siginfo_code_is(TRAP_HWBKPT); }
+
+  // What a signal stop is to a watch, once take_signal() has dealt with it.
+  struct SignalStop {
+    enum class Kind {
+      kTheTargets,  // the target's own signal: delivered when the thread resumes
+      kStoreDone,   // our watchpoint: the store has completed, the thread is held right after it
+      kCameFirst,   // our watchpoint, but `came_first` stopped the thread before the store could
+                    // complete (a signal, a group-stop, its exit): handle that stop as any other;
+                    // the store has not happened and traps again when the thread gets to it
+    } kind;
+    Stop came_first{Stop::Kind::kExited};
+  };
+
+  // For a kSignal stop: tells our trap from the target's signal, and for our
+  // trap makes sure the store has completed (arm64 traps before it: the
+  // watchpoints are lifted, the thread single-stepped over the one
+  // instruction, and armed again). The signal to resume with is set.
+  // Limit on arm64: a store-exclusive (STXR) into watched bytes fails after
+  // the trap (the exception cleared the exclusive monitor), so its retry loop
+  // traps on every pass while the watch lasts; the writers watched here use
+  // plain stores (STR, STLR).
+  Expected<SignalStop> take_signal(const Stop& stop) {
+    if (!is_our_trap(stop)) {
+      resume_signal_ = stop.signal;
+      return SignalStop{SignalStop::Kind::kTheTargets};
+    }
+    resume_signal_ = 0;  // our SIGTRAP is swallowed
+    if constexpr (!DebugRegisters::kTrapsBeforeStore) return SignalStop{SignalStop::Kind::kStoreDone};
+    if (auto st = registers_.clear(); !st) return st.error();
+    if (::ptrace(PTRACE_SINGLESTEP, tid_, nullptr, nullptr) != 0) {
+      const int err = errno;
+      (void)registers_.write(armed_chunks_);
+      return make_error(std::string("PTRACE_SINGLESTEP over the trapping store failed: ") + std::strerror(err), where());
+    }
+    held_ = false;
+    stepping_ = true;  // until its stop comes: release() then knows the step's SIGTRAP for ours
+    auto next = next_stop(Clock::now() + kStepBound);
+    if (next) stepping_ = false;
+    if (!next) return make_error("the thread did not finish its one-instruction step over the trapping store within " +
+                                     std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kStepBound).count()) + " s",
+                                 where());
+    if (next->kind == Stop::Kind::kExited) return SignalStop{SignalStop::Kind::kCameFirst, *next};
+    if (auto st = registers_.write(armed_chunks_); !st) return st.error();
+    if (next->kind == Stop::Kind::kSignal && next->signal == SIGTRAP && siginfo_code_is(TRAP_TRACE))
+      return SignalStop{SignalStop::Kind::kStoreDone};
+    // A signal dequeued (or a group-stop entered) before the instruction ran:
+    // the thread takes it first, as it would untraced, and comes back to the store.
+    return SignalStop{SignalStop::Kind::kCameFirst, *next};
   }
 
   // Clears the debug registers and detaches; the thread runs on (or stays in
@@ -363,18 +600,15 @@ class WatchSession {
       // Running, or listening in a group-stop: stop it so its registers can be written.
       auto stop = interrupt(kReleasePatience);
       if (!stop || !attached_) return;  // gone, or unstoppable: nothing more can be done
-      if (stop->kind == Stop::Kind::kSignal) resume_signal_ = is_our_trap(*stop) ? 0 : stop->signal;
+      if (stop->kind == Stop::Kind::kSignal) resume_signal_ = is_our_trap(*stop) || is_our_step(*stop) ? 0 : stop->signal;
     }
     if (armed_) {
-      // DR7 first: once it is 0 nothing is armed, whatever DR0..DR3 hold.
-      (void)poke_debug_register(kDebugControlRegister, 0);
-      for (int i = 0; i < static_cast<int>(kRegisters); ++i) (void)poke_debug_register(i, 0);
-      // A hit whose SIGTRAP we have not seen (DR6 still set) means that signal
-      // is pending: the kernel reports our interrupt before it dequeues
-      // signals. Left there, it would reach the target after the detach, and
-      // SIGTRAP's default action kills.
-      auto unclaimed = take_hits();
-      if ((unclaimed.ok() && *unclaimed != 0) || sigtrap_pending(pid_, tid_)) swallow_pending_trap();
+      (void)registers_.clear();
+      // A hit whose SIGTRAP we have not seen means that signal is pending: the
+      // kernel reports our interrupt before it dequeues signals. Left there,
+      // it would reach the target after the detach, and SIGTRAP's default
+      // action kills.
+      if (registers_.unclaimed_hit() || sigtrap_pending(pid_, tid_)) swallow_pending_trap();
       armed_ = false;
     }
     ::ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(resume_signal_)));
@@ -412,7 +646,7 @@ class WatchSession {
       }
       if (stop->kind == Stop::Kind::kExited) return;
       if (stop->kind != Stop::Kind::kSignal) continue;
-      if (stop->signal == SIGTRAP && siginfo_is_hardware_breakpoint()) {
+      if (stop->signal == SIGTRAP && (siginfo_is_hardware_breakpoint() || is_our_step(*stop))) {
         resume_signal_ = 0;  // dequeued, and dropped at the detach
         return;
       }
@@ -420,23 +654,32 @@ class WatchSession {
     }
   }
 
-  Status poke_debug_register(int index, std::uint64_t value) {
-    if (::ptrace(PTRACE_POKEUSER, tid_, reinterpret_cast<void*>(debug_register_offset(index)),
-                 reinterpret_cast<void*>(value)) != 0)
-      return make_error("writing DR" + std::to_string(index) + " = " + hex_address(value) + " failed: " + std::strerror(errno),
-                        where());
-    return Ok{};
+  // The SIGTRAP of a step over a trapping store that did not come within its bound.
+  bool is_our_step(const Stop& stop) {
+    return stepping_ && stop.kind == Stop::Kind::kSignal && stop.signal == SIGTRAP && siginfo_code_is(TRAP_TRACE);
   }
 
+  bool siginfo_code_is(int code) {
+    siginfo_t info{};
+    if (::ptrace(PTRACE_GETSIGINFO, tid_, nullptr, &info) != 0) return false;
+    return info.si_signo == SIGTRAP && info.si_code == code;
+  }
+
+  // A store is one instruction: only a thread that gets no CPU takes long.
+  static constexpr auto kStepBound = std::chrono::seconds(10);
+
   pid_t pid_, tid_;
+  DebugRegisters registers_{pid_, tid_};
+  std::vector<std::uint64_t> armed_chunks_;
   bool attached_ = false;
   bool held_ = false;       // in a ptrace-stop we have not resumed
   bool armed_ = false;
   bool syscall_stops_ = false;
+  bool stepping_ = false;  // single-stepped over a trapping store, its stop not seen yet
   Stop last_stop_{Stop::Kind::kEventStop};
   int resume_signal_ = 0;
 };
 
-#endif  // __x86_64__
+#endif  // TRACECORR_HARDWARE_WATCH
 
 }  // namespace tracecorr::conform::hardware_watch

@@ -56,9 +56,9 @@ MappingWatchReport MappingWatch::finish() {
 }
 
 Expected<std::unique_ptr<MappingWatch>> MappingWatch::follow_launch(pid_t pid, Settings settings) {
-#if !defined(__x86_64__)
+#if !defined(TRACECORR_HARDWARE_WATCH)
   (void)pid, (void)settings;
-  return make_error("the mapping watch is implemented for x86-64 hosts only");
+  return make_error("the mapping watch needs hardware watchpoints, implemented for x86-64 and arm64 hosts only");
 #else
   if (!settings.is_watched_mapping) return make_error("mapping watch: no mapping to watch was named");
   if (settings.watched_bytes == 0 || settings.watched_bytes > kMappingWatchMaxBytes)
@@ -73,8 +73,8 @@ Expected<std::unique_ptr<MappingWatch>> MappingWatch::follow_launch(pid_t pid, S
 #endif
 }
 
-#if !defined(__x86_64__)
-void MappingWatch::State::run(std::promise<Status>& seized) { seized.set_value(make_error("not x86-64")); }
+#if !defined(TRACECORR_HARDWARE_WATCH)
+void MappingWatch::State::run(std::promise<Status>& seized) { seized.set_value(make_error("no hardware watchpoints on this host")); }
 #else
 namespace {
 
@@ -188,9 +188,11 @@ class Follower {
         syscall_stop(t);
         break;
       case Stop::Kind::kSignal: {
-        bool ours = t.session->is_our_trap(stop);
-        t.session->set_resume_signal(ours ? 0 : stop.signal);
-        if (ours) store_seen(t);
+        auto signal = t.session->take_signal(stop);
+        if (!signal) return fail(signal.error());
+        using Taken = WatchSession::SignalStop::Kind;
+        if (signal->kind == Taken::kCameFirst) return handle(t, signal->came_first);
+        if (signal->kind == Taken::kStoreDone) store_seen(t);
         else count([](auto& r) { ++r.signals_forwarded; });
         break;
       }

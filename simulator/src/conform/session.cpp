@@ -255,7 +255,6 @@ namespace {
 }  // namespace
 
 void Session::prepare_slot_watch(LaunchSpec& launch) {
-#if defined(__x86_64__)
   if (!target_spec_.gdbstub.empty() || runs_under_qemu_user(launch.argv)) {
     slot_watch_unavailable_ = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";
     return;
@@ -268,12 +267,8 @@ void Session::prepare_slot_watch(LaunchSpec& launch) {
           return locate_tls_slot(*cache, options, layout, p, tp);
         });
     if (watch) slot_watch_ = std::move(*watch);
-    else slot_watch_unavailable_ = watch.error().message();
+    else slot_watch_unavailable_ = watch.error().message();  // e.g. a host without hardware watchpoints
   };
-#else
-  (void)launch;
-  slot_watch_unavailable_ = "hardware watchpoints are implemented for x86-64 hosts only";
-#endif
 }
 
 Status Session::attach_tls(Clock::time_point deadline) {

@@ -54,9 +54,9 @@ SlotWatchReport SlotWatch::finish(std::chrono::steady_clock::time_point deadline
 
 Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, const RecordLayout& layout, SlotLocator locate,
                                                             Settings settings) {
-#if !defined(__x86_64__)
+#if !defined(TRACECORR_HARDWARE_WATCH)
   (void)pid, (void)layout, (void)locate, (void)settings;
-  return make_error("the TLS slot watch is implemented for x86-64 hosts only");
+  return make_error("the TLS slot watch needs hardware watchpoints, implemented for x86-64 and arm64 hosts only");
 #else
   if (auto st = layout.check(); !st) return st.error().within("TLS slot watch");
   auto state = std::make_unique<State>();
@@ -69,8 +69,8 @@ Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, const R
 #endif
 }
 
-#if !defined(__x86_64__)
-void SlotWatch::State::run(std::promise<Status>& seized) { seized.set_value(make_error("not x86-64")); }
+#if !defined(TRACECORR_HARDWARE_WATCH)
+void SlotWatch::State::run(std::promise<Status>& seized) { seized.set_value(make_error("no hardware watchpoints on this host")); }
 #else
 namespace {
 
@@ -178,10 +178,12 @@ class Follower {
     } else if (stop.kind == Stop::Kind::kEventStop && stop.event == PTRACE_EVENT_EXEC) {
       t.armed = t.settled = false;  // a new image: the kernel cleared the debug registers
     } else if (stop.kind == Stop::Kind::kSignal) {
-      bool ours = t.session->is_our_trap(stop);
-      t.session->set_resume_signal(ours ? 0 : stop.signal);
-      if (!ours) ++report_.signals_forwarded;
-      if (ours) observe_store(t);
+      auto signal = t.session->take_signal(stop);
+      if (!signal) return fail(signal.error());
+      using Taken = WatchSession::SignalStop::Kind;
+      if (signal->kind == Taken::kCameFirst) return handle(t, signal->came_first);
+      if (signal->kind == Taken::kStoreDone) observe_store(t);
+      else ++report_.signals_forwarded;
     }
     if (!t.settled) try_arm(t);
   }

@@ -13,10 +13,11 @@
 // disarmed and detached on every way out, the target's own signals delivered
 // unchanged, nothing written into the target's memory.
 //
-// Host: x86-64 (DR0..DR3, four 8-byte chunks: at most 32 bytes). Guests of
-// qemu-user are watched too: qemu performs a guest's stores and system calls
-// as host ones at the same addresses (system call numbers are then the
-// host's, and qemu's own calls are seen as well).
+// Host: x86-64 (DR0..DR3) or arm64 (NT_ARM_HW_WATCH watchpoints, stepped
+// over after each trap: arm64 traps before the store); four 8-byte chunks, at
+// most 32 bytes. Guests of qemu-user are watched too: qemu performs a guest's
+// stores and system calls as host ones at the same addresses (system call
+// numbers are then the host's, and qemu's own calls are seen as well).
 #pragma once
 
 #include <sys/types.h>
@@ -95,8 +96,8 @@ class MappingWatch {
 
   // Seizes `pid`, a process tracecorr forked that has not exec'd yet, from the
   // watch's own thread (ptrace binds a tracee to one tracer thread); returns
-  // once it is seized. Errors: not x86-64, ptrace refused; the process is then
-  // left untouched.
+  // once it is seized. Errors: no hardware watchpoints on this host, ptrace
+  // refused; the process is then left untouched.
   static Expected<std::unique_ptr<MappingWatch>> follow_launch(pid_t pid, Settings settings);
   ~MappingWatch();  // finish()
   MappingWatch(const MappingWatch&) = delete;

@@ -13,7 +13,8 @@
 // library is loaded, then the threads that publish records start). Threads
 // that published before their slot could be armed are counted, not judged.
 //
-// Host: x86-64, native targets (the thread pointer is the host's fs_base).
+// Host: x86-64 or arm64, native targets (the thread pointer is the host's:
+// fs_base, TPIDR_EL0).
 #pragma once
 
 #include <sys/types.h>
@@ -81,7 +82,8 @@ class SlotWatch {
   // Seizes `pid`, a process tracecorr forked that has not exec'd yet, from
   // the watch's own thread (ptrace binds a tracee to one tracer thread);
   // returns once it is seized. Publications are read by `layout`. An error:
-  // it could not be (not x86-64, ptrace refused, a layout failing check());
+  // it could not be (no hardware watchpoints on this host, ptrace refused, a
+  // layout failing check());
   // the process is then left untouched.
   static Expected<std::unique_ptr<SlotWatch>> follow_launch(pid_t pid, const RecordLayout& layout, SlotLocator locate,
                                                             Settings settings);
