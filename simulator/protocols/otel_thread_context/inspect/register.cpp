@@ -1,7 +1,8 @@
 // The thread context package tells the engine what it brings: its
-// requirements and its inspector. Called before main from the generated
+// requirements, its inspector and the protocol the host agent samples. Called before main from the generated
 // builtin_protocols.cpp (TRACECORR_PROTOCOLS in the top CMakeLists.txt).
 // It moves to probes/otel_thread_context/ with the conformance suite.
+#include "otel_thread_context/agent/sampled.hpp"
 #include "otel_thread_context/inspect/inspect.hpp"
 #include "otel_thread_context/registry.hpp"
 
@@ -10,6 +11,7 @@ namespace tracecorr::otel_thread_context {
 void register_protocol() {
   tracecorr::register_protocol(spec::kProtocol);
   tracecorr::register_inspector(inspector());
+  tracecorr::register_sampled_protocol(sampled_protocol());
 }
 
 }  // namespace tracecorr::otel_thread_context
