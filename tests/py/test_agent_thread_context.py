@@ -178,6 +178,22 @@ def test_python_record_reader_samples_thread_contexts(writer, access_model, dyna
         assert [(r["trace_id"], r["span_id"]) for r in records[tid]] == [(meant["trace_id"], meant["span_id"])]
 
 
+@pytest.mark.parametrize("writer,access_model,dynamic", [(MODELS[5], MODELS[5][2], True)], ids=[MODEL_IDS[5]],
+                         indirect=["writer"])
+def test_agent_all_finds_thread_contexts(tracecorr_cli, writer, access_model, dynamic):
+    """--all: every process is asked for each sampled protocol; the writer is found and read like with --pid
+    (BPF only: it reads other processes' memory from the kernel, stopping none of them)."""
+    if not tracecorr.HAVE_BPF:
+        pytest.skip("this tracecorr was built without the BPF sampler")
+    process, published = writer
+    r = subprocess.run([str(tracecorr_cli), "agent", "--all", "--reader", "bpf", "--duration", str(DURATION_S),
+                        "--frequency", str(FREQUENCY_HZ), "--quiet", "--json", "-"],
+                       capture_output=True, text=True, timeout=DURATION_S + WAIT_S)
+    assert r.returncode == 0, r.stderr
+    assert_reads_what_was_published(the_process(json.loads(r.stdout), process.proc.pid), published, access_model,
+                                    dynamic)
+
+
 def test_agent_does_not_sample_a_process_without_a_context(tracecorr_cli):
     """A process that publishes neither protocol is the run's failure, said as before."""
     sleeper = subprocess.Popen(["sleep", "30"])
