@@ -1,7 +1,8 @@
 // The thread context package tells the engine what it brings: its
-// requirements, its conformance suite and its inspector. Called before main
-// from the generated builtin_protocols.cpp (TRACECORR_PROTOCOLS in the top
-// CMakeLists.txt).
+// requirements, its conformance suite, its inspector and the protocol the
+// host agent samples. Called before main from the generated
+// builtin_protocols.cpp (TRACECORR_PROTOCOLS in the top CMakeLists.txt).
+#include "otel_thread_context/agent/sampled.hpp"
 #include "otel_thread_context/inspect/inspect.hpp"
 #include "otel_thread_context/registry.hpp"
 #include "probes.hpp"
@@ -12,6 +13,7 @@ void register_protocol() {
   tracecorr::register_protocol(spec::kProtocol);
   conform::register_suite(suite());
   tracecorr::register_inspector(inspector());
+  tracecorr::register_sampled_protocol(sampled_protocol());
 }
 
 }  // namespace tracecorr::otel_thread_context

@@ -2,10 +2,13 @@
 // always, BPF when tracecorr_bpf is built.
 #include <pybind11/stl.h>
 
+#include <atomic>
+
 #include "common.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/record_layout.hpp"
+#include "tracecorr/sampled_processes.hpp"
 #include "tracecorr/sampler.hpp"
 #include "tracecorr/tls.hpp"
 #if defined(TRACECORR_HAVE_BPF)
@@ -204,6 +207,22 @@ void bind_sampling(py::module_& m) {
       "perf_event + BPF sampler on every online CPU; TracecorrError says why when it cannot load.");
 #endif
 
+  m.def(
+      "sample_records",
+      [](Sampler& sampler, const std::vector<pid_t>& pids, double duration_s) {
+        const std::atomic<bool> never{false};
+        std::optional<Expected<nlohmann::json>> r;
+        {
+          py::gil_scoped_release nogil;
+          r.emplace(sample_records(sampler, pids, std::chrono::milliseconds(static_cast<long long>(duration_s * 1000)),
+                                   never));
+        }
+        return json_to_py(unwrap(std::move(*r)));
+      },
+      py::arg("sampler"), py::arg("pids"), py::arg("duration"),
+      "Samples the threads' records of processes that publish a sampled protocol (the host agent's part that "
+      "knows no protocol) for `duration` seconds: {reader, elapsed_s, sampler, processes: [per process its "
+      "protocol, where the records are, and per thread the records read with their counts and statuses]}.");
 }
 
 }  // namespace tracecorr::python

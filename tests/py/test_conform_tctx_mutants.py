@@ -137,7 +137,7 @@ DOCUMENT = mutants_document()
 MUTANTS = DOCUMENT["mutants"] if DOCUMENT else []
 MODELS = models()
 REFERENCE_RUNS = [*MODELS, *(["tlsdesc-dlopen:dynamic-tls"] if "tlsdesc-dlopen" in MODELS else [])]
-pytestmark = [pytest.mark.slow, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.root,
               pytest.mark.skipif(not MUTANTS or not MODELS, reason=cs.missing_reason(
                   f"tracecorr or the {ARCH} {PACKAGE} fixtures under {cs.BUILD}"))]
 

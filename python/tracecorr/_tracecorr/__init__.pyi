@@ -165,6 +165,7 @@ class Sampler:
 
 def make_ptrace_sampler(frequency_hz: int = 99) -> Sampler: ...
 def make_bpf_sampler(frequency_hz: int = 99, ringbuf_bytes: int = ...) -> Sampler: ...  # only when HAVE_BPF
+def sample_records(sampler: Sampler, pids: List[int], duration: float) -> Dict[str, Any]: ...
 # ---- conformance results and reports ---------------------------------------------------------------
 class Verdict(enum.Enum):
     PASS: int

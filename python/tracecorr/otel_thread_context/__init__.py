@@ -10,7 +10,8 @@ stopped. This package registers the protocol with the engine package (:mod:`trac
   to turn it on, is ready once the variable is found and the process context names the schema, and
   gains ``thread_context()`` and ``thread_records()``;
 * the pytest plugin's ``host_agent`` fixture is a :class:`RecordReader`, an out-of-process reader that
-  looks at every thread's record the way a profiler does and keeps what it saw.
+  looks at every thread's record the way a profiler does and keeps what it saw, and whose
+  :meth:`RecordReader.sample` runs the host agent's sampler (BPF or ptrace, every TLS model) over it.
 """
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from typing import Dict, List, Optional
 
 from .. import _tracecorr
 from .. import protocol as _protocol
+from ..sampling import make_sampler
 
 PROTOCOL = "otel-thread-context"
 
-__all__ = ["PROTOCOL", "RecordReader", "attributes", "launch_environment", "not_ready", "records", "thread_context",
-           "thread_records"]
+__all__ = ["PROTOCOL", "RecordReader", "attributes", "launch_environment", "not_ready", "records", "sampled_records",
+           "thread_context", "thread_records"]
 
 
 def launch_environment(enabled: Optional[str] = None, socket_dir: Optional[str] = None) -> Dict[str, str]:
@@ -60,6 +62,13 @@ def attributes(record: dict) -> Dict[str, str]:
     return {a["key"]: a["value"] for a in record.get("attributes") or []}
 
 
+def sampled_records(process: dict) -> Dict[int, List[dict]]:
+    """tid -> the distinct records the sampler read on that thread (each ``record`` as :func:`records` gives
+    one, with ``samples``: how often it was read), from a process of ``tracecorr agent --json`` or
+    :meth:`RecordReader.sample`."""
+    return {t["tid"]: [dict(r["record"], samples=r["samples"]) for r in t["records"]] for t in process["threads"]}
+
+
 def thread_records(target_or_pid) -> Dict[int, dict]:
     """One look at every thread: tid -> its record (see :func:`records`)."""
     return records(thread_context(target_or_pid))
@@ -86,6 +95,19 @@ class RecordReader:
             if record["valid"] == 1:
                 self.seen.setdefault((tid, record["trace_id"], record["span_id"]), record)
         return now
+
+    def sample(self, duration: float, reader: str = "bpf", *, frequency_hz: int = 99) -> dict:
+        """Runs the host agent's sampler (``"bpf"``: the BPF program walks the DTV itself for dynamic TLS;
+        ``"ptrace"``) over the process for ``duration`` seconds. Returns its entry of ``tracecorr agent
+        --json``: ``records_at`` (module, access model, key map), ``statuses``, and ``threads``, each with its
+        sample count, ``statuses`` (``record``, ``record_pointer_null``, ``tls_block_not_allocated``, ...) and
+        the distinct ``records`` read (``samples``, ``record``: ids, valid, flags, named ``attributes``);
+        :func:`sampled_records` gives them per tid."""
+        summary = _tracecorr.sample_records(make_sampler(reader, frequency_hz), [self.pid], duration)
+        for process in summary["processes"]:
+            if process["pid"] == self.pid and not process["exited"]:
+                return process
+        raise _tracecorr.TracecorrError(f"pid {self.pid} published no {PROTOCOL} while it was sampled")
 
     def read_for(self, seconds: float, pause: float = 0.01) -> List[dict]:
         """Looks for ``seconds``; returns every distinct valid record seen, in the order first seen."""

@@ -228,4 +228,36 @@ std::string value_text(std::span<const std::uint8_t> value) {
   return out;
 }
 
+std::optional<KeyMap> current_key_map(pid_t pid) {
+  auto snapshot = process_context::take_snapshot(pid);
+  if (!snapshot) return std::nullopt;
+  auto data = reference_data_of(*snapshot);
+  return data ? data->key_map : std::nullopt;
+}
+
+nlohmann::json record_json(const ThreadContextRecord& r, const NamedAttributes* named) {
+  nlohmann::json j = {{"trace_id", to_hex(r.trace_id)},
+                      {"span_id", to_hex(r.span_id)},
+                      {"valid", r.valid},
+                      {"trace_flags", r.trace_flags},
+                      {"attrs_data_size", r.attrs_data_size},
+                      {"size", r.declared_size()},
+                      {"truncated", r.attrs_data_read < r.attrs_data_size},
+                      {"entries_end", to_string(r.entries_end)}};
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& e : r.entries)
+    entries.push_back({{"offset", e.offset}, {"key", e.key}, {"value", value_text(e.value)}});
+  j["entries"] = entries;
+  nlohmann::json attributes = nlohmann::json::array();
+  nlohmann::json unknown = nlohmann::json::array();
+  if (named) {
+    for (const auto& a : named->attributes)
+      attributes.push_back({{"key", a.key}, {"index", a.index}, {"value", value_text(a.value)}, {"occurrences", a.occurrences}});
+    for (auto i : named->unknown_indexes) unknown.push_back(i);
+  }
+  j["attributes"] = attributes;
+  j["unknown_keys"] = unknown;
+  return j;
+}
+
 }  // namespace tracecorr::otel_thread_context

@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/ids.hpp"
@@ -136,6 +140,16 @@ struct NamedAttributes {
 // its last value (TCTXR-12).
 NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap& key_map,
                                 const std::function<std::optional<KeyMap>()>& refresh = {});
+
+// The key map the process context of `pid` publishes now (TCTXR-10's
+// refresh); nullopt when none can be read.
+std::optional<KeyMap> current_key_map(pid_t pid);
+
+// A record as inspect --json and the host agent's summary show it: ids in
+// hex, valid, flags, sizes, whether the read cut it, how the entry walk
+// ended, the entries as stored and, given `named`, the attributes by key and
+// the indexes the key map lacks (empty lists without).
+nlohmann::json record_json(const ThreadContextRecord& record, const NamedAttributes* named);
 
 // A value for people: the UTF-8 text when it is valid, else its bytes with
 // every byte that is not printable ASCII as \xNN.

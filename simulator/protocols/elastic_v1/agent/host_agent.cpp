@@ -19,6 +19,7 @@
 #include "tracecorr/process_context.hpp"
 #include "tracecorr/process_context_resolver.hpp"
 #include "tracecorr/procfs.hpp"
+#include "tracecorr/sampled_processes.hpp"
 #include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
 
@@ -99,15 +100,13 @@ struct HostAgent::Process {
   std::uint64_t records_overflow = 0;
 
   // Its OpenTelemetry process context, when it publishes one: the header the
-  // sampler reads with each sample (the first mapping in address order), and
-  // the samples taken since then by the publication they belong to.
-  std::uint64_t context_header = 0;  // 0: none followed
-  std::size_t context_mappings = 0;  // as last discovered (the OTEP allows one)
-  std::uint64_t context_since_ns = 0;  // CLOCK_MONOTONIC when the sampler was given the header
-  process_context::PublicationTally contexts;
+  // sampler reads with each sample, and the samples taken since then by the
+  // publication they belong to.
+  FollowedContext context;
 };
 
 struct HostAgent::Impl {
+  Impl(Sampler& sampler, SampledProcesses::Notice notice) : sampled(sampler, contexts, std::move(notice)) {}
   DiscoveryOptions discovery = elastic_v1::discovery_options();
   LibraryCache cache;
   std::map<pid_t, Process> processes;
@@ -119,10 +118,15 @@ struct HostAgent::Impl {
   SamplerCounters last_counters;
   std::string sampler_error;
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
+  // Processes that publish no Elastic library but a protocol whose records the
+  // sampler reads (OTEP 4947's thread context): listed per thread, nothing sent.
+  SampledProcesses sampled;
 };
 
 HostAgent::HostAgent(AgentOptions options, Sampler& sampler)
-    : options_(std::move(options)), sampler_(sampler), impl_(std::make_unique<Impl>()) {}
+    : options_(std::move(options)),
+      sampler_(sampler),
+      impl_(std::make_unique<Impl>(sampler, [this](const std::string& text) { notice(text); })) {}
 HostAgent::~HostAgent() = default;
 
 void HostAgent::notice(const std::string& text) {
@@ -149,13 +153,13 @@ void HostAgent::rescan() {
   std::set<pid_t> candidates(options_.pids.begin(), options_.pids.end());
   if (options_.all)
     for (pid_t pid : list_processes()) candidates.insert(pid);
+  impl_->sampled.rescan();  // retires those that exited or exec'd: examined afresh below
   for (pid_t pid : candidates) {
     auto it = impl_->processes.find(pid);
-    if (it == impl_->processes.end()) {
-      examine(pid, std::find(options_.pids.begin(), options_.pids.end(), pid) != options_.pids.end());
-    } else {
+    if (it != impl_->processes.end())
       refresh(it->second);
-    }
+    else if (!impl_->sampled.follows(pid))
+      examine(pid, std::find(options_.pids.begin(), options_.pids.end(), pid) != options_.pids.end());
   }
 }
 
@@ -167,6 +171,10 @@ void HostAgent::examine(pid_t pid, bool explicit_pid) {
     return;
   }
   if (!found->has_value()) {
+    if (impl_->sampled.examine(pid, explicit_pid)) {  // another protocol's records: sampled, not correlated
+      impl_->not_agents.erase(pid);
+      return;
+    }
     if (explicit_pid && !impl_->not_agents.count(pid))
       notice("pid " + std::to_string(pid) + ": no agent library mapped (yet); will look again");
     impl_->not_agents.insert(pid);
@@ -295,37 +303,14 @@ void HostAgent::refresh(Process& p) {
 // there are more is not said: spec/otel-process-context.md §7), and a context
 // that went away (dropped, or the process exec'd) is no longer read.
 void HostAgent::follow_process_context(Process& p) {
-  auto found = process_context::discover(p.pid);
-  if (!found) return;  // the process is going: the next rescan retires it
-  p.context_mappings = found->size();
-  const std::uint64_t header = found->empty() ? 0 : found->front().mapping.start;
-  if (header == p.context_header) return;
-  if (auto st = sampler_.track_process_context(p.pid, header ? std::optional(header) : std::nullopt); !st) {
-    notice("pid " + std::to_string(p.pid) + ": the sampler cannot read its process context: " + st.error().message());
-    return;
-  }
-  const std::string who = "pid " + std::to_string(p.pid) + ": ";
-  if (header) {
-    impl_->contexts.watch(p.pid, header);
-    impl_->contexts.refresh(p.pid);
-    // steady_clock is CLOCK_MONOTONIC here, the clock of Sample::time_ns.
-    p.context_since_ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-    notice(who + "OTel process context at " + hex_address(header) + " (" + found->front().mapping.path + ")" +
-           (found->size() > 1 ? "; " + std::to_string(found->size()) + " context mappings, the first is read" : "") +
-           ": samples are attributed to its resource");
-  } else {
-    impl_->contexts.forget(p.pid);
-    notice(who + "its OTel process context is gone");
-  }
-  p.context_header = header;
+  if (auto change = p.context.follow(p.pid, sampler_, impl_->contexts); !change.empty())
+    notice("pid " + std::to_string(p.pid) + ": " + change);
 }
 
 void HostAgent::untrack(Process& p) {
   if (p.tracked) (void)sampler_.untrack(p.pid);  // the sampler forgets the context header too
   p.tracked = false;
-  p.context_header = 0;
-  impl_->contexts.forget(p.pid);
+  p.context.forget(p.pid, impl_->contexts);
 }
 
 void HostAgent::retire(pid_t pid, const std::string& why) {
@@ -349,19 +334,13 @@ void HostAgent::retire(pid_t pid, const std::string& why) {
 void HostAgent::on_sample(const Sample& s) {
   auto it = impl_->processes.find(s.pid);
   if (it == impl_->processes.end()) {
-    ++impl_->unknown_pid_samples;
+    if (!impl_->sampled.on_sample(s)) ++impl_->unknown_pid_samples;
     return;
   }
   Process& p = it->second;
   ++p.samples;
-  // Whatever its record says: which resource the sample belongs to. Samples
-  // taken before the sampler had the header carry none and are not counted.
-  if (p.context_header != 0 && s.time_ns >= p.context_since_ns) {
-    if (s.context_published_at)
-      p.contexts.add(impl_->contexts.resolve(p.pid, *s.context_published_at));
-    else
-      p.contexts.add_header_unreadable();
-  }
+  // Whatever its record says: which resource the sample belongs to.
+  p.context.count(s, impl_->contexts);
   if (s.error == SampleError::RecordPointerNull) {  // the thread has not published a record: not an error
     ++p.not_correlated["no_record"];
     return;
@@ -578,12 +557,13 @@ void HostAgent::live_summary(bool final_line) {
   std::size_t sampling = 0, resources = 0, with_context = 0;
   std::uint64_t context_resolved = 0, context_being_written = 0, context_other = 0;
   auto add = [&](const Process& p) {
-    if (p.contexts.samples() > 0) {
+    const auto& contexts = p.context.tally();
+    if (contexts.samples() > 0) {
       ++with_context;
-      resources += p.contexts.resources();
-      context_resolved += p.contexts.resolved();
-      context_being_written += p.contexts.being_written();
-      context_other += p.contexts.samples() - p.contexts.resolved() - p.contexts.being_written();
+      resources += contexts.resources();
+      context_resolved += contexts.resolved();
+      context_being_written += contexts.being_written();
+      context_other += contexts.samples() - contexts.resolved() - contexts.being_written();
     }
     samples += p.samples;
     correlated += p.correlated;
@@ -608,6 +588,11 @@ void HostAgent::live_summary(bool final_line) {
     context_text = " | process contexts: " + std::to_string(resources) + " resources, " +
                    std::to_string(context_resolved) + " samples attributed, " + std::to_string(context_being_written) +
                    " while being written, " + std::to_string(context_other) + " unattributed";
+  if (impl_->sampled.followed() > 0 || impl_->sampled.samples() > 0)
+    context_text += " | thread records: " + std::to_string(impl_->sampled.followed()) + " processes (" +
+                    std::to_string(impl_->sampled.tracked()) + " sampling), " +
+                    std::to_string(impl_->sampled.samples()) + " samples, " +
+                    std::to_string(impl_->sampled.records_read()) + " with a record";
   std::fprintf(options_.log,
                "tracecorr agent: %s%.1fs processes %zu sampling %zu | samples %" PRIu64 " correlated %" PRIu64
                " | not correlated:%s | errors:%s | delivered %" PRIu64 " samples (%" PRIu64 " late), queued %" PRIu64
@@ -622,8 +607,8 @@ void HostAgent::live_summary(bool final_line) {
                impl_->last_counters.lost, context_text.c_str());
   if (final_line) {
     auto resources_of = [&](const Process& p) {
-      if (p.contexts.samples() == 0) return;
-      const nlohmann::json tally = p.contexts.to_json();
+      if (p.context.tally().samples() == 0) return;
+      const nlohmann::json tally = p.context.tally().to_json();
       for (const auto& r : tally["resources"]) {
         auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string("(none)") : v.get<std::string>(); };
         notice("pid " + std::to_string(p.pid) + ": resource service.name=" + text(r["service_name"]) +
@@ -646,7 +631,9 @@ std::vector<std::string> HostAgent::nothing_readable() const {
     for (const auto& r : impl_->retired)
       if (r.pid == pid) p = &r;
     std::string who = "pid " + std::to_string(pid) + ": ";
-    if (!p) {
+    if (!p && impl_->sampled.ever_followed(pid)) {
+      if (auto why = impl_->sampled.nothing_readable(pid)) out.push_back(*why);
+    } else if (!p) {
       out.push_back(who + "no library defining " + std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
                     std::string(elastic_v1::spec::kTlsSymbol) + " was mapped while the agent ran");
     } else if (!p->ever_tracked) {
@@ -671,6 +658,7 @@ nlohmann::json HostAgent::summary() const {
   json processes = json::array();
   auto describe = [&](const Process& p) {
     json j = {{"pid", p.pid},
+              {"protocol", std::string(elastic_v1::spec::kProtocol.id)},
               {"state", p.state},
               {"exited", p.exited},
               {"library", p.library ? p.library->path : ""},
@@ -723,12 +711,7 @@ nlohmann::json HostAgent::summary() const {
       j["tls_model"] = to_string(p.tls->model);
       if (p.tls->model == TlsModel::StaticOffset) j["tls_offset"] = p.tls->tp_offset;
     }
-    if (p.context_header != 0 || p.contexts.samples() > 0) {
-      json context = p.contexts.to_json();
-      context["header_address"] = p.context_header ? json(hex_address(p.context_header)) : json(nullptr);
-      context["mappings"] = p.context_mappings;
-      j["process_context"] = std::move(context);
-    }
+    if (auto context = p.context.to_json(); !context.is_null()) j["process_context"] = std::move(context);
     json records = json::array();
     for (const auto& [bytes, n] : p.records) records.push_back({{"hex", hex(bytes)}, {"count", n}});
     j["records"] = records;
@@ -761,6 +744,11 @@ nlohmann::json HostAgent::summary() const {
   };
   for (const auto& [pid, p] : impl_->processes) describe(p);
   for (const auto& p : impl_->retired) describe(p);
+  // Processes read for another protocol's records: per thread what was read (nothing is sent to them).
+  for (auto& j : impl_->sampled.to_json()) {
+    totals["samples"] = totals["samples"].get<std::uint64_t>() + j["samples"].get<std::uint64_t>();
+    processes.push_back(std::move(j));
+  }
   totals["errors"] = errors;
   totals["not_correlated"] = not_correlated;
   json sampler = json::object();

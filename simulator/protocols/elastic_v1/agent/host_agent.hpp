@@ -3,7 +3,11 @@
 // threads (a Sampler: BPF or ptrace), and reports correlations. When a
 // sampled process also publishes an OpenTelemetry process context (OTEP
 // 4719), the sampler reads its header with each sample and the summary says
-// which resource (publication) each sample belongs to.
+// which resource (publication) each sample belongs to. A process without an
+// Elastic library that publishes a protocol whose records a sampler reads
+// (tracecorr/sampled_protocol.hpp: OTEP 4947's thread context) is handed to
+// the engine's SampledProcesses: sampled in every TLS model, dynamic TLS
+// included, and listed per thread in the summary (nothing is sent to it).
 #pragma once
 
 #include <sys/types.h>

@@ -8,10 +8,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "command.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "elastic_v1/agent/host_agent.hpp"
+#include "elastic_v1/registry.hpp"
 #include "probes/elastic_v1/scenarios.hpp"
 #include "tracecorr/conform/flames.hpp"
 #include "tracecorr/conform/report.hpp"
@@ -75,7 +77,9 @@ class RecordingSampler final : public Sampler {
 
 // The page of an agent run: no requirement is judged, only the pictures of
 // its samples. Frames are named now, while the sampled processes still run.
-conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& recorded) {
+// Only the Elastic processes' samples are drawn: their transaction is read by
+// Elastic's record layout, which another protocol's records do not have.
+conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& recorded, const std::set<pid_t>& elastic) {
   conform::RunResult run;
   run.tool_version = std::string(conform::kToolVersion);
   run.target.description = a.all ? std::string("every agent process (--all)") : "tracecorr agent --pid";
@@ -89,6 +93,7 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
                    "; the transaction is the one in the thread's record when it was sampled";
   std::map<pid_t, std::unique_ptr<Symbolizer>> symbolizers;
   for (const auto& s : recorded.kept()) {
+    if (!elastic.count(s.pid)) continue;
     auto& symbols = symbolizers[s.pid];
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
     samples.samples.push_back(conform::stack_sample_of(s, *symbols, elastic_v1::active_trace()));
@@ -168,8 +173,12 @@ int run_agent(const AgentArgs& a) {
   RecordingSampler recording(**sampler);
   agent::HostAgent host(o, recording);
   Status st = host.run(g_stop);
+  auto summary = host.summary();
   if (!a.html_path.empty()) {
-    auto page = agent_page(a, recording);
+    std::set<pid_t> elastic;
+    for (const auto& p : summary["processes"])
+      if (p["protocol"].get<std::string>() == elastic_v1::spec::kProtocol.id) elastic.insert(p["pid"].get<pid_t>());
+    auto page = agent_page(a, recording, elastic);
     page.started = started;
     page.finished = std::chrono::system_clock::now();
     if (auto written = conform::write_text_file(a.html_path, conform::render_html(page)); !written) {
@@ -177,7 +186,6 @@ int run_agent(const AgentArgs& a) {
       return kExitEnvironment;
     }
   }
-  auto summary = host.summary();
   conform::make_utf8(summary);  // paths read from targets may not be UTF-8
   if (!a.json_path.empty()) {
     if (a.json_path == "-") {
@@ -212,9 +220,14 @@ RegisterCommand agent_command(
           "A sampled process that also publishes an OpenTelemetry process context (OTEP 4719) has its header read\n"
           "with every sample: the summary (--json: process_context, per process) counts the samples per resource\n"
           "(service.name, service.instance.id) and per publication (its timestamp), and those taken while the\n"
-          "context was being written (timestamp 0) or whose publication was replaced before it could be read.");
-      app.add_option("--pid", a->pids, "Process to correlate (repeatable)");
-      app.add_flag("--all", a->all, "Every process that maps the agent library (rescanned every 500 ms)");
+          "context was being written (timestamp 0) or whose publication was replaced before it could be read.\n"
+          "A process without the agent library that publishes an OpenTelemetry thread context (OTEP 4947) is\n"
+          "sampled too, in every TLS model (dynamic TLS included): --json lists per thread the records read\n"
+          "(ids, valid, flags, attributes named through the process context's key map, sample counts) and how\n"
+          "often each status was seen (record_pointer_null: no context; tls_block_not_allocated: the thread\n"
+          "has not touched the module's TLS yet). Nothing is sent to such a process.");
+      app.add_option("--pid", a->pids, "Process to correlate, or whose thread contexts to sample (repeatable)");
+      app.add_flag("--all", a->all, "Every process that maps the agent library or publishes a thread context (rescanned every 500 ms)");
       app.add_option("--frequency", a->frequency, "Samples per second (per CPU for bpf, per thread for ptrace)")
           ->check(CLI::Range(1u, 100000u));
       app.add_option("--duration", a->duration_s, "Seconds to run (default: until SIGINT/SIGTERM)")

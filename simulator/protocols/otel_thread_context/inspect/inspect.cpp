@@ -47,14 +47,6 @@ void read_reference_data(pid_t pid, Inspection& out) {
   }
 }
 
-// TCTXR-10's refresh: the key map as the process context publishes it now.
-std::optional<KeyMap> current_key_map(pid_t pid) {
-  auto snapshot = pc::take_snapshot(pid);
-  if (!snapshot) return std::nullopt;
-  auto data = reference_data_of(*snapshot);
-  return data ? data->key_map : std::nullopt;
-}
-
 // One thread: its variable, pointer and record read while it is stopped
 // (TCTXR-06), then decoded, named and judged once it runs again. The three
 // reads are separate so that only a record the pointer leads to unreadably
@@ -211,32 +203,6 @@ nlohmann::json reference_json(const Inspection& in) {
   return j;
 }
 
-nlohmann::json record_json(const ThreadInspection& t) {
-  const auto& r = *t.record;
-  nlohmann::json j = {{"trace_id", to_hex(r.trace_id)},
-                      {"span_id", to_hex(r.span_id)},
-                      {"valid", r.valid},
-                      {"trace_flags", r.trace_flags},
-                      {"attrs_data_size", r.attrs_data_size},
-                      {"size", r.declared_size()},
-                      {"truncated", r.attrs_data_read < r.attrs_data_size},
-                      {"entries_end", to_string(r.entries_end)}};
-  nlohmann::json entries = nlohmann::json::array();
-  for (const auto& e : r.entries)
-    entries.push_back({{"offset", e.offset}, {"key", e.key}, {"value", value_text(e.value)}});
-  j["entries"] = entries;
-  nlohmann::json attributes = nlohmann::json::array();
-  nlohmann::json unknown = nlohmann::json::array();
-  if (t.attributes) {
-    for (const auto& a : t.attributes->attributes)
-      attributes.push_back({{"key", a.key}, {"index", a.index}, {"value", value_text(a.value)}, {"occurrences", a.occurrences}});
-    for (auto i : t.attributes->unknown_indexes) unknown.push_back(i);
-  }
-  j["attributes"] = attributes;
-  j["unknown_keys"] = unknown;
-  return j;
-}
-
 }  // namespace
 
 bool Inspection::found() const {
@@ -319,7 +285,7 @@ nlohmann::json to_json(const Inspection& in) {
                          {"thread_pointer", hex_or_null(t.thread_pointer)},
                          {"variable_address", hex_or_null(t.variable_address)},
                          {"record_pointer", hex_or_null(t.record_pointer)},
-                         {"record", t.record ? record_json(t) : nlohmann::json(nullptr)},
+                         {"record", t.record ? record_json(*t.record, t.attributes ? &*t.attributes : nullptr) : nlohmann::json(nullptr)},
                          {"error", text_or_null(t.error)}};
     j["threads"].push_back(tj);
   }

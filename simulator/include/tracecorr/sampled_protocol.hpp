@@ -1,0 +1,64 @@
+// A protocol whose per-thread records a sampler reads (OTEP 4947's thread
+// context is one): the package answers, for a process, whether it publishes
+// the protocol, where each thread's record is (the RecordLayout and this
+// process's PointerSite, in any TLS access model: resolve_tls_access) and what
+// one record's bytes say. The engine's host-agent part (sampled_processes.hpp)
+// asks every registered one of each process it is pointed at, tracks the
+// process with its sampler and lists per thread what it read, knowing no
+// protocol. Packages register theirs before main, like their inspectors.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tracecorr/discovery.hpp"
+#include "tracecorr/error.hpp"
+#include "tracecorr/record_layout.hpp"
+
+namespace tracecorr {
+
+// One process's records, as its protocol located them.
+class SampledRecords {
+ public:
+  virtual ~SampledRecords() = default;
+  virtual const RecordLayout& layout() const = 0;
+  // This process's site: a thread-pointer offset or a module's block in each
+  // thread's DTV (plus an offset), or a memory area.
+  virtual PointerSite site() const = 0;
+  // Where the records are, for people (notices, the agent's state line).
+  virtual std::string where() const = 0;
+  // The same as data for the summary (module, variable, access model, ...).
+  virtual nlohmann::json description() const = 0;
+  // What one sampled record says (ids, flags, attributes by name, ...), from
+  // its bytes as read (cut at layout().max_size when the record declared
+  // more). Asked once per distinct record a thread shows, while the process
+  // may still run: a protocol may read it again (a key map refreshed).
+  // Hostile bytes: never an exception, a record it cannot decode says why.
+  virtual nlohmann::json decode(std::span<const std::uint8_t> record) = 0;
+};
+
+class SampledProtocol {
+ public:
+  virtual ~SampledProtocol() = default;
+  virtual std::string_view id() const = 0;  // the registry's protocol id ("otel-thread-context")
+  // nullptr: `pid` does not publish the protocol (now: a library loaded later
+  // is found by a later look). An error: it publishes it, but its records
+  // cannot be read, saying why; kNotReady (the loader has not relocated the
+  // variable's descriptor or GOT word yet) and the rest are asked again.
+  virtual Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache) const = 0;
+};
+
+// Adding the same protocol twice is a no-op (plugin_registry.hpp).
+void register_sampled_protocol(const SampledProtocol& protocol);
+// In registration order.
+std::vector<const SampledProtocol*> sampled_protocols();
+
+}  // namespace tracecorr

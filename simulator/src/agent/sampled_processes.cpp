@@ -1,0 +1,362 @@
+#include "tracecorr/sampled_processes.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "tracecorr/ids.hpp"
+#include "tracecorr/memory.hpp"
+#include "tracecorr/plugin_registry.hpp"
+#include "tracecorr/process_context.hpp"
+#include "tracecorr/procfs.hpp"
+
+namespace tracecorr {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bounds on what one process may make the summary hold.
+constexpr std::size_t kMaxThreads = 1024;            // per process
+constexpr std::size_t kMaxDistinctRecords = 64;      // per thread, each decoded once
+// How often sample_records' loop looks for exits, execs, libraries loaded
+// late and context changes, and at the contexts it follows (one 8-byte read
+// each: often enough that a publication is read while it is current).
+constexpr auto kRescanInterval = std::chrono::milliseconds(500);
+constexpr auto kContextLookInterval = std::chrono::milliseconds(10);
+
+PluginRegistry<SampledProtocol>& registry() {
+  static PluginRegistry<SampledProtocol> r;
+  return r;
+}
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+std::uint64_t monotonic_now_ns() {
+  // steady_clock is CLOCK_MONOTONIC here, the clock of Sample::time_ns.
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// What a sample says about its thread, as the summary counts it: the
+// sampler's error, or a record whose valid byte the layout accepts or not.
+std::string status_of(const Sample& s, const RecordLayout& layout) {
+  if (s.error != SampleError::Ok) return to_string(s.error);
+  return layout.valid(s.record->span()) ? "record" : "record_not_valid";
+}
+
+nlohmann::json counts_json(const std::map<std::string, std::uint64_t>& counts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : counts) j[k] = v;
+  return j;
+}
+
+}  // namespace
+
+void register_sampled_protocol(const SampledProtocol& protocol) { registry().add(protocol); }
+std::vector<const SampledProtocol*> sampled_protocols() { return registry().all(); }
+
+// ---- FollowedContext ------------------------------------------------------------------
+
+std::string FollowedContext::follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver) {
+  auto found = process_context::discover(pid);
+  if (!found) return "";  // the process is going: its next rescan retires it
+  mappings_ = found->size();
+  const std::uint64_t header = found->empty() ? 0 : found->front().mapping.start;
+  if (header == header_) return "";
+  if (auto st = sampler.track_process_context(pid, header ? std::optional(header) : std::nullopt); !st)
+    return "the sampler cannot read its process context: " + st.error().message();
+  header_ = header;
+  if (!header) {
+    resolver.forget(pid);
+    return "its OTel process context is gone";
+  }
+  resolver.watch(pid, header);
+  resolver.refresh(pid);
+  since_ns_ = monotonic_now_ns();
+  return "OTel process context at " + hex_address(header) + " (" + found->front().mapping.path + ")" +
+         (found->size() > 1 ? "; " + std::to_string(found->size()) + " context mappings, the first is read" : "") +
+         ": samples are attributed to its resource";
+}
+
+void FollowedContext::count(const Sample& s, process_context::PublicationResolver& resolver) {
+  if (header_ == 0 || s.time_ns < since_ns_) return;
+  if (s.context_published_at)
+    tally_.add(resolver.resolve(s.pid, *s.context_published_at));
+  else
+    tally_.add_header_unreadable();
+}
+
+void FollowedContext::forget(pid_t pid, process_context::PublicationResolver& resolver) {
+  header_ = 0;
+  resolver.forget(pid);
+}
+
+nlohmann::json FollowedContext::to_json() const {
+  if (header_ == 0 && tally_.samples() == 0) return nullptr;
+  nlohmann::json j = tally_.to_json();
+  j["header_address"] = header_ ? nlohmann::json(hex_address(header_)) : nlohmann::json(nullptr);
+  j["mappings"] = mappings_;
+  return j;
+}
+
+// ---- SampledProcesses -----------------------------------------------------------------
+
+struct SampledProcesses::Process {
+  pid_t pid = 0;
+  std::uint64_t start_time = 0;
+  std::string exec_identity;  // changes when the process execs another program
+  bool explicit_pid = false;
+  const SampledProtocol* protocol = nullptr;
+  std::unique_ptr<SampledRecords> records;  // set once located
+  std::string state;
+  bool tracked = false, ever_tracked = false, exited = false;
+  std::string exit_reason;
+  FollowedContext context;
+
+  struct DistinctRecord {
+    std::uint64_t samples = 0;
+    nlohmann::json decoded;
+  };
+  struct Thread {
+    std::uint64_t samples = 0;
+    std::map<std::string, std::uint64_t> statuses;
+    std::map<RecordBytes, DistinctRecord> records;
+    std::uint64_t records_overflow = 0;  // samples of records past kMaxDistinctRecords
+  };
+  std::map<pid_t, Thread> threads;
+  std::uint64_t samples = 0, records_read = 0, threads_overflow = 0;
+  std::map<std::string, std::uint64_t> statuses;  // every thread's
+};
+
+SampledProcesses::SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice)
+    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)) {}
+SampledProcesses::~SampledProcesses() = default;
+
+bool SampledProcesses::examine(pid_t pid, bool explicit_pid) {
+  if (follows(pid) || !process_exists(pid)) return false;
+  for (const SampledProtocol* protocol : sampled_protocols()) {
+    auto located = protocol->locate(pid, cache_);
+    if (located && !*located) continue;  // not published (yet)
+    if (!process_exists(pid)) return false;  // the error was its going
+    auto p = std::make_unique<Process>();
+    p->pid = pid;
+    p->start_time = process_start_time(pid);
+    p->exec_identity = exec_identity(pid);
+    p->explicit_pid = explicit_pid;
+    p->protocol = protocol;
+    if (located)
+      p->records = std::move(*located);
+    else
+      p->state = "publishes " + std::string(protocol->id()) + ", but its records cannot be read: " +
+                 located.error().message();
+    if (notice_) notice_("pid " + std::to_string(pid) + ": publishes " + std::string(protocol->id()));
+    processes_.push_back(std::move(p));
+    refresh(*processes_.back());
+    return true;
+  }
+  return false;
+}
+
+bool SampledProcesses::follows(pid_t pid) const {
+  return std::any_of(processes_.begin(), processes_.end(), [&](const auto& p) { return !p->exited && p->pid == pid; });
+}
+
+bool SampledProcesses::ever_followed(pid_t pid) const {
+  return std::any_of(processes_.begin(), processes_.end(), [&](const auto& p) { return p->pid == pid; });
+}
+
+void SampledProcesses::rescan() {
+  for (auto& p : processes_) {
+    if (p->exited) continue;
+    if (!process_exists(p->pid) || process_start_time(p->pid) != p->start_time)
+      retire(*p, "exited");
+    else if (exec_identity(p->pid) != p->exec_identity)
+      retire(*p, "exec'd another program");  // its module, site and context mean nothing there
+    else
+      refresh(*p);
+  }
+}
+
+// Locates the records again until they can be read, tracks the process, and
+// follows its context.
+void SampledProcesses::refresh(Process& p) {
+  auto set_state = [&](const std::string& s) {
+    if (s == p.state) return;
+    p.state = s;
+    if (notice_) notice_("pid " + std::to_string(p.pid) + ": " + s);
+  };
+  if (!p.records) {
+    auto located = p.protocol->locate(p.pid, cache_);
+    if (!located) {
+      set_state("publishes " + std::string(p.protocol->id()) + ", but its records cannot be read: " +
+                located.error().message());
+      return;
+    }
+    if (!*located) {
+      set_state("no longer publishes " + std::string(p.protocol->id()));
+      return;
+    }
+    p.records = std::move(*located);
+  }
+  if (!p.tracked) {
+    if (auto st = sampler_.track(p.pid, p.records->layout(), p.records->site()); !st) {
+      set_state("the sampler cannot track it: " + st.error().message());
+      return;
+    }
+    p.tracked = p.ever_tracked = true;
+  }
+  if (auto change = p.context.follow(p.pid, sampler_, resolver_); !change.empty() && notice_)
+    notice_("pid " + std::to_string(p.pid) + ": " + change);
+  set_state("sampling " + std::string(p.protocol->id()) + " records (" + p.records->where() + ")");
+}
+
+void SampledProcesses::retire(Process& p, const std::string& why) {
+  if (p.tracked) (void)sampler_.untrack(p.pid);  // the sampler forgets the context header too
+  p.tracked = false;
+  p.context.forget(p.pid, resolver_);
+  p.exited = true;
+  p.exit_reason = why;
+  if (notice_) notice_("pid " + std::to_string(p.pid) + ": " + why + "; no longer sampled");
+}
+
+bool SampledProcesses::on_sample(const Sample& s) {
+  auto it = std::find_if(processes_.begin(), processes_.end(),
+                         [&](const auto& p) { return !p->exited && p->pid == s.pid; });
+  if (it == processes_.end()) return false;
+  Process& p = **it;
+  if (!p.records) return true;  // tracked only once located: a stale sample of an earlier image
+  ++p.samples;
+  p.context.count(s, resolver_);
+  const std::string status = status_of(s, p.records->layout());
+  ++p.statuses[status];
+  if (s.record) ++p.records_read;
+  auto thread = p.threads.find(s.tid);
+  if (thread == p.threads.end()) {
+    if (p.threads.size() >= kMaxThreads) {
+      ++p.threads_overflow;
+      return true;
+    }
+    thread = p.threads.emplace(s.tid, Process::Thread{}).first;
+  }
+  auto& t = thread->second;
+  ++t.samples;
+  ++t.statuses[status];
+  if (!s.record) return true;
+  if (auto r = t.records.find(*s.record); r != t.records.end()) {
+    ++r->second.samples;
+  } else if (t.records.size() < kMaxDistinctRecords) {
+    t.records.emplace(*s.record, Process::DistinctRecord{1, p.records->decode(s.record->span())});
+  } else {
+    ++t.records_overflow;
+  }
+  return true;
+}
+
+std::size_t SampledProcesses::followed() const {
+  return static_cast<std::size_t>(std::count_if(processes_.begin(), processes_.end(), [](const auto& p) { return !p->exited; }));
+}
+
+std::size_t SampledProcesses::tracked() const {
+  return static_cast<std::size_t>(std::count_if(processes_.begin(), processes_.end(), [](const auto& p) { return p->tracked; }));
+}
+
+std::uint64_t SampledProcesses::samples() const {
+  std::uint64_t n = 0;
+  for (const auto& p : processes_) n += p->samples;
+  return n;
+}
+
+std::uint64_t SampledProcesses::records_read() const {
+  std::uint64_t n = 0;
+  for (const auto& p : processes_) n += p->records_read;
+  return n;
+}
+
+nlohmann::json SampledProcesses::to_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : processes_) {
+    nlohmann::json threads = nlohmann::json::array();
+    for (const auto& [tid, t] : p->threads) {
+      nlohmann::json records = nlohmann::json::array();
+      for (const auto& [bytes, r] : t.records)
+        records.push_back({{"samples", r.samples}, {"hex", to_hex(bytes.span())}, {"record", r.decoded}});
+      threads.push_back({{"tid", tid},
+                         {"samples", t.samples},
+                         {"statuses", counts_json(t.statuses)},
+                         {"records", std::move(records)},
+                         {"records_overflow", t.records_overflow}});
+    }
+    nlohmann::json j = {{"pid", p->pid},
+                        {"protocol", std::string(p->protocol->id())},
+                        {"state", p->state},
+                        {"exited", p->exited},
+                        {"records_at", p->records ? p->records->description() : nlohmann::json(nullptr)},
+                        {"samples", p->samples},
+                        {"records_read", p->records_read},
+                        {"statuses", counts_json(p->statuses)},
+                        {"threads", std::move(threads)},
+                        {"threads_overflow", p->threads_overflow}};
+    if (p->exited) j["exit_reason"] = p->exit_reason;
+    if (auto context = p->context.to_json(); !context.is_null()) j["process_context"] = std::move(context);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::optional<std::string> SampledProcesses::nothing_readable(pid_t pid) const {
+  const Process* p = nullptr;
+  for (const auto& q : processes_)
+    if (q->pid == pid) p = q.get();  // the latest, when it exec'd and was followed again
+  if (!p) return std::nullopt;
+  const std::string who = "pid " + std::to_string(pid) + ": ";
+  if (!p->ever_tracked) return who + "never sampled: " + p->state;
+  if (p->samples > 0 && p->records_read == 0)
+    return who + "sampled " + std::to_string(p->samples) + " times, but none of its threads had a record";
+  return std::nullopt;
+}
+
+// ---- sample_records ---------------------------------------------------------------------
+
+Expected<nlohmann::json> sample_records(Sampler& sampler, const std::vector<pid_t>& pids,
+                                        std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
+  process_context::PublicationResolver resolver;
+  SampledProcesses processes(sampler, resolver);
+  const auto started = Clock::now();
+  const auto end = started + duration;
+  auto next_rescan = started;
+  auto next_context_look = started;
+  auto callback = [&](const Sample& s) { (void)processes.on_sample(s); };
+  std::optional<Error> failure;
+  for (;;) {
+    auto now = Clock::now();
+    if (stop.load() || now >= end) break;
+    if (now >= next_rescan) {
+      processes.rescan();
+      for (pid_t pid : pids)
+        if (!processes.follows(pid)) (void)processes.examine(pid, true);
+      next_rescan = now + kRescanInterval;
+    }
+    if (now >= next_context_look) {
+      resolver.refresh_all();
+      next_context_look = now + kContextLookInterval;
+    }
+    const auto wake = std::min({next_rescan, next_context_look, end});
+    auto wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()),
+                           std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+    if (auto polled = sampler.poll(callback, wait); !polled) {
+      failure = polled.error();
+      break;
+    }
+  }
+  if (!failure) (void)sampler.poll(callback, std::chrono::milliseconds(0));  // what the ring still holds
+  if (failure) return *failure;
+  nlohmann::json counters = nlohmann::json::object();
+  for (const auto& [k, v] : sampler.counters().named()) counters[k] = v;
+  return nlohmann::json{{"reader", sampler.name()},
+                        {"elapsed_s", std::chrono::duration<double>(Clock::now() - started).count()},
+                        {"sampler", counters},
+                        {"processes", processes.to_json()}};
+}
+
+}  // namespace tracecorr
