@@ -78,6 +78,12 @@ struct ThreadContextFacts : conform::ProtocolEvidence {
   // The sampled session.
   std::vector<RecordSample> samples;
   std::uint64_t samples_dropped = 0;  // beyond kMaxSamples
+  // CLOCK_REALTIME minus CLOCK_MONOTONIC (ns) as tracecorr measured it when
+  // the sampler started and when it stopped: a sample's time on the clock
+  // exported spans carry (unix ns) is its time_ns plus the first. The two
+  // differ only when the wall clock was stepped meanwhile (NTP slews both
+  // clocks alike). nullopt: not measured (the sampler never ran).
+  std::optional<std::int64_t> wall_minus_monotonic_at_start_ns, wall_minus_monotonic_at_end_ns;
   // The watched session.
   std::vector<ThreadWatch> watches;
   std::string watch_unavailable;  // why there is no watch

@@ -7,6 +7,7 @@
 
 #include "otel_thread_context/checks.hpp"
 #include "otel_thread_context/registry.hpp"
+#include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr::otel_thread_context {
@@ -84,6 +85,80 @@ bool records_carry_entries(const ThreadContextFacts& facts) {
     if (auto r = decoded(s); r && r->readable() && !r->entries.empty()) return true;
   return false;
 }
+
+// The spans the writer exported, by their ids (the last export of an id wins).
+class ExportedSpans {
+ public:
+  explicit ExportedSpans(const std::vector<otlp::ReceivedSpan>& spans) {
+    for (const auto& s : spans) {
+      by_ids_[{s.trace_id, s.span_id}] = &s;
+      carry_flags_ = carry_flags_ || s.flags != 0;
+    }
+  }
+  const otlp::ReceivedSpan* find(const TraceId& trace, const SpanId& span) const {
+    auto it = by_ids_.find({trace, span});
+    return it == by_ids_.end() ? nullptr : it->second;
+  }
+  // OTLP's flags field is optional: exporters that predate it send none,
+  // which reads as 0 on every span. Some span carrying a bit says it is sent.
+  bool carry_flags() const { return carry_flags_; }
+
+ private:
+  std::map<std::pair<TraceId, SpanId>, const otlp::ReceivedSpan*> by_ids_;
+  bool carry_flags_ = false;
+};
+
+// TCTX-14 over the sampled records: the flags byte against the W3C flags
+// (OTLP flags bits 0-7) exported for the span the record names. A record
+// naming a span never exported (an SDK drops unsampled spans; one still
+// open when the writer stopped) has no known flags: counted, not judged.
+class FlagsTally {
+ public:
+  void add(const RecordSample& s, const ThreadContextRecord& r, const ExportedSpans& exported) {
+    if (r.ids_zero()) {
+      if (r.trace_flags != 0 && !violation_)
+        violation_ = violated("TCTX-14", thread_text(s.tid) + ", record " + hex_address(s.record_pointer) +
+                                             ": trace_flags " + std::to_string(r.trace_flags) +
+                                             " without trace and span ids");
+      return;
+    }
+    const otlp::ReceivedSpan* span = exported.find(r.trace_id, r.span_id);
+    if (!span) {
+      ++unexported_;
+      return;
+    }
+    const auto want = static_cast<std::uint8_t>(span->flags & 0xff);
+    ++compared_;
+    if (want & 0x01) ++sampled_;
+    if (want != r.trace_flags && !violation_ && exported.carry_flags())
+      violation_ = violated("TCTX-14", thread_text(s.tid) + ", record " + hex_address(s.record_pointer) +
+                                           ": trace_flags " + std::to_string(r.trace_flags) + " where its span (trace " +
+                                           to_hex(r.trace_id) + ", span " + to_hex(r.span_id) +
+                                           ") was exported with flags " + std::to_string(want),
+                            {text_evidence("trace_flags", std::to_string(want), std::to_string(r.trace_flags))});
+  }
+  Finding finding(std::size_t spans, bool carry_flags) const {
+    if (violation_) return *violation_;
+    if (spans == 0)
+      return not_applicable("TCTX-14", "the writer exported no spans to tracecorr's OTLP receiver: the flags a record "
+                                       "must carry are those exported for its span");
+    if (!carry_flags)
+      return not_applicable("TCTX-14", "none of the " + std::to_string(spans) + " exported span(s) carries OTLP span "
+                                       "flags (an exporter that predates the field): the flags a record must carry are "
+                                       "unknown");
+    const std::string unmatched = std::to_string(unexported_) + " named a span never exported";
+    if (compared_ == 0)
+      return not_applicable("TCTX-14", "no sampled record names an exported span (" + std::to_string(spans) +
+                                           " span(s) received; " + unmatched + ")");
+    return met("TCTX-14", compared_,
+               std::to_string(compared_) + " sampled record(s) named an exported span and carried its flags (" +
+                   std::to_string(sampled_) + " sampled, " + std::to_string(compared_ - sampled_) + " not); " + unmatched);
+  }
+
+ private:
+  std::optional<Finding> violation_;
+  std::size_t compared_ = 0, sampled_ = 0, unexported_ = 0;
+};
 
 std::string join_keys(const KeyMap& keys) {
   std::string s;
@@ -232,10 +307,8 @@ std::vector<Finding> judge_records(const conform::SessionEvidence& session, cons
   const KeyMap* map = longest_key_map(sampled);
   Worst worst;
   std::size_t records = 0, repeated_keys = 0;
-  // TCTX-14: the flags the tracer exported for the span each record names.
-  std::map<std::pair<TraceId, SpanId>, std::uint8_t> exported_flags;
-  for (const auto& span : session.spans) exported_flags[{span.trace_id, span.span_id}] = static_cast<std::uint8_t>(span.flags & 0xff);
-  std::size_t flags_compared = 0;
+  const ExportedSpans exported(session.spans);
+  FlagsTally flags;
   for (const auto& s : sampled.samples) {
     if (s.error == SampleError::RecordReadFailed) {
       worst.add(violated("TCTX-12", thread_text(s.tid) + ": its pointer " + hex_address(s.record_pointer) +
@@ -251,35 +324,12 @@ std::vector<Finding> judge_records(const conform::SessionEvidence& session, cons
     std::set<std::uint8_t> keys;
     for (const auto& e : r->entries)
       if (!keys.insert(e.key).second) ++repeated_keys;
-    if (r->ids_zero()) {
-      if (r->trace_flags != 0)
-        worst.add(violated("TCTX-14", thread_text(s.tid) + ", record " + hex_address(s.record_pointer) +
-                                          ": trace_flags " + std::to_string(r->trace_flags) + " without trace and span ids"));
-      continue;
-    }
-    auto it = exported_flags.find({r->trace_id, r->span_id});
-    if (it == exported_flags.end()) continue;
-    ++flags_compared;
-    if (it->second != r->trace_flags)
-      worst.add(violated("TCTX-14", thread_text(s.tid) + ", record " + hex_address(s.record_pointer) + ": trace_flags " +
-                                        std::to_string(r->trace_flags) + " where the span was exported with flags " +
-                                        std::to_string(it->second),
-                         {text_evidence("trace_flags", std::to_string(it->second), std::to_string(r->trace_flags))}));
-    else
-      worst.add(met("TCTX-14", 1, thread_text(s.tid) + ": trace_flags " + std::to_string(r->trace_flags) +
-                                      " as exported for its span"));
+    flags.add(s, *r, exported);
   }
   const std::string none = std::to_string(sampled.samples.size()) + " sample(s), none with a record";
   for (const auto& id : ids) {
     if (id == "TCTX-14") {
-      Finding f = worst.take(id, "");
-      if (f.outcome == Outcome::NotApplicable)
-        f = not_applicable(id, session.spans.empty()
-                                   ? "the writer exported no spans to tracecorr's OTLP receiver: the flags a record must "
-                                     "carry are those exported for its span"
-                                   : "no sampled record names an exported span (" + std::to_string(session.spans.size()) +
-                                         " span(s) received)");
-      out.push_back(std::move(f));
+      out.push_back(flags.finding(session.spans.size(), exported.carry_flags()));
     } else if (id == "TCTX-18") {
       out.push_back(not_applicable(id, "a freedom the writer has (MAY), never judged against it: " +
                                            std::to_string(repeated_keys) + " repeated key(s) in " + std::to_string(records) +
@@ -289,6 +339,95 @@ std::vector<Finding> judge_records(const conform::SessionEvidence& session, cons
     }
   }
   return out;
+}
+
+// ---- TCTX-27 -------------------------------------------------------------------
+
+// When a thread's context stops being active is known only from the spans
+// the writer exports: a span is active from its start to its end. So a
+// record read while its thread was stopped that names a span which had
+// already ended was neither detached nor replaced when the span ended.
+//
+// Robustness. The read time and the span's end are compared on one clock:
+// the sample's CLOCK_MONOTONIC plus CLOCK_REALTIME - CLOCK_MONOTONIC, which
+// tracecorr measures around the sampling on the writer's own kernel, against
+// the exported endTimeUnixNano (the writer's CLOCK_REALTIME); the offset
+// moves only when the wall clock is stepped, and a step larger than the
+// margin between the two measurements makes the rule not judged. The receiver's
+// clock (when spans arrived) plays no part. kDetachMargin absorbs the
+// measurement (microseconds) and a writer that takes a span's end time just
+// before its detaching store (an SDK ending the span before closing its
+// scope) and is preempted in between: a record still attached that long
+// after its span's exported end was left attached. The decision rests on ids
+// and times the writer itself exported, never on how fast it runs.
+//
+// What counts as judged: every read naming an exported span (each could
+// have named an ended one), and the reads the rule is about — a thread's
+// reads after the last span its reads named had ended, detached or naming
+// a newer span. A pass needs some of the latter.
+Finding judge_detach(const conform::SessionEvidence& session, const ThreadContextFacts& sampled) {
+  constexpr const char* id = "TCTX-27";
+  if (sampled.not_found) return not_applicable(id, "no thread-context writer: " + sampled.not_found->message());
+  if (session.spans.empty())
+    return not_applicable(id, "the writer exported no spans to tracecorr's OTLP receiver: when a thread's context stops "
+                              "being active is known only from the spans a writer exports");
+  if (!sampled.wall_minus_monotonic_at_start_ns || !sampled.wall_minus_monotonic_at_end_ns)
+    return not_applicable(id, "the sampler did not run: no read to compare with the spans' end times");
+  const std::int64_t offset = *sampled.wall_minus_monotonic_at_start_ns;
+  const std::int64_t step = *sampled.wall_minus_monotonic_at_end_ns - offset;
+  if (step > kDetachMargin.count() / 2 || -step > kDetachMargin.count() / 2)
+    return not_applicable(id, "the wall clock was stepped by " + std::to_string(step / 1000000) +
+                                  " ms while the threads were sampled: read times and exported end times are not "
+                                  "comparable");
+  const ExportedSpans exported(session.spans);
+  std::vector<const RecordSample*> reads;
+  for (const auto& s : sampled.samples) reads.push_back(&s);
+  std::stable_sort(reads.begin(), reads.end(), [](const RecordSample* a, const RecordSample* b) {
+    return a->tid != b->tid ? a->tid < b->tid : a->time_ns < b->time_ns;
+  });
+  std::map<pid_t, const otlp::ReceivedSpan*> last_named;  // per thread: the span its latest read named
+  std::size_t running = 0, detached_after = 0, replaced_after = 0, unexported = 0;
+  for (const RecordSample* s : reads) {
+    const std::int64_t read_at = static_cast<std::int64_t>(s->time_ns) + offset;
+    auto ended_before_read = [&](const otlp::ReceivedSpan* span, std::int64_t margin) {
+      return span && span->end_unix_nano != 0 && static_cast<std::int64_t>(span->end_unix_nano) + margin < read_at;
+    };
+    const otlp::ReceivedSpan* before = last_named.count(s->tid) ? last_named[s->tid] : nullptr;
+    auto r = decoded(*s);
+    const bool attached = r && r->readable() && !r->ids_zero();
+    const bool detached = s->error == SampleError::RecordPointerNull || (r && (!r->readable() || r->ids_zero()));
+    if (attached) {
+      const otlp::ReceivedSpan* span = exported.find(r->trace_id, r->span_id);
+      if (!span) {
+        ++unexported;
+        continue;
+      }
+      if (ended_before_read(span, kDetachMargin.count())) {
+        const std::int64_t late_ms = (read_at - static_cast<std::int64_t>(span->end_unix_nano)) / 1000000;
+        return violated(id,
+                        thread_text(s->tid) + ", record " + hex_address(s->record_pointer) + ": still attached " +
+                            std::to_string(late_ms) + " ms after its span (trace " + to_hex(span->trace_id) + ", span " +
+                            to_hex(span->span_id) + ") ended as exported: the ended span's context was not detached",
+                        {text_evidence("record when the span had ended", "detached (pointer NULL or valid 0), or another "
+                                                                         "span's",
+                                       "valid 1, naming the ended span")});
+      }
+      ++running;
+      if (before && before != span && ended_before_read(before, 0)) ++replaced_after;
+      last_named[s->tid] = span;
+    } else if (detached && ended_before_read(before, 0)) {
+      ++detached_after;
+    }
+  }
+  const std::string seen = std::to_string(running) + " read(s) named a running exported span, " +
+                           std::to_string(detached_after) + " found the record detached and " +
+                           std::to_string(replaced_after) + " another span's after the thread's span ended; " +
+                           std::to_string(unexported) + " named a span never exported";
+  if (detached_after + replaced_after == 0)
+    return not_applicable(id, "no read came after one of a thread's spans had ended (" + seen + ")");
+  return met(id, running + detached_after + replaced_after,
+             "no record named a span that had ended (more than " + std::to_string(kDetachMargin.count() / 1000000) +
+                 " ms) before its thread was stopped: " + seen);
 }
 
 // ---- TCTX-21..28 ---------------------------------------------------------------
@@ -425,7 +564,7 @@ ThreadVerdicts walk(const conform::PublishedRecordWatchReport& r) {
 
 std::vector<Finding> judge_publication(const ThreadContextFacts& watched) {
   static const std::vector<std::string> ids{"TCTX-21", "TCTX-22", "TCTX-23", "TCTX-24",
-                                            "TCTX-25", "TCTX-26", "TCTX-27", "TCTX-28"};
+                                            "TCTX-25", "TCTX-26", "TCTX-28"};
   std::vector<Finding> out;
   auto all = [&](const std::string& why) {
     for (const auto& id : ids) out.push_back(not_applicable(id, why));
@@ -477,8 +616,6 @@ std::vector<Finding> judge_publication(const ThreadContextFacts& watched) {
                                                                          "attrs_data_size was stored"));
   out.push_back(not_applicable("TCTX-26", "a freedom the writer has (MAY), never judged against it: " +
                                               std::to_string(growths) + " append(s) seen"));
-  out.push_back(not_applicable("TCTX-27", "which span is active when is known only from the spans a writer exports; "
-                                          "tracecorr does not judge detaching yet"));
   // TCTX-28
   if (other) out.push_back(violated("TCTX-28", *other));
   else if (records == 0) out.push_back(not_applicable("TCTX-28", "no watched thread had a record (" + seen + ")"));

@@ -4,6 +4,8 @@
 // writer's stores). The probes (probes.cpp) only pick the sessions.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <vector>
 
 #include "evidence.hpp"
@@ -11,6 +13,13 @@
 #include "tracecorr/finding.hpp"
 
 namespace tracecorr::otel_thread_context {
+
+// TCTX-14 and 27 pass on no fewer sampled records judged against the spans
+// the writer exported (the probes' minimum_evidence; below it: inconclusive).
+inline constexpr std::size_t kMinReadsAgainstSpans = 10;
+// TCTX-27: how long after its span's exported end a record may still be
+// read attached (judges.cpp, judge_detach, says why).
+inline constexpr std::chrono::nanoseconds kDetachMargin = std::chrono::milliseconds(50);
 
 // TCTX-01..05: the module found (or not) in the process that published keys.
 std::vector<Finding> judge_variable(const ThreadContextFacts& facts);
@@ -24,7 +33,10 @@ Finding judge_key_published_first(const ThreadContextFacts& sampled);
 // against the longest key map seen), 14 against the spans the writer
 // exported (not applicable without any), 18 (MAY).
 std::vector<Finding> judge_records(const conform::SessionEvidence& session, const ThreadContextFacts& sampled);
-// TCTX-21..28 from the published-record watches.
+// TCTX-27: no sampled record names a span that had ended (as exported)
+// before its thread was stopped.
+Finding judge_detach(const conform::SessionEvidence& session, const ThreadContextFacts& sampled);
+// TCTX-21..26, 28 from the published-record watches.
 std::vector<Finding> judge_publication(const ThreadContextFacts& watched);
 
 }  // namespace tracecorr::otel_thread_context

@@ -16,9 +16,10 @@ std::vector<Finding> session_missing(const std::vector<std::string>& ids, const 
   return out;
 }
 
-std::vector<std::string> range(int first, int last) {
+std::vector<std::string> range(int first, int last, int except = 0) {
   std::vector<std::string> ids;
-  for (int i = first; i <= last; ++i) ids.push_back("TCTX-" + std::string(i < 10 ? "0" : "") + std::to_string(i));
+  for (int i = first; i <= last; ++i)
+    if (i != except) ids.push_back("TCTX-" + std::string(i < 10 ? "0" : "") + std::to_string(i));
   return ids;
 }
 
@@ -73,12 +74,27 @@ class RecordProbe final : public SessionProbe {
   std::vector<Finding> judge(const conform::SessionEvidence& s, const ThreadContextFacts& f) const override {
     return judge_records(s, f);
   }
+  std::size_t minimum_evidence(const std::string& requirement) const override {
+    return requirement == "TCTX-14" ? kMinReadsAgainstSpans : 1;
+  }
 };
 
-// Each thread's stores to its pointer and record, under hardware watchpoints.
+// Whether a record is detached once its span ended: the sampled records
+// against the spans the writer exported (when each ended).
+class DetachProbe final : public SessionProbe {
+ public:
+  DetachProbe() : SessionProbe("detach", {"TCTX-27"}, kSampledSession) {}
+  std::vector<Finding> judge(const conform::SessionEvidence& s, const ThreadContextFacts& f) const override {
+    return {judge_detach(s, f)};
+  }
+  std::size_t minimum_evidence(const std::string&) const override { return kMinReadsAgainstSpans; }
+};
+
+// Each thread's stores to its pointer and record, under hardware watchpoints
+// (TCTX-27, detaching, needs the spans' end times: DetachProbe).
 class PublicationProbe final : public SessionProbe {
  public:
-  PublicationProbe() : SessionProbe("publication", range(21, 28), kWatchedSession) {}
+  PublicationProbe() : SessionProbe("publication", range(21, 28, 27), kWatchedSession) {}
   std::vector<Finding> judge(const conform::SessionEvidence&, const ThreadContextFacts& f) const override {
     return judge_publication(f);
   }
@@ -91,6 +107,7 @@ std::vector<std::unique_ptr<conform::Probe>> make_probes() {
   probes.push_back(std::make_unique<VariableProbe>());
   probes.push_back(std::make_unique<ReferenceProbe>());
   probes.push_back(std::make_unique<RecordProbe>());
+  probes.push_back(std::make_unique<DetachProbe>());
   probes.push_back(std::make_unique<PublicationProbe>());
   return probes;
 }

@@ -1,6 +1,8 @@
 // See thread_context_watch.hpp.
 #include "thread_context_watch.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "otel_thread_context/registry.hpp"
@@ -22,6 +24,21 @@ constexpr auto kThreadsSettle = std::chrono::milliseconds(100);
 constexpr std::size_t kMaxWatchedThreads = 16;
 
 bool carries_thread_keys(const ReferenceData& data) { return data.schema_version_value || data.key_map_value; }
+
+std::int64_t clock_ns(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC, the wall clock read between two
+// monotonic reads (their midpoint: the error is half a clock read).
+std::int64_t wall_minus_monotonic_ns() {
+  const std::int64_t before = clock_ns(CLOCK_MONOTONIC);
+  const std::int64_t wall = clock_ns(CLOCK_REALTIME);
+  const std::int64_t after = clock_ns(CLOCK_MONOTONIC);
+  return wall - (before + (after - before) / 2);
+}
 
 }  // namespace
 
@@ -160,6 +177,10 @@ void ThreadContextWatch::sample(std::uint64_t header) {
     return;
   }
   if (header) (void)sampler->track_process_context(pid, header);
+  {
+    std::lock_guard lock(mutex_);
+    facts_.wall_minus_monotonic_at_start_ns = wall_minus_monotonic_ns();
+  }
   const auto until = Clock::now() + window_;
   while (!stop_.load() && Clock::now() < until) {
     auto polled = sampler->poll(
@@ -174,6 +195,10 @@ void ThreadContextWatch::sample(std::uint64_t header) {
         },
         std::chrono::milliseconds(50));
     if (!polled) break;  // the process is gone, or ptrace is refused: the samples so far stand
+  }
+  {
+    std::lock_guard lock(mutex_);
+    facts_.wall_minus_monotonic_at_end_ns = wall_minus_monotonic_ns();
   }
   done_ = true;
 }

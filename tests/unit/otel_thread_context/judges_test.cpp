@@ -16,6 +16,7 @@
 #include "judge_case.hpp"
 #include "otel_thread_context/record.hpp"
 #include "probes/otel_thread_context/evidence.hpp"
+#include "probes/otel_thread_context/judges.hpp"
 #include "tracecorr/conform/suite.hpp"
 
 namespace tracecorr::otel_thread_context {
@@ -73,11 +74,47 @@ RecordSample sample(const RecordBytes& bytes, std::uint64_t context_at = 100) {
   return s;
 }
 
+// ---- exported spans and the times of reads ---------------------------------
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC as the sampler measured it: a read at
+// monotonic ms M happened at unix ns kWallOffset + M ms.
+constexpr std::int64_t kWallOffset = 1'700'000'000'000'000'000;
+constexpr std::uint64_t ms(std::uint64_t m) { return m * 1'000'000; }
+
+// The span record(seed) names, exported with `flags` (OTLP: W3C flags in
+// bits 0-7, 0x100 "remote known"), running from monotonic ms `start` to `end`.
+otlp::ReceivedSpan exported(std::uint8_t seed, std::uint32_t flags, std::uint64_t start = 0, std::uint64_t end = 100) {
+  otlp::ReceivedSpan s;
+  s.trace_id.fill(seed);
+  s.span_id.fill(static_cast<std::uint8_t>(seed + 1));
+  s.flags = flags;
+  s.start_unix_nano = kWallOffset + ms(start);
+  s.end_unix_nano = kWallOffset + ms(end);
+  return s;
+}
+
+// A read of `bytes` (nullopt: the pointer was NULL) at monotonic ms `at`.
+RecordSample read_at(std::optional<RecordBytes> bytes, std::uint64_t at) {
+  RecordSample s;
+  s.tid = kThread;
+  s.time_ns = ms(at);
+  s.context_published_at = 100;
+  if (bytes) {
+    s.record_pointer = kRecordA;
+    s.declared_length = bytes->size();
+    s.bytes = std::move(bytes);
+  } else {
+    s.error = SampleError::RecordPointerNull;
+  }
+  return s;
+}
+
 ThreadContextFacts writer(const char* session) {
   ThreadContextFacts f;
   f.session = session;
   f.judged_pid = kWriter;
   f.publications.push_back(publication(100, kStartupKeys));
+  f.wall_minus_monotonic_at_start_ns = f.wall_minus_monotonic_at_end_ns = kWallOffset;
   return f;
 }
 
@@ -265,27 +302,95 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"NoSpansExported", "TCTX-14", sampled([](auto& f) { f.samples.push_back(sample(record(1))); }),
                   Outcome::NotApplicable, "exported no spans"},
         JudgeCase{"FlagsAsExported", "TCTX-14", sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
-                                                        [](SessionEvidence& e) {
-                                                          otlp::ReceivedSpan s;
-                                                          s.trace_id.fill(1);
-                                                          s.span_id.fill(2);
-                                                          s.flags = 0x101;
-                                                          e.spans.push_back(s);
-                                                        }),
-                  Outcome::Met, "as exported"},
+                                                        [](SessionEvidence& e) { e.spans.push_back(exported(1, 0x101)); }),
+                  Outcome::Met, "carried its flags (1 sampled, 0 not)", "", 1},
         JudgeCase{"FlagsNotAsExported", "TCTX-14", sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
-                                                           [](SessionEvidence& e) {
-                                                             otlp::ReceivedSpan s;
-                                                             s.trace_id.fill(1);
-                                                             s.span_id.fill(2);
-                                                             s.flags = 0;
-                                                             e.spans.push_back(s);
-                                                           }),
-                  Outcome::Violated, "exported with flags 0"},
+                                                           [](SessionEvidence& e) { e.spans.push_back(exported(1, 0x100)); }),
+                  Outcome::Violated, "was exported with flags 0"},
+        JudgeCase{"ExporterWithoutFlagsField", "TCTX-14",
+                  sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
+                          [](SessionEvidence& e) { e.spans.push_back(exported(1, 0)); }),
+                  Outcome::NotApplicable, "predates the field"},
+        JudgeCase{"SpanNeverExportedNotJudged", "TCTX-14",
+                  sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
+                          [](SessionEvidence& e) { e.spans.push_back(exported(7, 0x101)); }),
+                  Outcome::NotApplicable, "1 named a span never exported"},
+        JudgeCase{"FlagsWithoutIds", "TCTX-14", sampled([](auto& f) {
+                    ThreadContextRecord header;
+                    header.valid = 1;
+                    header.trace_flags = 1;
+                    f.samples.push_back(sample(RecordBytes(*encode_record(header, {}))));
+                  }),
+                  Outcome::Violated, "without trace and span ids"},
         JudgeCase{"RepeatedKeysAreAFreedom", "TCTX-18",
                   sampled([](auto& f) { f.samples.push_back(sample(record(1, 1, {0, 0}))); }), Outcome::NotApplicable,
                   "1 repeated key(s)"},
         JudgeCase{"NoRecordNoVerdict", "TCTX-16", sampled([](auto&) {}), Outcome::NotApplicable, "none with a record"}));
+
+// ---- TCTX-27 ---------------------------------------------------------------
+
+// Span 1 runs from 0 to 100 ms (monotonic), span 3 from 100 to 200 ms.
+void two_spans(SessionEvidence& e) {
+  e.spans.push_back(exported(1, 0x101, 0, 100));
+  e.spans.push_back(exported(3, 0x100, 100, 200));
+}
+
+class DetachJudge : public testing::TestWithParam<JudgeCase> {};
+TEST_P(DetachJudge, Judges) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DetachJudge,
+    testing::Values(
+        JudgeCase{"NoSpansNoVerdict", "TCTX-27", sampled([](auto& f) { f.samples.push_back(read_at(record(1), 50)); }),
+                  Outcome::NotApplicable, "exported no spans"},
+        JudgeCase{"DetachedOnceTheSpanEnded", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    f.samples.push_back(read_at(std::nullopt, 105));
+                  }, two_spans),
+                  Outcome::Met, "1 found the record detached", "", 2},
+        JudgeCase{"ValidZeroIsDetached", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    f.samples.push_back(read_at(record(1, 0), 105));
+                  }, two_spans),
+                  Outcome::Met, "1 found the record detached", "", 2},
+        JudgeCase{"ReplacedByTheNextSpan", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(3), 150));  // order of reads is the judge's to restore
+                    f.samples.push_back(read_at(record(1), 50));
+                  }, two_spans),
+                  Outcome::Met, "1 another span's", "", 3},
+        JudgeCase{"StillAttachedAfterItsSpanEnded", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    f.samples.push_back(read_at(record(1), 1100));
+                  }, two_spans),
+                  Outcome::Violated, "still attached 1000 ms after its span"},
+        JudgeCase{"WithinTheMarginNotJudged", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    f.samples.push_back(read_at(record(1), 100 + kDetachMargin.count() / 1'000'000 - 1));
+                  }, two_spans),
+                  Outcome::NotApplicable, "no read came after one of a thread's spans had ended"},
+        JudgeCase{"DetachedWithoutAnEndedSpanIsNoEvidence", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(std::nullopt, 50));
+                    f.samples.push_back(read_at(record(1), 60));
+                  }, two_spans),
+                  Outcome::NotApplicable, "1 read(s) named a running exported span"},
+        JudgeCase{"WallClockStepped", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 1100));
+                    *f.wall_minus_monotonic_at_end_ns += ms(3000);
+                  }, two_spans),
+                  Outcome::NotApplicable, "the wall clock was stepped by 3000 ms"},
+        JudgeCase{"SamplerNeverRan", "TCTX-27", sampled([](auto& f) {
+                    f.wall_minus_monotonic_at_start_ns.reset();
+                  }, two_spans),
+                  Outcome::NotApplicable, "the sampler did not run"}));
+
+// A pass on exported spans rests on more than a handful of reads.
+TEST(SpanJudges, PassNeedsMinimumReads) {
+  for (const char* id : {"TCTX-14", "TCTX-27"}) {
+    const conform::Probe* probe = conform::probe_for(id);
+    ASSERT_NE(probe, nullptr) << id;
+    EXPECT_EQ(probe->minimum_evidence(id), kMinReadsAgainstSpans) << id;
+  }
+  EXPECT_EQ(conform::probe_for("TCTX-27")->sessions_for("TCTX-27"), std::vector<std::string>{kSampledSession});
+}
 
 // ---- TCTX-21..28 ----------------------------------------------------------
 
@@ -331,7 +436,6 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"EntriesBeforeSize", "TCTX-25", watched(append(false)), Outcome::Met, "1 append(s)"},
         JudgeCase{"SizeBeforeEntries", "TCTX-25", watched(append(true)), Outcome::Violated, "appended by the last size store"},
         JudgeCase{"NoAppendNoVerdict", "TCTX-25", watched(swaps()), Outcome::NotApplicable, "no record grew"},
-        JudgeCase{"DetachNotJudgedYet", "TCTX-27", watched(swaps()), Outcome::NotApplicable, "exports"},
         JudgeCase{"OnlyTheThreadWrites", "TCTX-28", watched(in_place()), Outcome::Met, "thread(s)' records watched"},
         JudgeCase{"AnotherWriter", "TCTX-28",
                   watched({state(Cause::kWatchBegan, kRecordA, record(1)),
