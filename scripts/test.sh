@@ -6,7 +6,8 @@
 # `matrix`: many conform runs, each mostly waiting out its scenario's phases)
 # and everything else. The few tests that act on every process of the host
 # take tests/support/host_lock.py's lock exclusively, so they never meet a
-# matrix run's target. TRACECORR_TEST_SERIAL=1 runs one pytest, as before.
+# matrix run's target. TRACECORR_TEST_SERIAL=1 (or a load average already at
+# the CPU count) runs one pytest process; =0 forces two.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -17,7 +18,24 @@ ctest --test-dir build --output-on-failure -j2 || status=1
 export TRACECORR_BUILD="$PWD/build"
 pytest_args=(-p no:cacheprovider tests/py tests/scenarios -q -rfEs)
 # 5 means pytest collected nothing: that is a failure of the test command, not a pass.
-if [ "${TRACECORR_TEST_SERIAL:-0}" = 1 ]; then
+# Side by side only on CPUs that are free: on a machine already busy (less
+# than half its CPU time idle over a second, e.g. stress-ng beside it), the
+# two would starve each other's targets. Measured now, not by the load
+# average, which still remembers the build that just ended.
+cpu_idle_percent() {
+  local a b
+  a=$(awk '/^cpu /{print $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)
+  sleep 1
+  b=$(awk '/^cpu /{print $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); print int(100 * (y[1] - x[1]) / (y[2] - x[2] + 1e-9)) }'
+}
+serial="${TRACECORR_TEST_SERIAL:-}"
+if [ -z "$serial" ]; then
+  idle=$(cpu_idle_percent)
+  serial=$([ "$idle" -lt 50 ] && echo 1 || echo 0)
+  [ "$serial" = 1 ] && echo "== the CPUs are busy ($idle % idle over a second): one pytest process"
+fi
+if [ "$serial" = 1 ]; then
   echo "== pytest"
   /usr/bin/python3 -m pytest "${pytest_args[@]}" || status=1
   exit $status

@@ -256,9 +256,16 @@ std::vector<Finding> judge_reference_data(const ThreadContextFacts& facts) {
 
 // ---- TCTX-10 -------------------------------------------------------------------
 
+// A pass needs a key appended while tracecorr sampled, and records using it:
+// keys published before sampling began say nothing of whether a record used
+// them first (tracecorr was not looking then).
 Finding judge_key_published_first(const ThreadContextFacts& sampled) {
   if (sampled.not_found) return not_applicable("TCTX-10", "no thread-context writer: " + sampled.not_found->message());
-  std::size_t judged = 0, unresolved = 0;
+  // The smallest key map any publication seen had: indexes past it were appended meanwhile.
+  std::optional<std::size_t> first_map_size;
+  for (const auto& p : sampled.publications)
+    if (p.data && p.data->key_map) first_map_size = std::min(first_map_size.value_or(p.data->key_map->size()), p.data->key_map->size());
+  std::size_t judged = 0, unresolved = 0, using_appended = 0;
   for (const auto& s : sampled.samples) {
     auto r = decoded(s);
     if (!r || !r->readable() || r->entries.empty()) continue;
@@ -269,6 +276,10 @@ Finding judge_key_published_first(const ThreadContextFacts& sampled) {
     }
     ++judged;
     const KeyMap& map = *current->data->key_map;
+    // An appended key the current publication names: the rule kept, seen.
+    if (std::any_of(r->entries.begin(), r->entries.end(),
+                    [&](const auto& e) { return e.key >= *first_map_size && e.key < map.size(); }))
+      ++using_appended;
     for (const auto& e : r->entries) {
       if (e.key < map.size()) continue;
       // Which later publication names it (TCTX-10), if any (else it is TCTX-11's).
@@ -290,8 +301,13 @@ Finding judge_key_published_first(const ThreadContextFacts& sampled) {
   if (judged == 0)
     return not_applicable("TCTX-10", "no sampled record carrying attributes could be matched with the publication current "
                                      "when it was read (" + std::to_string(unresolved) + " unmatched)");
-  return met("TCTX-10", judged, std::to_string(judged) + " sampled record(s) carrying attributes: every key named by the "
-                                    "publication current when the thread was stopped");
+  if (using_appended == 0)
+    return not_applicable("TCTX-10", "no key was appended while tracecorr sampled (every publication seen had " +
+                                         std::to_string(*first_map_size) + " keys or no record used a later one; " +
+                                         std::to_string(judged) + " records carried only keys published before sampling)");
+  return met("TCTX-10", using_appended, std::to_string(using_appended) + " sampled record(s) carrying a key appended while "
+                                            "tracecorr sampled: each named by the publication current when the thread "
+                                            "was stopped (" + std::to_string(judged) + " records with attributes in all)");
 }
 
 // ---- TCTX-11..20 ---------------------------------------------------------------

@@ -266,11 +266,15 @@ INSTANTIATE_TEST_SUITE_P(
                     f.samples.push_back(sample(record(1, 1, {0, 4}), 200));
                     f.samples.push_back(sample(record(1, 1, {0, 1}), 100));
                   }),
-                  Outcome::Met, "", "", 2},
+                  Outcome::Met, "carrying a key appended", "", 1},
+        JudgeCase{"NoAppendSeenNoVerdict", "TCTX-10", sampled([](auto& f) {
+                    f.samples.push_back(sample(record(1, 1, {0, 1}), 100));
+                  }),
+                  Outcome::NotApplicable, "no key was appended while tracecorr sampled"},
         JudgeCase{"KeyNoMapExplainsIsNotTCTX10", "TCTX-10", sampled([](auto& f) {
                     f.samples.push_back(sample(record(1, 1, {0, 9})));
                   }),
-                  Outcome::Met, ""},
+                  Outcome::NotApplicable, ""},
         JudgeCase{"UnmatchedSamplesNoVerdict", "TCTX-10", sampled([](auto& f) {
                     f.samples.push_back(sample(record(1), 999));
                   }),
