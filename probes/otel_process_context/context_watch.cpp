@@ -16,6 +16,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kFindInterval = std::chrono::milliseconds(10);
+// Looking for a misnamed header reads 8 bytes of every candidate mapping (a
+// JVM has thousands): every 20th look, not every 10 ms.
+constexpr std::size_t kMisnamedEvery = 20;
 // Payloads remembered per timestamp to compare later reads with: the last
 // ones seen (a writer that updates very often moves on; a torn read shows
 // against the timestamp it was read under, which is recent).
@@ -68,12 +71,26 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
   std::optional<Error> last_error;
   // A header published where no reader looks. A memfd's name is final (no
   // prctl renames it), so one there settles PCTX-01 at once; an unnamed
-  // anonymous mapping may still be named after its timestamp, so it only
-  // explains the failure at the deadline.
+  // anonymous mapping may still be named after its timestamp (or withdrawn,
+  // as a writer whose naming failed does), so only one still there at the
+  // deadline explains the failure.
   std::optional<std::string> misnamed;
   pid_t misnamed_in = 0;
   bool misnamed_is_final = false;
-  while (!found() && !misnamed_is_final) {
+  auto look_for_misnamed = [&](pid_t pid, bool final_only) {
+    auto maps = read_maps(pid);
+    if (!maps) return;
+    for (const auto& m : process_context::find_misnamed_headers(*maps, LiveProcessMemory(pid))) {
+      const bool final = m.path.starts_with("/memfd:");
+      if (final_only && !final) continue;
+      misnamed = "a header with the signature OTEL_CTX is in " +
+                 (m.path.empty() ? std::string("an unnamed anonymous mapping") : m.path) + " at " + hex_address(m.start);
+      misnamed_in = pid;
+      misnamed_is_final = final;
+      if (final) return;
+    }
+  };
+  for (std::size_t look = 0; !found() && !misnamed_is_final; ++look) {
     auto tree = session.target().processes();
     looked_at = std::max(looked_at, tree.size());
     for (const auto& p : tree) {
@@ -83,15 +100,7 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
         continue;
       }
       if (mappings->empty()) {
-        if (auto maps = read_maps(p.pid)) {
-          for (const auto& m : process_context::find_misnamed_headers(*maps, LiveProcessMemory(p.pid))) {
-            misnamed = "a header with the signature OTEL_CTX is in " +
-                       (m.path.empty() ? std::string("an unnamed anonymous mapping") : m.path) + " at " + hex_address(m.start);
-            misnamed_in = p.pid;
-            misnamed_is_final = m.path.starts_with("/memfd:");
-            if (misnamed_is_final) break;
-          }
-        }
+        if (look % kMisnamedEvery == 0) look_for_misnamed(p.pid, /*final_only=*/true);
         if (misnamed_is_final) break;
         continue;
       }
@@ -102,6 +111,11 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
     if (found() || misnamed_is_final || Clock::now() >= deadline || tree.empty()) break;
     std::this_thread::sleep_for(kFindInterval);
   }
+  if (!found() && !misnamed_is_final)
+    for (const auto& p : session.target().processes()) {
+      look_for_misnamed(p.pid, /*final_only=*/false);
+      if (misnamed) break;
+    }
   if (!found()) {
     const std::string where = "pid " + std::to_string(misnamed ? misnamed_in : session.pid());
     if (misnamed)
