@@ -41,6 +41,10 @@ class Inspector {
   virtual bool published(pid_t pid) const = 0;
 };
 
+// The text inspectors end with: "findings", then one line per finding (its
+// requirement, level and message, target text escaped), or "none".
+std::string findings_text(const std::vector<Finding>& findings);
+
 void register_inspector(const Inspector& inspector);
 std::vector<const Inspector*> inspectors();
 

@@ -1,5 +1,8 @@
 #include "tracecorr/inspector.hpp"
 
+#include <cstdio>
+
+#include "tracecorr/conform/report.hpp"
 #include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr {
@@ -15,5 +18,16 @@ PluginRegistry<Inspector>& registry() {
 void register_inspector(const Inspector& inspector) { registry().add(inspector); }
 
 std::vector<const Inspector*> inspectors() { return registry().all(); }
+
+std::string findings_text(const std::vector<Finding>& findings) {
+  std::string out = "findings\n";
+  if (findings.empty()) out += "  none\n";
+  for (const auto& f : findings) {
+    char head[32];
+    std::snprintf(head, sizeof head, "  %-8s %-6s ", f.requirement.c_str(), level_of(f).c_str());
+    out += head + conform::printable_text(finding_message(f)) + "\n";
+  }
+  return out;
+}
 
 }  // namespace tracecorr

@@ -451,10 +451,7 @@ void print_human(std::string& out, const Inspection& in) {
     if (!t.error.empty()) appendf(out, " error: %s", safe(t.error).c_str());
     appendf(out, "\n");
   }
-  appendf(out, "findings\n");
-  if (in.findings.empty()) appendf(out, "  none\n");
-  for (const auto& f : in.findings)
-    appendf(out, "  %-8s %-6s %s\n", f.requirement.c_str(), level_of(f).c_str(), safe(finding_message(f)).c_str());
+  out += findings_text(in.findings);
 }
 
 }  // namespace

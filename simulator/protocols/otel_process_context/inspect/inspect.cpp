@@ -199,14 +199,7 @@ std::string render_text(const Inspection& in) {
   if (s.mappings.empty()) return {};
   std::string out = "pid " + std::to_string(s.pid) + "\n";
   for (const auto& m : s.mappings) print_mapping(out, m, s);
-  out += "findings\n";
-  if (in.findings.empty()) out += "  none\n";
-  for (const auto& f : in.findings) {
-    char head[32];
-    std::snprintf(head, sizeof head, "  %-8s %-6s ", f.requirement.c_str(), level_of(f).c_str());
-    out += head + safe(finding_message(f)) + "\n";
-  }
-  return out;
+  return out + findings_text(in.findings);
 }
 
 namespace {

@@ -372,14 +372,7 @@ std::string render_text(const Inspection& in) {
     if (!t.error.empty()) out += " error: " + safe(t.error);
     out += "\n";
   }
-  out += "findings\n";
-  if (in.findings.empty()) out += "  none\n";
-  for (const auto& f : in.findings) {
-    char head[32];
-    std::snprintf(head, sizeof head, "  %-8s %-6s ", f.requirement.c_str(), level_of(f).c_str());
-    out += head + safe(finding_message(f)) + "\n";
-  }
-  return out;
+  return out + findings_text(in.findings);
 }
 
 namespace {
