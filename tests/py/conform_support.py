@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import host_lock
@@ -149,6 +150,19 @@ def run_conform(command: list[str], only: list[str] | None = None, *, strict: bo
             run.inconclusive_attempts = earlier
             return run
         earlier.append(inconclusive)
+
+
+def run_pool(jobs: dict[str, dict], out: Path, at_once: int) -> dict[str, ConformRun]:
+    """{name: run_conform's arguments, by keyword} -> {name: run}, `at_once`
+    at a time, each in out/<name> (":" made "-"), the full runs (no `only`)
+    first: they are the longest, so the pool drains evenly. Runs whose only
+    non-passes are inconclusive are retried (INCONCLUSIVE_RETRIES)."""
+    ordered = sorted(jobs.items(), key=lambda item: item[1].get("only") is not None)
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        futures = {name: pool.submit(run_conform, out_dir=out / name.replace(":", "-"),
+                                     retry_inconclusive=INCONCLUSIVE_RETRIES, **job)
+                   for name, job in ordered}
+        return {name: f.result() for name, f in futures.items()}
 
 
 def _run_conform_once(command: list[str], only: list[str] | None, *, strict: bool, gdbstub: str | None,

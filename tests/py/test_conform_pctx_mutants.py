@@ -22,7 +22,6 @@ import json
 import os
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,18 +57,10 @@ def variant_args(document: dict, name: str) -> list[str]:
     return next(v["args"] for v in document["reference_variants"] if v["name"] == name)
 
 
-def conform(command: list[str], out_dir: Path, only: list[str] | None = None, strict: bool = False) -> cs.ConformRun:
-    return cs.run_conform(command, only, strict=strict, out_dir=out_dir, protocol=PROTOCOL,
-                          retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
-
-
 def run_all(jobs: dict[str, tuple[list[str], list[str] | None, bool]], out: Path) -> dict[str, cs.ConformRun]:
-    """{name: (command, only, strict)} -> {name: run}, JOBS at a time, longest (full runs) first."""
-    ordered = sorted(jobs.items(), key=lambda item: item[1][1] is not None)
-    with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        futures = {name: pool.submit(conform, command, out / name, only, strict)
-                   for name, (command, only, strict) in ordered}
-        return {name: f.result() for name, f in futures.items()}
+    """{name: (command, only, strict)} -> {name: run}, JOBS at a time (conform_support.run_pool)."""
+    return cs.run_pool({name: {"command": command, "only": only, "strict": strict, "protocol": PROTOCOL}
+                        for name, (command, only, strict) in jobs.items()}, out, JOBS)
 
 
 def problems(run: cs.ConformRun, expected: dict[str, str] | None = None) -> list[str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -76,20 +75,10 @@ def program(model: str | None = None, mutant: str | None = None) -> Path:
     return (d / "mutants" / mutant if mutant else d / "reference" / model) / PROGRAM
 
 
-def conform(command: list[str], out_dir: Path, only: list[str] | None, strict: bool, env: dict | None,
-            protocol: str | None) -> cs.ConformRun:
-    return cs.run_conform(command, only, strict=strict, out_dir=out_dir, env=env, protocol=protocol,
-                          retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
-
-
 def run_all(jobs: dict[str, dict], out: Path) -> dict[str, cs.ConformRun]:
-    """{name: {command, only, strict, env, protocol}} -> {name: run}, JOBS at a time, full runs first."""
-    ordered = sorted(jobs.items(), key=lambda item: item[1]["only"] is not None)
-    with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        futures = {name: pool.submit(conform, j["command"], out / name.replace(":", "-"), j["only"], j["strict"],
-                                     j.get("env"), j.get("protocol", PROTOCOL))
-                   for name, j in ordered}
-        return {name: f.result() for name, f in futures.items()}
+    """{name: {command, only, strict, env, protocol}} -> {name: run}, JOBS at a time
+    (conform_support.run_pool); no "protocol": this one."""
+    return cs.run_pool({name: {"protocol": PROTOCOL, **job} for name, job in jobs.items()}, out, JOBS)
 
 
 def problems(run: cs.ConformRun, model: str, skipped: dict[str, str] | None = None) -> list[str]:
