@@ -13,14 +13,14 @@ x86-64 only: BPF runs natively here; arm64 BPF runs in tests/py/test_arm64_syste
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from build_products import BUILD, HOST_ARCH, REPO, TRACECORR, need, package_fixture_program
-from fixture_process import WAIT_S, FixtureProcess
+from build_products import HOST_ARCH, REPO, TRACECORR, need
+from fixture_process import WAIT_S
+from thread_context_writer import DYNAMIC_TLS, held_writer
 
 try:
     import tracecorr
@@ -31,13 +31,10 @@ except ImportError:
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the BPF sampler runs natively on x86-64 here")]
 
-PACKAGE = "otel_thread_context"
 PROTOCOL = "otel-thread-context"
-PROGRAM = "otel-tctx-writer"
 THREADS = 2
 DURATION_S = 3  # long enough for every burning worker to be sampled at FREQUENCY_HZ
 FREQUENCY_HZ = 499
-DYNAMIC_TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=0"}
 # The key map's values are UTF-8 of at most 255 bytes: the writer shortens longer ones at a character
 # boundary (fixtures/otel_thread_context/README.md), so what a thread stores is a prefix of what it meant.
 MAX_VALUE_BYTES = 255
@@ -55,11 +52,6 @@ MODEL_IDS = [m + ("-dynamic-tls" if env else "") for m, env, _, _ in MODELS]
 PTRACE_MODELS = [m for m in MODELS if m[0] in ("tlsdesc", "general-dynamic") or m[1]]
 
 
-def models_built() -> set[str]:
-    listing = need(BUILD / "fixtures" / HOST_ARCH / PACKAGE / "reference" / "models.json")
-    return set(json.loads(listing.read_text())["models"])
-
-
 @pytest.fixture(scope="module")
 def tracecorr_cli():
     return need(TRACECORR)
@@ -69,18 +61,8 @@ def tracecorr_cli():
 def writer(request, tmp_path):
     """The writer in one model, every worker's record published; yields it with the journal's records by tid."""
     model, env, _, _ = request.param
-    if model not in models_built():
-        pytest.skip(f"{model} was not built (fixtures/otel_thread_context/README.md, Models)")
-    program = need(package_fixture_program(PACKAGE, PROGRAM, HOST_ARCH).parent / model / PROGRAM)
-    process = FixtureProcess([str(program), "--threads", str(THREADS), "--hold"], tmp_path / "journal.jsonl",
-                             dict(os.environ, **env))
-    try:
-        process.read_line()  # its first line: the process started
-        process.wait_journal("ready", 1)
-        published = {e["tid"]: e for e in process.wait_journal("record", THREADS)}
-        yield process, published
-    finally:
-        process.stop()
+    with held_writer(model, env, tmp_path / "journal.jsonl", THREADS) as held:
+        yield held
 
 
 def run_agent(cli, pid: int, reader: str) -> tuple[dict, str]:

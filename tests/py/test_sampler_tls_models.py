@@ -12,16 +12,15 @@ x86-64 only: BPF runs natively here; arm64 BPF runs in tests/py/test_arm64_syste
 """
 from __future__ import annotations
 
-import json
-import os
 import struct
 import sys
 import time
 
 import pytest
 
-from build_products import BUILD, HOST_ARCH, REPO, need, package_fixture_program
-from fixture_process import WAIT_S, FixtureProcess
+from build_products import HOST_ARCH, REPO
+from fixture_process import WAIT_S
+from thread_context_writer import DYNAMIC_TLS, held_writer
 
 try:
     import tracecorr
@@ -31,10 +30,7 @@ except ImportError:
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the BPF sampler runs natively on x86-64 here")]
 
-PACKAGE = "otel_thread_context"
-PROGRAM = "otel-tctx-writer"
 THREADS = 2
-DYNAMIC_TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=0"}
 # The OTEP's record as data: trace_id[16], span_id[8], valid u8, trace_flags u8, attrs_data_size u16.
 RECORD_HEADER = struct.Struct("<16s8sBBH")
 
@@ -61,11 +57,6 @@ def record_layout() -> tracecorr.RecordLayout:
         fields=[("trace-id", 0, 16), ("span-id", 16, 8), ("valid", 24, 1), ("attrs-data-size", 26, 2)])
 
 
-def models_built() -> set[str]:
-    listing = need(BUILD / "fixtures" / HOST_ARCH / PACKAGE / "reference" / "models.json")
-    return set(json.loads(listing.read_text())["models"])
-
-
 def bpf_sampler():
     if not tracecorr.HAVE_BPF:
         pytest.skip("this tracecorr was built without the BPF sampler")
@@ -75,15 +66,8 @@ def bpf_sampler():
 @pytest.mark.parametrize("model,env,access_model", MODELS,
                          ids=[m + ("-dynamic-tls" if e else "") for m, e, _ in MODELS])
 def test_bpf_sampler_reads_the_record_in_every_tls_model(model, env, access_model, tmp_path):
-    if model not in models_built():
-        pytest.skip(f"{model} was not built (fixtures/otel_thread_context/README.md, Models)")
-    program = need(package_fixture_program(PACKAGE, PROGRAM, HOST_ARCH).parent / model / PROGRAM)
-    writer = FixtureProcess([str(program), "--threads", str(THREADS), "--hold"], tmp_path / "journal.jsonl",
-                            dict(os.environ, **env))
-    try:
-        writer.read_line()  # its first line: the process started
-        writer.wait_journal("ready", 1)
-        published = {e["tid"]: int(e["record"], 16) for e in writer.wait_journal("record", THREADS)}
+    with held_writer(model, env, tmp_path / "journal.jsonl", THREADS) as (writer, journaled):
+        published = {tid: int(e["record"], 16) for tid, e in journaled.items()}
         pid = writer.proc.pid
 
         variable = tracecorr.resolve_tls_variable(pid, library_regex=r".*/libotel-tctx-writer\.so",
@@ -112,5 +96,4 @@ def test_bpf_sampler_reads_the_record_in_every_tls_model(model, env, access_mode
             assert got["record_declared_length"] == RECORD_HEADER.size + size
         assert counters["record_pointer_read_failed"] == 0, counters
         assert counters["lost"] == 0, counters
-    finally:
-        writer.stop()
+
