@@ -152,8 +152,8 @@ void ThreadContextWatch::opened(conform::Session& session, Clock::time_point dea
   }
   if (!access_) return;
   if (!sampled_) {
-#if !defined(__x86_64__)
-    facts_.watch_unavailable = "hardware watchpoints are implemented for x86-64 hosts only";
+#if !defined(__x86_64__) && !defined(__aarch64__)
+    facts_.watch_unavailable = "hardware watchpoints are implemented for x86-64 and arm64 hosts only";
 #endif
     if (runs_under_qemu_user(pid))
       facts_.watch_unavailable = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";

@@ -26,7 +26,6 @@ import dataclasses
 import os
 import re
 import shlex
-import shutil
 import stat
 import subprocess
 import sys
@@ -39,6 +38,10 @@ DEFAULT_SYSROOT = Path(os.environ.get("TRACECORR_ARM64_SYSROOT", REPO / "build-a
 CROSS_LIBC_DIR = Path("/usr/aarch64-linux-gnu/lib")
 GUEST_LIB_DIR = "lib/aarch64-linux-gnu"
 ARM64_LOADER = "ld-linux-aarch64.so.1"
+# musl's dynamic loader is its libc.so: a musl program's NEEDED libc.so is the loader itself.
+MUSL_LOADER = "ld-musl-aarch64.so.1"
+MUSL_LIBC = Path("/usr/lib/aarch64-linux-musl/libc.so")
+MUSL_PROVIDED = {"libc.so"}
 
 BEGIN = "TRACECORR-RESULT-BEGIN"
 END = "TRACECORR-RESULT-END"
@@ -64,6 +67,8 @@ mount -t tmpfs tmpfs /tmp
 mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+# The writers export OTLP to the conform session's receiver on 127.0.0.1.
+ip link set lo up
 ulimit -l unlimited
 # tracecorr finds the agent's socket among the target's descriptors through
 # sock_diag (UNIX_DIAG_VFS); the cloud kernel builds unix_diag as a module.
@@ -103,7 +108,7 @@ if [ -x /opt/tracecorr/tracecorr ] && [ -x /opt/fixture/@FIXTURE@ ]; then
   emit agent_log /tmp/agent.log
   emit fixture_log /tmp/fixture.log
 fi
-# The conform jobs (ConformJob), when the initramfs has them: run.sh emits each report.
+# The jobs (ConformJob, SamplingJob), when the initramfs has them: run.sh emits each result.
 if [ -x /opt/tracecorr/tracecorr ] && [ -f /opt/conform/run.sh ]; then
   . /opt/conform/run.sh
 fi
@@ -119,18 +124,35 @@ def render_init() -> bytes:
     return script.encode()
 
 
+def guest_program_dir(name: str) -> str:
+    return f"/opt/conform/{name}"
+
+
+def program_files(name: str, program: Path) -> list[tuple[str, Path]]:
+    """The program and the shared libraries beside it (found through its
+    RUNPATH $ORIGIN, or dlopen()ed from its own folder), in the guest."""
+    files = [(f"{guest_program_dir(name)}/{program.name}", program)]
+    files += [(f"{guest_program_dir(name)}/{lib.name}", lib) for lib in sorted(program.parent.glob("*.so"))]
+    return files
+
+
+def environment_prefix(env: dict[str, str]) -> str:
+    return ("env " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(env.items())) + " ") if env else ""
+
+
 @dataclasses.dataclass
 class ConformJob:
     """One `tracecorr conform --protocol PROTOCOL --json ... -- PROGRAM ARGS` in
-    the guest. Its report comes back as section conform_<name>, its exit code
-    and its whole seconds as conform_<name>_rc ("1 5") and its output as
-    conform_<name>_log."""
+    the guest (under `env`, which the target inherits). Its report comes back
+    as section conform_<name>, its exit code and its whole seconds as
+    conform_<name>_rc ("1 5") and its output as conform_<name>_log."""
     name: str          # also the program's folder in the guest: /opt/conform/<name>/
-    program: Path      # an arm64 executable on the host
+    program: Path      # an arm64 executable on the host (the .so files beside it come along)
     args: list[str]
     protocol: str
     only: list[str] = dataclasses.field(default_factory=list)
     strict: bool = False
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     # A hung run is cut here, so the others still run and /init still reports.
     TIMEOUT_S = 120
@@ -141,10 +163,13 @@ class ConformJob:
         return f"conform_{self.name}"
 
     def guest_program(self) -> str:
-        return f"/opt/conform/{self.name}/{self.program.name}"
+        return f"{guest_program_dir(self.name)}/{self.program.name}"
 
     def guest_report(self) -> str:
         return f"/tmp/conform-{self.name}.json"
+
+    def files(self) -> list[tuple[str, Path]]:
+        return program_files(self.name, self.program)
 
     def argv(self) -> list[str]:
         """The command line in the guest."""
@@ -155,17 +180,107 @@ class ConformJob:
             argv.append("--strict")
         return [*argv, "--", self.guest_program(), *self.args]
 
-    def script(self) -> str:
-        argv = self.argv()
+    def run_script(self) -> str:
+        """Runs the job (may run beside other conform jobs)."""
         out = f"/tmp/conform-{self.name}"
         return "\n".join([
             "started=$(date +%s)",
-            f"timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in argv)} > {out}.log 2>&1",
+            f"{environment_prefix(self.env)}timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in self.argv())} "
+            f"> {out}.log 2>&1",
             f"echo \"$? $(( $(date +%s) - started ))\" > {out}.rc",
-            f"emit {self.section} {out}.json",
-            f"emit {self.section}_rc {out}.rc",
-            f"emit {self.section}_log {out}.log",
         ])
+
+    def emit_script(self) -> str:
+        out = f"/tmp/conform-{self.name}"
+        return "\n".join([f"emit {self.section} {out}.json", f"emit {self.section}_rc {out}.rc",
+                          f"emit {self.section}_log {out}.log"])
+
+
+@dataclasses.dataclass
+class SampledProgram:
+    """One program `SamplingJob` starts and samples: it journals to
+    $TRACECORR_FIXTURE_JOURNAL and writes "ready" there once it publishes."""
+    name: str
+    program: Path
+    args: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class SamplingJob:
+    """Starts every program at once, waits until each journaled "ready", then
+    runs `tracecorr agent --reader bpf --pid ...` over all of them for
+    `duration_s` and stops them. Sections: <name> (the --json summary),
+    <name>_rc, <name>_log, and per program <name>_<program>_journal, _pid and _log."""
+    name: str
+    programs: list[SampledProgram]
+    duration_s: float = 3
+    frequency_hz: int = 499
+
+    # Budget for the programs to publish (emulated guest), then the agent runs anyway.
+    READY_BUDGET_DS = 600  # tenths of a second
+
+    def files(self) -> list[tuple[str, Path]]:
+        return [f for p in self.programs for f in program_files(f"{self.name}_{p.name}", p.program)]
+
+    def section(self, program: str, what: str) -> str:
+        return f"{self.name}_{program}_{what}"
+
+    def run_script(self) -> str:
+        """Runs the job (alone: its programs keep every CPU busy)."""
+        lines = []
+        for p in self.programs:
+            out = f"/tmp/{self.name}-{p.name}"
+            program = f"{guest_program_dir(f'{self.name}_{p.name}')}/{p.program.name}"
+            env = {**p.env, "TRACECORR_FIXTURE_JOURNAL": f"{out}.jsonl"}
+            lines += [f"{environment_prefix(env)}{program} {' '.join(shlex.quote(a) for a in p.args)} > {out}.log 2>&1 &",
+                      f"echo $! > {out}.pid"]
+        journals = " ".join(f"/tmp/{self.name}-{p.name}.jsonl" for p in self.programs)
+        pids = " ".join(f"--pid $(cat /tmp/{self.name}-{p.name}.pid)" for p in self.programs)
+        out = f"/tmp/{self.name}-agent"
+        lines += [
+            "waited=0",
+            f"for journal in {journals}; do",
+            f"  while ! grep -q '\"event\":\"ready\"' $journal 2>/dev/null && [ $waited -lt {self.READY_BUDGET_DS} ]; do",
+            "    sleep 0.1; waited=$((waited + 1))",
+            "  done",
+            "done",
+            f"/opt/tracecorr/tracecorr agent {pids} --reader bpf --duration {self.duration_s} "
+            f"--frequency {self.frequency_hz} --json {out}.json > {out}.log 2>&1",
+            f"echo $? > {out}.rc",
+        ]
+        for p in self.programs:
+            lines.append(f"kill $(cat /tmp/{self.name}-{p.name}.pid) 2>/dev/null")
+        lines.append("wait")
+        return "\n".join(lines)
+
+    def emit_script(self) -> str:
+        out = f"/tmp/{self.name}-agent"
+        lines = [f"emit {self.name} {out}.json", f"emit {self.name}_rc {out}.rc", f"emit {self.name}_log {out}.log"]
+        for p in self.programs:
+            base = f"/tmp/{self.name}-{p.name}"
+            lines += [f"emit {self.section(p.name, 'journal')} {base}.jsonl",
+                      f"emit {self.section(p.name, 'pid')} {base}.pid",
+                      f"emit {self.section(p.name, 'log')} {base}.log"]
+        return "\n".join(lines)
+
+
+# Conform jobs run this many at a time (the guest has two CPUs; a conform run
+# mostly waits out its sessions' windows).
+GUEST_CONFORM_JOBS = 2
+
+
+def run_script(jobs: "list[ConformJob | SamplingJob]") -> str:
+    """/opt/conform/run.sh: each sampling job alone, then the conform jobs
+    GUEST_CONFORM_JOBS at a time, then every result in job order (results are
+    emitted one after another: concurrent output would interleave)."""
+    lines = [job.run_script() for job in jobs if isinstance(job, SamplingJob)]
+    conform = [job for job in jobs if isinstance(job, ConformJob)]
+    for first in range(0, len(conform), GUEST_CONFORM_JOBS):
+        lines += [f"(\n{job.run_script()}\n) &" for job in conform[first:first + GUEST_CONFORM_JOBS]]
+        lines.append("wait")
+    lines += [job.emit_script() for job in jobs]
+    return "\n".join(lines) + "\n"
 
 
 # ---- initramfs ------------------------------------------------------------------
@@ -216,13 +331,21 @@ def needed(binary: Path) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
+def interpreter(binary: Path) -> str | None:
+    out = subprocess.run(["aarch64-linux-gnu-readelf", "-l", str(binary)], check=True,
+                         capture_output=True, text=True).stdout
+    m = re.search(r"Requesting program interpreter: ([^\]]+)\]", out)
+    return m.group(1) if m else None
+
+
 def shared_library_closure(binaries: list[Path], search_dirs: list[Path]) -> dict[str, Path]:
-    """Every shared library the binaries load (NEEDED, transitively), by soname."""
+    """Every shared library the binaries load (NEEDED, transitively), by soname;
+    musl's libc.so is its loader (added by build_initramfs), not looked for."""
     found: dict[str, Path] = {}
     pending = [lib for b in binaries for lib in needed(b)]
     while pending:
         name = pending.pop()
-        if name in found:
+        if name in found or name in MUSL_PROVIDED:
             continue
         candidates = [d / name for d in search_dirs if (d / name).exists()]
         if not candidates:
@@ -251,7 +374,7 @@ def stripped(binary: Path, work: Path) -> bytes:
 
 def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFAULT_SYSROOT,
                     tracecorr: Path | None = None, fixture_dir: Path | None = None,
-                    conform_jobs: list[ConformJob] = ()) -> Path:
+                    jobs: "list[ConformJob | SamplingJob]" = ()) -> Path:
     """Writes an uncompressed newc initramfs (the kernel would only spend emulated
     time decompressing it) and returns its path."""
     busybox = guest / "busybox"
@@ -281,22 +404,33 @@ def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFA
                 cpio.file(f"opt/fixture/{item.name}", item.read_bytes(), 0o755 if os.access(item, os.X_OK) else 0o644)
                 if item.name == FIXTURE_EXECUTABLE or item.suffix == ".so":
                     dynamic.append(item)
-    for job in conform_jobs:
-        cpio.file(job.guest_program(), job.program.read_bytes())
-        dynamic.append(job.program)
-    if conform_jobs:
-        cpio.file("opt/conform/run.sh", ("\n".join(job.script() for job in conform_jobs) + "\n").encode(), 0o644)
+    job_libraries: set[Path] = set()
+    for job in jobs:
+        for guest_path, host_path in job.files():
+            cpio.file(guest_path, host_path.read_bytes())
+            dynamic.append(host_path)
+            if host_path.suffix == ".so":
+                job_libraries.add(host_path.resolve())
+    if jobs:
+        cpio.file("opt/conform/run.sh", run_script(jobs).encode(), 0o644)
     if dynamic:
         search = [sysroot / "usr/lib/aarch64-linux-gnu", sysroot / "lib/aarch64-linux-gnu", CROSS_LIBC_DIR]
+        # Each job's own libraries sit beside its program (RUNPATH $ORIGIN): one of them
+        # (a name many TLS models share) must not stand in for another's in the shared folder.
+        search += sorted({p.parent for p in job_libraries})
         if fixture_dir is not None:
             search.insert(0, fixture_dir)
         libs = shared_library_closure(dynamic, search)
         for name, path in sorted(libs.items()):
             if fixture_dir is not None and path.parent == fixture_dir.resolve():
                 continue  # already under /opt/fixture
+            if path in job_libraries or path.parent in {p.parent for p in job_libraries}:
+                continue  # beside its program
             cpio.file(f"{GUEST_LIB_DIR}/{name}", path.read_bytes())
         # The program interpreter arm64 binaries name: /lib/ld-linux-aarch64.so.1.
         cpio.file(f"lib/{ARM64_LOADER}", (CROSS_LIBC_DIR / ARM64_LOADER).resolve().read_bytes())
+        if any((interpreter(b) or "").endswith(MUSL_LOADER) for b in dynamic):
+            cpio.file(f"lib/{MUSL_LOADER}", MUSL_LIBC.resolve().read_bytes())
     cpio.write(out)
     return out
 

@@ -19,20 +19,13 @@ stores), and each mutant must fail its own rule.
 A capability check (tests/arm64/vm_smoke.c) runs first in the same guest, so
 "the VM cannot do BPF" fails as test_guest_can_run_bpf, not as wrong records.
 
-Inputs (each overridable by environment):
-  TRACECORR_ARM64_GUEST     kernel + busybox from scripts/arm64/prepare.sh (build-arm64-guest/)
-  TRACECORR_ARM64_SYSROOT   arm64 shared libraries (build-arm64-sysroot/)
-  TRACECORR_ARM64_TRACECORR arm64 tracecorr (build-arm64/bin/tracecorr, from scripts/arm64/build-tracecorr.sh)
-  TRACECORR_ARM64_FIXTURE_DIR  arm64 reference fixture ($TRACECORR_BUILD/fixtures/arm64/reference,
-                            from the normal build; else build-arm64/fixtures/arm64/reference)
-  TRACECORR_BUILD           the normal build, whose fixtures/arm64/otel_process_context/ holds the
-                            OTEP 4719 writer and its mutants
+Inputs: tests/support/arm64_vm.py; TRACECORR_BUILD, the normal build, whose
+fixtures/arm64/otel_process_context/ holds the OTEP 4719 writer and its mutants.
+The OTEP 4947 thread context has its own guest: test_arm64_thread_context.py.
 """
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,9 +33,10 @@ import pytest
 import conform_support as cs
 from test_conform_pctx_mutants import FORK, PACKAGE, PROGRAM, PROTOCOL, mutants_document, program
 
+import arm64_vm
+from arm64_vm import arm64_guest, missing_payload, section_json
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests/arm64"))
-import arm64_guest  # noqa: E402
 
 # Emulated boot + 3 s of sampling + four conform runs; the budget only bounds a hang.
 QEMU_TIMEOUT_S = 400
@@ -52,37 +46,6 @@ WORK_DIR = REPO / "build-arm64-system"
 PCTX_KERNEL_RULES = ["PCTX-11", "PCTX-13", "PCTX-14"]
 # Judged by the hardware watchpoints' stores: each must be judged, not skipped.
 PCTX_WATCHED_RULES = ["PCTX-07", "PCTX-08", "PCTX-09"]
-PCTX_KILL_MATRIX_ARCH = "arm64-vm"  # the kill matrix's arch column: arm64 in qemu-system-aarch64
-
-
-def env_path(name: str, default: Path) -> Path:
-    return Path(os.environ[name]) if os.environ.get(name) else default
-
-
-def arm64_tracecorr() -> Path:
-    return env_path("TRACECORR_ARM64_TRACECORR",
-                    env_path("TRACECORR_ARM64_BUILD", REPO / "build-arm64") / "bin/tracecorr")
-
-
-def arm64_fixture_dir() -> Path:
-    if os.environ.get("TRACECORR_ARM64_FIXTURE_DIR"):
-        return Path(os.environ["TRACECORR_ARM64_FIXTURE_DIR"])
-    native = env_path("TRACECORR_BUILD", REPO / "build") / "fixtures/arm64/reference"
-    cross = env_path("TRACECORR_ARM64_BUILD", REPO / "build-arm64") / "fixtures/arm64/reference"
-    return native if native.is_dir() or not cross.is_dir() else cross
-
-
-def missing_payload() -> list[str]:
-    """What is not built, each with the command that builds it."""
-    problems = []
-    tracecorr = arm64_tracecorr()
-    if not tracecorr.is_file():
-        problems.append(f"arm64 tracecorr {tracecorr} is not built: run scripts/arm64/build-tracecorr.sh")
-    fixture = arm64_fixture_dir() / arm64_guest.FIXTURE_EXECUTABLE
-    if not fixture.is_file():
-        problems.append(f"arm64 reference fixture {fixture} is not built: run scripts/setup.sh (the normal build "
-                        "cross-builds fixtures/ for arm64)")
-    return problems
 
 
 def pctx_mutants() -> list[dict]:
@@ -106,38 +69,7 @@ def pctx_jobs() -> list[arm64_guest.ConformJob]:
 
 @pytest.fixture(scope="module")
 def guest_run() -> arm64_guest.BootResult:
-    guest = arm64_guest.DEFAULT_GUEST
-    for needed in (guest / "Image", guest / "busybox"):
-        if not needed.is_file():
-            pytest.fail(f"{needed} missing: run scripts/arm64/prepare.sh (as root) to fetch the pinned arm64 "
-                        "kernel and busybox", pytrace=False)
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    # Without the payload the guest still boots with the capability check, so the
-    # smoke test reports on the VM even when the scenario cannot run.
-    full = not missing_payload()
-    initrd = arm64_guest.build_initramfs(
-        WORK_DIR / "initramfs.cpio", guest, arm64_guest.DEFAULT_SYSROOT,
-        arm64_tracecorr() if full else None, arm64_fixture_dir() if full else None,
-        pctx_jobs() if full else [])
-    result = arm64_guest.boot(initrd, guest / "Image", QEMU_TIMEOUT_S, WORK_DIR / "console.log")
-    if result.timed_out:
-        pytest.fail(f"qemu-system-aarch64 did not finish within {QEMU_TIMEOUT_S}s; console tail:\n{result.tail()}",
-                    pytrace=False)
-    if not result.finished:
-        pytest.fail(f"the guest stopped before the end of /init; console tail:\n{result.tail()}", pytrace=False)
-    if result.undecodable:
-        pytest.fail(f"corrupt result sections {result.undecodable}; console tail:\n{result.tail()}", pytrace=False)
-    print(f"arm64 guest ran {result.seconds:.1f}s")
-    return result
-
-
-def section_json(result: arm64_guest.BootResult, name: str):
-    assert name in result.sections, f"the guest printed no '{name}' section; console tail:\n{result.tail()}"
-    text = result.sections[name].decode(errors="replace")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        pytest.fail(f"'{name}' section is not JSON ({e}):\n{text[:2000]}", pytrace=False)
+    return arm64_vm.boot(WORK_DIR, pctx_jobs(), QEMU_TIMEOUT_S, elastic_fixture=True)
 
 
 def test_guest_can_run_bpf(guest_run):
@@ -229,19 +161,12 @@ def test_bpf_sampler_reads_fixture_records(guest_run):
 # ---- OTEP 4719 writer rules on a real arm64 kernel ------------------------------
 
 def guest_conform_run(result: arm64_guest.BootResult, job_name: str) -> cs.ConformRun:
-    """A conform run of the guest as the conform tests know it (report, exit code, output)."""
     problems = missing_payload()
     if problems or not pctx_jobs():
         pytest.fail("the arm64 conform runs cannot run:\n  " + "\n  ".join(
             problems or [f"the arm64 {PACKAGE} fixtures ({PROGRAM}, mutants.json) are not built under "
                          f"{cs.BUILD}/fixtures/arm64: run scripts/setup.sh"]), pytrace=False)
-    job = next(j for j in pctx_jobs() if j.name == job_name)
-    log = result.sections.get(f"{job.section}_log", b"").decode(errors="replace")
-    rc, _, seconds = result.sections.get(f"{job.section}_rc", b"").decode().strip().partition(" ")
-    report_text = result.sections.get(job.section, b"").decode(errors="replace")
-    report = json.loads(report_text) if report_text.strip() else None
-    return cs.ConformRun(["(in the guest)", *job.argv()], int(rc) if rc.isdigit() else -1, report, log, log,
-                         float(seconds) if seconds.isdigit() else 0.0, Path(job.guest_report()), None)
+    return arm64_vm.conform_run(result, next(j for j in pctx_jobs() if j.name == job_name))
 
 
 def test_pctx_reference_passes_the_watched_and_kernel_rules(guest_run):
@@ -261,7 +186,7 @@ def test_pctx_reference_passes_the_watched_and_kernel_rules(guest_run):
 def test_pctx_mutant_fails_its_own_rule(guest_run, mutant):
     run = guest_conform_run(guest_run, "pctx_" + mutant["name"].replace("-", "_"))
     assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
-    cs.assert_mutant_caught(PCTX_KILL_MATRIX_ARCH, mutant, run)
+    cs.assert_mutant_caught(arm64_vm.KILL_MATRIX_ARCH, mutant, run)
 
 
 def test_pctx_kernel_rules_each_have_their_mutant():

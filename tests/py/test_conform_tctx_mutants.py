@@ -17,9 +17,10 @@ its verdict must be "fail" with exit 1. All runs start up front,
 TRACECORR_CONFORM_JOBS (default 2) at a time; the kill matrix is printed at
 the end of the session (conftest.py).
 
-arm64: not here. The suite's readers are the ptrace sampler (host fs_base) and
-the published-record watch (x86-64 debug registers); neither reads a qemu-user
-guest's thread pointer yet, so an arm64 writer is judged on TCTX-01..09 only.
+arm64: tests/py/test_arm64_thread_context.py runs the same references and
+mutants on a real arm64 kernel (qemu-system-aarch64): the suite's readers (the
+ptrace sampler, the published-record watch) need the thread pointers a
+qemu-user guest keeps to itself.
 """
 from __future__ import annotations
 
@@ -60,18 +61,18 @@ def built(path: Path) -> bool:
     return path.exists() and cs.TRACECORR.exists()
 
 
-def mutants_document() -> dict | None:
-    path = fixture_dir(ARCH) / PACKAGE / "mutants" / "mutants.json"
+def mutants_document(arch: str = ARCH) -> dict | None:
+    path = fixture_dir(arch) / PACKAGE / "mutants" / "mutants.json"
     return json.loads(path.read_text()) if built(path) else None
 
 
-def models() -> list[str]:
-    path = fixture_dir(ARCH) / PACKAGE / "reference" / "models.json"
+def models(arch: str = ARCH) -> list[str]:
+    path = fixture_dir(arch) / PACKAGE / "reference" / "models.json"
     return json.loads(path.read_text())["models"] if built(path) else []
 
 
-def program(model: str | None = None, mutant: str | None = None) -> Path:
-    d = fixture_dir(ARCH) / PACKAGE
+def program(model: str | None = None, mutant: str | None = None, arch: str = ARCH) -> Path:
+    d = fixture_dir(arch) / PACKAGE
     return (d / "mutants" / mutant if mutant else d / "reference" / model) / PROGRAM
 
 

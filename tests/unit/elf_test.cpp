@@ -443,5 +443,27 @@ TEST(ElfAnalysis, RewrittenSectionHeadersDoNotMoveTheSymbols) {
   EXPECT_EQ(a->tls_access.descriptor_vaddr, original->tls_access.descriptor_vaddr);
   EXPECT_NE(a->loader_view_note.find("disagree with the dynamic segment"), std::string::npos) << a->loader_view_note;
 }
+
+// A protocol without a process symbol (OTEP 4947) asks for "": the defined
+// section symbols with no name that arm64 glibc's libc.so.6 carries in its
+// .dynsym must not answer, or every process looks like it publishes there.
+TEST(ElfAnalysis, AnUnnamedSectionSymbolIsNoSymbolOfOurs) {
+  SparseElf elf;
+  const Elf64_Shdr sh = elf.section(elf.find(SHT_DYNSYM));
+  ASSERT_GE(sh.sh_size, 2 * sizeof(Elf64_Sym));
+  Elf64_Sym sym{};
+  sym.st_name = 0;
+  sym.st_info = ELF64_ST_INFO(STB_LOCAL, STT_SECTION);
+  sym.st_shndx = static_cast<Elf64_Half>(elf.find(SHT_PROGBITS));
+  sym.st_value = 0x1000;
+  std::memcpy(elf.bytes.data() + sh.sh_offset + sizeof(Elf64_Sym), &sym, sizeof sym);
+  TempFile f(elf.bytes);
+  UniqueFd fd(::open(f.path().c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  auto a = analyze_library(fd.get(), f.path(), "", "");
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_FALSE(a->process_symbol) << "matched the unnamed symbol at " << a->process_symbol->value;
+  EXPECT_FALSE(a->tls);
+}
 }  // namespace
 }  // namespace tracecorr::elf

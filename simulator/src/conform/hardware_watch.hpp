@@ -63,6 +63,14 @@ inline std::string thread_where(pid_t pid, pid_t tid) { return "pid " + std::to_
 // more chunks than the thread's core has).
 inline constexpr std::size_t kRegisters = 4;
 
+// Where user space ends: the kernel refuses a watchpoint above it (x86-64:
+// 47-bit addresses; arm64: Debian's kernels use 48-bit virtual addresses).
+#if defined(__aarch64__)
+inline constexpr std::uint64_t kUserSpaceEnd = std::uint64_t{1} << 48;
+#else
+inline constexpr std::uint64_t kUserSpaceEnd = std::uint64_t{1} << 47;
+#endif
+
 inline bool running_under_qemu(pid_t pid) { return runs_under_qemu_user(pid); }
 
 // The process (thread group) of a thread the kernel attached to a watch at a
@@ -534,10 +542,13 @@ class WatchSession {
 
   // True for the SIGTRAP of one of our watchpoints; a SIGTRAP the target
   // raised itself (no hit, or a user si_code) is not ours.
-  bool is_our_trap(const Stop& stop) {
+  // `hits`: the armed chunks that fired (take_hits()), when it is ours.
+  bool is_our_trap(const Stop& stop, unsigned* hits_out = nullptr) {
     if (stop.kind != Stop::Kind::kSignal || stop.signal != SIGTRAP || !armed_) return false;
     auto hits = take_hits();
-    return hits.ok() && *hits != 0 && siginfo_is_hardware_breakpoint();
+    const bool ours = hits.ok() && *hits != 0 && siginfo_is_hardware_breakpoint();
+    if (ours && hits_out) *hits_out = *hits;
+    return ours;
   }
 
   bool siginfo_is_hardware_breakpoint() { return siginfo_code_is(TRAP_HWBKPT); }
@@ -552,6 +563,7 @@ class WatchSession {
                     // the store has not happened and traps again when the thread gets to it
     } kind;
     Stop came_first{Stop::Kind::kExited};
+    unsigned hits = 0;  // our watchpoint: bit i, armed chunk i fired
   };
 
   // For a kSignal stop: tells our trap from the target's signal, and for our
@@ -563,12 +575,13 @@ class WatchSession {
   // traps on every pass while the watch lasts; the writers watched here use
   // plain stores (STR, STLR).
   Expected<SignalStop> take_signal(const Stop& stop) {
-    if (!is_our_trap(stop)) {
+    unsigned hits = 0;
+    if (!is_our_trap(stop, &hits)) {
       resume_signal_ = stop.signal;
       return SignalStop{SignalStop::Kind::kTheTargets};
     }
     resume_signal_ = 0;  // our SIGTRAP is swallowed
-    if constexpr (!DebugRegisters::kTrapsBeforeStore) return SignalStop{SignalStop::Kind::kStoreDone};
+    if constexpr (!DebugRegisters::kTrapsBeforeStore) return SignalStop{SignalStop::Kind::kStoreDone, {}, hits};
     if (auto st = registers_.clear(); !st) return st.error();
     if (::ptrace(PTRACE_SINGLESTEP, tid_, nullptr, nullptr) != 0) {
       const int err = errno;
@@ -582,13 +595,13 @@ class WatchSession {
     if (!next) return make_error("the thread did not finish its one-instruction step over the trapping store within " +
                                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kStepBound).count()) + " s",
                                  where());
-    if (next->kind == Stop::Kind::kExited) return SignalStop{SignalStop::Kind::kCameFirst, *next};
+    if (next->kind == Stop::Kind::kExited) return SignalStop{SignalStop::Kind::kCameFirst, *next, hits};
     if (auto st = registers_.write(armed_chunks_); !st) return st.error();
     if (next->kind == Stop::Kind::kSignal && next->signal == SIGTRAP && siginfo_code_is(TRAP_TRACE))
-      return SignalStop{SignalStop::Kind::kStoreDone};
+      return SignalStop{SignalStop::Kind::kStoreDone, {}, hits};
     // A signal dequeued (or a group-stop entered) before the instruction ran:
     // the thread takes it first, as it would untraced, and comes back to the store.
-    return SignalStop{SignalStop::Kind::kCameFirst, *next};
+    return SignalStop{SignalStop::Kind::kCameFirst, *next, hits};
   }
 
   // Clears the debug registers and detaches; the thread runs on (or stays in

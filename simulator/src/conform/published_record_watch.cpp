@@ -27,8 +27,6 @@ using namespace hardware_watch;
 // Registers: the slot's, then the record's.
 constexpr std::size_t kRecordRegisters = kRegisters - 1;
 constexpr std::uint64_t kChunk = 8;
-// x86-64 user space ends below 2^47; the kernel refuses watchpoints above it.
-constexpr std::uint64_t kUserSpaceEnd = std::uint64_t{1} << 47;
 
 struct RecordChunks {
   std::vector<std::uint64_t> addresses;
@@ -74,12 +72,13 @@ bool watched_bytes_differ(const std::vector<std::pair<std::size_t, std::size_t>>
   return "One register watches the pointer slot and three the record it leads to (its valid byte's 8-byte chunk and "
          "the chunks nearest it): stores to other record bytes do not stop the thread and are seen in the next state.\n"
          "Stores to a record the pointer does not lead to are not watched (a writer builds its next record there).\n"
-         "pc_after_store is the instruction after the store (data watchpoints trap once the store retired).\n"
+         "pc_after_store is the instruction after the store (x86-64 traps once the store retired; on arm64, which "
+         "traps before it, the watch steps the thread over the store first).\n"
          "Another writer is seen only in the watched bytes, at the poll interval, and only when thread " +
          std::to_string(tid) + " had no watchpoint hit when interrupted.\n";
 }
 
-#if defined(__x86_64__)
+#if defined(TRACECORR_HARDWARE_WATCH)
 
 class Watch {
  public:
@@ -168,18 +167,17 @@ class Watch {
       return Ok{};
     }
     if (stop.kind != Stop::Kind::kSignal) return Ok{};  // group-stop: listen; interrupt: continue
-    unsigned hits = 0;
-    if (stop.signal == SIGTRAP) {
-      auto h = session_.take_hits();
-      if (!h) return h.error();
-      hits = *h;
+    // Ours or the target's; for ours the store has completed (arm64 traps
+    // before it: take_signal() steps over it) and the resume signal is set.
+    auto signal = session_.take_signal(stop);
+    if (!signal) return signal.error();
+    using Taken = WatchSession::SignalStop::Kind;
+    if (signal->kind == Taken::kTheTargets) {
+      ++report_.signals_forwarded;
+      return Ok{};
     }
-    const bool hardware = stop.signal == SIGTRAP && session_.siginfo_is_hardware_breakpoint();
-    // A hardware SIGTRAP without hits was taken at an interrupt already (its DR6 read there).
-    session_.set_resume_signal(hardware ? 0 : stop.signal);
-    if (!hardware) ++report_.signals_forwarded;
-    if (hits == 0) return Ok{};
-    return on_hits(hits);
+    if (signal->kind == Taken::kCameFirst) return on_stop(signal->came_first);
+    return on_hits(signal->hits);
   }
 
   Status on_hits(unsigned hits) {
@@ -241,11 +239,11 @@ Expected<PublishedRecordWatchReport> watch_published_record(pid_t pid, pid_t tid
   const std::string where = thread_where(pid, tid);
   if (pid <= 0 || tid <= 0) return make_error("pid and tid must be positive", where);
   if (auto st = layout.check(); !st) return st.error().within(where);
-#if !defined(__x86_64__)
+#if !defined(TRACECORR_HARDWARE_WATCH)
   (void)slot_of;
   (void)duration;
   (void)poll_interval;
-  return make_error("hardware watchpoints are implemented for x86-64 hosts only", where);
+  return make_error("hardware watchpoints are implemented for x86-64 and arm64 hosts only", where);
 #else
   if (running_under_qemu(pid))
     return make_error("the thread runs under qemu-user: its thread pointer is the guest's, not the host's", where);

@@ -203,8 +203,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const Recor
   const std::string where = thread_where(pid, tid) + " record " + hex_address(record_address);
   if (pid <= 0 || tid <= 0) return make_error("pid and tid must be positive", where);
   if (auto st = layout.check(); !st) return st.error().within(where);
-  // x86-64 user space ends below 2^47; the kernel refuses watchpoints above it.
-  if (record_address == 0 || record_address > (std::uint64_t{1} << 47) - layout.max_size)
+  if (record_address == 0 || record_address > kUserSpaceEnd - layout.max_size)
     return make_error("the record address is not a user-space address", where);
 #if !defined(__x86_64__)
   (void)duration;

@@ -553,7 +553,10 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
   for (std::size_t i = 1; i < symbols.size(); ++i) {
     const GElf_Sym& sym = symbols[i];
     const char* name = name_at(sym.st_name);
-    if (!name) continue;  // a name offset outside .dynstr: not one of ours
+    // A name offset outside .dynstr is not one of ours; nor is an empty name
+    // (a protocol without a process symbol asks for ""), which the section
+    // symbols some linkers put in .dynsym carry (arm64 glibc's libc.so.6).
+    if (!name || *name == '\0') continue;
     if (process_symbol == name) keep(out.process_symbol, to_symbol(name, sym));
     if (tls_symbol == name) {
       keep(out.tls, to_symbol(name, sym));

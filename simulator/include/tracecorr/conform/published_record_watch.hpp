@@ -14,9 +14,11 @@
 // a change no store of the thread explains (the thread is interrupted and had
 // no watchpoint hit) is reported as another writer's.
 //
-// Host: x86-64 (the debug registers through PTRACE_POKEUSER; fs_base is the
-// thread pointer), native threads: under qemu-user the guest's thread pointer
-// is not the host's.
+// Host: x86-64 (debug registers; fs_base is the thread pointer) or arm64
+// (NT_ARM_HW_WATCH, which traps before the store: the watch steps over it;
+// TPIDR_EL0), native threads: under qemu-user the guest's thread pointer is
+// not the host's. The watch needs four watchpoints (x86-64 has four; arm64
+// cores have 2 to 16, and fewer than four is an error).
 #pragma once
 
 #include <sys/types.h>
@@ -84,7 +86,7 @@ using SlotOfThread = std::function<Expected<std::uint64_t>(std::uint64_t thread_
 // PTRACE_SEIZE, its own signals re-delivered unchanged; on every way out the
 // registers are cleared and the thread detached. Blocks the calling thread.
 // Errors: the thread cannot be seized or its slot located, the slot is not
-// 8-byte aligned, the host is not x86-64.
+// 8-byte aligned, the host is neither x86-64 nor arm64.
 Expected<PublishedRecordWatchReport> watch_published_record(
     pid_t pid, pid_t tid, const RecordLayout& layout, const SlotOfThread& slot_of, std::chrono::milliseconds duration,
     std::chrono::milliseconds poll_interval = std::chrono::milliseconds(5));

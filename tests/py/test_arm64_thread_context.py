@@ -1,0 +1,176 @@
+"""OTEP 4947 thread contexts on a real arm64 kernel: `tracecorr conform` judges
+the arm64 reference writer in every TLS model and every mutant, and `tracecorr
+agent --reader bpf` reads every model, dynamic TLS included.
+
+Under qemu-user the suite's readers cannot work: the ptrace sampler and the
+published-record watch need each thread's TPIDR_EL0, which qemu-user keeps in
+its own memory. So the arm64 fixtures (fixtures/otel_thread_context, cross-built
+by the normal build) run in one boot of Debian's pinned arm64 kernel under
+qemu-system-aarch64 (tests/arm64/arm64_guest.py), where tracecorr reads them as
+on any arm64 host: hardware watchpoints by NT_ARM_HW_WATCH, the BPF sampler
+through task->thread.uw.tp_value and, for dynamic TLS, the thread's DTV.
+
+The same judgement as the x86-64 matrix (test_conform_tctx_mutants.py): the
+reference passes, or skips with its stated reason, every writer rule in every
+model (and with --style in-place, and dlopen()ed into dynamic TLS by
+glibc.rtld.optional_static_tls=0); each mutant fails its own rule with exit 1
+(kill matrix column arm64-vm). The BPF agent's records must be what each
+writer journaled, thread by thread.
+
+Inputs: tests/support/arm64_vm.py, and TRACECORR_BUILD's fixtures/arm64/otel_thread_context.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import arm64_vm
+import conform_support as cs
+from arm64_vm import arm64_guest, missing_payload, section_json, section_text
+from test_agent_thread_context import assert_reads_what_was_published
+from test_conform_tctx_mutants import (DYNAMIC_TLS, PACKAGE, PROTOCOL, SKIPPED_IN_PLACE,
+                                       mutants_document, models, problems, program)
+
+ARCH = "arm64"
+WORK_DIR = cs.REPO / "build-arm64-thread-context"
+# Boot, ~40 conform runs of 1-3 s each and 3 s of sampling; the budget only bounds a hang.
+QEMU_TIMEOUT_S = 900
+WRITER_THREADS = 2
+
+DOCUMENT = mutants_document(ARCH)
+MUTANTS = DOCUMENT["mutants"] if DOCUMENT else []
+MODELS = models(ARCH)
+REFERENCE_RUNS = [*MODELS, *(["tlsdesc-dlopen:dynamic-tls"] if "tlsdesc-dlopen" in MODELS else [])]
+
+# What the agent must find for each model: (access model, reached through the DTV).
+# In an executable the linker relaxes every access to local-exec; musl gives a
+# dlopen()ed library dynamic TLS always, glibc when its surplus is refused.
+SAMPLED_MODELS = {
+    "tlsdesc": ("tlsdesc-static", False),
+    "tlsdesc-dlopen:dynamic-tls": ("tlsdesc-dynamic", True),
+    "general-dynamic": ("general-dynamic", True),
+    "lib-initial-exec": ("initial-exec", False),
+    "exe-initial-exec": ("local-exec", False),
+    "exe-local-exec": ("local-exec", False),
+    "static-pie": ("local-exec", False),
+    "musl-tlsdesc": ("tlsdesc-static", False),
+    "musl-dlopen": ("tlsdesc-dynamic", True),
+    "musl-general-dynamic": ("general-dynamic", True),
+    "musl-static-pie": ("local-exec", False),
+}
+
+pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.matrix,
+              pytest.mark.skipif(not MUTANTS or not MODELS, reason=cs.missing_reason(
+                  f"the {ARCH} {PACKAGE} fixtures under {cs.BUILD}"))]
+
+
+def job_name(run: str) -> str:
+    return "tctx_" + run.replace(":", "_").replace("-", "_")
+
+
+def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
+    """By run name: "model:<model>" (and "model:tlsdesc-dlopen:dynamic-tls"), "in-place", each mutant by name."""
+    reference_args = DOCUMENT["reference_args"]
+    jobs = {}
+    for run in REFERENCE_RUNS:
+        model = run.split(":")[0]
+        jobs[f"model:{run}"] = arm64_guest.ConformJob(
+            job_name(run), program(model, arch=ARCH), reference_args, PROTOCOL,
+            env=DYNAMIC_TLS if run.endswith(":dynamic-tls") else {})
+    jobs["in-place"] = arm64_guest.ConformJob(job_name("in-place"), program("tlsdesc", arch=ARCH),
+                                              [*reference_args, "--style", "in-place"], PROTOCOL)
+    for m in MUTANTS:
+        jobs[m["name"]] = arm64_guest.ConformJob(job_name("mutant-" + m["name"]), program(mutant=m["name"], arch=ARCH),
+                                                 m["args"], PROTOCOL, only=[m["requirement"]],
+                                                 strict=cs.strict_for(m["requirement"]))
+    return jobs
+
+
+def sampling_job() -> arm64_guest.SamplingJob:
+    """Every model's writer at once, each worker holding one record."""
+    return arm64_guest.SamplingJob("tctx_agent", [
+        arm64_guest.SampledProgram(job_name(run), program(run.split(":")[0], arch=ARCH),
+                                   ["--threads", str(WRITER_THREADS), "--hold"],
+                                   DYNAMIC_TLS if run.endswith(":dynamic-tls") else {})
+        for run in SAMPLED_MODELS if run.split(":")[0] in MODELS])
+
+
+@pytest.fixture(scope="module")
+def guest():
+    problems_found = missing_payload(elastic_fixture=False)
+    if problems_found:
+        pytest.fail("the arm64 thread-context runs cannot run:\n  " + "\n  ".join(problems_found), pytrace=False)
+    started = time.monotonic()
+    result = arm64_vm.boot(WORK_DIR, [sampling_job(), *conform_jobs().values()], QEMU_TIMEOUT_S)
+    cs.KILL_MATRIX.time(f"{arm64_vm.KILL_MATRIX_ARCH} {PROTOCOL} guest ({len(conform_jobs())} conform runs)",
+                        time.monotonic() - started)
+    return result
+
+
+def guest_run(result: arm64_guest.BootResult, name: str) -> cs.ConformRun:
+    return arm64_vm.conform_run(result, conform_jobs()[name])
+
+
+def test_every_model_and_mutant_is_built_for_arm64():
+    """Without this, a model or mutant missing from the arm64 build would leave its check untested, silently."""
+    assert set(SAMPLED_MODELS) - {"tlsdesc-dlopen:dynamic-tls"} <= set(MODELS), MODELS
+    assert sorted(m["requirement"] for m in MUTANTS) == sorted(
+        m["requirement"] for m in mutants_document()["mutants"]), "the arm64 mutants differ from x86-64's"
+
+
+@pytest.mark.parametrize("name", REFERENCE_RUNS)
+def test_reference_passes_every_writer_rule(guest, name):
+    run = guest_run(guest, f"model:{name}")
+    found = problems(run, name.split(":")[0])
+    assert not found, "\n".join(found) + "\n" + run.explain()
+    assert run.returncode == cs.EXIT_OK, run.explain()
+
+
+def test_in_place_writer_passes_every_writer_rule(guest):
+    run = guest_run(guest, "in-place")
+    found = problems(run, "tlsdesc", SKIPPED_IN_PLACE)
+    assert not found, "\n".join(found) + "\n" + run.explain()
+
+
+def test_watched_rules_are_judged_by_the_arm64_watchpoints(guest):
+    """The update-order rules rest on stores the watchpoints stopped the writer at."""
+    run = guest_run(guest, "model:tlsdesc")
+    for rule in ("TCTX-21", "TCTX-24", "TCTX-25", "TCTX-28"):
+        assert run.verdict(rule) == "pass", run.explain(rule)
+    assert "pointer swap(s)" in run.result("TCTX-21")["reason"], run.explain("TCTX-21")
+
+
+@pytest.mark.parametrize("mutant", [pytest.param(m, id=m["name"]) for m in MUTANTS])
+def test_mutant_fails_its_own_rule(guest, mutant):
+    run = guest_run(guest, mutant["name"])
+    cs.assert_mutant_caught(arm64_vm.KILL_MATRIX_ARCH, mutant, run)
+    assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
+
+
+def journaled_records(result: arm64_guest.BootResult, job: arm64_guest.SamplingJob, program: str) -> dict[int, dict]:
+    """The writer's record events by tid (each worker's one held record)."""
+    events = [json.loads(line) for line in section_text(result, job.section(program, "journal")).splitlines()
+              if line.strip()]
+    return {e["tid"]: e for e in events if e.get("event") == "record"}
+
+
+@pytest.mark.parametrize("run", [r for r in SAMPLED_MODELS if r.split(":")[0] in MODELS])
+def test_bpf_agent_reads_what_each_model_published(guest, run):
+    job = sampling_job()
+    log = section_text(guest, job.name + "_log")
+    assert section_text(guest, job.name + "_rc").strip() == "0", log
+    summary = section_json(guest, job.name)
+    assert summary["reader"] == "bpf", summary.get("reader")
+    assert "sampler_error" not in summary, summary["sampler_error"]
+    name = job_name(run)
+    pid = int(section_text(guest, job.section(name, "pid")).strip())
+    published = journaled_records(guest, job, name)
+    assert len(published) == WRITER_THREADS, (
+        f"{run}: journaled {len(published)} records:\n{section_text(guest, job.section(name, 'log'))}")
+    found = [p for p in summary["processes"] if p["pid"] == pid]
+    assert len(found) == 1, f"{run} (pid {pid}) not sampled:\n{log}"
+    access_model, dynamic = SAMPLED_MODELS[run]
+    assert_reads_what_was_published(found[0], published, access_model, dynamic)
+    assert summary["sampler"]["record_pointer_read_failed"] == 0, summary["sampler"]
