@@ -17,7 +17,7 @@ namespace tracecorr::otel_process_context {
 
 class ContextWatch final : public conform::SessionPart {
  public:
-  // `watch`: follow a launched target with the mapping watch (x86-64 hosts).
+  // `watch`: follow a launched target with the mapping watch (x86-64 and arm64 hosts).
   ContextWatch(std::string session, bool watch);
   ~ContextWatch() override;
 

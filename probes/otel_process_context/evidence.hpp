@@ -21,7 +21,7 @@
 
 namespace tracecorr::otel_process_context {
 
-// The session followed by the mapping watch (launch mode, x86-64 host), and
+// The session followed by the mapping watch (launch mode, x86-64 or arm64 host), and
 // the one that only reads, as often as it can: the torture, and the session
 // an attached target runs.
 inline constexpr const char* kWatchedSession = "watched";
@@ -61,7 +61,7 @@ struct ContextFacts : conform::ProtocolEvidence {
   // process_context::take_snapshot of the judged process when the session
   // opened (the context found) and when it closed.
   std::optional<process_context::Snapshot> first, last;
-  // The mapping watch: launch mode on an x86-64 host (its guests included).
+  // The mapping watch: launch mode on an x86-64 or arm64 host (its qemu-user guests included).
   std::optional<conform::MappingWatchReport> watch;
   std::string watch_unavailable;  // why there is no watch
   ReadTally reads;

@@ -29,7 +29,7 @@ namespace tracecorr::otel_thread_context {
 // "sampled": the ptrace sampler stops each thread now and then and reads its
 // record with the process context's timestamp (what a profiler does; also
 // what an attached target runs). "watched": hardware watchpoints on each
-// thread's pointer and record (launch mode, x86-64 hosts).
+// thread's pointer and record (launch mode, native threads on x86-64 or arm64).
 inline constexpr const char* kSampledSession = "sampled";
 inline constexpr const char* kWatchedSession = "watched";
 

@@ -48,6 +48,34 @@ PCTX_KERNEL_RULES = ["PCTX-11", "PCTX-13", "PCTX-14"]
 PCTX_WATCHED_RULES = ["PCTX-07", "PCTX-08", "PCTX-09"]
 
 
+# Elastic v1's rules judged by hardware watchpoints on the writing thread: TLS-01 (the slot watch:
+# a record complete before its pointer is stored) and TLS-04 (the update-order watch). Under
+# qemu-user they are judged with the host's watchpoints on qemu's threads; here by arm64's own.
+ELASTIC_PROTOCOL = "elastic-v1"
+ELASTIC_WATCHED_RULES = ["TLS-01", "TLS-04"]
+# The mutant each rule's arm64 watch must catch (the one no poll of the records would).
+ELASTIC_WATCHED_MUTANTS = {"TLS-01": "record-filled-after-publishing", "TLS-04": "valid-byte-set-early"}
+
+
+def elastic_mutants() -> list[dict]:
+    if not (cs.fixture_dir("arm64") / "mutants" / "mutants.json").is_file():
+        return []
+    return [m for m in cs.load_mutants("arm64") if ELASTIC_WATCHED_MUTANTS.get(m["requirement"]) == m["name"]]
+
+
+def elastic_jobs() -> list[arm64_guest.ConformJob]:
+    """The arm64 Elastic reference judged on the watched rules, and each rule's mutant."""
+    if not cs.fixture_program("arm64").is_file():
+        return []
+    jobs = [arm64_guest.ConformJob("elastic_reference", cs.fixture_program("arm64"), [], ELASTIC_PROTOCOL,
+                                   only=ELASTIC_WATCHED_RULES)]
+    for m in elastic_mutants():
+        jobs.append(arm64_guest.ConformJob("elastic_" + m["name"].replace("-", "_"),
+                                           cs.fixture_program("arm64", m["name"]), [], ELASTIC_PROTOCOL,
+                                           only=[m["requirement"]], strict=cs.strict_for(m["requirement"])))
+    return jobs
+
+
 def pctx_mutants() -> list[dict]:
     document = mutants_document("arm64")
     return [m for m in document["mutants"] if m["requirement"] in PCTX_KERNEL_RULES] if document else []
@@ -69,7 +97,7 @@ def pctx_jobs() -> list[arm64_guest.ConformJob]:
 
 @pytest.fixture(scope="module")
 def guest_run() -> arm64_guest.BootResult:
-    return arm64_vm.boot(WORK_DIR, pctx_jobs(), QEMU_TIMEOUT_S, elastic_fixture=True)
+    return arm64_vm.boot(WORK_DIR, [*pctx_jobs(), *elastic_jobs()], QEMU_TIMEOUT_S, elastic_fixture=True)
 
 
 def test_guest_can_run_bpf(guest_run):
@@ -166,7 +194,7 @@ def guest_conform_run(result: arm64_guest.BootResult, job_name: str) -> cs.Confo
         pytest.fail("the arm64 conform runs cannot run:\n  " + "\n  ".join(
             problems or [f"the arm64 {PACKAGE} fixtures ({PROGRAM}, mutants.json) are not built under "
                          f"{cs.BUILD}/fixtures/arm64: run scripts/setup.sh"]), pytrace=False)
-    return arm64_vm.conform_run(result, next(j for j in pctx_jobs() if j.name == job_name))
+    return arm64_vm.conform_run(result, next(j for j in [*pctx_jobs(), *elastic_jobs()] if j.name == job_name))
 
 
 def test_pctx_reference_passes_the_watched_and_kernel_rules(guest_run):
@@ -193,3 +221,23 @@ def test_pctx_kernel_rules_each_have_their_mutant():
     """Without this, a missing mutant would leave its rule untested, silently."""
     assert sorted(m["requirement"] for m in pctx_mutants()) == PCTX_KERNEL_RULES, (
         f"arm64 {PACKAGE} mutants of {PCTX_KERNEL_RULES} not all built under {cs.BUILD}/fixtures/arm64")
+
+
+# ---- Elastic v1's watched rules on arm64's own watchpoints ----------------------
+
+def test_elastic_reference_passes_the_watched_rules(guest_run):
+    run = guest_conform_run(guest_run, "elastic_reference")
+    assert run.verdicts() == {rule: "pass" for rule in ELASTIC_WATCHED_RULES}, run.explain()
+    assert "updates watched store by store" in run.result("TLS-04")["reason"], run.explain("TLS-04")
+
+
+@pytest.mark.parametrize("mutant", elastic_mutants(), ids=[m["name"] for m in elastic_mutants()])
+def test_elastic_watched_mutant_fails_its_own_rule(guest_run, mutant):
+    run = guest_conform_run(guest_run, "elastic_" + mutant["name"].replace("-", "_"))
+    assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
+    cs.assert_mutant_caught(arm64_vm.KILL_MATRIX_ARCH, mutant, run)
+
+
+def test_elastic_watched_rules_each_have_their_mutant():
+    assert sorted(m["requirement"] for m in elastic_mutants()) == ELASTIC_WATCHED_RULES, (
+        f"arm64 Elastic mutants {sorted(ELASTIC_WATCHED_MUTANTS.values())} not all built under {cs.BUILD}/fixtures/arm64")

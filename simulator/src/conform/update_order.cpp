@@ -134,7 +134,8 @@ class OrderChecker {
          std::to_string(kWatchChunkSize) +
          "-byte chunks: stores to them do not stop the thread and are seen only at its next watched store "
          "(a change made while the valid byte was set is still flagged, with that later store's pc).\n";
-  t += "pc_after_store is the instruction after the store (data watchpoints trap once the store retired).\n";
+  t += "pc_after_store is the instruction after the store (x86-64 traps once the store retired; on arm64, which traps "
+       "before it, the watch steps the thread over the store first).\n";
   if (under_qemu)
     t += "The thread runs qemu-user: pc_after_store is a host address in qemu's generated code, not a guest pc.\n";
   t += "Only user-mode stores by thread " + std::to_string(r.tid) +
@@ -205,10 +206,10 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const Recor
   if (auto st = layout.check(); !st) return st.error().within(where);
   if (record_address == 0 || record_address > kUserSpaceEnd - layout.max_size)
     return make_error("the record address is not a user-space address", where);
-#if !defined(__x86_64__)
+#if !defined(TRACECORR_HARDWARE_WATCH)
   (void)duration;
   (void)max_updates;
-  return make_error("hardware watchpoints are implemented for x86-64 hosts only", where);
+  return make_error("hardware watchpoints are implemented for x86-64 and arm64 hosts only", where);
 #else
   LiveProcessMemory memory(pid);
   // The plan covers the record as long as it is now (a size field may change
@@ -258,24 +259,33 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const Recor
       report.ended_because = "thread exited";
       break;
     }
-    if (stop->kind != Stop::Kind::kSignal) continue;  // group-stop: listen; interrupt/notify: continue
-    unsigned hits = 0;
-    if (stop->signal == SIGTRAP) {
-      auto h = session.take_hits();
-      if (!h) return h.error();
-      hits = *h;
+    // Ours or the target's; for ours the store has completed (arm64 traps
+    // before it: take_signal() steps over it) and the resume signal is set.
+    // A stop that came before our store is handled in its place.
+    std::optional<Stop> pending = *stop;
+    while (pending && pending->kind == Stop::Kind::kSignal) {
+      auto signal = session.take_signal(*pending);
+      if (!signal) return signal.error();
+      pending.reset();
+      using Taken = WatchSession::SignalStop::Kind;
+      if (signal->kind == Taken::kTheTargets) {
+        ++report.signals_forwarded;
+      } else if (signal->kind == Taken::kCameFirst) {
+        pending = signal->came_first;
+      } else {
+        auto pc = session.instruction_pointer();
+        if (!pc) return pc.error();
+        auto state = read_state(memory, layout, record_address, *pc, signal->hits);
+        if (!state)
+          return state.error().within(thread_where(pid, tid) + " after store " + std::to_string(report.stores_seen + 1));
+        checker.observe(std::move(*state));
+      }
     }
-    // Our SIGTRAP is swallowed; anything else (another signal, or a SIGTRAP
-    // the target raised itself) is handed back unchanged.
-    bool ours = hits != 0 && session.siginfo_is_hardware_breakpoint();
-    session.set_resume_signal(ours ? 0 : stop->signal);
-    if (!ours) ++report.signals_forwarded;
-    if (hits == 0) continue;
-    auto pc = session.instruction_pointer();
-    if (!pc) return pc.error();
-    auto state = read_state(memory, layout, record_address, *pc, hits);
-    if (!state) return state.error().within(thread_where(pid, tid) + " after store " + std::to_string(report.stores_seen + 1));
-    checker.observe(std::move(*state));
+    if (pending && pending->kind == Stop::Kind::kExited) {
+      report.thread_exited = true;
+      report.ended_because = "thread exited";
+      break;
+    }
   }
   session.release();
   return report;

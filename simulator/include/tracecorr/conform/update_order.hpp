@@ -5,12 +5,14 @@
 // The check: every observed state whose valid byte is accepted (its layout's
 // valid values; Elastic v1: non-zero) must be reached from the previous such
 // state only through an observed state whose valid byte is not. A data
-// watchpoint is a trap, raised once the store has retired, so each watched
+// watchpoint stops the thread right after the store (x86-64 traps once it
+// retired; arm64 before it, and the watch steps over it), so each watched
 // store yields exactly one observed state and consecutive observed states
 // differ by exactly one store (plus any stores to bytes the debug registers
 // cannot cover; see WatchPlan).
 //
-// Host: x86-64 (DR0..DR3 through PTRACE_POKEUSER). It also watches guests of
+// Host: x86-64 (DR0..DR3 through PTRACE_POKEUSER) or arm64 (NT_ARM_HW_WATCH;
+// a core with fewer than four watchpoints is an error). It also watches guests of
 // qemu-user: qemu performs a guest's stores as host stores at the same
 // addresses, so host watchpoints on the qemu thread catch them; the reported
 // instruction address is then in qemu's generated code, not a guest pc.
@@ -130,7 +132,7 @@ struct UpdateOrderReport {
 // (waitpid(-1, ..., __WALL) would steal the watch's stops).
 //
 // Errors: the thread cannot be seized (gone, not permitted, already traced),
-// the record cannot be read, the host is not x86-64.
+// the record cannot be read, the host is neither x86-64 nor arm64.
 Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const RecordLayout& layout,
                                                std::uint64_t record_address, std::chrono::milliseconds duration,
                                                std::size_t max_updates = 0);
