@@ -9,9 +9,15 @@
   is reported failed: CI built everything, so a missing product is a broken build.
 - The kill matrix and timings of the conform tests (conform_support.KILL_MATRIX)
   in the terminal summary, so they show with -q as well as with -s.
+- The CPU time each test took, its own and its finished children's (tracecorr,
+  the targets, qemu; a module's fixtures count in the first test that used
+  them), the largest in the terminal summary: the test command is bound by its
+  CPU time on a 2-CPU machine, so that is where it can be made shorter.
 """
+import resource
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -19,6 +25,13 @@ import build_products
 import conform_support
 
 _OWN_BASETEMP = None
+CPU_SUMMARY_LINES = 12
+_cpu_by_test: list[tuple[float, float, str]] = []  # (CPU seconds, wall seconds, nodeid)
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pytest_configure(config):
@@ -31,6 +44,13 @@ def pytest_configure(config):
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_BASETEMP and exitstatus == 0:
         shutil.rmtree(_OWN_BASETEMP, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    _cpu_by_test.append((_cpu_seconds() - cpu, time.monotonic() - wall, item.nodeid))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -47,6 +67,11 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _cpu_by_test:
+        total = sum(cpu for cpu, _, _ in _cpu_by_test)
+        terminalreporter.write_sep("=", f"CPU time: {total:.0f} s in {len(_cpu_by_test)} tests; the largest")
+        for cpu, wall, nodeid in sorted(_cpu_by_test, reverse=True)[:CPU_SUMMARY_LINES]:
+            terminalreporter.write_line(f"{cpu:7.1f} s CPU {wall:7.1f} s wall  {nodeid}")
     lines = conform_support.KILL_MATRIX.render()
     if not lines:
         return
