@@ -31,6 +31,26 @@
 #define TC_TEST_RECORD_STAMP_SIZE 12
 #define TC_TEST_RECORD_VERSION 3
 
+#include <stdint.h>
+
+/* Sets up the whole record as carrying `serial`: version, flags, valid and
+ * present set, owner = serial (native byte order), every context and stamp
+ * byte derived from it. What a publisher of complete records writes
+ * (published_record_target.c) and what a test expects to read back. */
+static inline void tc_test_record_fill(uint8_t *record, uint64_t serial)
+{
+    const uint16_t version = TC_TEST_RECORD_VERSION;
+    __builtin_memcpy(record + TC_TEST_RECORD_VERSION_OFFSET, &version, sizeof version);
+    record[TC_TEST_RECORD_FLAGS_OFFSET] = (uint8_t)(serial & 1);
+    record[TC_TEST_RECORD_VALID_OFFSET] = 1;
+    for (unsigned i = 0; i < TC_TEST_RECORD_CONTEXT_SIZE; ++i)
+        record[TC_TEST_RECORD_CONTEXT_OFFSET + i] = (uint8_t)(serial + i);
+    record[TC_TEST_RECORD_PRESENT_OFFSET] = 1;
+    __builtin_memcpy(record + TC_TEST_RECORD_OWNER_OFFSET, &serial, sizeof serial);
+    for (unsigned i = 0; i < TC_TEST_RECORD_STAMP_SIZE; ++i)
+        record[TC_TEST_RECORD_STAMP_OFFSET + i] = (uint8_t)(serial * 7 + i);
+}
+
 /* The test library (tests/unit/data/tls_test_library.c): a TLS pointer to the
  * thread's record and a data pointer to a process-wide area, by these names. */
 #define TC_TEST_TLS_SYMBOL tc_test_thread_record

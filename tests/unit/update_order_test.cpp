@@ -7,18 +7,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/ptrace.h>
-#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -29,6 +25,7 @@
 #include "test_record_layout.hpp"
 #include "tracecorr/conform/update_order.hpp"
 #include "tracecorr/memory.hpp"
+#include "watched_thread.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -121,63 +118,14 @@ class Publisher {
   std::string output_;  // stdout after the thread announcements
 };
 
-std::string task_file(pid_t pid, pid_t tid, const char* name) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/" + name);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-long tracer_of(pid_t pid, pid_t tid) {
-  auto status = task_file(pid, tid, "status");
-  auto at = status.find("TracerPid:");
-  return at == std::string::npos ? -1 : std::stol(status.substr(at + 10));
-}
-
-char scheduler_state(pid_t pid, pid_t tid) {
-  auto stat = task_file(pid, tid, "stat");
-  auto paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
-}
-
-// DR0..DR3 and DR7 of a thread, read through a brief attachment of our own.
-std::optional<std::array<unsigned long, 5>> debug_registers(pid_t tid) {
-  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) return std::nullopt;
-  ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
-  int status = 0;
-  if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) return std::nullopt;
-  std::array<unsigned long, 5> regs{};
-  const int index[5] = {0, 1, 2, 3, 7};
-  for (int i = 0; i < 5; ++i)
-    regs[i] = static_cast<unsigned long>(ptrace(PTRACE_PEEKUSER, tid,
-                                                reinterpret_cast<void*>(offsetof(struct user, u_debugreg) +
-                                                                        index[i] * sizeof(user{}.u_debugreg[0])),
-                                                nullptr));
-  ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
-  return regs;
-}
-
 // Waits (bounded, a liveness check, not a timing assertion) until the record changes.
 bool record_keeps_changing(pid_t pid, std::uint64_t record) {
-  LiveProcessMemory memory(pid);
-  test_support::TestRecordBytes first{}, now{};
-  if (!memory.read(record, first)) return false;
-  for (auto give_up = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < give_up;) {
-    std::this_thread::sleep_for(1ms);
-    if (!memory.read(record, now)) return false;
-    if (now != first) return true;
-  }
-  return false;
+  return test_support::memory_keeps_changing<TC_TEST_RECORD_SIZE>(pid, record);
 }
 
 // The thread runs on after a watch: detached, not stopped, no watchpoint armed, publishing.
 void expect_released(const Publisher& target, const PublisherThread& thread) {
-  EXPECT_EQ(tracer_of(target.pid(), thread.tid), 0) << "still traced after the watch";
-  char state = scheduler_state(target.pid(), thread.tid);
-  EXPECT_NE(state, 't') << "left in a tracing stop";
-  EXPECT_NE(state, 'T') << "left stopped";
-  auto regs = debug_registers(thread.tid);
-  ASSERT_TRUE(regs.has_value()) << "could not attach to check the debug registers (still attached?)";
-  EXPECT_EQ((*regs)[4], 0u) << "DR7 still enables watchpoints";
-  for (int i = 0; i < 4; ++i) EXPECT_EQ((*regs)[i], 0u) << "DR" << i << " not cleared";
+  test_support::expect_released(target.pid(), thread.tid);
   EXPECT_TRUE(record_keeps_changing(target.pid(), thread.record)) << "the publisher stopped making progress";
   EXPECT_TRUE(target.alive());
 }
@@ -293,7 +241,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
   std::string helper_failure;
   std::thread helper([&] {
     auto fail = [&](std::string why) { helper_failure = std::move(why); };
-    for (auto give_up = std::chrono::steady_clock::now() + 5s; tracer_of(pid, thread.tid) <= 0;) {
+    for (auto give_up = std::chrono::steady_clock::now() + 5s; test_support::tracer_of(pid, thread.tid) <= 0;) {
       if (std::chrono::steady_clock::now() >= give_up) return fail("the watch never attached");
       std::this_thread::sleep_for(1ms);
     }
