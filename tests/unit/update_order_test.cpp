@@ -276,6 +276,10 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
     (void)memory.read(thread.record, after);
     if (before != after) fail("the watched thread ran during the group-stop");
     kill(pid, SIGCONT);
+    // The worker publishes under the watch before it is told to exit: each
+    // signal above may have come before it got back to its loop (the watch is
+    // armed by the time USR1 is handed back, so these stores are watched).
+    if (!record_keeps_changing(pid, thread.record)) fail("the worker never published after SIGCONT");
     tgkill(pid, thread.tid, SIGUSR2);  // the worker exits, which ends the watch
   });
   auto report = watch_update_order(pid, thread.tid, test_record_layout(), thread.record, 10s);
@@ -284,7 +288,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
   ASSERT_TRUE(report.ok()) << report.error().message();
   EXPECT_EQ(report->ended_because, "thread exited") << describe(*report);
   EXPECT_GE(report->signals_forwarded, 3u);  // USR1, TRAP, STOP, CONT, USR2 (STOP/CONT may coalesce)
-  EXPECT_GT(report->updates_seen, 0u);
+  EXPECT_GT(report->updates_seen, 0u) << describe(*report);
   EXPECT_TRUE(report->conforms()) << describe(*report);
   EXPECT_TRUE(target.alive());
 }
