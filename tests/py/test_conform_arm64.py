@@ -76,7 +76,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.qemu, pytest.mar
 
 def run_mutant(mutant: dict, out_dir) -> cs.ConformRun:
     requirement = mutant["requirement"]
-    command, gdbstub = cs.arch_command(ARCH, cs.fixture_program(ARCH, mutant["name"]))
+    command, gdbstub = cs.elastic_command(ARCH, mutant["name"])
     return cs.run_conform(command, [requirement], strict=cs.strict_for(requirement), gdbstub=gdbstub,
                           out_dir=out_dir, env=MUTANT_ENV.get(mutant["name"]),
                           retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
@@ -87,7 +87,7 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("conform-arm64")
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        command, gdbstub = cs.arch_command(ARCH, cs.fixture_program(ARCH))
+        command, gdbstub = cs.elastic_command(ARCH)
         reference = pool.submit(cs.run_conform, command, list(ARCH_AREAS), gdbstub=gdbstub,
                                 out_dir=out / "reference", junit=True, retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
         futures = {m["name"]: pool.submit(run_mutant, m, out / m["name"]) for m in MUTANTS}

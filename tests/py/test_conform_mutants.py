@@ -55,10 +55,10 @@ def runs(tmp_path_factory):
     ordered = sorted(MUTANTS, key=lambda m: -len(launches[m["requirement"]]))
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         reference = pool.submit(cs.reference_run, ARCH, out / "reference")
-        lenient = pool.submit(cs.run_conform, [str(cs.fixture_program(ARCH, LENIENT_SHOULD_MUTANT))],
+        lenient = pool.submit(cs.run_conform, cs.elastic_command(ARCH, LENIENT_SHOULD_MUTANT)[0],
                               [next(m["requirement"] for m in MUTANTS if m["name"] == LENIENT_SHOULD_MUTANT)],
                               out_dir=out / "lenient", retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
-        futures = {m["name"]: pool.submit(cs.run_conform, [str(cs.fixture_program(ARCH, m["name"]))],
+        futures = {m["name"]: pool.submit(cs.run_conform, cs.elastic_command(ARCH, m["name"])[0],
                                           [m["requirement"]], strict=cs.strict_for(m["requirement"]),
                                           out_dir=out / m["name"], retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
                    for m in ordered}
