@@ -30,7 +30,7 @@ import arm64_vm
 import conform_support as cs
 from arm64_vm import arm64_guest, missing_payload, section_json, section_text
 from test_agent_thread_context import assert_reads_what_was_published
-from test_conform_tctx_mutants import (DYNAMIC_TLS, PACKAGE, PROTOCOL, SKIPPED_IN_PLACE,
+from test_conform_tctx_mutants import (DYNAMIC_TLS, PACKAGE, PROTOCOL, SKIPPED_IN_PLACE, WORKLOAD,
                                        mutants_document, models, problems, program)
 
 ARCH = "arm64"
@@ -72,7 +72,7 @@ def job_name(run: str) -> str:
 
 def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
     """By run name: "model:<model>" (and "model:tlsdesc-dlopen:dynamic-tls"), "in-place", each mutant by name."""
-    reference_args = DOCUMENT["reference_args"]
+    reference_args = [*DOCUMENT["reference_args"], *WORKLOAD]
     jobs = {}
     for run in REFERENCE_RUNS:
         model = run.split(":")[0]
@@ -83,7 +83,7 @@ def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
                                               [*reference_args, "--style", "in-place"], PROTOCOL)
     for m in MUTANTS:
         jobs[m["name"]] = arm64_guest.ConformJob(job_name("mutant-" + m["name"]), program(mutant=m["name"], arch=ARCH),
-                                                 m["args"], PROTOCOL, only=[m["requirement"]],
+                                                 [*m["args"], *WORKLOAD], PROTOCOL, only=[m["requirement"]],
                                                  strict=cs.strict_for(m["requirement"]))
     return jobs
 
