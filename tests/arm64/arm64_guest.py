@@ -180,14 +180,28 @@ class ConformJob:
             argv.append("--strict")
         return [*argv, "--", self.guest_program(), *self.args]
 
+    # Exit 3 with nothing failed is an inconclusive run (a starved guest): run
+    # again, at most this many times, as the host's conform tests do
+    # (conform_support.run_conform); the earlier attempts stay in the log.
+    INCONCLUSIVE_RETRIES = 2
+
     def run_script(self) -> str:
         """Runs the job (may run beside other conform jobs)."""
         out = f"/tmp/conform-{self.name}"
+        command = f"{environment_prefix(self.env)}timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in self.argv())}"
         return "\n".join([
             "started=$(date +%s)",
-            f"{environment_prefix(self.env)}timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in self.argv())} "
-            f"> {out}.log 2>&1",
-            f"echo \"$? $(( $(date +%s) - started ))\" > {out}.rc",
+            "attempt=0",
+            f": > {out}.earlier",
+            "while :; do",
+            f"  {command} > {out}.log 2>&1",
+            "  rc=$?",
+            f"  [ $rc -eq 3 ] && [ $attempt -lt {self.INCONCLUSIVE_RETRIES} ] || break",
+            "  attempt=$((attempt + 1))",
+            f"  {{ echo \"== attempt $attempt: inconclusive (exit 3), run again\"; cat {out}.log; }} >> {out}.earlier",
+            "done",
+            f"cat {out}.earlier >> {out}.log",
+            f"echo \"$rc $(( $(date +%s) - started ))\" > {out}.rc",
         ])
 
     def emit_script(self) -> str:

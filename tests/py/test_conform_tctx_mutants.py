@@ -144,7 +144,7 @@ def runs(tmp_path_factory):
     jobs["in-place"] = {"command": [str(program("tlsdesc")), *reference_args, "--style", "in-place"],
                         "only": None, "strict": False}
     # --protocol auto (conform's default): the writer also publishes a process context.
-    jobs["auto"] = {"command": [str(program("tlsdesc")), "--threads", "2", "--hold"], "only": None, "strict": False,
+    jobs["auto"] = {"command": [str(program("tlsdesc")), *reference_args], "only": None, "strict": False,
                     "protocol": None}
     for m in MUTANTS:
         jobs[m["name"]] = {"command": [str(program(mutant=m["name"])), *m["args"], *WORKLOAD],

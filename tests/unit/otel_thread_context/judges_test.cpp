@@ -446,9 +446,18 @@ INSTANTIATE_TEST_SUITE_P(
                            state(Cause::kOtherWriter, kRecordA, with_byte(record(1), 23, 0x80))}),
                   Outcome::Violated, "changed while the thread made no store to them"},
         JudgeCase{"NoWatchNoVerdict", "TCTX-28", in_session(kWatchedSession, [](auto& f) {
-                    f.watch_unavailable = "hardware watchpoints are implemented for x86-64 hosts only";
+                    f.watch_unavailable = "hardware watchpoints are implemented for x86-64 and arm64 hosts only";
                   }),
-                  Outcome::NotApplicable, "x86-64 hosts only"}));
+                  Outcome::NotApplicable, "x86-64 and arm64 hosts only"},
+        // A watch that saw no store at all (a starved writer) judges no style: inconclusive, not a skip.
+        JudgeCase{"NothingChangedIsInconclusiveForSwaps", "TCTX-21",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1))}), Outcome::KitError, "saw no update"},
+        JudgeCase{"NothingChangedIsInconclusiveInPlace", "TCTX-23",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1))}), Outcome::KitError, "saw no update"},
+        JudgeCase{"NothingChangedIsInconclusiveForStyle", "TCTX-24",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1))}), Outcome::KitError, "saw no update"},
+        JudgeCase{"NothingChangedIsInconclusiveForAppends", "TCTX-25",
+                  watched({state(Cause::kWatchBegan, kRecordA, record(1))}), Outcome::KitError, "saw no update"}));
 
 }  // namespace
 }  // namespace tracecorr::otel_thread_context
