@@ -131,6 +131,13 @@ def inconclusive_results(report: dict | None) -> list[str]:
     return [f"{r['id']} error: {r['reason'][:300]}" for r in report["results"] if r["verdict"] == "error"]
 
 
+# Sessions a full run (no --only) overlaps, when set: scripts/test.sh sets 2 when it found the CPUs
+# idle and runs two pytest processes. Conform's own default goes by the load average, which two
+# pytest processes of mostly sleeping targets keep at the CPU count: every full run would then take
+# its sessions one after another (19.5 s for the Elastic reference instead of 7).
+SESSION_JOBS = os.environ.get("TRACECORR_TEST_CONFORM_SESSION_JOBS", "")
+
+
 def run_conform(command: list[str], only: list[str] | None = None, *, strict: bool = False,
                 gdbstub: str | None = None, out_dir: Path | None = None, junit: bool = False,
                 env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S,
@@ -183,6 +190,8 @@ def _run_conform_once(command: list[str], only: list[str] | None, *, strict: boo
         argv.append("--strict")
     if gdbstub:
         argv += ["--gdbstub", gdbstub]
+    if SESSION_JOBS and not only and "--jobs" not in (extra_args or []):
+        argv += ["--jobs", SESSION_JOBS]
     argv += [*(extra_args or []), "--", *command]
     with host_lock.shared():  # no test acting on every process of the host runs meanwhile
         started = time.monotonic()
