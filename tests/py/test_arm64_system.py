@@ -70,7 +70,7 @@ def elastic_jobs() -> list[arm64_guest.ConformJob]:
     jobs = [arm64_guest.ConformJob("elastic_reference", cs.fixture_program("arm64"), [], ELASTIC_PROTOCOL,
                                    only=ELASTIC_WATCHED_RULES)]
     for m in elastic_mutants():
-        jobs.append(arm64_guest.ConformJob("elastic_" + m["name"].replace("-", "_"),
+        jobs.append(arm64_guest.ConformJob(arm64_vm.job_name("elastic", m["name"]),
                                            cs.fixture_program("arm64", m["name"]), [], ELASTIC_PROTOCOL,
                                            only=[m["requirement"]], strict=cs.strict_for(m["requirement"])))
     return jobs
@@ -90,7 +90,7 @@ def pctx_jobs() -> list[arm64_guest.ConformJob]:
     jobs = [arm64_guest.ConformJob("pctx_reference", program("arm64"), [*document["reference_args"], *FORK], PROTOCOL,
                                    only=PCTX_WATCHED_RULES + PCTX_KERNEL_RULES)]
     for m in pctx_mutants():
-        jobs.append(arm64_guest.ConformJob("pctx_" + m["name"].replace("-", "_"), program("arm64", m["name"]), m["args"],
+        jobs.append(arm64_guest.ConformJob(arm64_vm.job_name("pctx", m["name"]), program("arm64", m["name"]), m["args"],
                                            PROTOCOL, only=[m["requirement"]], strict=True))
     return jobs
 
@@ -212,7 +212,7 @@ def test_pctx_reference_passes_the_watched_and_kernel_rules(guest_run):
 
 @pytest.mark.parametrize("mutant", pctx_mutants(), ids=[m["name"] for m in pctx_mutants()])
 def test_pctx_mutant_fails_its_own_rule(guest_run, mutant):
-    run = guest_conform_run(guest_run, "pctx_" + mutant["name"].replace("-", "_"))
+    run = guest_conform_run(guest_run, arm64_vm.job_name("pctx", mutant["name"]))
     assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
     cs.assert_mutant_caught(arm64_vm.KILL_MATRIX_ARCH, mutant, run)
 
@@ -233,7 +233,7 @@ def test_elastic_reference_passes_the_watched_rules(guest_run):
 
 @pytest.mark.parametrize("mutant", elastic_mutants(), ids=[m["name"] for m in elastic_mutants()])
 def test_elastic_watched_mutant_fails_its_own_rule(guest_run, mutant):
-    run = guest_conform_run(guest_run, "elastic_" + mutant["name"].replace("-", "_"))
+    run = guest_conform_run(guest_run, arm64_vm.job_name("elastic", mutant["name"]))
     assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
     cs.assert_mutant_caught(arm64_vm.KILL_MATRIX_ARCH, mutant, run)
 

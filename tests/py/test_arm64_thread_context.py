@@ -67,7 +67,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.matrix,
 
 
 def job_name(run: str) -> str:
-    return "tctx_" + run.replace(":", "_").replace("-", "_")
+    return arm64_vm.job_name("tctx", run)
 
 
 def conform_jobs() -> dict[str, arm64_guest.ConformJob]:

@@ -28,6 +28,12 @@ import arm64_guest  # noqa: E402
 KILL_MATRIX_ARCH = "arm64-vm"
 
 
+def job_name(family: str, run: str) -> str:
+    """A guest job's name (its folder and result sections): `family`_`run`,
+    the run's "-" and ":" made "_" (shell- and section-safe)."""
+    return f"{family}_" + run.replace(":", "_").replace("-", "_")
+
+
 def env_path(name: str, default: Path) -> Path:
     return Path(os.environ[name]) if os.environ.get(name) else default
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tracecorr::test {
 
@@ -61,6 +62,16 @@ class ForkedChild {
   }
   ForkedChild(const ForkedChild&) = delete;
   ForkedChild& operator=(const ForkedChild&) = delete;
+
+  // In the child's body: becomes the program `argv` names (argv[0] a path),
+  // or exits 127 when it cannot.
+  [[noreturn]] static void exec(std::vector<std::string> argv) {
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
 
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }

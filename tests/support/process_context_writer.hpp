@@ -23,11 +23,9 @@ class ProcessContextWriter {
       : child_([args](ForkedChild::Pipes pipes) {
           ::dup2(pipes.release, STDIN_FILENO);
           ::dup2(pipes.report, STDOUT_FILENO);
-          std::vector<char*> argv{const_cast<char*>(kProcessContextWriterPath.c_str())};
-          for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-          argv.push_back(nullptr);
-          ::execv(kProcessContextWriterPath.c_str(), argv.data());
-          ::_exit(127);
+          std::vector<std::string> argv{kProcessContextWriterPath};
+          argv.insert(argv.end(), args.begin(), args.end());
+          ForkedChild::exec(std::move(argv));
         }) {}
 
   pid_t pid() const { return child_.pid(); }

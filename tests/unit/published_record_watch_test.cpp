@@ -42,13 +42,9 @@ const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/publish
 class Publisher {
  public:
   explicit Publisher(std::vector<std::string> argv)
-      : child_([argv](test::ForkedChild::Pipes pipes) mutable {
-          std::vector<char*> args;
-          for (auto& a : argv) args.push_back(a.data());
-          args.push_back(nullptr);
+      : child_([argv](test::ForkedChild::Pipes pipes) {
           dup2(pipes.report, STDOUT_FILENO);
-          execv(args[0], args.data());
-          _exit(127);
+          test::ForkedChild::exec(argv);
         }) {
     auto line = child_.read_line();
     long tid = 0;

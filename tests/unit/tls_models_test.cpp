@@ -77,13 +77,9 @@ class ModelTarget {
             for (const auto& e : c.environment) ::putenv(const_cast<char*>(e.c_str()));
           }
           argv.insert(argv.end(), c.command.begin(), c.command.end());
-          std::vector<char*> args;
-          for (auto& a : argv) args.push_back(a.data());
-          args.push_back(nullptr);
           ::dup2(pipes.report, STDOUT_FILENO);
           ::dup2(pipes.release, STDIN_FILENO);
-          ::execv(args[0], args.data());
-          ::_exit(127);
+          test::ForkedChild::exec(std::move(argv));
         }) {}
 
   pid_t pid() const { return child_.pid(); }

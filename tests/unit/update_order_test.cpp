@@ -45,13 +45,9 @@ struct PublisherThread {
 class Publisher {
  public:
   Publisher(std::vector<std::string> argv, std::size_t threads)
-      : child_([argv](test::ForkedChild::Pipes pipes) mutable {
-          std::vector<char*> args;
-          for (auto& a : argv) args.push_back(a.data());
-          args.push_back(nullptr);
+      : child_([argv](test::ForkedChild::Pipes pipes) {
           dup2(pipes.report, STDOUT_FILENO);
-          execv(args[0], args.data());
-          _exit(127);
+          test::ForkedChild::exec(argv);
         }),
         pid_(child_.pid()),
         out_(child_.report_fd()) {
