@@ -561,6 +561,8 @@ class WatchSession {
       kCameFirst,   // our watchpoint, but `came_first` stopped the thread before the store could
                     // complete (a signal, a group-stop, its exit): handle that stop as any other;
                     // the store has not happened and traps again when the thread gets to it
+      kTakenEarlier,  // our watchpoint's SIGTRAP whose hit a watch already took at an interrupt
+                      // (take_hits() there; x86-64, where DR6 keeps it): swallowed, nothing new
     } kind;
     Stop came_first{Stop::Kind::kExited};
     unsigned hits = 0;  // our watchpoint: bit i, armed chunk i fired
@@ -577,6 +579,10 @@ class WatchSession {
   Expected<SignalStop> take_signal(const Stop& stop) {
     unsigned hits = 0;
     if (!is_our_trap(stop, &hits)) {
+      if (is_our_spent_trap(stop)) {
+        resume_signal_ = 0;
+        return SignalStop{SignalStop::Kind::kTakenEarlier};
+      }
       resume_signal_ = stop.signal;
       return SignalStop{SignalStop::Kind::kTheTargets};
     }
@@ -613,7 +619,8 @@ class WatchSession {
       // Running, or listening in a group-stop: stop it so its registers can be written.
       auto stop = interrupt(kReleasePatience);
       if (!stop || !attached_) return;  // gone, or unstoppable: nothing more can be done
-      if (stop->kind == Stop::Kind::kSignal) resume_signal_ = is_our_trap(*stop) || is_our_step(*stop) ? 0 : stop->signal;
+      if (stop->kind == Stop::Kind::kSignal)
+        resume_signal_ = is_our_trap(*stop) || is_our_spent_trap(*stop) || is_our_step(*stop) ? 0 : stop->signal;
     }
     if (armed_) {
       (void)registers_.clear();
@@ -665,6 +672,13 @@ class WatchSession {
       }
       resume_signal_ = stop->signal;
     }
+  }
+
+  // Our watchpoint's SIGTRAP with no hit left to read: a watch took it at an
+  // interrupt already (x86-64's DR6 keeps a hit until read). Delivered, it
+  // would kill a target without a SIGTRAP handler.
+  bool is_our_spent_trap(const Stop& stop) {
+    return armed_ && stop.kind == Stop::Kind::kSignal && stop.signal == SIGTRAP && siginfo_is_hardware_breakpoint();
   }
 
   // The SIGTRAP of a step over a trapping store that did not come within its bound.

@@ -193,7 +193,7 @@ class Follower {
         using Taken = WatchSession::SignalStop::Kind;
         if (signal->kind == Taken::kCameFirst) return handle(t, signal->came_first);
         if (signal->kind == Taken::kStoreDone) store_seen(t);
-        else count([](auto& r) { ++r.signals_forwarded; });
+        else if (signal->kind == Taken::kTheTargets) count([](auto& r) { ++r.signals_forwarded; });
         break;
       }
       case Stop::Kind::kGroupStop:

@@ -177,6 +177,8 @@ class Watch {
       return Ok{};
     }
     if (signal->kind == Taken::kCameFirst) return on_stop(signal->came_first);
+    // Its hit was read at look_for_other_writer()'s interrupt and handled there.
+    if (signal->kind == Taken::kTakenEarlier) return Ok{};
     return on_hits(signal->hits);
   }
 

@@ -183,7 +183,7 @@ class Follower {
       using Taken = WatchSession::SignalStop::Kind;
       if (signal->kind == Taken::kCameFirst) return handle(t, signal->came_first);
       if (signal->kind == Taken::kStoreDone) observe_store(t);
-      else ++report_.signals_forwarded;
+      else if (signal->kind == Taken::kTheTargets) ++report_.signals_forwarded;
     }
     if (!t.settled) try_arm(t);
   }

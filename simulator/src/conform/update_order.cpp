@@ -272,7 +272,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const Recor
         ++report.signals_forwarded;
       } else if (signal->kind == Taken::kCameFirst) {
         pending = signal->came_first;
-      } else {
+      } else if (signal->kind == Taken::kStoreDone) {
         auto pc = session.instruction_pointer();
         if (!pc) return pc.error();
         auto state = read_state(memory, layout, record_address, *pc, signal->hits);
