@@ -240,18 +240,22 @@ class SamplingJob:
     def section(self, program: str, what: str) -> str:
         return f"{self.name}_{program}_{what}"
 
+    def _tmp(self, program: str) -> str:
+        """Where a program's journal, pid and output (+ .jsonl, .pid, .log), or the agent's files ("agent"), go in the guest."""
+        return f"/tmp/{self.name}-{program}"
+
     def run_script(self) -> str:
         """Runs the job (alone: its programs keep every CPU busy)."""
         lines = []
         for p in self.programs:
-            out = f"/tmp/{self.name}-{p.name}"
+            out = self._tmp(p.name)
             program = f"{guest_program_dir(f'{self.name}_{p.name}')}/{p.program.name}"
             env = {**p.env, "TRACECORR_FIXTURE_JOURNAL": f"{out}.jsonl"}
             lines += [f"{environment_prefix(env)}{program} {' '.join(shlex.quote(a) for a in p.args)} > {out}.log 2>&1 &",
                       f"echo $! > {out}.pid"]
-        journals = " ".join(f"/tmp/{self.name}-{p.name}.jsonl" for p in self.programs)
-        pids = " ".join(f"--pid $(cat /tmp/{self.name}-{p.name}.pid)" for p in self.programs)
-        out = f"/tmp/{self.name}-agent"
+        journals = " ".join(f"{self._tmp(p.name)}.jsonl" for p in self.programs)
+        pids = " ".join(f"--pid $(cat {self._tmp(p.name)}.pid)" for p in self.programs)
+        out = self._tmp("agent")
         lines += [
             "waited=0",
             f"for journal in {journals}; do",
@@ -264,15 +268,15 @@ class SamplingJob:
             f"echo $? > {out}.rc",
         ]
         for p in self.programs:
-            lines.append(f"kill $(cat /tmp/{self.name}-{p.name}.pid) 2>/dev/null")
+            lines.append(f"kill $(cat {self._tmp(p.name)}.pid) 2>/dev/null")
         lines.append("wait")
         return "\n".join(lines)
 
     def emit_script(self) -> str:
-        out = f"/tmp/{self.name}-agent"
+        out = self._tmp("agent")
         lines = [f"emit {self.name} {out}.json", f"emit {self.name}_rc {out}.rc", f"emit {self.name}_log {out}.log"]
         for p in self.programs:
-            base = f"/tmp/{self.name}-{p.name}"
+            base = self._tmp(p.name)
             lines += [f"emit {self.section(p.name, 'journal')} {base}.jsonl",
                       f"emit {self.section(p.name, 'pid')} {base}.pid",
                       f"emit {self.section(p.name, 'log')} {base}.log"]
@@ -345,21 +349,19 @@ def needed(binary: Path) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
-def interpreter(binary: Path) -> str | None:
-    out = subprocess.run(["aarch64-linux-gnu-readelf", "-l", str(binary)], check=True,
-                         capture_output=True, text=True).stdout
-    m = re.search(r"Requesting program interpreter: ([^\]]+)\]", out)
-    return m.group(1) if m else None
-
-
-def shared_library_closure(binaries: list[Path], search_dirs: list[Path]) -> dict[str, Path]:
-    """Every shared library the binaries load (NEEDED, transitively), by soname;
-    musl's libc.so is its loader (added by build_initramfs), not looked for."""
+def shared_library_closure(binaries: list[Path], search_dirs: list[Path]) -> tuple[dict[str, Path], bool]:
+    """Every shared library the binaries load (NEEDED, transitively), by
+    soname, and whether any of them is a musl program: musl's NEEDED libc.so
+    is its loader (added by build_initramfs), not looked for."""
     found: dict[str, Path] = {}
+    musl = False
     pending = [lib for b in binaries for lib in needed(b)]
     while pending:
         name = pending.pop()
-        if name in found or name in MUSL_PROVIDED:
+        if name in MUSL_PROVIDED:
+            musl = True
+            continue
+        if name in found:
             continue
         candidates = [d / name for d in search_dirs if (d / name).exists()]
         if not candidates:
@@ -367,7 +369,7 @@ def shared_library_closure(binaries: list[Path], search_dirs: list[Path]) -> dic
                                     " (missing from cmake/arm64/sysroot-packages.txt?)")
         found[name] = candidates[0].resolve()
         pending.extend(needed(found[name]))
-    return found
+    return found, musl
 
 
 def compile_smoke(work: Path) -> Path:
@@ -418,32 +420,32 @@ def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFA
                 cpio.file(f"opt/fixture/{item.name}", item.read_bytes(), 0o755 if os.access(item, os.X_OK) else 0o644)
                 if item.name == FIXTURE_EXECUTABLE or item.suffix == ".so":
                     dynamic.append(item)
-    job_libraries: set[Path] = set()
+    job_library_dirs: set[Path] = set()
     for job in jobs:
         for guest_path, host_path in job.files():
             cpio.file(guest_path, host_path.read_bytes())
             dynamic.append(host_path)
             if host_path.suffix == ".so":
-                job_libraries.add(host_path.resolve())
+                job_library_dirs.add(host_path.resolve().parent)
     if jobs:
         cpio.file("opt/conform/run.sh", run_script(jobs).encode(), 0o644)
     if dynamic:
         search = [sysroot / "usr/lib/aarch64-linux-gnu", sysroot / "lib/aarch64-linux-gnu", CROSS_LIBC_DIR]
         # Each job's own libraries sit beside its program (RUNPATH $ORIGIN): one of them
         # (a name many TLS models share) must not stand in for another's in the shared folder.
-        search += sorted({p.parent for p in job_libraries})
+        search += sorted(job_library_dirs)
         if fixture_dir is not None:
             search.insert(0, fixture_dir)
-        libs = shared_library_closure(dynamic, search)
+        libs, musl = shared_library_closure(dynamic, search)
         for name, path in sorted(libs.items()):
             if fixture_dir is not None and path.parent == fixture_dir.resolve():
                 continue  # already under /opt/fixture
-            if path in job_libraries or path.parent in {p.parent for p in job_libraries}:
+            if path.parent in job_library_dirs:
                 continue  # beside its program
             cpio.file(f"{GUEST_LIB_DIR}/{name}", path.read_bytes())
         # The program interpreter arm64 binaries name: /lib/ld-linux-aarch64.so.1.
         cpio.file(f"lib/{ARM64_LOADER}", (CROSS_LIBC_DIR / ARM64_LOADER).resolve().read_bytes())
-        if any((interpreter(b) or "").endswith(MUSL_LOADER) for b in dynamic):
+        if musl:
             cpio.file(f"lib/{MUSL_LOADER}", MUSL_LIBC.resolve().read_bytes())
     cpio.write(out)
     return out
