@@ -332,10 +332,11 @@ def arch_command(arch: str, program: Path) -> tuple[list[str], str | None]:
     return [str(program)], None
 
 
-# The Elastic reference's workers burn CPU through each 20 ms child span by default (a busy
-# application). The matrices run dozens of these targets, several at a time, on two CPUs, where
-# that burning was most of the test command's CPU time; their targets burn a quarter of each span
-# and sleep the rest. What the rules judge keeps its rhythm: spans, records and messages.
+# The reference writers' workers (Elastic's and OTEP 4947's; both take --busy-percent) burn CPU
+# through each span by default (a busy application). The matrices run dozens of these targets,
+# several at a time, on two CPUs, where that burning was most of the test command's CPU time;
+# their targets burn a quarter of each span and sleep the rest. What the rules judge keeps its
+# rhythm: spans, records and messages.
 MATRIX_WORKLOAD = ["--busy-percent", "25"]
 
 
