@@ -23,6 +23,13 @@ constexpr std::size_t kMisnamedEvery = 20;
 // ones seen (a writer that updates very often moves on; a torn read shows
 // against the timestamp it was read under, which is recent).
 constexpr std::size_t kRememberedTimestamps = 64;
+// The pause after a read that found the timestamp where the last read left
+// it. A reader only races a writer while the writer publishes: reading back
+// to back then (a torture writer never stands still) is what makes some
+// reads start over. A payload changed under a standing timestamp stays
+// changed, so a thousand reads a second (more than any profiler samples)
+// still see it, and the reader leaves the CPUs to the target and the kit.
+constexpr auto kSteadyReadPause = std::chrono::milliseconds(1);
 
 conform::MappingWatch::Settings watch_settings() {
   conform::MappingWatch::Settings s;
@@ -156,8 +163,12 @@ void ContextWatch::read_until_stopped(pid_t pid, std::uint64_t address) {
   std::map<std::uint64_t, std::vector<std::uint8_t>> payload_of;  // timestamp -> the first payload read under it
   std::vector<std::uint64_t> order;                                // timestamps, oldest first
   const auto began = Clock::now();
+  std::uint64_t last_timestamp = 0;
   while (!stop_) {
     auto read = process_context::read_context(memory, address, options);
+    const std::uint64_t timestamp = read.header ? read.header->published_at_ns : 0;
+    if (timestamp != 0 && timestamp == last_timestamp) std::this_thread::sleep_for(kSteadyReadPause);
+    last_timestamp = timestamp;
     std::lock_guard lock(mutex_);
     auto& tally = facts_.reads;
     ++tally.attempts;

@@ -1,8 +1,9 @@
 // The OTEP 4719 suite's share of a session (conform::SessionPart): finds the
 // process that publishes a context (a launch script's child, say), snapshots
 // it when the session opens and closes, follows a launched target with the
-// mapping watch, and keeps a reader thread doing the OTEP's seqlock read as
-// often as it can while the target runs, tallying what each read saw.
+// mapping watch, and keeps a reader thread doing the OTEP's seqlock read while
+// the target runs (back to back while the timestamp moves, a thousand times a
+// second while it stands), tallying what each read saw.
 #pragma once
 
 #include <atomic>

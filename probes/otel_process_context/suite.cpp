@@ -1,8 +1,9 @@
 // OTEP 4719's conformance suite (conform::Suite): two sessions of the same
 // command. "watched" follows the launch with the mapping watch (every store
 // into the header, the naming and madvise calls, the forks); "read" only
-// reads, as fast as it can, so the writer runs at full speed against the
-// seqlock (the torture), and it is what an attached target runs.
+// reads (back to back while the writer publishes), so the writer runs at full
+// speed against the seqlock (the torture), and it is what an attached target
+// runs.
 #include <thread>
 
 #include "context_watch.hpp"
