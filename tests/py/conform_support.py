@@ -19,7 +19,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import host_lock
 from build_products import BUILD, REGISTRY, REPO, TRACECORR, fixture_dir, fixture_program, missing_reason  # noqa: F401
 
 
@@ -193,11 +192,9 @@ def _run_conform_once(command: list[str], only: list[str] | None, *, strict: boo
     if SESSION_JOBS and not only and "--jobs" not in (extra_args or []):
         argv += ["--jobs", SESSION_JOBS]
     argv += [*(extra_args or []), "--", *command]
-    with host_lock.shared():  # no test acting on every process of the host runs meanwhile
-        started = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, **(env or {})))
-        seconds = time.monotonic() - started
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+    seconds = time.monotonic() - started
     report = json.loads(json_path.read_text()) if json_path.exists() else None
     return ConformRun(argv, proc.returncode, report, proc.stdout, proc.stderr, seconds, json_path, junit_path)
 
@@ -332,19 +329,12 @@ def arch_command(arch: str, program: Path) -> tuple[list[str], str | None]:
     return [str(program)], None
 
 
-# The reference writers' workers (Elastic's and OTEP 4947's; both take --busy-percent) burn CPU
-# through each span by default (a busy application). The matrices run dozens of these targets,
-# several at a time, on two CPUs, where that burning was most of the test command's CPU time;
-# their targets burn a quarter of each span and sleep the rest. What the rules judge keeps its
-# rhythm: spans, records and messages.
-MATRIX_WORKLOAD = ["--busy-percent", "25"]
 
 
 def elastic_command(arch: str, mutant: str | None = None) -> tuple[list[str], str | None]:
-    """The Elastic reference (or a mutant) for `arch` as the matrices run it
-    (MATRIX_WORKLOAD), and the --gdbstub endpoint (arm64: under qemu-user)."""
-    command, gdbstub = arch_command(arch, fixture_program(arch, mutant))
-    return [*command, *MATRIX_WORKLOAD], gdbstub
+    """The Elastic reference (or a mutant) for `arch`, and the --gdbstub
+    endpoint (arm64: under qemu-user)."""
+    return arch_command(arch, fixture_program(arch, mutant))
 
 
 def reference_run(arch: str, out_dir: Path) -> ConformRun:
@@ -371,7 +361,7 @@ FULL_QUEUE_WARNING_IN_OTHER_WORDS = (
 
 def reference_variants(arch: str = "x86_64") -> dict[str, list[str]]:
     """{name: command} for the reference and its conforming variants."""
-    program = [str(fixture_program(arch)), *MATRIX_WORKLOAD]
+    program = [str(fixture_program(arch))]
     return {
         "reference": program,
         # A slow poller: the socket is drained every 200 ms (EDOT Java: 20 ms).

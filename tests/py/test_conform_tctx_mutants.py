@@ -55,9 +55,6 @@ SKIPPED_IN_PLACE = {**{k: v for k, v in SKIPPED_WHY.items() if k != "TCTX-23"}, 
 # In an executable the linker relaxes every access: no relocation to judge.
 EXECUTABLE_MODELS = {"exe-initial-exec", "exe-local-exec", "static-pie", "musl-static-pie"}
 DYNAMIC_TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=0"}
-# Each worker burns a quarter of every span and sleeps the rest, as the Elastic matrices' targets do:
-# the rules judge records, stores and exported spans, not CPU, and dozens of writers share two CPUs here.
-WORKLOAD = cs.MATRIX_WORKLOAD
 
 
 def built(path: Path) -> bool:
@@ -135,7 +132,7 @@ def runs(tmp_path_factory):
     # mutants.json appends the late key 1000 ms in: after a loaded machine's
     # discovery (else TCTX-08 and TCTX-10 see one publication only), inside
     # the sampled window.
-    reference_args = [*DOCUMENT["reference_args"], *WORKLOAD]
+    reference_args = [*DOCUMENT["reference_args"]]
     jobs: dict[str, dict] = {}
     for name in REFERENCE_RUNS:
         model = name.split(":")[0]
@@ -147,7 +144,7 @@ def runs(tmp_path_factory):
     jobs["auto"] = {"command": [str(program("tlsdesc")), *reference_args], "only": None, "strict": False,
                     "protocol": None}
     for m in MUTANTS:
-        jobs[m["name"]] = {"command": [str(program(mutant=m["name"])), *m["args"], *WORKLOAD],
+        jobs[m["name"]] = {"command": [str(program(mutant=m["name"])), *m["args"]],
                            "only": [m["requirement"]],
                            "strict": cs.strict_for(m["requirement"])}
     results = run_all(jobs, out)
