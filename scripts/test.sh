@@ -2,12 +2,13 @@
 # Runs every test: GoogleTest through ctest, then pytest (unit, end to end, scenarios).
 # Expects scripts/setup.sh to have run. Exit status is non-zero if anything failed.
 #
-# pytest runs as two processes side by side: the conform matrices (marker
-# `matrix`: many conform runs, each mostly waiting out its scenario's phases)
-# and everything else. The few tests that act on every process of the host
-# take tests/support/host_lock.py's lock exclusively, so they never meet a
-# matrix run's target. TRACECORR_TEST_SERIAL=1 (or a load average already at
-# the CPU count) runs one pytest process; =0 forces two.
+# pytest runs as TRACECORR_TEST_SHARDS processes side by side (default: 4
+# when the CPUs are idle, else 1), each `pytest --shard K/N`: whole modules
+# dealt out by their measured seconds (tests/py/conftest.py). Most tests wait
+# out a scenario's phases, a deadline or an emulated guest, so four share two
+# CPUs. The few tests that act on every process of the host (marker
+# `host_wide`: `tracecorr agent --all` sends to every agent it finds) run first,
+# alone, so they never meet another process's targets.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -20,7 +21,7 @@ pytest_args=(-p no:cacheprovider tests/py tests/scenarios -q -rfEs --durations=1
 # 5 means pytest collected nothing: that is a failure of the test command, not a pass.
 # Side by side only on CPUs that are free: on a machine already busy (less
 # than half its CPU time idle over a second, e.g. stress-ng beside it), the
-# two would starve each other's targets. Measured now, not by the load
+# processes would starve each other's targets. Measured now, not by the load
 # average, which still remembers the build that just ended.
 cpu_idle_percent() {
   local a b
@@ -29,34 +30,35 @@ cpu_idle_percent() {
   b=$(awk '/^cpu /{print $5+$6, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)
   awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); print int(100 * (y[1] - x[1]) / (y[2] - x[2] + 1e-9)) }'
 }
-serial="${TRACECORR_TEST_SERIAL:-}"
-if [ -z "$serial" ]; then
+shards="${TRACECORR_TEST_SHARDS:-}"
+if [ -z "$shards" ]; then
   idle=$(cpu_idle_percent)
-  serial=$([ "$idle" -lt 50 ] && echo 1 || echo 0)
-  [ "$serial" = 1 ] && echo "== the CPUs are busy ($idle % idle over a second): one pytest process"
+  shards=$([ "$idle" -lt 50 ] && echo 1 || echo 4)
+  [ "$shards" = 1 ] && echo "== the CPUs are busy ($idle % idle over a second): one pytest process"
 fi
-if [ "$serial" = 1 ]; then
+if [ "$shards" = 1 ]; then
   echo "== pytest"
   /usr/bin/python3 -m pytest "${pytest_args[@]}" || status=1
   exit $status
 fi
 
-TRACECORR_TEST_HOST_LOCK="$(mktemp -d /tmp/tracecorr-host-lock.XXXXXX)"
-export TRACECORR_TEST_HOST_LOCK
-# The CPUs were idle: a full conform run overlaps two sessions at a time (conform's own
-# default reads the load average, which the two processes keep at the CPU count).
+echo "== pytest: the tests that act on every process of the host, alone"
+/usr/bin/python3 -m pytest "${pytest_args[@]}" -m host_wide || status=1
+
+logs="$(mktemp -d /tmp/tracecorr-test-shards.XXXXXX)"
+# Full conform runs overlap two sessions: conform's own default reads the load
+# average, which the processes beside it keep at the CPU count.
 export TRACECORR_TEST_CONFORM_SESSION_JOBS="${TRACECORR_TEST_CONFORM_SESSION_JOBS:-2}"
-matrix_log="$TRACECORR_TEST_HOST_LOCK/matrix.log"
-echo "== pytest: the conform matrices (in the background, their output after the rest)"
-/usr/bin/python3 -m pytest "${pytest_args[@]}" -m matrix >"$matrix_log" 2>&1 &
-matrix_pid=$!
-# Interrupted: the background pytest goes too (its conform runs stop their targets).
-trap 'kill -TERM "$matrix_pid" 2>/dev/null; wait "$matrix_pid" 2>/dev/null; rm -rf "$TRACECORR_TEST_HOST_LOCK"' EXIT
-
-echo "== pytest: everything else"
-/usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not matrix" || status=1
-
-wait "$matrix_pid" || status=1
-echo "== pytest: the conform matrices"
-cat "$matrix_log"
+pids=()
+trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait; rm -rf "$logs"' EXIT
+echo "== pytest: $shards processes side by side, their output in turn"
+for k in $(seq 1 "$shards"); do
+  /usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not host_wide" --shard "$k/$shards" >"$logs/shard-$k.log" 2>&1 &
+  pids+=($!)
+done
+for k in $(seq 1 "$shards"); do
+  wait "${pids[$((k - 1))]}" || status=1
+  echo "== pytest: shard $k of $shards"
+  cat "$logs/shard-$k.log"
+done
 exit $status

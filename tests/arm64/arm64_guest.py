@@ -523,7 +523,7 @@ def main() -> int:
     ap.add_argument("--tracecorr", type=Path, help="arm64 tracecorr binary (e.g. build-arm64/bin/tracecorr)")
     ap.add_argument("--fixture-dir", type=Path, help="arm64 reference fixture dir (tracecorr-fixture + its .so)")
     ap.add_argument("--smoke-only", action="store_true", help="boot with the capability check only")
-    ap.add_argument("--out", type=Path, default=REPO / "build-arm64-system/initramfs.cpio")
+    ap.add_argument("--out", type=Path, default=REPO / "build-arm64-vm/initramfs.cpio")
     ap.add_argument("--timeout", type=float, default=100, help="seconds before qemu is killed")
     args = ap.parse_args()
     if not args.smoke_only and (args.tracecorr is None or args.fixture_dir is None):

@@ -13,18 +13,34 @@
   the targets, qemu; a module's fixtures count in the first test that used
   them), the largest in the terminal summary: the test command is bound by its
   CPU time on a 2-CPU machine, so that is where it can be made shorter.
+  TRACECORR_TEST_CPU_REPORT=FILE appends every test's line to FILE (tab-separated).
+- --shard K/N: only the K-th of N shards of the collected tests, so that
+  scripts/test.sh can run N pytest processes side by side. A module stays whole
+  (its fixtures are made once), modules that share a SHARD_GROUP stay together
+  (the arm64 VM modules share one boot), and groups are dealt out largest first
+  by the seconds tests/py/shard_weights.json gives them (scripts/shard-weights.py
+  writes it from TRACECORR_TEST_CPU_REPORT files; a module it lacks weighs
+  DEFAULT_SHARD_WEIGHT_S).
+- arm64_vm_run: the one arm64 guest boot of the run, with the jobs of every VM
+  test module that has a test selected (tests/support/arm64_vm.py).
 """
+import json
+import os
 import resource
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
+import arm64_vm
 import build_products
 import conform_support
 
 _OWN_BASETEMP = None
+SHARD_WEIGHTS = Path(__file__).with_name("shard_weights.json")
+DEFAULT_SHARD_WEIGHT_S = 5.0
 CPU_SUMMARY_LINES = 12
 _cpu_by_test: list[tuple[float, float, str]] = []  # (CPU seconds, wall seconds, nodeid)
 
@@ -32,6 +48,53 @@ _cpu_by_test: list[tuple[float, float, str]] = []  # (CPU seconds, wall seconds,
 def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shard", metavar="K/N", help="run only the K-th (1..N) of N shards of the collected tests")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise pytest.UsageError(f"--shard wants K/N with 1 <= K <= N, got {text!r}")
+    return int(k), int(n)
+
+
+def module_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def shard_group(item) -> str:
+    """The unit a shard takes whole: the module's SHARD_GROUP, else the module."""
+    return getattr(item.module, "SHARD_GROUP", None) or module_of(item)
+
+
+def deal_shards(weights: dict[str, float], n: int) -> list[set[str]]:
+    """The groups `weights` names into `n` shards of about equal weight: the
+    heaviest first, each to the lightest shard so far (ties by name, so every
+    process deals alike)."""
+    shards: list[tuple[float, int, set[str]]] = [(0.0, i, set()) for i in range(n)]
+    for group in sorted(weights, key=lambda g: (-weights[g], g)):
+        load, i, members = min(shards, key=lambda s: (s[0], s[1]))
+        members.add(group)
+        shards[i] = (load + weights[group], i, members)
+    return [members for _, _, members in shards]
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--shard"):
+        return
+    k, n = parse_shard(config.getoption("--shard"))
+    measured = json.loads(SHARD_WEIGHTS.read_text())["seconds"] if SHARD_WEIGHTS.exists() else {}
+    modules_of: dict[str, set[str]] = {}
+    for item in items:
+        modules_of.setdefault(shard_group(item), set()).add(module_of(item))
+    weights = {group: sum(measured.get(m, DEFAULT_SHARD_WEIGHT_S) for m in modules)
+               for group, modules in modules_of.items()}
+    mine = deal_shards(weights, n)[k - 1]
+    config.hook.pytest_deselected(items=[item for item in items if shard_group(item) not in mine])
+    items[:] = [item for item in items if shard_group(item) in mine]
 
 
 def pytest_configure(config):
@@ -44,6 +107,11 @@ def pytest_configure(config):
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_BASETEMP and exitstatus == 0:
         shutil.rmtree(_OWN_BASETEMP, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def arm64_vm_run(request):
+    return arm64_vm.shared_boot({item.module.__name__ for item in request.session.items})
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -72,6 +140,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("=", f"CPU time: {total:.0f} s in {len(_cpu_by_test)} tests; the largest")
         for cpu, wall, nodeid in sorted(_cpu_by_test, reverse=True)[:CPU_SUMMARY_LINES]:
             terminalreporter.write_line(f"{cpu:7.1f} s CPU {wall:7.1f} s wall  {nodeid}")
+        if report := os.environ.get("TRACECORR_TEST_CPU_REPORT"):
+            with open(report, "a") as out:
+                out.writelines(f"{cpu:.2f}\t{wall:.2f}\t{nodeid}\n" for cpu, wall, nodeid in _cpu_by_test)
     lines = conform_support.KILL_MATRIX.render()
     if not lines:
         return

@@ -27,7 +27,6 @@ import time
 
 import pytest
 
-import host_lock
 from json_otlp_receiver import JsonOtlpReceiver
 
 from build_products import HOST_ARCH as ARCH, REGISTRY, TRACECORR, fixture_program, need, package_fixture_program
@@ -347,29 +346,28 @@ def test_agent_says_plainly_when_a_named_process_publishes_nothing_it_can_read(t
     assert f"publishes nothing tracecorr agent can read: pid {sleeper.pid}: no library defining" in r.stderr, r.stderr
 
 
+@pytest.mark.host_wide
 def test_agent_all_finds_agents_started_later_and_retires_those_that_exit(tracecorr, bpf_works, tmp_path):
     """--all: agents that start while the host agent runs are found (the
     rescan), and one that exits is retired, not sampled or sent to again."""
     out = tmp_path / "all.json"
-    # --all sends to every agent it finds: never to another pytest process's conform targets.
-    with host_lock.exclusive():
-        agent = subprocess.Popen([str(tracecorr), "agent", "--all", "--duration", "7", "--json", str(out)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        fixtures = []
-        try:
-            time.sleep(1.0)  # the host agent is running before either agent process exists
-            for name in ("staying", "leaving"):
-                (tmp_path / name).mkdir()
-                fixtures.append(Fixture(tmp_path / name, ["--threads", "2"], {ENABLED_ENV: "true"}))
-            staying, leaving = fixtures
-            time.sleep(3.0)
-            leaving.stop()
-            _, stderr = agent.communicate(timeout=60)
-        finally:
-            if agent.poll() is None:
-                agent.kill()
-            for fx in fixtures:
-                fx.stop()
+    agent = subprocess.Popen([str(tracecorr), "agent", "--all", "--duration", "7", "--json", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    fixtures = []
+    try:
+        time.sleep(1.0)  # the host agent is running before either agent process exists
+        for name in ("staying", "leaving"):
+            (tmp_path / name).mkdir()
+            fixtures.append(Fixture(tmp_path / name, ["--threads", "2"], {ENABLED_ENV: "true"}))
+        staying, leaving = fixtures
+        time.sleep(3.0)
+        leaving.stop()
+        _, stderr = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        for fx in fixtures:
+            fx.stop()
     assert agent.returncode == 0, stderr
     processes = {p["pid"]: p for p in json.loads(out.read_text())["processes"]}
     assert staying.pid in processes and leaving.pid in processes, f"not discovered: {sorted(processes)}\n{stderr}"

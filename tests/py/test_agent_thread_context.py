@@ -160,6 +160,7 @@ def test_python_record_reader_samples_thread_contexts(writer, access_model, dyna
         assert [(r["trace_id"], r["span_id"]) for r in records[tid]] == [(meant["trace_id"], meant["span_id"])]
 
 
+@pytest.mark.host_wide
 @pytest.mark.parametrize("writer,access_model,dynamic", [(MODELS[5], MODELS[5][2], True)], ids=[MODEL_IDS[5]],
                          indirect=["writer"])
 def test_agent_all_finds_thread_contexts(tracecorr_cli, writer, access_model, dynamic):

@@ -21,7 +21,8 @@ A capability check (tests/arm64/vm_smoke.c) runs first in the same guest, so
 
 Inputs: tests/support/arm64_vm.py; TRACECORR_BUILD, the normal build, whose
 fixtures/arm64/otel_process_context/ holds the OTEP 4719 writer and its mutants.
-The OTEP 4947 thread context has its own guest: test_arm64_thread_context.py.
+The guest is booted once for this module and test_arm64_thread_context.py
+(arm64_vm.shared_boot).
 """
 from __future__ import annotations
 
@@ -38,9 +39,12 @@ from arm64_vm import arm64_guest, missing_payload, section_json
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Emulated boot + 3 s of sampling + four conform runs; the budget only bounds a hang.
-QEMU_TIMEOUT_S = 400
-WORK_DIR = REPO / "build-arm64-system"
+# pytest --shard keeps the modules that share the guest in one process.
+SHARD_GROUP = "arm64-vm"
+pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.matrix]
+
+# 3 s of sampling and six conform runs: this module's share of the guest's time limit.
+GUEST_BUDGET_S = 280
 
 # The OTEP 4719 writer rules qemu-user hides (test_conform_pctx_arm64.py), judged here on a real kernel.
 PCTX_KERNEL_RULES = ["PCTX-11", "PCTX-13", "PCTX-14"]
@@ -95,9 +99,13 @@ def pctx_jobs() -> list[arm64_guest.ConformJob]:
     return jobs
 
 
+arm64_vm.register_jobs(__name__, arm64_vm.ModuleJobs(lambda: [*pctx_jobs(), *elastic_jobs()], GUEST_BUDGET_S,
+                                                     elastic_fixture=True))
+
+
 @pytest.fixture(scope="module")
-def guest_run() -> arm64_guest.BootResult:
-    return arm64_vm.boot(WORK_DIR, [*pctx_jobs(), *elastic_jobs()], QEMU_TIMEOUT_S, elastic_fixture=True)
+def guest_run(arm64_vm_run) -> arm64_guest.BootResult:
+    return arm64_vm_run
 
 
 def test_guest_can_run_bpf(guest_run):

@@ -12,7 +12,8 @@ the smaps flag.
 Each mutant runs with `--strict --only <its requirement>`: a MUST or SHOULD
 violation is then verdict "fail" with exit 1 (one SHOULD mutant is also run
 without --strict, where it warns and exits 0). All runs start up front,
-TRACECORR_CONFORM_JOBS (default 2) at a time; the kill matrix is printed at
+TRACECORR_CONFORM_JOBS (default 4: a run's target mostly sleeps and its reader
+mostly waits) at a time; the kill matrix is printed at
 the end of the session (conftest.py). arm64 under qemu-user:
 test_conform_pctx_arm64.py, which shares this module's helpers.
 """
@@ -33,7 +34,7 @@ PACKAGE = "otel_process_context"
 PROGRAM = "otel-ctx-writer"
 PROTOCOL = "otel-process-context"
 ARCH = "x86_64"
-JOBS = int(os.environ.get("TRACECORR_CONFORM_JOBS", "2"))
+JOBS = int(os.environ.get("TRACECORR_CONFORM_JOBS", "4"))
 FORK = ["--fork-after-ms", "200"]
 WRITER_RULES = [r["id"] for r in json.loads((cs.REPO / "spec" / f"{PROTOCOL}.json").read_text())["requirements"]
                 if r["role"] == "writer"]

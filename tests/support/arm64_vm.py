@@ -1,6 +1,12 @@
 """What the arm64 VM tests share: the arm64 payload and where it comes from,
-one guest boot of their jobs (tests/arm64/arm64_guest.py), and the guest's
+one guest boot for all of them (tests/arm64/arm64_guest.py), and the guest's
 result sections read back as the conform tests know them.
+
+One boot: each VM test module registers its jobs when it is imported
+(register_jobs), and the first test that asks for the guest (the session
+fixture arm64_vm_run in tests/py/conftest.py) boots it once with the jobs of
+every module that has a test selected in this pytest run. An emulated boot
+costs about 20 s of a CPU.
 
 Inputs (each overridable by environment):
   TRACECORR_ARM64_GUEST     kernel + busybox from scripts/arm64/prepare.sh (build-arm64-guest/)
@@ -14,7 +20,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -26,6 +35,8 @@ import arm64_guest  # noqa: E402
 
 # The kill matrix's arch column for runs on the arm64 kernel in qemu-system-aarch64.
 KILL_MATRIX_ARCH = "arm64-vm"
+# Where the one boot keeps its initramfs and console log.
+WORK_DIR = REPO / "build-arm64-vm"
 
 
 def job_name(family: str, run: str) -> str:
@@ -62,6 +73,10 @@ def missing_payload(elastic_fixture: bool = True) -> list[str]:
         problems.append(f"arm64 reference fixture {fixture} is not built: run scripts/setup.sh (the normal build "
                         "cross-builds fixtures/ for arm64)")
     return problems
+
+
+# The emulated boot's share of the guest's time limit.
+BOOT_BUDGET_S = 120
 
 
 def boot(work_dir: Path, jobs: list, timeout_s: float, elastic_fixture: bool = False) -> arm64_guest.BootResult:
@@ -114,3 +129,35 @@ def conform_run(result: arm64_guest.BootResult, job: arm64_guest.ConformJob) -> 
     report = json.loads(report_text) if report_text.strip() else None
     return cs.ConformRun(["(in the guest)", *job.argv()], int(rc) if rc.isdigit() else -1, report, log, log,
                          float(seconds) if seconds.isdigit() else 0.0, Path(job.guest_report()), None)
+
+
+@dataclass(frozen=True)
+class ModuleJobs:
+    """What one test module runs in the shared guest."""
+    jobs: Callable[[], list]  # its ConformJobs and SamplingJobs (called once, at boot)
+    budget_s: float           # its share of the guest's time limit (the limit only bounds a hang)
+    elastic_fixture: bool = False  # it reads the Elastic BPF scenario
+
+
+_registered: dict[str, ModuleJobs] = {}
+_booted: arm64_guest.BootResult | None = None
+
+
+def register_jobs(module: str, jobs: ModuleJobs) -> None:
+    """`module` (its __name__) runs `jobs` in the shared guest."""
+    _registered[module] = jobs
+
+
+def shared_boot(selected_modules: set[str]) -> arm64_guest.BootResult:
+    """The one boot of this pytest run, with the jobs of the registered modules
+    among `selected_modules` (those that have a test selected)."""
+    global _booted
+    if _booted is None:
+        chosen = [j for module, j in sorted(_registered.items()) if module in selected_modules]
+        jobs = [job for j in chosen for job in j.jobs()]
+        conform_runs = sum(isinstance(job, arm64_guest.ConformJob) for job in jobs)
+        started = time.monotonic()
+        _booted = boot(WORK_DIR, jobs, BOOT_BUDGET_S + sum(j.budget_s for j in chosen),
+                       elastic_fixture=any(j.elastic_fixture for j in chosen))
+        cs.KILL_MATRIX.time(f"{KILL_MATRIX_ARCH} guest ({conform_runs} conform runs)", time.monotonic() - started)
+    return _booted
