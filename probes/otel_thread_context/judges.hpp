@@ -17,6 +17,13 @@ namespace tracecorr::otel_thread_context {
 // TCTX-14 and 27 pass on no fewer sampled records judged against the spans
 // the writer exported (the probes' minimum_evidence; below it: inconclusive).
 inline constexpr std::size_t kMinReadsAgainstSpans = 10;
+// TCTX-21, 23, 24, 25: the pointer swaps and valid flips the watch must see
+// before a rule of publication is judged, passed or called not applicable
+// (a breach is judged on any). Below it the writer was starved or idle while
+// watched: an emulated guest beside a busy host showed one flip in 3.5 s of a
+// writer that makes a hundred, and a mutant whose breach comes with its span
+// switches escaped as "no swap seen". Inconclusive, with the figures.
+inline constexpr std::size_t kMinWatchedChanges = 8;
 // TCTX-27: how long after its span's exported end a record may still be
 // read attached (judges.cpp, judge_detach, says why).
 inline constexpr std::chrono::nanoseconds kDetachMargin = std::chrono::milliseconds(50);

@@ -153,6 +153,7 @@ class ConformJob:
     only: list[str] = dataclasses.field(default_factory=list)
     strict: bool = False
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    options: list[str] = dataclasses.field(default_factory=list)  # more of conform's, e.g. --duration
 
     # A hung run is cut here, so the others still run and /init still reports.
     TIMEOUT_S = 120
@@ -178,7 +179,7 @@ class ConformJob:
             argv += ["--only", ",".join(self.only)]
         if self.strict:
             argv.append("--strict")
-        return [*argv, "--", self.guest_program(), *self.args]
+        return [*argv, *self.options, "--", self.guest_program(), *self.args]
 
     # Exit 3 with nothing failed is an inconclusive run (a starved guest): run
     # again, at most this many times, as the host's conform tests do

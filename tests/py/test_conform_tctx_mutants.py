@@ -132,7 +132,7 @@ def runs(tmp_path_factory):
     # mutants.json appends the late key 1000 ms in: after a loaded machine's
     # discovery (else TCTX-08 and TCTX-10 see one publication only), inside
     # the sampled window.
-    reference_args = [*DOCUMENT["reference_args"]]
+    reference_args = DOCUMENT["reference_args"]
     jobs: dict[str, dict] = {}
     for name in REFERENCE_RUNS:
         model = name.split(":")[0]

@@ -34,7 +34,9 @@ def held_writer(model: str, env: dict[str, str], journal: Path,
     if model not in models_built():
         pytest.skip(f"{model} was not built (fixtures/otel_thread_context/README.md, Models)")
     program = need(package_fixture_program(PACKAGE, PROGRAM, HOST_ARCH).parent / model / PROGRAM)
-    process = FixtureProcess([str(program), "--threads", str(threads), "--hold"], journal, dict(os.environ, **env))
+    # Burning throughout: the BPF sampler samples on cpu-clock, so only a running thread is read.
+    process = FixtureProcess([str(program), "--threads", str(threads), "--hold", "--busy-percent", "100"], journal,
+                             dict(os.environ, **env))
     try:
         process.read_line()  # its first line: the process started
         process.wait_journal("ready", 1)
