@@ -51,8 +51,10 @@ Watched watch(const std::string& order, bool dontfork) {
        (*target)->alive() && std::chrono::steady_clock::now() < give_up;)
     std::this_thread::sleep_for(10ms);
   out.report = mapping_watch->finish();
+  // stop() ends the output capture with what the pipe still held: right after
+  // the exit, the capture thread may not have read the last line yet.
+  out.ended = (*target)->stop();
   out.output = (*target)->output();
-  out.ended = (*target)->exit_description().value_or("still running");
   return out;
 }
 
