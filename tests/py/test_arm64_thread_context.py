@@ -54,11 +54,22 @@ ALL_MUTANTS = DOCUMENT["mutants"] if DOCUMENT else []
 # 24, 25, 28). The others are judged from record bytes, the process context's
 # payload and exported spans, the same on every architecture once a reader has
 # found the record, which every model's reference run shows; the x86-64
-# matrix kills them. TRACECORR_TEST_ARM64_ALL_MUTANTS=1 runs all of them here too.
+# matrix kills them. TRACECORR_ARM64_MUTANTS (as for the Elastic arm64 matrix):
+# "arch" (the default), "all", or a comma-separated list of mutant names.
 ARCH_DIFFERING_RULES = {"TCTX-01", "TCTX-02", "TCTX-03", "TCTX-04", "TCTX-05",
                         "TCTX-21", "TCTX-23", "TCTX-24", "TCTX-25", "TCTX-28"}
-MUTANTS = [m for m in ALL_MUTANTS
-           if m["requirement"] in ARCH_DIFFERING_RULES or os.environ.get("TRACECORR_TEST_ARM64_ALL_MUTANTS") == "1"]
+
+
+def selected_mutants() -> list[dict]:
+    choice = os.environ.get("TRACECORR_ARM64_MUTANTS", "arch")
+    if choice == "all":
+        return ALL_MUTANTS
+    if choice == "arch":
+        return [m for m in ALL_MUTANTS if m["requirement"] in ARCH_DIFFERING_RULES]
+    return [m for m in ALL_MUTANTS if m["name"] in set(choice.split(","))]
+
+
+MUTANTS = selected_mutants()
 MODELS = models(ARCH)
 REFERENCE_RUNS = [*MODELS, *(["tlsdesc-dlopen:dynamic-tls"] if "tlsdesc-dlopen" in MODELS else [])]
 
