@@ -131,8 +131,8 @@ def inconclusive_results(report: dict | None) -> list[str]:
 
 
 # Sessions a full run (no --only) overlaps, when set: scripts/test.sh sets 2 when it found the CPUs
-# idle and runs two pytest processes. Conform's own default goes by the load average, which two
-# pytest processes of mostly sleeping targets keep at the CPU count: every full run would then take
+# idle and runs its pytest processes side by side. Conform's own default goes by the load average,
+# which those processes of mostly sleeping targets keep at the CPU count: every full run would then take
 # its sessions one after another (19.5 s for the Elastic reference instead of 7).
 SESSION_JOBS = os.environ.get("TRACECORR_TEST_CONFORM_SESSION_JOBS", "")
 
@@ -327,8 +327,6 @@ def arch_command(arch: str, program: Path) -> tuple[list[str], str | None]:
         port = free_tcp_port()
         return qemu_command(program, port), f"127.0.0.1:{port}"
     return [str(program)], None
-
-
 
 
 def elastic_command(arch: str, mutant: str | None = None) -> tuple[list[str], str | None]:

@@ -37,7 +37,7 @@ from test_conform_tctx_mutants import (DYNAMIC_TLS, PACKAGE, PROTOCOL, SKIPPED_I
                                        mutants_document, models, problems, program)
 
 ARCH = "arm64"
-# ~25 conform runs of 1-3 s each and 3 s of sampling: this module's share of the guest's time limit.
+# ~25 conform runs of 3-6 s each (--duration 10) and 3 s of sampling: this module's share of the guest's time limit.
 GUEST_BUDGET_S = 600
 WRITER_THREADS = 2
 # Twice conform's default phases: the emulated writer, beside a busy host, makes
