@@ -3,6 +3,7 @@
 // and reads their records with the process context's timestamp, as a
 // profiler does; it is what an attached target runs. "watched" follows each
 // thread's stores to its pointer and record with hardware watchpoints.
+#include <algorithm>
 #include <thread>
 
 #include "otel_thread_context/registry.hpp"
@@ -22,6 +23,17 @@ constexpr auto kSampledWindow = 1500ms;
 constexpr auto kWatchedWindow = 1500ms;
 // Beyond the window: the readers' own ending.
 constexpr auto kWindowMargin = 5s;
+// When TCTX-08 or 10 is judged, the sampled session goes on past its window
+// until the key map is republished (conform::UpdateWait): an SDK appends keys
+// as its workers' tracers start, seconds into a loaded run. After the first
+// republication, long enough to sample records using the new keys; without
+// one, this much of the writer's own time after its last publication; never
+// past the ceiling.
+constexpr auto kUpdateSettle = 600ms;
+constexpr auto kUpdateQuiet = 5000ms;
+constexpr auto kUpdateCeiling = 20000ms;
+
+bool judges_updates(const conform::ScenarioOptions& o) { return o.judges("TCTX-08") || o.judges("TCTX-10"); }
 
 std::chrono::milliseconds scaled(std::chrono::milliseconds d, const conform::ScenarioOptions& o) {
   return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * o.time_scale));
@@ -44,14 +56,24 @@ class ThreadContextSuite final : public conform::Suite {
     conform::SessionSettings settings;
     settings.name = name;  // no library to discover by name: the part finds the publisher, then the module
     const auto window = scaled(name == kSampledSession ? kSampledWindow : kWatchedWindow, options);
-    return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, window));
+    std::optional<conform::UpdateWaitBounds> wait;
+    if (name == kSampledSession && judges_updates(options))
+      wait = conform::UpdateWaitBounds{window, scaled(kUpdateSettle, options), scaled(kUpdateQuiet, options),
+                                       std::max(kUpdateCeiling, scaled(kUpdateCeiling, options))};
+    return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, window, wait));
   }
 
   Status run_scenario(conform::Session& session, const conform::ScenarioOptions& options) const override {
     // Nothing to drive: the writer's threads publish on their own. The
-    // session lasts until its readers are done (or the target ends).
+    // session lasts until its readers are done (or the target ends), or
+    // until the key map was republished.
     const auto* part = session.part<ThreadContextWatch>();
     if (!part || !part->reading()) return Ok{};
+    if (auto* wait = part->update_wait()) {
+      wait->start();
+      while (wait->keep_going() && !part->done() && session.target().alive()) std::this_thread::sleep_for(10ms);
+      return Ok{};
+    }
     const auto until = std::chrono::steady_clock::now() + scaled(kSampledWindow, options) + kWindowMargin;
     while (!part->done() && std::chrono::steady_clock::now() < until && session.target().alive())
       std::this_thread::sleep_for(10ms);
@@ -60,12 +82,22 @@ class ThreadContextSuite final : public conform::Suite {
 
   bool judged_by_sending(std::string_view) const override { return false; }
 
-  // A process context carrying threadlocal.* keys (TCTXR-02).
+  // The report says how long the sampled session waited for the key map to be republished, and why it stopped.
+  void session_closed(const conform::Session& session, const conform::ScenarioOptions&, conform::RunResult& run) const override {
+    const auto* part = session.part<ThreadContextWatch>();
+    const auto* wait = part ? part->update_wait() : nullptr;
+    if (!wait || wait->why_ended().empty()) return;
+    run.notes.push_back("session " + session.settings().name + " sampled for " + std::to_string(wait->watched().count()) +
+                        " ms, waiting for the key map to be republished (TCTX-08, 10): " + wait->why_ended());
+  }
+
+  // A process context carrying threadlocal.* keys (TCTXR-02; in its
+  // resource too, where they are judged misplaced: TCTX-06, 07).
   bool publishes(pid_t pid) const override {
     auto snapshot = process_context::take_snapshot(pid);
     if (!snapshot) return false;
     auto data = reference_data_of(*snapshot);
-    return data && (data->schema_version_value || data->key_map_value);
+    return data && data->announces_thread_context();
   }
   // Its keys live in a process context (OTEP 4719), which that suite also
   // sees: a process publishing thread context is judged for it.

@@ -4,6 +4,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <deque>
+#include <list>
+#include <set>
 
 #include "otel_thread_context/registry.hpp"
 #include "tracecorr/procfs.hpp"
@@ -19,11 +22,15 @@ constexpr auto kContextPollInterval = std::chrono::milliseconds(1);
 // Each thread is stopped this often (every thread in each round): a record
 // that lives a few tens of milliseconds is read several times.
 constexpr unsigned kSamplingHz = 200;
-// The writer's threads start once its context is published: let them.
-constexpr auto kThreadsSettle = std::chrono::milliseconds(100);
+// Watches at once (each a ptrace attachment and four debug registers of its
+// own thread), and in all (a thread-per-request writer makes threads without end).
 constexpr std::size_t kMaxWatchedThreads = 16;
-
-bool carries_thread_keys(const ReferenceData& data) { return data.schema_version_value || data.key_map_value; }
+constexpr std::size_t kMaxWatches = ThreadContextFacts::kMaxWatches;
+// How often the process's threads are listed: a worker that starts while the
+// window is open is watched from then on.
+constexpr auto kThreadListInterval = std::chrono::milliseconds(20);
+// A watch shorter than this is not begun (the session is ending).
+constexpr auto kShortestWatch = std::chrono::milliseconds(100);
 
 std::int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -42,14 +49,16 @@ std::int64_t wall_minus_monotonic_ns() {
 
 }  // namespace
 
-ThreadContextWatch::ThreadContextWatch(std::string session, std::chrono::milliseconds window)
-    : sampled_(session == kSampledSession), window_(window) {
+ThreadContextWatch::ThreadContextWatch(std::string session, std::chrono::milliseconds window,
+                                       std::optional<conform::UpdateWaitBounds> wait_for_update)
+    : sampled_(session == kSampledSession), window_(window), wait_bounds_(wait_for_update) {
   facts_.session = std::move(session);
 }
 
 ThreadContextWatch::~ThreadContextWatch() { stop_watching(); }
 
 void ThreadContextWatch::add_publication(Publication p) {
+  if (update_wait_) update_wait_->published(p.published_at_ns);
   std::lock_guard lock(mutex_);
   for (const auto& seen : facts_.publications)
     if (seen.published_at_ns == p.published_at_ns) return;
@@ -70,12 +79,13 @@ bool ThreadContextWatch::find_publisher(conform::Session& session, Clock::time_p
         continue;
       }
       auto data = reference_data_of(*snapshot);
-      if (!data || !carries_thread_keys(*data)) continue;
+      if (!data || !data->announces_thread_context()) continue;
       const auto& mapping = *std::find_if(snapshot->mappings.begin(), snapshot->mappings.end(),
                                           [](const auto& m) { return m.decoded && m.decoded->ok(); });
       session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") publishes threadlocal.* keys in " +
                                     mapping.mapping.mapping.path);
       facts_.judged_pid = p.pid;
+      if (wait_bounds_) update_wait_ = std::make_unique<conform::UpdateWait>(p.pid, *wait_bounds_);
       add_publication({mapping.read.header->published_at_ns, *data, std::nullopt});
       context_header_ = mapping.mapping.mapping.start;
       context_reader_ = std::thread([this] { follow_context(context_header_); });
@@ -181,7 +191,8 @@ void ThreadContextWatch::sample(std::uint64_t header) {
     std::lock_guard lock(mutex_);
     facts_.wall_minus_monotonic_at_start_ns = wall_minus_monotonic_ns();
   }
-  const auto until = Clock::now() + window_;
+  // Waiting for an update, the scenario decides when sampling ends (stop_watching()).
+  const auto until = Clock::now() + (update_wait_ ? wait_bounds_->ceiling + window_ : window_);
   while (!stop_.load() && Clock::now() < until) {
     auto polled = sampler->poll(
         [this](const Sample& s) {
@@ -203,30 +214,94 @@ void ThreadContextWatch::sample(std::uint64_t header) {
   done_ = true;
 }
 
+// Every thread the process has while the window is open is watched, from
+// when it is first seen, for the window: an SDK's workers may start seconds
+// after its process context (each with its tracer), and a thread pool may
+// replace its threads. At most kMaxWatchedThreads at once; while threads wait
+// for a watch, one whose thread has stored nothing for a quarter of the window
+// gives way and waits again, so a process with more threads than watches
+// (a JVM) has each of them watched in turn. Everything ends by twice the window.
 void ThreadContextWatch::watch_threads() {
   const pid_t pid = facts_.judged_pid;
-  std::this_thread::sleep_for(kThreadsSettle);
-  auto tids = numbered_entries("/proc/" + std::to_string(pid) + "/task");
-  if (tids.size() > kMaxWatchedThreads) tids.resize(kMaxWatchedThreads);
   const PointerSite site = access_->site;
-  std::vector<std::thread> watches;
-  std::vector<ThreadWatch> results(tids.size());
-  for (std::size_t i = 0; i < tids.size(); ++i) {
-    watches.emplace_back([this, pid, site, tid = static_cast<pid_t>(tids[i]), &result = results[i]] {
-      LiveProcessMemory memory(pid);
-      const RecordLayout& layout = thread_context_record_layout();
-      result.tid = tid;
-      auto report = conform::watch_published_record(
-          pid, tid, layout,
-          [&](std::uint64_t thread_pointer) { return pointer_address(memory, layout, site, thread_pointer); }, window_);
-      if (report) result.report = std::move(*report);
-      else result.error = report.error();
-    });
+  const auto began = Clock::now();
+  const auto take_new_until = began + window_, end = began + 2 * window_;
+  const auto give_way_after = window_ / 4;
+  std::set<pid_t> known;
+  std::deque<pid_t> waiting;
+  std::atomic<std::size_t> waiting_count{0};
+  struct Running {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::list<Running> running;
+  std::vector<ThreadWatch> results;
+  std::mutex results_mutex;
+  std::size_t begun = 0;
+  auto keep_watching = [&](const conform::PublishedRecordWatchReport& so_far) {
+    if (stop_.load()) return false;
+    if (waiting_count.load() == 0 || so_far.states.empty()) return true;
+    return Clock::now() - so_far.states.back().at < give_way_after;  // its last store (or its beginning)
+  };
+  auto start = [&](pid_t tid, std::chrono::milliseconds duration) {
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    running.push_back({std::thread([&, tid, duration, finished] {
+                         LiveProcessMemory memory(pid);
+                         const RecordLayout& layout = thread_context_record_layout();
+                         ThreadWatch result;
+                         result.tid = tid;
+                         auto report = conform::watch_published_record(
+                             pid, tid, layout,
+                             [&](std::uint64_t thread_pointer) { return pointer_address(memory, layout, site, thread_pointer); },
+                             duration, std::chrono::milliseconds(5), keep_watching);
+                         if (report) result.report = std::move(*report);
+                         else result.error = report.error();
+                         {
+                           std::lock_guard lock(results_mutex);
+                           results.push_back(std::move(result));
+                         }
+                         finished->store(true);
+                       }),
+                       finished});
+    ++begun;
+  };
+  for (;;) {
+    const auto now = Clock::now();
+    if (now < take_new_until && !stop_.load())
+      for (auto tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
+        if (known.insert(static_cast<pid_t>(tid)).second) waiting.push_back(static_cast<pid_t>(tid));
+    for (auto it = running.begin(); it != running.end();) {
+      if (!it->finished->load()) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = running.erase(it);
+    }
+    {  // a watch that gave way: its thread waits for another turn
+      std::lock_guard lock(results_mutex);
+      for (auto& r : results)
+        if (r.report && !r.requeued && r.report->ended_because == "the caller ended it" && !r.report->thread_exited) {
+          r.requeued = true;
+          waiting.push_back(r.tid);
+        }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
+    const bool can_begin = !stop_.load() && begun < kMaxWatches && left >= kShortestWatch;
+    while (can_begin && running.size() < kMaxWatchedThreads && !waiting.empty() && begun < kMaxWatches) {
+      start(waiting.front(), std::min(window_, left));
+      waiting.pop_front();
+    }
+    waiting_count = waiting.size();
+    const bool more_may_come = !stop_.load() && now < take_new_until && begun < kMaxWatches;
+    if (running.empty() && !more_may_come && (waiting.empty() || !can_begin)) break;
+    std::this_thread::sleep_for(kThreadListInterval);
   }
-  for (auto& w : watches) w.join();
+  for (auto& r : running) r.thread.join();
   {
     std::lock_guard lock(mutex_);
     facts_.watches = std::move(results);
+    facts_.threads_unwatched = waiting.size();
   }
   done_ = true;
 }

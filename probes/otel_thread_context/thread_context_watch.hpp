@@ -16,6 +16,7 @@
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
+#include "tracecorr/conform/update_wait.hpp"
 #include "tracecorr/tls.hpp"
 
 namespace tracecorr::otel_thread_context {
@@ -23,7 +24,11 @@ namespace tracecorr::otel_thread_context {
 class ThreadContextWatch final : public conform::SessionPart {
  public:
   // `window`: how long the sampler or the watches run once the module is found.
-  ThreadContextWatch(std::string session, std::chrono::milliseconds window);
+  // `wait_for_update` (the sampled session): the sampler runs until the
+  // scenario ends, which waits for the key map to be republished
+  // (conform::UpdateWait, told each publication follow_context() reads).
+  ThreadContextWatch(std::string session, std::chrono::milliseconds window,
+                     std::optional<conform::UpdateWaitBounds> wait_for_update = std::nullopt);
   ~ThreadContextWatch() override;
 
   void opened(conform::Session& session, std::chrono::steady_clock::time_point deadline) override;
@@ -34,6 +39,8 @@ class ThreadContextWatch final : public conform::SessionPart {
   bool reading() const { return reading_.load(); }
   // The readers are done (their window passed, or the target ended).
   bool done() const { return done_.load(); }
+  // How long the session waits for a publication of the key map (nullptr: the window only).
+  conform::UpdateWait* update_wait() const { return update_wait_.get(); }
 
  private:
   bool find_publisher(conform::Session& session, std::chrono::steady_clock::time_point deadline);
@@ -44,6 +51,8 @@ class ThreadContextWatch final : public conform::SessionPart {
 
   bool sampled_;
   std::chrono::milliseconds window_;
+  std::optional<conform::UpdateWaitBounds> wait_bounds_;
+  std::unique_ptr<conform::UpdateWait> update_wait_;
   ThreadContextFacts facts_;
   std::optional<TlsVariableAccess> access_;
   std::uint64_t context_header_ = 0;  // the judged context's header, which the samples read

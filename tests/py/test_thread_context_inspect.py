@@ -40,6 +40,7 @@ MODELS = {
     "static-pie": ("static-offset", "local-exec", {}),
     "musl-tlsdesc": ("static-offset", "tlsdesc-static", {}),
     "musl-dlopen": ("dtv", "tlsdesc-dynamic", {}),
+    "rust-cdylib": ("static-offset", "tlsdesc-static", {}),
 }
 
 
