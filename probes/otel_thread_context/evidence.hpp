@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -90,6 +91,8 @@ struct ThreadContextFacts : conform::ProtocolEvidence {
   // The watched session: every watch, in the order they ended.
   std::vector<ThreadWatch> watches;
   std::size_t threads_unwatched = 0;  // threads still waiting for a watch when the session ended
+  std::chrono::milliseconds watched_for{0};  // from the first watch to the last one's end
+  std::string watch_ended_because;           // why no more threads were watched (the session's rule)
   std::string watch_unavailable;      // why there is no watch
 
   static constexpr std::size_t kMaxSamples = 20000;

@@ -23,15 +23,17 @@ constexpr auto kSampledWindow = 1500ms;
 constexpr auto kWatchedWindow = 1500ms;
 // Beyond the window: the readers' own ending.
 constexpr auto kWindowMargin = 5s;
-// When TCTX-08 or 10 is judged, the sampled session goes on past its window
-// until the key map is republished (conform::UpdateWait): an SDK appends keys
-// as its workers' tracers start, seconds into a loaded run. After the first
-// republication, long enough to sample records using the new keys; without
-// one, this much of the writer's own time after its last publication; never
-// past the ceiling.
+// Sessions last as long as the writer needs. When TCTX-08 or 10 is judged,
+// the sampled session goes on past its window until the key map is
+// republished (conform::UpdateWait): an SDK appends keys as its workers'
+// tracers start, seconds into a loaded run; after the first republication,
+// kUpdateSettle of the writer's time to sample records using the new keys.
+// The watched session goes on until its watches saw enough of every thread
+// that stores (ThreadContextWatch::watch_threads). Either ends after kQuiet
+// of the writer's own time without what it waits for, and at kCeiling.
 constexpr auto kUpdateSettle = 600ms;
-constexpr auto kUpdateQuiet = 5000ms;
-constexpr auto kUpdateCeiling = 20000ms;
+constexpr auto kQuiet = 5000ms;
+constexpr auto kCeiling = 20000ms;
 
 bool judges_updates(const conform::ScenarioOptions& o) { return o.judges("TCTX-08") || o.judges("TCTX-10"); }
 
@@ -55,12 +57,14 @@ class ThreadContextSuite final : public conform::Suite {
                                                            const conform::ScenarioOptions& options) const override {
     conform::SessionSettings settings;
     settings.name = name;  // no library to discover by name: the part finds the publisher, then the module
-    const auto window = scaled(name == kSampledSession ? kSampledWindow : kWatchedWindow, options);
-    std::optional<conform::UpdateWaitBounds> wait;
+    ThreadContextWatch::Lengths lengths;
+    lengths.window = scaled(name == kSampledSession ? kSampledWindow : kWatchedWindow, options);
+    lengths.quiet = scaled(kQuiet, options);
+    lengths.ceiling = std::max(kCeiling, scaled(kCeiling, options));
     if (name == kSampledSession && judges_updates(options))
-      wait = conform::UpdateWaitBounds{window, scaled(kUpdateSettle, options), scaled(kUpdateQuiet, options),
-                                       std::max(kUpdateCeiling, scaled(kUpdateCeiling, options))};
-    return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, window, wait));
+      lengths.wait_for_update = conform::UpdateWaitBounds{lengths.window, scaled(kUpdateSettle, options), lengths.quiet,
+                                                          lengths.ceiling};
+    return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, lengths));
   }
 
   Status run_scenario(conform::Session& session, const conform::ScenarioOptions& options) const override {
@@ -74,7 +78,7 @@ class ThreadContextSuite final : public conform::Suite {
       while (wait->keep_going() && !part->done() && session.target().alive()) std::this_thread::sleep_for(10ms);
       return Ok{};
     }
-    const auto until = std::chrono::steady_clock::now() + scaled(kSampledWindow, options) + kWindowMargin;
+    const auto until = std::chrono::steady_clock::now() + std::max(kCeiling, scaled(kCeiling, options)) + kWindowMargin;
     while (!part->done() && std::chrono::steady_clock::now() < until && session.target().alive())
       std::this_thread::sleep_for(10ms);
     return Ok{};
@@ -85,10 +89,15 @@ class ThreadContextSuite final : public conform::Suite {
   // The report says how long the sampled session waited for the key map to be republished, and why it stopped.
   void session_closed(const conform::Session& session, const conform::ScenarioOptions&, conform::RunResult& run) const override {
     const auto* part = session.part<ThreadContextWatch>();
-    const auto* wait = part ? part->update_wait() : nullptr;
-    if (!wait || wait->why_ended().empty()) return;
-    run.notes.push_back("session " + session.settings().name + " sampled for " + std::to_string(wait->watched().count()) +
-                        " ms, waiting for the key map to be republished (TCTX-08, 10): " + wait->why_ended());
+    if (!part) return;
+    if (const auto* wait = part->update_wait(); wait && !wait->why_ended().empty())
+      run.notes.push_back("session " + session.settings().name + " sampled for " + std::to_string(wait->watched().count()) +
+                          " ms, waiting for the key map to be republished (TCTX-08, 10): " + wait->why_ended());
+    auto facts = std::dynamic_pointer_cast<const ThreadContextFacts>(part->evidence());
+    if (facts && !facts->watch_ended_because.empty())
+      run.notes.push_back("session " + session.settings().name + " watched the writer's threads for " +
+                          std::to_string(facts->watched_for.count()) + " ms (" + std::to_string(facts->watches.size()) +
+                          " watch(es)): " + facts->watch_ended_because);
   }
 
   // A process context carrying threadlocal.* keys (TCTXR-02; in its

@@ -8,6 +8,7 @@
 #include <list>
 #include <set>
 
+#include "judges.hpp"
 #include "otel_thread_context/registry.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/process_context.hpp"
@@ -29,8 +30,6 @@ constexpr std::size_t kMaxWatches = ThreadContextFacts::kMaxWatches;
 // How often the process's threads are listed: a worker that starts while the
 // window is open is watched from then on.
 constexpr auto kThreadListInterval = std::chrono::milliseconds(20);
-// A watch shorter than this is not begun (the session is ending).
-constexpr auto kShortestWatch = std::chrono::milliseconds(100);
 
 std::int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -49,9 +48,12 @@ std::int64_t wall_minus_monotonic_ns() {
 
 }  // namespace
 
-ThreadContextWatch::ThreadContextWatch(std::string session, std::chrono::milliseconds window,
-                                       std::optional<conform::UpdateWaitBounds> wait_for_update)
-    : sampled_(session == kSampledSession), window_(window), wait_bounds_(wait_for_update) {
+ThreadContextWatch::ThreadContextWatch(std::string session, Lengths lengths)
+    : sampled_(session == kSampledSession),
+      window_(lengths.window),
+      watch_quiet_(lengths.quiet),
+      watch_ceiling_(std::max(lengths.ceiling, lengths.window)),
+      wait_bounds_(lengths.wait_for_update) {
   facts_.session = std::move(session);
 }
 
@@ -214,38 +216,81 @@ void ThreadContextWatch::sample(std::uint64_t header) {
   done_ = true;
 }
 
-// Every thread the process has while the window is open is watched, from
-// when it is first seen, for the window: an SDK's workers may start seconds
-// after its process context (each with its tracer), and a thread pool may
-// replace its threads. At most kMaxWatchedThreads at once; while threads wait
-// for a watch, one whose thread has stored nothing for a quarter of the window
-// gives way and waits again, so a process with more threads than watches
-// (a JVM) has each of them watched in turn. Everything ends by twice the window.
+namespace {
+
+// One watch's progress, shared between its thread (which counts) and the
+// manager (which decides when the session has seen enough).
+struct WatchProgress {
+  Clock::time_point began = Clock::now();
+  std::atomic<bool> finished{false};
+  std::atomic<std::size_t> changes{0};  // pointer swaps and valid flips so far (as the judges count them)
+  std::size_t counted = 1;              // states counted (the watch's thread only; the first is the watch's start)
+  std::optional<std::uint64_t> last_record;  // the last non-NULL pointer before them
+};
+
+bool valid_record(const std::optional<RecordBytes>& r) {
+  return r && r->size() > spec::kRecordValidOffset && (*r)[spec::kRecordValidOffset] == spec::kRecordValidValue;
+}
+
+// Counts the states added since the last call: a store that moved the pointer
+// from one record to another, or changed valid on the record still pointed to.
+void count_changes(const conform::PublishedRecordWatchReport& report, WatchProgress& progress) {
+  std::size_t changes = progress.changes.load();
+  for (std::size_t k = progress.counted; k < report.states.size(); ++k) {
+    const auto& before = report.states[k - 1];
+    const auto& now = report.states[k];
+    if (before.pointer) progress.last_record = before.pointer;
+    if (now.cause == conform::PublishedRecordState::Cause::kOtherWriter) continue;
+    const auto& last = progress.last_record;
+    if (now.pointer != before.pointer) changes += now.pointer && last && *last != now.pointer;
+    else if (now.pointer) changes += valid_record(before.record) != valid_record(now.record);
+  }
+  progress.counted = std::max<std::size_t>(progress.counted, report.states.size());
+  progress.changes = changes;
+}
+
+}  // namespace
+
+// Every thread the process has while the session goes on is watched, from
+// when it is first seen: an SDK's workers may start seconds after its process
+// context (each with its tracer), and a thread pool may replace its threads.
+// At most kMaxWatchedThreads at once; while threads wait for a watch, one whose
+// thread has stored nothing for a quarter of the window gives way and waits
+// again, so a process with more threads than watches (a JVM) has each watched
+// in turn. The session ends (watched_ended_because_ says which):
+//  - once the window has passed, some thread has stored, and every watch has
+//    run a window or seen kMinWatchedChanges changes (a verdict's minimum);
+//  - past the window, when no thread stored anything in the quiet stretch of
+//    the writer's own time (conform::TargetProgress): a writer that never
+//    publishes, or is starved (the judges then say inconclusive);
+//  - at the ceiling.
 void ThreadContextWatch::watch_threads() {
   const pid_t pid = facts_.judged_pid;
   const PointerSite site = access_->site;
   const auto began = Clock::now();
-  const auto take_new_until = began + window_, end = began + 2 * window_;
   const auto give_way_after = window_ / 4;
+  conform::TargetProgress progress(pid);
   std::set<pid_t> known;
   std::deque<pid_t> waiting;
   std::atomic<std::size_t> waiting_count{0};
+  std::atomic<bool> ending{false};
   struct Running {
     std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
+    std::shared_ptr<WatchProgress> progress;
   };
   std::list<Running> running;
   std::vector<ThreadWatch> results;
   std::mutex results_mutex;
-  std::size_t begun = 0;
-  auto keep_watching = [&](const conform::PublishedRecordWatchReport& so_far) {
-    if (stop_.load()) return false;
-    if (waiting_count.load() == 0 || so_far.states.empty()) return true;
-    return Clock::now() - so_far.states.back().at < give_way_after;  // its last store (or its beginning)
-  };
-  auto start = [&](pid_t tid, std::chrono::milliseconds duration) {
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    running.push_back({std::thread([&, tid, duration, finished] {
+  std::size_t begun = 0, changes_of_finished = 0;
+  auto start = [&](pid_t tid) {
+    auto mine = std::make_shared<WatchProgress>();
+    auto keep_watching = [&, mine](const conform::PublishedRecordWatchReport& so_far) {
+      count_changes(so_far, *mine);
+      if (stop_.load() || ending.load()) return false;
+      if (waiting_count.load() == 0 || so_far.states.empty()) return true;
+      return Clock::now() - so_far.states.back().at < give_way_after;  // its last store (or its beginning)
+    };
+    running.push_back({std::thread([&, tid, mine, keep_watching] {
                          LiveProcessMemory memory(pid);
                          const RecordLayout& layout = thread_context_record_layout();
                          ThreadWatch result;
@@ -253,55 +298,75 @@ void ThreadContextWatch::watch_threads() {
                          auto report = conform::watch_published_record(
                              pid, tid, layout,
                              [&](std::uint64_t thread_pointer) { return pointer_address(memory, layout, site, thread_pointer); },
-                             duration, std::chrono::milliseconds(5), keep_watching);
+                             watch_ceiling_, std::chrono::milliseconds(5), keep_watching);
                          if (report) result.report = std::move(*report);
                          else result.error = report.error();
                          {
                            std::lock_guard lock(results_mutex);
                            results.push_back(std::move(result));
                          }
-                         finished->store(true);
+                         mine->finished = true;
                        }),
-                       finished});
+                       mine});
     ++begun;
   };
+  std::string why;
   for (;;) {
     const auto now = Clock::now();
-    if (now < take_new_until && !stop_.load())
+    if (!ending.load())
       for (auto tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
         if (known.insert(static_cast<pid_t>(tid)).second) waiting.push_back(static_cast<pid_t>(tid));
     for (auto it = running.begin(); it != running.end();) {
-      if (!it->finished->load()) {
+      if (!it->progress->finished.load()) {
         ++it;
         continue;
       }
       it->thread.join();
+      changes_of_finished += it->progress->changes.load();
       it = running.erase(it);
     }
     {  // a watch that gave way: its thread waits for another turn
       std::lock_guard lock(results_mutex);
       for (auto& r : results)
-        if (r.report && !r.requeued && r.report->ended_because == "the caller ended it" && !r.report->thread_exited) {
+        if (r.report && !r.requeued && r.report->ended_because == "the caller ended it" && !r.report->thread_exited &&
+            !ending.load()) {
           r.requeued = true;
           waiting.push_back(r.tid);
         }
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
-    const bool can_begin = !stop_.load() && begun < kMaxWatches && left >= kShortestWatch;
-    while (can_begin && running.size() < kMaxWatchedThreads && !waiting.empty() && begun < kMaxWatches) {
-      start(waiting.front(), std::min(window_, left));
+    while (!ending.load() && !stop_.load() && running.size() < kMaxWatchedThreads && !waiting.empty() &&
+           begun < kMaxWatches) {
+      start(waiting.front());
       waiting.pop_front();
     }
     waiting_count = waiting.size();
-    const bool more_may_come = !stop_.load() && now < take_new_until && begun < kMaxWatches;
-    if (running.empty() && !more_may_come && (waiting.empty() || !can_begin)) break;
+    if (!ending.load()) {
+      std::size_t changes = changes_of_finished;
+      bool satisfied = true;
+      for (const auto& r : running) {
+        changes += r.progress->changes.load();
+        satisfied = satisfied && (now - r.progress->began >= window_ || r.progress->changes.load() >= kMinWatchedChanges);
+      }
+      const bool window_passed = now - began >= window_;
+      auto writer_time = progress.since_mark();
+      if (stop_.load()) why = "the session ended";
+      else if (!writer_time) why = "the writer ended";
+      else if (now - began >= watch_ceiling_) why = "the ceiling: " + writer_time->describe();
+      else if (window_passed && changes > 0 && satisfied)
+        why = "every watch ran its window or saw " + std::to_string(kMinWatchedChanges) + " changes";
+      else if (window_passed && changes == 0 && writer_time->available() >= watch_quiet_)
+        why = "no pointer swap or valid flip in " + writer_time->describe();
+      if (!why.empty()) ending = true;
+    }
+    if (ending.load() && running.empty()) break;
     std::this_thread::sleep_for(kThreadListInterval);
   }
-  for (auto& r : running) r.thread.join();
   {
     std::lock_guard lock(mutex_);
     facts_.watches = std::move(results);
     facts_.threads_unwatched = waiting.size();
+    facts_.watched_for = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
+    facts_.watch_ended_because = why;
   }
   done_ = true;
 }

@@ -23,12 +23,18 @@ namespace tracecorr::otel_thread_context {
 
 class ThreadContextWatch final : public conform::SessionPart {
  public:
-  // `window`: how long the sampler or the watches run once the module is found.
-  // `wait_for_update` (the sampled session): the sampler runs until the
-  // scenario ends, which waits for the key map to be republished
-  // (conform::UpdateWait, told each publication follow_context() reads).
-  ThreadContextWatch(std::string session, std::chrono::milliseconds window,
-                     std::optional<conform::UpdateWaitBounds> wait_for_update = std::nullopt);
+  // How long the readers run once the module is found.
+  struct Lengths {
+    std::chrono::milliseconds window{0};  // at least
+    // The watched session, past its window: the writer's own time without a
+    // store that ends it, and the ceiling (watch_threads() says when else).
+    std::chrono::milliseconds quiet{0}, ceiling{0};
+    // The sampled session: the sampler runs until the scenario ends, which
+    // waits for the key map to be republished (conform::UpdateWait, told each
+    // publication follow_context() reads). nullopt: the window only.
+    std::optional<conform::UpdateWaitBounds> wait_for_update;
+  };
+  ThreadContextWatch(std::string session, Lengths lengths);
   ~ThreadContextWatch() override;
 
   void opened(conform::Session& session, std::chrono::steady_clock::time_point deadline) override;
@@ -50,7 +56,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   void add_publication(Publication p);
 
   bool sampled_;
-  std::chrono::milliseconds window_;
+  std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
   std::optional<conform::UpdateWaitBounds> wait_bounds_;
   std::unique_ptr<conform::UpdateWait> update_wait_;
   ThreadContextFacts facts_;
