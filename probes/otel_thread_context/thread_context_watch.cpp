@@ -216,17 +216,19 @@ void ThreadContextWatch::sample(std::uint64_t header) {
   done_ = true;
 }
 
-namespace {
-
 // One watch's progress, shared between its thread (which counts) and the
 // manager (which decides when the session has seen enough).
-struct WatchProgress {
+struct ThreadContextWatch::WatchProgress {
   Clock::time_point began = Clock::now();
   std::atomic<bool> finished{false};
   std::atomic<std::size_t> changes{0};  // pointer swaps and valid flips so far (as the judges count them)
   std::size_t counted = 1;              // states counted (the watch's thread only; the first is the watch's start)
   std::optional<std::uint64_t> last_record;  // the last non-NULL pointer before them
 };
+
+namespace {
+
+using WatchProgress = ThreadContextWatch::WatchProgress;
 
 bool valid_record(const std::optional<RecordBytes>& r) {
   return r && r->size() > spec::kRecordValidOffset && (*r)[spec::kRecordValidOffset] == spec::kRecordValidValue;
@@ -341,22 +343,10 @@ void ThreadContextWatch::watch_threads() {
     }
     waiting_count = waiting.size();
     if (!ending.load()) {
-      std::size_t changes = changes_of_finished;
-      bool satisfied = true;
-      for (const auto& r : running) {
-        changes += r.progress->changes.load();
-        satisfied = satisfied && (now - r.progress->began >= window_ || r.progress->changes.load() >= kMinWatchedChanges);
-      }
-      const bool window_passed = now - began >= window_;
-      auto writer_time = progress.since_mark();
-      if (stop_.load()) why = "the session ended";
-      else if (!writer_time) why = "the writer ended";
-      else if (now - began >= watch_ceiling_) why = "the ceiling: " + writer_time->describe();
-      else if (window_passed && changes > 0 && satisfied)
-        why = "every watch ran its window or saw " + std::to_string(kMinWatchedChanges) + " changes";
-      else if (window_passed && changes == 0 && writer_time->available() >= watch_quiet_)
-        why = "no pointer swap or valid flip in " + writer_time->describe();
-      if (!why.empty()) ending = true;
+      std::vector<const WatchProgress*> watches;
+      for (const auto& r : running) watches.push_back(r.progress.get());
+      why = stop_.load() ? "the session ended" : why_watching_ends(now - began, watches, changes_of_finished, progress);
+      ending = !why.empty();
     }
     if (ending.load() && running.empty()) break;
     std::this_thread::sleep_for(kThreadListInterval);
@@ -369,6 +359,27 @@ void ThreadContextWatch::watch_threads() {
     facts_.watch_ended_because = why;
   }
   done_ = true;
+}
+
+// Why the watched session ends now ("": it goes on); see watch_threads().
+std::string ThreadContextWatch::why_watching_ends(Clock::duration elapsed, const std::vector<const WatchProgress*>& running,
+                                                  std::size_t changes_of_finished,
+                                                  const conform::TargetProgress& writer) const {
+  std::size_t changes = changes_of_finished;
+  bool satisfied = true;
+  for (const auto* w : running) {
+    changes += w->changes.load();
+    satisfied = satisfied && (Clock::now() - w->began >= window_ || w->changes.load() >= kMinWatchedChanges);
+  }
+  const bool window_passed = elapsed >= window_;
+  auto writer_time = writer.since_mark();
+  if (!writer_time) return "the writer ended";
+  if (elapsed >= watch_ceiling_) return "the ceiling: " + writer_time->describe();
+  if (window_passed && changes > 0 && satisfied)
+    return "every watch ran its window or saw " + std::to_string(kMinWatchedChanges) + " changes";
+  if (window_passed && changes == 0 && writer_time->available() >= watch_quiet_)
+    return "no pointer swap or valid flip in " + writer_time->describe();
+  return "";
 }
 
 void ThreadContextWatch::stop_watching() {

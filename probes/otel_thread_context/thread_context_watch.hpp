@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -48,12 +49,16 @@ class ThreadContextWatch final : public conform::SessionPart {
   // How long the session waits for a publication of the key map (nullptr: the window only).
   conform::UpdateWait* update_wait() const { return update_wait_.get(); }
 
+  struct WatchProgress;  // one published-record watch's, as the watched session counts it
+
  private:
   bool find_publisher(conform::Session& session, std::chrono::steady_clock::time_point deadline);
   void follow_context(std::uint64_t header);
   void sample(std::uint64_t header);
   void watch_threads();
   void add_publication(Publication p);
+  std::string why_watching_ends(std::chrono::steady_clock::duration elapsed, const std::vector<const WatchProgress*>& running,
+                                std::size_t changes_of_finished, const conform::TargetProgress& writer) const;
 
   bool sampled_;
   std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
