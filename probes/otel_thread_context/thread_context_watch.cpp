@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <list>
+#include <map>
 #include <set>
 
 #include "judges.hpp"
@@ -17,7 +19,6 @@
 namespace tracecorr::otel_thread_context {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr auto kFindInterval = std::chrono::milliseconds(10);
 constexpr auto kContextPollInterval = std::chrono::milliseconds(1);
 // Each thread is stopped this often (every thread in each round): a record
@@ -30,6 +31,9 @@ constexpr std::size_t kMaxWatches = ThreadContextFacts::kMaxWatches;
 // How often the process's threads are listed: a worker that starts while the
 // window is open is watched from then on.
 constexpr auto kThreadListInterval = std::chrono::milliseconds(20);
+// A thread without its block of the module's dynamic TLS yet is asked again
+// this often (a pool's thread allocates it at its first span).
+constexpr auto kUnallocatedRetry = std::chrono::milliseconds(200);
 
 std::int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -53,6 +57,7 @@ ThreadContextWatch::ThreadContextWatch(std::string session, Lengths lengths)
       window_(lengths.window),
       watch_quiet_(lengths.quiet),
       watch_ceiling_(std::max(lengths.ceiling, lengths.window)),
+      want_named_records_(sampled_ ? lengths.want_named_records : 0),
       wait_bounds_(lengths.wait_for_update) {
   facts_.session = std::move(session);
 }
@@ -172,7 +177,11 @@ void ThreadContextWatch::opened(conform::Session& session, Clock::time_point dea
     if (!facts_.watch_unavailable.empty()) return;
   }
   reading_ = true;
-  if (sampled_) readers_ = std::thread([this] { sample(context_header_); });
+  if (sampled_) {
+    sampling_began_ = Clock::now();
+    sampling_progress_ = std::make_unique<conform::TargetProgress>(pid);
+    readers_ = std::thread([this] { sample(context_header_); });
+  }
   else readers_ = std::thread([this] { watch_threads(); });
 }
 
@@ -193,8 +202,8 @@ void ThreadContextWatch::sample(std::uint64_t header) {
     std::lock_guard lock(mutex_);
     facts_.wall_minus_monotonic_at_start_ns = wall_minus_monotonic_ns();
   }
-  // Waiting for an update, the scenario decides when sampling ends (stop_watching()).
-  const auto until = Clock::now() + (update_wait_ ? wait_bounds_->ceiling + window_ : window_);
+  // When the session decides its own length, the scenario ends sampling (stop_watching()).
+  const auto until = Clock::now() + (session_decides() ? watch_ceiling_ + window_ : window_);
   while (!stop_.load() && Clock::now() < until) {
     auto polled = sampler->poll(
         [this](const Sample& s) {
@@ -205,6 +214,12 @@ void ThreadContextWatch::sample(std::uint64_t header) {
           }
           facts_.samples.push_back({s.tid, s.time_ns, s.record_pointer, s.error, s.record, s.record_declared_length,
                                     s.context_published_at});
+          if (want_named_records_ && s.record)
+            if (auto r = decode_record(*s.record); r && r->readable() && !r->ids_zero()) {
+              ++named_records_;
+              if (named_spans_.size() < kFlagsNeverSetSpans) named_spans_.insert({r->trace_id, r->span_id});
+              named_span_count_ = named_spans_.size();
+            }
         },
         std::chrono::milliseconds(50));
     if (!polled) break;  // the process is gone, or ptrace is refused: the samples so far stand
@@ -224,6 +239,9 @@ struct ThreadContextWatch::WatchProgress {
   std::atomic<std::size_t> changes{0};  // pointer swaps and valid flips so far (as the judges count them)
   std::size_t counted = 1;              // states counted (the watch's thread only; the first is the watch's start)
   std::optional<std::uint64_t> last_record;  // the last non-NULL pointer before them
+  // The thread has no TLS block for the module yet (dynamic TLS: allocated at
+  // its first use); set before `finished`.
+  std::optional<Error> unallocated;
 };
 
 namespace {
@@ -253,13 +271,136 @@ void count_changes(const conform::PublishedRecordWatchReport& report, WatchProgr
 
 }  // namespace
 
+namespace {
+
+// The watched session's watches: one per thread at a time, at most
+// kMaxWatchedThreads at once and kMaxWatches in all; threads wait their turn.
+class WatchPool {
+ public:
+  // `watch(tid, progress)` runs one watch to its end (on its own thread).
+  using RunWatch = std::function<Expected<conform::PublishedRecordWatchReport>(pid_t, WatchProgress&)>;
+  explicit WatchPool(RunWatch run) : run_(std::move(run)) {}
+  ~WatchPool() { join_all(); }
+
+  // New threads of `pid`, and threads whose turn came again, join the queue.
+  void take_new_threads(pid_t pid, Clock::time_point now);
+  // Ends what finished: counts its changes, queues again a thread that gave
+  // way or had no TLS block yet.
+  void reap(Clock::time_point now);
+  void start_waiting(bool may_begin);
+  std::vector<const WatchProgress*> running() const;
+  std::size_t changes_of_finished() const { return changes_of_finished_; }
+  std::size_t waiting() const { return waiting_.size(); }
+  const std::atomic<std::size_t>& waiting_count() const { return waiting_count_; }
+  bool idle() const { return running_.empty(); }
+  // Every watch, and one error for each thread that never had its block.
+  std::vector<ThreadWatch> take_results();
+
+ private:
+  struct Running {
+    pid_t tid;
+    std::thread thread;
+    std::shared_ptr<WatchProgress> progress;
+  };
+  void join_all() {
+    for (auto& r : running_) r.thread.join();
+    running_.clear();
+  }
+
+  RunWatch run_;
+  std::set<pid_t> known_;
+  std::deque<pid_t> waiting_;
+  std::atomic<std::size_t> waiting_count_{0};
+  std::list<Running> running_;
+  std::map<pid_t, std::pair<Clock::time_point, Error>> unallocated_;  // tid -> when to ask again, why
+  std::vector<ThreadWatch> results_;
+  std::mutex results_mutex_;
+  std::size_t begun_ = 0, changes_of_finished_ = 0;
+};
+
+void WatchPool::take_new_threads(pid_t pid, Clock::time_point now) {
+  for (auto tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
+    if (known_.insert(static_cast<pid_t>(tid)).second) waiting_.push_back(static_cast<pid_t>(tid));
+  for (auto& [tid, retry] : unallocated_)
+    if (retry.first <= now) {
+      retry.first = Clock::time_point::max();  // until this attempt answers
+      waiting_.push_back(tid);
+    }
+  std::lock_guard lock(results_mutex_);
+  for (auto& r : results_)  // a watch that gave way: its thread waits for another turn
+    if (r.report && !r.requeued && r.report->ended_because == "the caller ended it" && !r.report->thread_exited) {
+      r.requeued = true;
+      waiting_.push_back(r.tid);
+    }
+}
+
+void WatchPool::reap(Clock::time_point now) {
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (!it->progress->finished.load()) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    changes_of_finished_ += it->progress->changes.load();
+    if (it->progress->unallocated) {
+      unallocated_.insert_or_assign(it->tid, std::make_pair(now + kUnallocatedRetry, *it->progress->unallocated));
+      --begun_;  // not a watch: the thread is asked again
+    } else {
+      unallocated_.erase(it->tid);
+    }
+    it = running_.erase(it);
+  }
+}
+
+void WatchPool::start_waiting(bool may_begin) {
+  while (may_begin && running_.size() < kMaxWatchedThreads && !waiting_.empty() && begun_ < kMaxWatches) {
+    const pid_t tid = waiting_.front();
+    waiting_.pop_front();
+    auto progress = std::make_shared<WatchProgress>();
+    running_.push_back({tid, std::thread([this, tid, progress] {
+                          ThreadWatch result;
+                          result.tid = tid;
+                          auto report = run_(tid, *progress);
+                          if (report) result.report = std::move(*report);
+                          else result.error = report.error();
+                          if (result.error && result.error->kind == ErrorKind::kNotAllocated) {
+                            progress->unallocated = result.error;  // asked again later, not a watch
+                          } else {
+                            std::lock_guard lock(results_mutex_);
+                            results_.push_back(std::move(result));
+                          }
+                          progress->finished = true;
+                        }),
+                        progress});
+    ++begun_;
+  }
+  waiting_count_ = waiting_.size();
+}
+
+std::vector<const WatchProgress*> WatchPool::running() const {
+  std::vector<const WatchProgress*> out;
+  for (const auto& r : running_) out.push_back(r.progress.get());
+  return out;
+}
+
+std::vector<ThreadWatch> WatchPool::take_results() {
+  join_all();
+  std::lock_guard lock(results_mutex_);
+  for (auto& [tid, retry] : unallocated_) results_.push_back({tid, std::nullopt, retry.second, false});
+  unallocated_.clear();
+  return std::move(results_);
+}
+
+}  // namespace
+
 // Every thread the process has while the session goes on is watched, from
 // when it is first seen: an SDK's workers may start seconds after its process
-// context (each with its tracer), and a thread pool may replace its threads.
-// At most kMaxWatchedThreads at once; while threads wait for a watch, one whose
-// thread has stored nothing for a quarter of the window gives way and waits
-// again, so a process with more threads than watches (a JVM) has each watched
-// in turn. The session ends (watched_ended_because_ says which):
+// context (each with its tracer), and a thread pool may replace its threads
+// (a thread without its block of dynamic TLS yet is asked again). While
+// threads wait for a watch, one whose thread has stored nothing for a quarter
+// of the window gives way and waits again, so a process with more threads
+// than watches (a JVM) has each watched in turn. The session ends
+// (facts_.watch_ended_because says why):
 //  - once the window has passed, some thread has stored, and every watch has
 //    run a window or seen kMinWatchedChanges changes (a verdict's minimum);
 //  - past the window, when no thread stored anything in the quiet stretch of
@@ -272,92 +413,41 @@ void ThreadContextWatch::watch_threads() {
   const auto began = Clock::now();
   const auto give_way_after = window_ / 4;
   conform::TargetProgress progress(pid);
-  std::set<pid_t> known;
-  std::deque<pid_t> waiting;
-  std::atomic<std::size_t> waiting_count{0};
   std::atomic<bool> ending{false};
-  struct Running {
-    std::thread thread;
-    std::shared_ptr<WatchProgress> progress;
-  };
-  std::list<Running> running;
-  std::vector<ThreadWatch> results;
-  std::mutex results_mutex;
-  std::size_t begun = 0, changes_of_finished = 0;
-  auto start = [&](pid_t tid) {
-    auto mine = std::make_shared<WatchProgress>();
-    auto keep_watching = [&, mine](const conform::PublishedRecordWatchReport& so_far) {
-      count_changes(so_far, *mine);
+  std::unique_ptr<WatchPool> pool;
+  pool = std::make_unique<WatchPool>([&](pid_t tid, WatchProgress& mine) {
+    LiveProcessMemory memory(pid);
+    const RecordLayout& layout = thread_context_record_layout();
+    auto keep_watching = [&](const conform::PublishedRecordWatchReport& so_far) {
+      count_changes(so_far, mine);
       if (stop_.load() || ending.load()) return false;
-      if (waiting_count.load() == 0 || so_far.states.empty()) return true;
+      if (pool->waiting_count().load() == 0 || so_far.states.empty()) return true;
       return Clock::now() - so_far.states.back().at < give_way_after;  // its last store (or its beginning)
     };
-    running.push_back({std::thread([&, tid, mine, keep_watching] {
-                         LiveProcessMemory memory(pid);
-                         const RecordLayout& layout = thread_context_record_layout();
-                         ThreadWatch result;
-                         result.tid = tid;
-                         auto report = conform::watch_published_record(
-                             pid, tid, layout,
-                             [&](std::uint64_t thread_pointer) { return pointer_address(memory, layout, site, thread_pointer); },
-                             watch_ceiling_, std::chrono::milliseconds(5), keep_watching);
-                         if (report) result.report = std::move(*report);
-                         else result.error = report.error();
-                         {
-                           std::lock_guard lock(results_mutex);
-                           results.push_back(std::move(result));
-                         }
-                         mine->finished = true;
-                       }),
-                       mine});
-    ++begun;
-  };
+    return conform::watch_published_record(
+        pid, tid, layout, [&](std::uint64_t tp) { return pointer_address(memory, layout, site, tp); }, watch_ceiling_,
+        std::chrono::milliseconds(5), keep_watching);
+  });
   std::string why;
   for (;;) {
     const auto now = Clock::now();
-    if (!ending.load())
-      for (auto tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
-        if (known.insert(static_cast<pid_t>(tid)).second) waiting.push_back(static_cast<pid_t>(tid));
-    for (auto it = running.begin(); it != running.end();) {
-      if (!it->progress->finished.load()) {
-        ++it;
-        continue;
-      }
-      it->thread.join();
-      changes_of_finished += it->progress->changes.load();
-      it = running.erase(it);
-    }
-    {  // a watch that gave way: its thread waits for another turn
-      std::lock_guard lock(results_mutex);
-      for (auto& r : results)
-        if (r.report && !r.requeued && r.report->ended_because == "the caller ended it" && !r.report->thread_exited &&
-            !ending.load()) {
-          r.requeued = true;
-          waiting.push_back(r.tid);
-        }
-    }
-    while (!ending.load() && !stop_.load() && running.size() < kMaxWatchedThreads && !waiting.empty() &&
-           begun < kMaxWatches) {
-      start(waiting.front());
-      waiting.pop_front();
-    }
-    waiting_count = waiting.size();
+    pool->reap(now);
+    if (!ending.load()) pool->take_new_threads(pid, now);
+    pool->start_waiting(!ending.load() && !stop_.load());
     if (!ending.load()) {
-      std::vector<const WatchProgress*> watches;
-      for (const auto& r : running) watches.push_back(r.progress.get());
-      why = stop_.load() ? "the session ended" : why_watching_ends(now - began, watches, changes_of_finished, progress);
+      why = stop_.load() ? "the session ended"
+                         : why_watching_ends(now - began, pool->running(), pool->changes_of_finished(), progress);
       ending = !why.empty();
     }
-    if (ending.load() && running.empty()) break;
+    if (ending.load() && pool->idle()) break;
     std::this_thread::sleep_for(kThreadListInterval);
   }
-  {
-    std::lock_guard lock(mutex_);
-    facts_.watches = std::move(results);
-    facts_.threads_unwatched = waiting.size();
-    facts_.watched_for = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
-    facts_.watch_ended_because = why;
-  }
+  auto results = pool->take_results();
+  std::lock_guard lock(mutex_);
+  facts_.watches = std::move(results);
+  facts_.threads_unwatched = pool->waiting();
+  facts_.watched_for = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
+  facts_.watch_ended_because = why;
   done_ = true;
 }
 
@@ -380,6 +470,31 @@ std::string ThreadContextWatch::why_watching_ends(Clock::duration elapsed, const
   if (window_passed && changes == 0 && writer_time->available() >= watch_quiet_)
     return "no pointer swap or valid flip in " + writer_time->describe();
   return "";
+}
+
+bool ThreadContextWatch::wants_more_samples() {
+  if (!want_named_records_ || !sampling_began_) return false;
+  const auto elapsed = Clock::now() - *sampling_began_;
+  if (elapsed < window_) return true;
+  const std::size_t named = named_records_.load(), spans = named_span_count_.load();
+  const std::string counted = std::to_string(named) + " valid record(s) naming " + std::to_string(spans) +
+                              " span(s) sampled (" + std::to_string(want_named_records_) + " naming " +
+                              std::to_string(kFlagsNeverSetSpans) + " wanted, for TCTX-14)";
+  auto writer_time = sampling_progress_->since_mark();
+  std::string why;
+  if (named >= want_named_records_ && spans >= kFlagsNeverSetSpans) why = counted;
+  else if (!writer_time) why = counted + "; the writer ended";
+  else if (elapsed >= watch_ceiling_) why = counted + ", the ceiling: " + writer_time->describe();
+  else if (writer_time->available() >= watch_quiet_) why = counted + " in " + writer_time->describe();
+  if (why.empty()) return true;
+  std::lock_guard lock(mutex_);
+  if (elapsed >= window_ + kThreadListInterval) sampling_ended_because_ = why;  // past the window: it waited
+  return false;
+}
+
+std::string ThreadContextWatch::sampling_ended_because() const {
+  std::lock_guard lock(mutex_);
+  return sampling_ended_because_;
 }
 
 void ThreadContextWatch::stop_watching() {

@@ -9,10 +9,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "evidence.hpp"
@@ -21,6 +24,8 @@
 #include "tracecorr/tls.hpp"
 
 namespace tracecorr::otel_thread_context {
+
+using Clock = std::chrono::steady_clock;
 
 class ThreadContextWatch final : public conform::SessionPart {
  public:
@@ -34,6 +39,10 @@ class ThreadContextWatch final : public conform::SessionPart {
     // waits for the key map to be republished (conform::UpdateWait, told each
     // publication follow_context() reads). nullopt: the window only.
     std::optional<conform::UpdateWaitBounds> wait_for_update;
+    // The sampled session, past its window: until this many valid records
+    // naming a span were read (0: the window only), or `quiet` of the
+    // writer's own time, or the ceiling.
+    std::size_t want_named_records = 0;
   };
   ThreadContextWatch(std::string session, Lengths lengths);
   ~ThreadContextWatch() override;
@@ -48,6 +57,13 @@ class ThreadContextWatch final : public conform::SessionPart {
   bool done() const { return done_.load(); }
   // How long the session waits for a publication of the key map (nullptr: the window only).
   conform::UpdateWait* update_wait() const { return update_wait_.get(); }
+  // The sampled session decides its own length (an update or records to wait for).
+  bool session_decides() const { return update_wait_ || want_named_records_ > 0; }
+  // Whether the sampled session still wants records (its window, then
+  // want_named_records); records why it stopped wanting them. The scenario's thread.
+  bool wants_more_samples();
+  // Why the sampled session stopped wanting records ("" : it did not wait past its window).
+  std::string sampling_ended_because() const;
 
   struct WatchProgress;  // one published-record watch's, as the watched session counts it
 
@@ -62,6 +78,13 @@ class ThreadContextWatch final : public conform::SessionPart {
 
   bool sampled_;
   std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
+  std::size_t want_named_records_ = 0;
+  std::atomic<std::size_t> named_records_{0};  // valid records naming a span, sampled so far
+  std::set<std::pair<TraceId, SpanId>> named_spans_;  // the spans they named (up to the judges' need; mutex_)
+  std::atomic<std::size_t> named_span_count_{0};
+  std::optional<Clock::time_point> sampling_began_;
+  std::unique_ptr<conform::TargetProgress> sampling_progress_;
+  std::string sampling_ended_because_;  // guarded by mutex_
   std::optional<conform::UpdateWaitBounds> wait_bounds_;
   std::unique_ptr<conform::UpdateWait> update_wait_;
   ThreadContextFacts facts_;

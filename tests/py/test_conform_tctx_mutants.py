@@ -155,6 +155,15 @@ def runs(tmp_path_factory):
                                                  "--thread-start-ms", "400"],
                                      "only": None, "strict": False,
                                      "env": {"TRACECORR_FIXTURE_JOURNAL": str(JOURNALS["rust-late-threads"])}}
+    # A thread pool in dynamic TLS: the threads exist from the start and get
+    # their block of the writer's TLS at their first span, 400 ms apart (the
+    # watch once gave up on a thread without its block: "no watch ran").
+    if "tlsdesc-dlopen" in MODELS:
+        JOURNALS["dynamic-tls-pool"] = out / "dynamic-tls-pool.jsonl"
+        jobs["dynamic-tls-pool"] = {"command": [str(program("tlsdesc-dlopen")), *reference_args, "--threads", "3",
+                                                "--thread-start-ms", "400", "--pool"],
+                                    "only": None, "strict": False,
+                                    "env": {**DYNAMIC_TLS, "TRACECORR_FIXTURE_JOURNAL": str(JOURNALS["dynamic-tls-pool"])}}
     for m in MUTANTS:
         jobs[m["name"]] = {"command": [str(program(mutant=m["name"])), *m["args"]],
                            "only": [m["requirement"]],
@@ -219,23 +228,35 @@ def worker_tids(journal: Path) -> dict[int, set[int]]:
     return tids
 
 
-def test_published_record_watch_follows_workers_that_start_late(runs):
-    """The Rust-style writer (rust-cdylib: TLSDESC, the variable at the start of
-    .tbss after std's initialised thread-locals, xchg stores) whose 3 workers
-    start 400 ms apart: the reference passes, and the watch saw every worker
-    swap its pointer at least kMinWatchedChanges (8) times."""
-    if "rust-cdylib" not in MODELS:
-        pytest.skip("the rust-cdylib model is not built (no rustc)")
-    run = runs["rust-late-threads"]
-    found = problems(run, "rust-cdylib")
+def assert_every_worker_watched(run: cs.ConformRun, model: str, journal: Path) -> None:
+    """The run of a conforming writer passes, and the watch saw each of the
+    watched process's workers swap its pointer at least kMinWatchedChanges (8) times."""
+    found = problems(run, model)
     assert not found, "\n".join(found) + "\n" + run.explain()
     reason = next(r["reason"] for r in run.report["results"] if r["id"] == "TCTX-24")
     counts = {int(tid): (int(swaps), int(flips)) for tid, swaps, flips in re.findall(r"(\d+) (\d+)/(\d+)", reason)}
-    workers = [tids for tids in worker_tids(JOURNALS["rust-late-threads"]).values() if tids & set(counts)]
+    workers = [tids for tids in worker_tids(journal).values() if tids & set(counts)]
     assert len(workers) == 1, f"no process whose workers the watch counted: {reason}"
     for tid in sorted(workers[0]):
         swaps, flips = counts.get(tid, (0, 0))
         assert swaps + flips >= 8, f"worker {tid}: {swaps} swap(s), {flips} flip(s) watched: {reason}"
+
+
+def test_published_record_watch_follows_workers_that_start_late(runs):
+    """The Rust-style writer (rust-cdylib: TLSDESC, the variable at the start of
+    .tbss after std's initialised thread-locals, xchg stores) whose 3 workers
+    start 400 ms apart, after the watch began."""
+    if "rust-cdylib" not in MODELS:
+        pytest.skip("the rust-cdylib model is not built (no rustc)")
+    assert_every_worker_watched(runs["rust-late-threads"], "rust-cdylib", JOURNALS["rust-late-threads"])
+
+
+def test_published_record_watch_waits_for_a_pool_threads_tls_block(runs):
+    """A pool's threads in dynamic TLS have no block of the writer's module
+    until their first span (400 ms apart): each is asked again until it has one."""
+    if "tlsdesc-dlopen" not in MODELS:
+        pytest.skip("the tlsdesc-dlopen model is not built")
+    assert_every_worker_watched(runs["dynamic-tls-pool"], "tlsdesc-dlopen", JOURNALS["dynamic-tls-pool"])
 
 
 @pytest.mark.parametrize("mutant", [pytest.param(m, id=m["name"]) for m in MUTANTS])
