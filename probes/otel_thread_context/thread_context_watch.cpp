@@ -269,10 +269,6 @@ void count_changes(const conform::PublishedRecordWatchReport& report, WatchProgr
   progress.changes = changes;
 }
 
-}  // namespace
-
-namespace {
-
 // The watched session's watches: one per thread at a time, at most
 // kMaxWatchedThreads at once and kMaxWatches in all; threads wait their turn.
 class WatchPool {
