@@ -105,11 +105,8 @@ class ThreadContextSuite final : public conform::Suite {
                           " ms, waiting for the key map to be republished (TCTX-08, 10): " + wait->why_ended());
     if (auto why = part->sampling_ended_because(); !why.empty())
       run.notes.push_back("session " + session.settings().name + " sampled past its window: " + why);
-    auto facts = std::dynamic_pointer_cast<const ThreadContextFacts>(part->evidence());
-    if (facts && !facts->watch_ended_because.empty())
-      run.notes.push_back("session " + session.settings().name + " watched the writer's threads for " +
-                          std::to_string(facts->watched_for.count()) + " ms (" + std::to_string(facts->watches.size()) +
-                          " watch(es)): " + facts->watch_ended_because);
+    if (auto how_long = part->watching_summary(); !how_long.empty())
+      run.notes.push_back("session " + session.settings().name + " watched the writer's threads for " + how_long);
   }
 
   // A process context carrying threadlocal.* keys (TCTXR-02; in its

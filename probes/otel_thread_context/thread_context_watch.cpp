@@ -493,6 +493,13 @@ std::string ThreadContextWatch::sampling_ended_because() const {
   return sampling_ended_because_;
 }
 
+std::string ThreadContextWatch::watching_summary() const {
+  std::lock_guard lock(mutex_);
+  if (facts_.watch_ended_because.empty()) return "";
+  return std::to_string(facts_.watched_for.count()) + " ms (" + std::to_string(facts_.watches.size()) +
+         " watch(es)): " + facts_.watch_ended_because;
+}
+
 void ThreadContextWatch::stop_watching() {
   stop_ = true;
   if (readers_.joinable()) readers_.join();

@@ -64,6 +64,8 @@ class ThreadContextWatch final : public conform::SessionPart {
   bool wants_more_samples();
   // Why the sampled session stopped wanting records ("" : it did not wait past its window).
   std::string sampling_ended_because() const;
+  // "1534 ms (4 watch(es)): <why it ended>" ("" : no watch ran).
+  std::string watching_summary() const;
 
   struct WatchProgress;  // one published-record watch's, as the watched session counts it
 
