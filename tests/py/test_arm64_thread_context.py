@@ -150,7 +150,8 @@ def test_every_model_and_mutant_is_built_for_arm64():
     """Without this, a model or mutant missing from the arm64 build would leave its check untested, silently."""
     assert set(SAMPLED_MODELS) - {"tlsdesc-dlopen:dynamic-tls"} <= set(MODELS), MODELS
     assert sorted(m["requirement"] for m in ALL_MUTANTS) == sorted(
-        m["requirement"] for m in mutants_document()["mutants"]), "the arm64 mutants differ from x86-64's"
+        m["requirement"] for m in mutants_document()["mutants"] if m.get("writer") != "rust"), \
+        "the arm64 mutants differ from x86-64's"
     assert ARCH_DIFFERING_RULES <= {m["requirement"] for m in ALL_MUTANTS}, "a rule judged here has no arm64 mutant"
 
 
