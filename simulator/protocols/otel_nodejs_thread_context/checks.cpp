@@ -56,9 +56,12 @@ void check_struct(const ThreadLook& l, std::vector<Finding>& out) {
 void check_record(const ThreadLook& l, std::vector<Finding>& out) {
   const std::string who = "thread " + std::to_string(l.tid) + ": ";
   const std::uint64_t pointer = l.walk.record_pointer.value_or(0);
-  if (pointer % spec::kRecordAlignment != 0)
+  // What a misplaced slot leads to is not the writer's record: judged as NJS-08 alone.
+  if (pointer % spec::kRecordAlignment != 0) {
     out.push_back(violated("NJS-08", who + "the record pointer " + hex_address(pointer) + " at wrapper + " +
                                          std::to_string(l.walk.discovery.record_slot_offset) + " is not 2-byte aligned"));
+    return;
+  }
   if (l.record_error) {
     out.push_back(violated("NJS-08", who + "the word at wrapper + " + std::to_string(l.walk.discovery.record_slot_offset) +
                                          " (" + hex_address(pointer) + ") leads to no readable record: " + *l.record_error));
@@ -107,7 +110,10 @@ std::vector<Finding> check_variable(const AgentLibrary& module) {
   return out;
 }
 
-std::vector<Finding> check_reference_data(const std::optional<ReferenceData>& reference) {
+std::vector<Finding> check_reference_data(const std::optional<ReferenceData>& reference, bool publishes) {
+  const bool declared = reference && reference->schema_version_value;
+  if (!declared && !publishes)  // nothing published and nothing declared: NJS-10's way of not taking part
+    return {not_applicable("NJS-09", "no thread's gate is open and no schema is declared")};
   if (!reference) return {violated("NJS-09", "no process context could be read: readers never select the walk")};
   const auto& r = *reference;
   std::vector<Finding> out;

@@ -18,8 +18,10 @@
 namespace tracecorr::otel_nodejs_thread_context {
 
 std::vector<Finding> check_variable(const AgentLibrary& module);
-// NJS-09: nullopt reference: no process context read.
-std::vector<Finding> check_reference_data(const std::optional<ReferenceData>& reference);
+// NJS-09: nullopt reference: no process context read. `publishes`: some
+// thread's gate is open. A process that neither declares the schema nor opens
+// a gate takes no part (what NJS-10 asks of one without AsyncContextFrame).
+std::vector<Finding> check_reference_data(const std::optional<ReferenceData>& reference, bool publishes);
 
 // What one thread showed: its walk, the key where a scan found it (when the
 // hashed bucket missed it), and the record the walk reached.
