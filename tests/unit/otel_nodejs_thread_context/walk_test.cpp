@@ -25,7 +25,7 @@ class FakeMemory final : public ProcessMemory {
       if (it == bytes.end()) return make_error(ErrorKind::kUnmapped, "unmapped", hex_address(addr + i));
       out[i] = it->second;
     }
-    return {};
+    return Ok{};
   }
   void word(std::uint64_t addr, std::uint64_t v) { put(addr, &v, 8); }
   void put(std::uint64_t addr, const void* p, std::size_t n) {
@@ -339,10 +339,17 @@ TEST(Checks, RecordRulesNameTheirIds) {
   const KeyMap map{"a"};
   rec.valid = 1;
   rec.entries.push_back({0, 4, {'x'}});
-  ThreadLook look{7, t, std::nullopt, rec, std::nullopt, &map};
-  std::vector<std::string> ids;
-  for (const auto& f : check_thread(look)) ids.push_back(f.requirement);
-  EXPECT_EQ(ids, (std::vector<std::string>{"NJS-08", "NJS-11", "NJS-12"}));
+  auto ids_of = [&](const WalkTrace& trace) {
+    std::vector<std::string> ids;
+    for (const auto& f : check_thread(ThreadLook{7, trace, std::nullopt, rec, std::nullopt, &map})) ids.push_back(f.requirement);
+    return ids;
+  };
+  // An odd record pointer: the slot is not the writer's record slot, and what it leads to is not judged.
+  EXPECT_EQ(ids_of(t), (std::vector<std::string>{"NJS-08"}));
+  g.m.word(kWrapper + 32, kRecord);
+  auto aligned = walk(g.m, g.d);
+  ASSERT_EQ(aligned.end, WalkEnd::Record);
+  EXPECT_EQ(ids_of(aligned), (std::vector<std::string>{"NJS-11", "NJS-12"}));
 }
 
 TEST(Checks, AnOpenGateWithAnUnusableStructIsNjs06) {
