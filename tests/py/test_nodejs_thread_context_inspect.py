@@ -122,9 +122,10 @@ def test_inspect_for_people_shows_the_walk_step_by_step(started):
     w = c_writer(started)
     out = inspect(w.pid)
     assert out.returncode == 0, out.stderr
-    text = out.stdout
-    for step in ("struct", "frame", "table", "counts", "key", "bucket", "hop", "wrapper", "record", "end record"):
+    text = out.stdout.split(f"== {PROTOCOL}\n", 1)[1]
+    for step in ("struct", "frame", "table", "counts", "key", "bucket", "hop", "wrapper", "record"):
         assert f"            {step} " in text, text
+    assert "            end record\n" in text
     for meant in w.journal("record"):
         assert f"trace {meant['trace_id']} span {meant['span_id']}" in text
     assert 'http.route = "/work/0"' in text and "findings\n  none" in text
