@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from build_products import BUILD, HOST_ARCH, REPO, TRACECORR, missing, need, package_fixture_program
 from fixture_process import WAIT_S, FixtureProcess
+from json_otlp_receiver import JsonOtlpReceiver
 
 PACKAGE = "otel_nodejs_thread_context"
 PROGRAM = "njs-v8-writer"
@@ -170,9 +172,10 @@ def node(binary: Path) -> Path:
     return binary
 
 
-def node_writer(started, binary, *node_flags, workers=2):
+def node_writer(started, binary, *node_flags, workers=2, endpoint=None):
     env = {"NODE_PATH": str(NODE_DIR / "node_modules")}
-    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    if endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     return started([str(node(binary)), *node_flags, str(DRIVER), "--hold", "--workers", str(workers), "--tasks", "1"],
                    NODE_FIRST_LINE, env)
 
@@ -228,3 +231,30 @@ def test_without_async_context_frame_nothing_is_declared(binary, flags, started)
     assert document["process_context"]["schema_version"] is None
     assert not any(t["struct"] and t["struct"]["gate_open"] for t in document["threads"])
     assert not requirements(document), document["findings"]
+
+
+def test_the_node_reference_exports_the_spans_its_records_name(started):
+    # With an endpoint, dd-trace's own OTLP/HTTP exporter sends the spans: every record a look reads names a
+    # span that is exported once the driver ends it. The shipped writer leaves trace_flags 0 in its records
+    # although the spans go out sampled (spec/otel-nodejs-thread-context.md §7, 5; NJS-15): pinned here, so
+    # that a dd-trace that fixes it shows up as this test failing with the versions install.sh names.
+    receiver = JsonOtlpReceiver()
+    try:
+        w = node_writer(started, NODE_24, workers=1, endpoint=receiver.endpoint)
+        seen = js_threads_with_records(w, 2, 32)
+        os.killpg(w.proc.pid, signal.SIGTERM)  # the driver ends its spans, waits for the last export, exits 0
+        assert w.proc.wait(timeout=WAIT_S) == 0
+        deadline = time.monotonic() + WAIT_S
+        exported = {}
+        while time.monotonic() < deadline:
+            exported = {(s["traceId"], s["spanId"]): s for _, _, s in receiver.received}
+            if all((r["trace_id"], r["span_id"]) in exported for r in seen.values()):
+                break
+            time.sleep(0.1)
+        journaled = {(s["trace_id"], s["span_id"]) for s in w.journal("span")}
+        assert journaled <= set(exported), sorted(journaled - set(exported))
+        for record in seen.values():
+            span = exported[(record["trace_id"], record["span_id"])]
+            assert int(span["flags"]) & 0xFF == 1 and record["trace_flags"] == 0, (span, record)
+    finally:
+        receiver.close()
