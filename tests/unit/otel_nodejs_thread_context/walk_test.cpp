@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "otel_nodejs_thread_context/checks.hpp"
@@ -279,6 +280,50 @@ TEST(Walk, AWrongHashMissesAndTheScanFindsTheKey) {
   auto findings = check_thread(look);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings[0].requirement, "NJS-07");
+}
+
+// Random memory of the walk's kinds of words (Smis, small indexes, tagged pointers into the region,
+// garbage): the walk never reads more than its bound, and what it calls a record came through every check.
+TEST(Walk, RandomMemoryStaysWithinTheBound) {
+  std::mt19937_64 rng(4719);
+  constexpr std::uint64_t kBase = 0x100000, kWords = 256;
+  std::size_t failures = 0;
+  for (int round = 0; round < 1000; ++round) {
+    FakeMemory m;
+    for (std::uint64_t i = 0; i < kWords; ++i) {
+      std::uint64_t w = 0;
+      switch (rng() % 6) {
+        case 0: w = smi(static_cast<std::int64_t>(rng() % 8) - 1); break;
+        case 1: w = smi(1 << (rng() % 5)); break;
+        case 2: w = tagged(kBase + 8 * (rng() % kWords)); break;
+        case 3: w = kBase + 8 * (rng() % kWords); break;
+        case 4: w = rng(); break;
+        default: w = 0;
+      }
+      m.word(kBase + 8 * i, w);
+    }
+    DiscoveryStruct d;
+    d.cped_slot = kBase + 8 * (rng() % kWords);
+    d.als_handle = kBase + 8 * (rng() % kWords);
+    d.als_identity_hash = static_cast<std::int32_t>(rng());
+    d.record_slot_offset = static_cast<std::uint8_t>(8 * (1 + rng() % 4));
+    d.undefined_addr = tagged(kBase + 8 * (rng() % kWords));
+    auto t = walk(m, d);
+    EXPECT_LE(m.reads, 6 + spec::kV8ChainCap) << to_string(t.end) << " " << t.error;
+    EXPECT_LE(t.hops.size(), spec::kV8ChainCap);
+    if (t.end == WalkEnd::Record) {
+      ASSERT_TRUE(t.wrapper && is_heap_pointer(*t.wrapper) && t.buckets && t.key);
+      EXPECT_EQ(t.hops.back().key, *t.key);
+    }
+    if (t.end == WalkEnd::Failed) {
+      ++failures;
+      EXPECT_TRUE(t.failed_step.has_value());
+      EXPECT_FALSE(t.error.empty());
+      EXPECT_FALSE(t.record_pointer.has_value());
+    }
+    (void)find_key_by_scan(m, t);  // bounded by the checked counts
+  }
+  EXPECT_GT(failures, 0u);
 }
 
 TEST(Walk, DecodesTheDiscoveryStruct) {
