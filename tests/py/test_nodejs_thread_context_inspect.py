@@ -258,3 +258,82 @@ def test_the_node_reference_exports_the_spans_its_records_name(started):
             assert int(span["flags"]) & 0xFF == 1 and record["trace_flags"] == 0, (span, record)
     finally:
         receiver.close()
+
+
+# ---- the fault switches inspect does not judge (their rules need watchpoints or exported spans): each shows
+# its sign to a look at the right moment, and the reference never does, so the later judges have a mutant -----
+
+def unwaited(tmp_path, args):
+    """The C writer started without waiting for it: its threads' first moments can be looked at."""
+    return FixtureProcess([str(need(package_fixture_program(PACKAGE, PROGRAM, HOST_ARCH))), *args],
+                          tmp_path / "journal-unwaited.jsonl")
+
+
+def first_open_gate(pid: int) -> dict:
+    """The first look at which some thread's gate is open."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        document = document_of(pid)
+        if any(t["struct"] and t["struct"]["gate_open"] for t in document["threads"]):
+            return document
+        time.sleep(0.05)
+    pytest.fail("no thread opened its gate")
+
+
+@pytest.mark.parametrize("fault", [None, "gate-first"])
+def test_gate_first_opens_the_gate_over_zero_fields(fault, tmp_path):
+    args = ["--hold", "--threads", "1", "--fault-window-ms", "3000"] + (["--fault", fault] if fault else [])
+    w = unwaited(tmp_path, args)
+    try:
+        document = first_open_gate(w.proc.pid)
+        opened = [t for t in document["threads"] if t["struct"] and t["struct"]["gate_open"]]
+        half_done = any(int(t["struct"]["als_handle"], 16) == 0 for t in opened)
+        assert half_done == bool(fault), opened
+        assert ("NJS-06" in requirements(document)) == bool(fault), document["findings"]
+    finally:
+        w.stop()
+
+
+@pytest.mark.parametrize("fault", [None, "gate-cleared-last"])
+def test_gate_cleared_last_leaves_it_open_over_zero_fields(fault, started):
+    args = ["--hold", "--threads", "1", "--fault-window-ms", "3000"] + (["--fault", fault] if fault else [])
+    w = c_writer(started, args=args)
+    assert not requirements(document_of(w.pid))
+    os.kill(w.pid, signal.SIGTERM)
+    seen_half_done = False
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and w.proc.poll() is None:
+        out = inspect(w.pid, "--json")
+        if not out.stdout:  # it exited between the poll and the look
+            break
+        document = json.loads(out.stdout)[PROTOCOL]
+        for t in document["threads"]:
+            if t["struct"] and t["struct"]["gate_open"] and int(t["struct"]["als_handle"], 16) == 0:
+                seen_half_done = True
+                assert "NJS-06" in requirements(document)
+        if seen_half_done or w.journal("thread_exit"):
+            break
+        time.sleep(0.05)
+    assert seen_half_done == bool(fault)
+
+
+@pytest.mark.parametrize("fault", [None, "no-invalidate"])
+def test_no_invalidate_leaves_the_last_span_attached_and_valid(fault, started):
+    args = ["--spans", "2", "--threads", "1", "--span-ms", "10"] + (["--fault", fault] if fault else [])
+    w = c_writer(started, args=args)
+    w.wait_journal("idle", 1)
+    last = w.journal("span")[-1]
+    worker = next(t for t in document_of(w.pid)["threads"] if t["tid"] == last["tid"])
+    stale = worker["walk"]["end"] == "record" and worker["record"]["valid"] == 1
+    assert stale == bool(fault), worker["walk"]
+    if fault:
+        assert worker["record"]["span_id"] == last["span_id"]
+
+
+@pytest.mark.parametrize("fault", [None, "flags-zero"])
+def test_flags_zero_writes_0_for_a_sampled_span(fault, started):
+    w = c_writer(started, args=["--hold", "--threads", "1"] + (["--fault", fault] if fault else []))
+    meant = w.journal("record")[0]
+    assert meant["trace_flags"] == 1
+    worker = next(t for t in document_of(w.pid)["threads"] if t["tid"] == meant["tid"])
+    assert worker["record"]["trace_flags"] == (0 if fault else 1)
