@@ -43,6 +43,15 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=/usr/bin/python3 "${launcher[@]}" >/dev/null
 ninja -C build
 
+# The Node.js thread context's reference writer: Node 24 and 22, @datadog/pprof and dd-trace from npm,
+# into build/njs-node (fixtures/otel_nodejs_thread_context/README.md).
+if ! command -v npm >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >/dev/null
+
 # arm64: a sysroot and a pinned kernel from Debian's arm64 packages, then
 # tracecorr cross-built for the full-system test (tests/py/test_arm64_system.py).
 if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ]; then
