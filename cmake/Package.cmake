@@ -164,7 +164,17 @@ if(TARGET tracecorr_python)
   list(APPEND CPACK_COMPONENTS_ALL python)
 endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # <name>_<version>_<arch>.deb
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# dpkg-shlibdeps finds a library's package in this machine's dpkg database, where
+# a cross build's libraries are not (they are in its sysroot): scripts/package.sh
+# hands a cross build the native package's dependencies instead, after checking
+# that both CLIs need the same libraries (the same Debian release names them alike).
+set(TRACECORR_DEB_DEPENDS "" CACHE STRING "Depends of the tracecorr package of a cross build")
+if(CMAKE_CROSSCOMPILING)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "${TRACECORR_DEB_DEPENDS}")
+else()
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+endif()
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")

@@ -6,8 +6,9 @@
 #       tracecorr_<version>_amd64.deb, python3-tracecorr_<version>_amd64.deb,
 #       tracecorr-dbgsym_<version>_amd64.deb, tracecorr-<version>-cp3X-cp3X-linux_x86_64.whl
 #   bash scripts/package.sh --arm64   besides, from the arm64 cross build
-#       (scripts/arm64/build-tracecorr.sh): build-arm64/packages/tracecorr_<version>_arm64.deb
-#       and tracecorr-dbgsym_<version>_arm64.deb (no Python module: it is not cross-built)
+#       (scripts/arm64/build-tracecorr.sh, Release as it builds): build-arm64/packages/
+#       tracecorr_<version>_arm64.deb and tracecorr-dbgsym_<version>_arm64.deb (its symbol
+#       tables: Release has no DWARF); no Python module (it is not cross-built)
 #
 # The wheel holds the module the package holds (stripped, from the same build):
 # nothing is compiled twice. The checks: every path `dpkg -c` lists is an
@@ -95,8 +96,17 @@ if [ "$arm64" = 1 ]; then
   # The cross build packages its own CLI, BPF objects and arm64 fixtures (its
   # ALL builds them); the man pages come from this build (it cannot run its CLI).
   arm64_build=${TRACECORR_ARM64_BUILD:-$repo/build-arm64}
-  TRACECORR_ARM64_TARGETS=package bash scripts/arm64/build-tracecorr.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTRACECORR_MAN_DIR="$repo/build/dist/man" -DTRACECORR_ARM64_FIXTURES=ON
+  # The CLI first, to compare the libraries it needs with the native one's: the
+  # native package's Depends (dpkg-shlibdeps') hold for it only if they are the same.
+  bash scripts/arm64/build-tracecorr.sh
+  needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^ld-linux' | sort; }
+  if ! diff <(needed build/bin/tracecorr) <(needed "$arm64_build/bin/tracecorr"); then
+    echo "package: the arm64 CLI needs other libraries than the native one (above): its Depends are unknown" >&2
+    exit 1
+  fi
+  depends=$(dpkg-deb -f build/packages/tracecorr_"$version"_amd64.deb Depends)
+  TRACECORR_ARM64_TARGETS=package bash scripts/arm64/build-tracecorr.sh -DTRACECORR_MAN_DIR="$repo/build/dist/man" \
+    -DTRACECORR_ARM64_FIXTURES=ON -DTRACECORR_DEB_DEPENDS="$depends"
   report "$arm64_build/packages" "$arm64_build"
   check_cli_size "$arm64_build/packages/tracecorr_${version}_arm64.deb"
 fi
