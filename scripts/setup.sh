@@ -12,10 +12,8 @@
 #   bash scripts/setup.sh --package the main job's and the packaging tools (the
 #                                   Python module, help2man, wheel): scripts/package.sh
 #
-# Idempotent: a second run installs nothing and rebuilds only what changed. Each
-# mode keeps what it finds configured: the main job after --tests builds with the
-# test build's configuration, --tests after the main job adds the tests to the
-# main job's (unity-built libraries: TRACECORR_UNITY_BUILD).
+# Idempotent: a second run installs nothing and rebuilds only what changed. The
+# main job after --tests keeps the test build's configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,12 +79,13 @@ if command -v ccache >/dev/null; then
 fi
 if [ "$mode" = tests ]; then
   configure+=(-DTRACECORR_TESTS=ON -DTRACECORR_PYTHON=ON -DTRACECORR_ARM64_FIXTURES=ON)
+elif [ "$mode" = package ]; then
+  configure+=(-DTRACECORR_PYTHON=ON)
+  [ -f build/CMakeCache.txt ] || configure+=(-DTRACECORR_TESTS=OFF -DTRACECORR_ARM64_FIXTURES=OFF)
 elif [ ! -f build/CMakeCache.txt ]; then
-  # The main job's own build: nothing it does not run (and none of their packages),
-  # each library compiled as one unity source (half the CPU time of a first build).
-  configure+=(-DTRACECORR_TESTS=OFF -DTRACECORR_PYTHON=OFF -DTRACECORR_ARM64_FIXTURES=OFF -DTRACECORR_UNITY_BUILD=ON)
+  # The main job's own build: nothing it does not run (and none of their packages).
+  configure+=(-DTRACECORR_TESTS=OFF -DTRACECORR_PYTHON=OFF -DTRACECORR_ARM64_FIXTURES=OFF)
 fi
-[ "$mode" = package ] && configure+=(-DTRACECORR_PYTHON=ON)
 cmake -S . -B build -G Ninja "${configure[@]}" >/dev/null
 
 if [ "$mode" != tests ]; then
