@@ -44,22 +44,20 @@ TRACECORR_PREBUILT_EXTENSION="$repo/$module" /usr/bin/python3 -m pip wheel --no-
 ls build/packages/tracecorr-"$version"-*.whl >/dev/null
 
 check_deb() {  # check_deb <file.deb> <build tree>
-  local deb=$1 tree=$2 listing
-  listing=$(dpkg-deb -c "$deb")
-  if grep -F -e "$repo" -e "$tree" <<<"$listing"; then
+  local deb=$1 tree=$2 root f runpath
+  if dpkg-deb -c "$deb" | grep -F -e "$repo" -e "$tree"; then
     echo "package: $deb lists a path of the build tree" >&2
     exit 1
   fi
-  local root
   root=$(mktemp -d)
   dpkg-deb -x "$deb" "$root"
-  # Every ELF file: no RUNPATH, RPATH or string naming the build tree or the sources.
+  # Every ELF file finds its libraries by the system's paths or next to itself, never in the tree.
   while IFS= read -r -d '' f; do
-    if file -b "$f" | grep -q '^ELF' && grep -q -a -F -e "$tree/" "$f"; then
-      if readelf -d "$f" 2>/dev/null | grep -E 'RUNPATH|RPATH' | grep -F -q "$tree"; then
-        echo "package: $deb: ${f#"$root"} has a RUNPATH into the build tree" >&2
-        exit 1
-      fi
+    [ "$(head -c 4 "$f" | tr -d '\0')" = $'\x7fELF' ] || continue
+    runpath=$(readelf -d "$f" 2>/dev/null | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p')
+    if [ -n "$runpath" ] && [ "$runpath" != '$ORIGIN' ]; then
+      echo "package: $deb: ${f#"$root"} has RUNPATH $runpath" >&2
+      exit 1
     fi
   done < <(find "$root" -type f -print0)
   rm -rf "$root"
