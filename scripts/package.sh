@@ -11,10 +11,9 @@
 #       tables: Release has no DWARF); no Python module (it is not cross-built)
 #
 # The wheel holds the module the package holds (stripped, from the same build):
-# nothing is compiled twice. The checks: every path `dpkg -c` lists is an
-# installed path (none of the build tree), no ELF file names the build tree
-# (RUNPATH, debug link), the CLI is at most 20 MB, the changelog's version is
-# project()'s, and the CLI's dependencies come from dpkg-shlibdeps.
+# nothing is compiled twice. The checks: no path `dpkg -c` lists is of the
+# build tree, no ELF file has a RUNPATH but $ORIGIN, the CLI is at most 20 MB,
+# the changelog's version is project()'s; each package's Depends are printed.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
