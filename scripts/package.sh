@@ -75,6 +75,11 @@ cli_size() {  # cli_size <deb>: bytes of /usr/bin/tracecorr
   dpkg-deb -c "$1" | awk '$6 == "./usr/bin/tracecorr" { print $3 }'
 }
 
+check_man_pages() {
+  dpkg-deb -c "$1" | grep -c '/usr/share/man/man1/tracecorr-conform\.1\.gz$' >/dev/null \
+    || { echo "package: $1 has no man pages (help2man?)" >&2; exit 1; }
+}
+
 check_cli_size() {
   local deb=$1 bytes
   bytes=$(cli_size "$deb")
@@ -87,6 +92,7 @@ check_cli_size() {
 
 report build/packages "$repo/build"
 check_cli_size build/packages/tracecorr_"$version"_amd64.deb
+check_man_pages build/packages/tracecorr_"$version"_amd64.deb
 ls build/packages/*.whl | sed 's/^/package: /'
 
 if [ "$arm64" = 1 ]; then
@@ -106,4 +112,5 @@ if [ "$arm64" = 1 ]; then
     -DTRACECORR_ARM64_FIXTURES=ON -DTRACECORR_DEB_DEPENDS="$depends"
   report "$arm64_build/packages" "$arm64_build"
   check_cli_size "$arm64_build/packages/tracecorr_${version}_arm64.deb"
+  check_man_pages "$arm64_build/packages/tracecorr_${version}_arm64.deb"
 fi
