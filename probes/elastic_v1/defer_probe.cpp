@@ -58,6 +58,9 @@ constexpr std::chrono::milliseconds kWarningWithin{2000};
 constexpr double kFrozenHoldMs = 800;
 // A record is last seen this close before its transaction ends.
 constexpr auto kRecordSlack = std::chrono::milliseconds(50);
+// Transactions that ended this long before the freeze was read may still
+// have been queued under the flush delay when it applied (a slow poller).
+constexpr auto kFlushMargin = std::chrono::milliseconds(500);
 
 // What a launch's frozen queue held when the agent stopped.
 struct QueueFreeze {
@@ -69,6 +72,8 @@ struct QueueFreeze {
   // The latest end of a held transaction that ended under the freeze
   // (frozen_from when none did): the queue still had room until then.
   std::chrono::system_clock::time_point filled_by{};
+  // The end of the first sampled transaction that passed it: full from then on.
+  std::chrono::system_clock::time_point full_from{};
   std::string describe() const {
     auto ms_after = [&](std::chrono::system_clock::time_point t) {
       return ms(std::chrono::duration<double, std::milli>(t - frozen_from).count());
@@ -131,6 +136,7 @@ QueueFreeze measure_freeze(const SessionEvidence& s) {
                     ", although samples-delay-ms was " + std::to_string(scenario::kFreezeDelayMs) + " (DEFER-02)";
     return q;
   }
+  if (first_passed) q.full_from = *first_passed;
   if (!first_passed) {
     q.unjudgeable = "the queue never filled: no sampled transaction that ended under the freeze was exported before "
                     "the agent stopped (" + std::to_string(q.held + unclear.size()) + " ended under it; BUFFER_SIZE=" +
@@ -409,15 +415,21 @@ class DeferProbe final : public Probe {
     auto q = measure_freeze(u);
     if (!q.unjudgeable.empty()) return unjudged("the unsampled launch", q, u);
     // Unsampled transactions that ended while the unsampled launch's queue
-    // had room: under the freeze, before the last sampled one it took in.
-    std::size_t chances = 0;
+    // had room (under the freeze, before the last sampled one it took in):
+    // an agent that lets them in took them. And those that could be in it
+    // when it was full: ended from shortly before the freeze was read (the
+    // flush delay may not have let them out yet) until the queue was full.
+    std::size_t chances = 0, candidates = 0;
+    const auto taken_up = *freeze->taken_up_at;
     for (const auto& t : u.records->transactions) {
       if (t.sampled()) continue;
       auto ended = system_time(*freeze, t.last_seen);
       chances += ended > q.frozen_from && ended + kRecordSlack < q.filled_by;
+      candidates += ended > taken_up - kFlushMargin && ended < q.full_from;
     }
     const std::string figures = "all-sampled launch: " + capacity.describe() + "; unsampled launch: " + q.describe() +
-                                ", " + std::to_string(chances) + " unsampled transactions ended while it had room";
+                                ", " + std::to_string(chances) + " unsampled transactions ended while it had room, " +
+                                std::to_string(candidates) + " before it was full";
     const std::string label = "sampled transactions in the frozen queue when the agent stopped (BUFFER_SIZE=" +
                               std::to_string(scenario::kFreezeQueueSize) + ", samples-delay-ms " +
                               std::to_string(scenario::kFreezeDelayMs) + ")";
@@ -425,17 +437,24 @@ class DeferProbe final : public Probe {
       return kit_error("DEFER-05", "its unsampled half could not be judged: the unsampled launch's frozen queue held "
                                    "more sampled transactions than the all-sampled launch's, so the queue's size "
                                    "differs between launches of the same configuration; " + figures);
+    // Fewer: the places the sampled ones lack were taken by transactions
+    // never exported, which ended before the queue was full.
+    if (q.held < capacity.held && !candidates)
+      return kit_error("DEFER-05", "its unsampled half could not be judged: the unsampled launch's frozen queue held "
+                                   "fewer sampled transactions than the all-sampled launch's, but no unsampled "
+                                   "transaction ended before it was full to have taken the other places; " + figures);
+    if (q.held < capacity.held)
+      return violated("DEFER-05", std::to_string(capacity.held - q.held) + " of the " +
+                                      std::to_string(capacity.held) + " places of the frozen queue held no sampled "
+                                      "transaction with unsampled transactions about: unsampled transactions were "
+                                      "queued",
+                      {text_evidence(label, std::to_string(capacity.held) + ", as with every transaction sampled",
+                                     std::to_string(q.held) + "; " + figures)});
+    // As many: only a pass when unsampled ones had the chance to take a place.
     if (!chances)
       return kit_error("DEFER-05", "its unsampled half could not be judged: no unsampled transaction ended while "
                                    "the unsampled launch's frozen queue had room, so none had the chance to take a "
                                    "place; " + figures);
-    if (q.held < capacity.held)
-      return violated("DEFER-05", std::to_string(capacity.held - q.held) + " of the " +
-                                      std::to_string(capacity.held) + " places of the frozen queue held no sampled "
-                                      "transaction once unsampled ones ended while it had room: unsampled "
-                                      "transactions were queued",
-                      {text_evidence(label, std::to_string(capacity.held) + ", as with every transaction sampled",
-                                     std::to_string(q.held) + "; " + figures)});
     return met("DEFER-05", q.held, "unsampled transactions took no place in the deferral queue (its " +
                                        std::to_string(q.held) + " places held sampled transactions, as with every "
                                        "transaction sampled, though " + std::to_string(chances) +

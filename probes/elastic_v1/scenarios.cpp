@@ -519,18 +519,20 @@ std::optional<std::chrono::system_clock::time_point> latest_taken_up(Session& s,
   }
 }
 
-// Whether a transaction (a root span, or one whose parent this agent did not
-// export) that ended after `after` has been exported: with the freeze's
-// delay in force, it passed a full queue.
+// Whether a transaction that ended after `after` has been exported: with the
+// freeze's delay in force, it passed a full queue. A transaction is a span the
+// records named as one (a child's parent may still be held, so "its parent
+// was not exported" would take children for transactions), or a root span.
 bool transaction_exported_after(Session& s, std::chrono::system_clock::time_point after) {
+  std::set<SpanId> transactions;
+  if (const auto* records = s.records())
+    for (const auto& t : records->transactions()) transactions.insert(t.transaction_id);
   auto after_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(after.time_since_epoch()).count());
   return s.receiver().wait_for(
       [&](const std::vector<otlp::ReceivedSpan>& spans) {
-        std::set<SpanId> ids;
-        for (const auto& sp : spans) ids.insert(sp.span_id);
         return std::any_of(spans.begin(), spans.end(), [&](const otlp::ReceivedSpan& sp) {
-          return sp.end_unix_nano > after_ns && (!sp.parent_span_id || !ids.count(*sp.parent_span_id));
+          return sp.end_unix_nano > after_ns && (!sp.parent_span_id || transactions.count(sp.span_id));
         });
       },
       Millis(0));

@@ -943,14 +943,21 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"CapacityIsTheAgentsOwn", "DEFER-05", unsampled_queue({9}, {9, kWhileFilling}), Outcome::Met,
                   "its 9 places held sampled transactions"},
         JudgeCase{"UnsampledTakeOnePlace", "DEFER-05", unsampled_queue({8}, {7, kWhileFilling}), Outcome::Violated,
-                  "1 of the 8 places of the frozen queue held no sampled transaction once unsampled ones ended "
-                  "while it had room: unsampled transactions were queued"},
+                  "1 of the 8 places of the frozen queue held no sampled transaction with unsampled transactions "
+                  "about: unsampled transactions were queued"},
         JudgeCase{"UnsampledTakeEveryPlace", "DEFER-05", unsampled_queue({8}, {2, kWhileFilling}), Outcome::Violated,
                   "6 of the 8 places"},
         // Unsampled transactions only after the queue was full: no chance to take a place, no verdict.
-        JudgeCase{"NoUnsampledWhileItHadRoom", "DEFER-05", unsampled_queue({8}, {7, {1500ms, 2000ms}}),
+        JudgeCase{"NoUnsampledWhileItHadRoom", "DEFER-05", unsampled_queue({8}, {8, {1500ms, 2000ms}}),
                   Outcome::KitError,
                   "no unsampled transaction ended while the unsampled launch's frozen queue had room"},
+        // Fewer held, but nothing unexported ended before the queue was full to hold the other places.
+        JudgeCase{"FewerWithNoUnsampledAbout", "DEFER-05", unsampled_queue({8}, {7, {1500ms, 2000ms}}),
+                  Outcome::KitError, "but no unsampled transaction ended before it was full"},
+        // Every place but the first went to unsampled transactions: the last sampled one taken in
+        // ended before any unsampled one, yet they ended before the queue was seen full.
+        JudgeCase{"UnsampledFilledTheQueueFirst", "DEFER-05", unsampled_queue({8}, {1, {250ms, 400ms}}),
+                  Outcome::Violated, "7 of the 8 places"},
         JudgeCase{"AgentIgnoresTheSampler", "DEFER-05", unsampled_queue({8}, {8, {}}), Outcome::Met,
                   "the agent published no unsampled transaction with OTEL_TRACES_SAMPLER=traceidratio 0.25"},
         // Stopped 300 ms after the queue filled, on a starved machine: the last held transactions are
