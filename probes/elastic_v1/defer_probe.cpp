@@ -49,8 +49,10 @@ constexpr std::chrono::milliseconds kWarningWithin{2000};
 // to take a place when it ended under the freeze before the last sampled one
 // the queue took in (the queue had room then: nothing leaves a frozen queue);
 // the records say when each ended. With one in four sampled and a queue of 8,
-// dozens do: an agent of either kind (one place, or every place) then holds
-// fewer, on every run. A conforming agent holds the same number in both.
+// dozens do, and an agent of either kind (one place, or every place) holds
+// fewer on every run; a conforming agent holds the same number in both. A
+// pass needs such a chance; a fail needs unsampled transactions that ended
+// before the queue was full, to have taken the places sampled ones lack.
 
 // Held at least this long (export order) and exported only when the agent
 // stopped: it was in the frozen queue. The scenario holds the full queue
