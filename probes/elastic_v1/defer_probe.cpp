@@ -68,10 +68,10 @@ constexpr auto kFlushMargin = std::chrono::milliseconds(500);
 struct QueueFreeze {
   std::string unjudgeable;  // why it could not be counted ("" when it could)
   bool late = false;        // ...because it filled too close to the stop: inconclusive
-  std::size_t held = 0;     // sampled transactions in it when the agent stopped
+  std::size_t held = 0;     // sampled spans in it when the agent stopped
   std::size_t passed = 0;   // sampled transactions that ended under the freeze and passed it
   std::chrono::system_clock::time_point frozen_from{};  // the freeze was read, plus a margin
-  // The latest end of a held transaction that ended under the freeze
+  // The latest end of a held span that ended under the freeze
   // (frozen_from when none did): the queue still had room until then.
   std::chrono::system_clock::time_point filled_by{};
   // The end of the first sampled transaction that passed it: full from then on.
@@ -80,7 +80,7 @@ struct QueueFreeze {
     auto ms_after = [&](std::chrono::system_clock::time_point t) {
       return ms(std::chrono::duration<double, std::milli>(t - frozen_from).count());
     };
-    return "the frozen queue held " + std::to_string(held) + " sampled transactions when the agent stopped, the last "
+    return "the frozen queue held " + std::to_string(held) + " sampled spans when the agent stopped, the last "
            "taken in " + ms_after(filled_by) + " after the freeze applied; " + std::to_string(passed) +
            " passed it at once";
   }
@@ -115,17 +115,21 @@ QueueFreeze measure_freeze(const SessionEvidence& s) {
   std::optional<std::chrono::system_clock::time_point> first_passed;
   std::vector<std::chrono::system_clock::time_point> unclear;  // ends of those it cannot tell
   const otlp::ReceivedSpan* departed = nullptr;
-  for (const auto* t : spans.transactions()) {
-    auto end = SpanIndex::end_time(*t);
-    if (!spans.sampled(*t) || end + kMargin >= stop) continue;  // ended as the agent was stopped
-    const double hold = spans.held_at_least_ms(*t);
-    const bool at_stop = t->received_at_system >= stop, under_freeze = end > q.frozen_from;
+  // Spans of every kind: a conforming agent holds transactions only, but one
+  // that defers child spans too (DEFER-05's other half) gives them places
+  // alike in both launches. Only a transaction passing shows the queue full.
+  for (const auto& t : spans.spans()) {
+    auto end = SpanIndex::end_time(t);
+    if (!spans.sampled(t) || end + kMargin >= stop) continue;  // ended as the agent was stopped
+    const double hold = spans.held_at_least_ms(t);
+    const bool at_stop = t.received_at_system >= stop, under_freeze = end > q.frozen_from;
     if (hold >= kFrozenHoldMs && at_stop) {
       ++q.held;
       if (under_freeze) q.filled_by = std::max(q.filled_by, end);
     } else if (hold >= kFrozenHoldMs && under_freeze) {
-      if (!departed) departed = t;
+      if (!departed) departed = &t;
     } else if (under_freeze && !at_stop) {
+      if (!spans.is_transaction(t)) continue;
       ++q.passed;
       first_passed = first_passed ? std::min(*first_passed, end) : end;
     } else if (under_freeze) {
@@ -133,7 +137,7 @@ QueueFreeze measure_freeze(const SessionEvidence& s) {
     }
   }
   if (departed) {
-    q.unjudgeable = "the queue did not stay frozen: a transaction that ended under the freeze was exported before "
+    q.unjudgeable = "the queue did not stay frozen: a span that ended under the freeze was exported before "
                     "the agent stopped, held at least " + ms(spans.held_at_least_ms(*departed)) +
                     ", although samples-delay-ms was " + std::to_string(scenario::kFreezeDelayMs) + " (DEFER-02)";
     return q;
@@ -151,7 +155,7 @@ QueueFreeze measure_freeze(const SessionEvidence& s) {
   if (before_full) {
     q.late = true;
     q.unjudgeable = "the queue filled too close to the stop to count: " + std::to_string(before_full) +
-                    " sampled transactions that ended before it was full were exported only when the agent stopped, "
+                    " sampled spans that ended before it was full were exported only when the agent stopped, "
                     "witnessed held less than " + ms(kFrozenHoldMs) + " (" + q.describe() + ")";
   }
   return q;
@@ -432,24 +436,23 @@ class DeferProbe final : public Probe {
     const std::string figures = "all-sampled launch: " + capacity.describe() + "; unsampled launch: " + q.describe() +
                                 ", " + std::to_string(chances) + " unsampled transactions ended while it had room, " +
                                 std::to_string(candidates) + " before it was full";
-    const std::string label = "sampled transactions in the frozen queue when the agent stopped (BUFFER_SIZE=" +
+    const std::string label = "sampled spans in the frozen queue when the agent stopped (BUFFER_SIZE=" +
                               std::to_string(scenario::kFreezeQueueSize) + ", samples-delay-ms " +
                               std::to_string(scenario::kFreezeDelayMs) + ")";
     if (q.held > capacity.held)
       return kit_error("DEFER-05", "its unsampled half could not be judged: the unsampled launch's frozen queue held "
-                                   "more sampled transactions than the all-sampled launch's, so the queue's size "
+                                   "more sampled spans than the all-sampled launch's, so the queue's size "
                                    "differs between launches of the same configuration; " + figures);
     // Fewer: the places the sampled ones lack were taken by transactions
     // never exported, which ended before the queue was full.
     if (q.held < capacity.held && !candidates)
       return kit_error("DEFER-05", "its unsampled half could not be judged: the unsampled launch's frozen queue held "
-                                   "fewer sampled transactions than the all-sampled launch's, but no unsampled "
+                                   "fewer sampled spans than the all-sampled launch's, but no unsampled "
                                    "transaction ended before it was full to have taken the other places; " + figures);
     if (q.held < capacity.held)
       return violated("DEFER-05", std::to_string(capacity.held - q.held) + " of the " +
                                       std::to_string(capacity.held) + " places of the frozen queue held no sampled "
-                                      "transaction with unsampled transactions about: unsampled transactions were "
-                                      "queued",
+                                      "span with unsampled transactions about: unsampled transactions were queued",
                       {text_evidence(label, std::to_string(capacity.held) + ", as with every transaction sampled",
                                      std::to_string(q.held) + "; " + figures)});
     // As many: only a pass when unsampled ones had the chance to take a place.
@@ -458,7 +461,7 @@ class DeferProbe final : public Probe {
                                    "the unsampled launch's frozen queue had room, so none had the chance to take a "
                                    "place; " + figures);
     return met("DEFER-05", q.held, "unsampled transactions took no place in the deferral queue (its " +
-                                       std::to_string(q.held) + " places held sampled transactions, as with every "
+                                       std::to_string(q.held) + " places held sampled spans, as with every "
                                        "transaction sampled, though " + std::to_string(chances) +
                                        " unsampled ones ended while it had room)" + SpanIndex(u.spans).flags_note());
   }

@@ -853,12 +853,15 @@ std::function<void(SessionSet&)> registered_deferral(std::uint32_t delay_ms, std
 // `unsampled_at`: when the records last saw each unsampled transaction
 // (relative to t0). `released`: the first held one is handed over after
 // 2 s instead, before the stop (an agent that did not keep the delay).
+// `held_children`: child spans held in the queue with them (an
+// agent that defers child spans too).
 struct Freeze {
   int held = 8;
   std::vector<std::chrono::milliseconds> unsampled_at;
   std::chrono::milliseconds stop{5000};
   std::optional<RunQueueWait> run_queue;
   bool released = false;
+  int held_children = 0;
 };
 
 Draft frozen_queue(const std::string& name, const Freeze& f) {
@@ -880,6 +883,15 @@ Draft frozen_queue(const std::string& name, const Freeze& f) {
     if (i == 0 && f.released) return 2000ms;
     return i < f.held ? std::chrono::duration_cast<std::chrono::milliseconds>(stop - end) : 0ms;
   }, std::nullopt);
+  for (int i = 0; i < f.held_children; ++i) {
+    auto child = s.spans.back();
+    child.span_id.fill(static_cast<std::uint8_t>(0xC0 + i));
+    child.parent_span_id = s.spans.front().span_id;
+    child.trace_id = s.spans.front().trace_id;
+    child.end_unix_nano = Traffic::unix_ns(first + 50ms + i * 100ms);
+    child.received_at_system = stop + 30ms;
+    s.spans.push_back(child);
+  }
   s.stop_requested_at = stop;
   s.run_queue_wait = f.run_queue;
   s.records = RecordEvidence{};
@@ -938,12 +950,18 @@ INSTANTIATE_TEST_SUITE_P(
                   "with ENABLED=false transactions were still deferred"},
         JudgeCase{"UnsampledLeaveTheQueueToSampled", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling}), Outcome::Met,
                   "unsampled transactions took no place in the deferral queue (its 8 places held sampled "
-                  "transactions, as with every transaction sampled, though 3 unsampled ones ended while it had room)"},
+                  "spans, as with every transaction sampled, though 3 unsampled ones ended while it had room)"},
         // The agent's own capacity, whatever BUFFER_SIZE asked (EDOT Java's ring of 8 and one peeked).
         JudgeCase{"CapacityIsTheAgentsOwn", "DEFER-05", unsampled_queue({9}, {9, kWhileFilling}), Outcome::Met,
-                  "its 9 places held sampled transactions"},
+                  "its 9 places held sampled spans"},
+        // An agent that defers child spans too gives them places alike in both launches (the
+        // children's half judges that): the places are counted in spans.
+        JudgeCase{"ChildSpansTakePlacesInBoth", "DEFER-05",
+                  unsampled_queue({.held = 5, .held_children = 3}, {.held = 6, .unsampled_at = kWhileFilling,
+                                                                    .held_children = 2}),
+                  Outcome::Met, "its 8 places held sampled spans"},
         JudgeCase{"UnsampledTakeOnePlace", "DEFER-05", unsampled_queue({8}, {7, kWhileFilling}), Outcome::Violated,
-                  "1 of the 8 places of the frozen queue held no sampled transaction with unsampled transactions "
+                  "1 of the 8 places of the frozen queue held no sampled span with unsampled transactions "
                   "about: unsampled transactions were queued"},
         JudgeCase{"UnsampledTakeEveryPlace", "DEFER-05", unsampled_queue({8}, {2, kWhileFilling}), Outcome::Violated,
                   "6 of the 8 places"},
@@ -963,7 +981,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Stopped 300 ms after the queue filled, on a starved machine: the last held transactions are
         // witnessed held only 100 .. 400 ms. Inconclusive, with the run queue's figures.
         JudgeCase{"StarvedTargetFilledLate", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling, 1300ms, starved()}),
-                  Outcome::KitError, "the queue filled too close to the stop to count: 7 sampled transactions that "
+                  Outcome::KitError, "the queue filled too close to the stop to count: 7 sampled spans that "
                                      "ended before it was full"},
         JudgeCase{"StarvedTargetFiguresNamed", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling, 1300ms, starved()}),
                   Outcome::KitError, "2 target threads waited 3000 ms in run queues in total"},
