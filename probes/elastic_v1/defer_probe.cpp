@@ -111,6 +111,13 @@ QueueFreeze measure_freeze(const SessionEvidence& s) {
   }
   const auto stop = *s.stop_requested_at;
   q.frozen_from = q.filled_by = *freeze->taken_up_at + kMargin;
+  // Target::stop's words for an agent that outlived its grace after SIGTERM:
+  // killed, it never exported what its queue held (a starved machine).
+  if (s.target_exit && s.target_exit->find("of SIGTERM; killed") != std::string::npos) {
+    q.late = true;
+    q.unjudgeable = "the agent was killed before it could export what its queue held (" + *s.target_exit + ")";
+    return q;
+  }
   SpanIndex spans(s.spans);
   std::optional<std::chrono::system_clock::time_point> first_passed;
   std::vector<std::chrono::system_clock::time_point> unclear;  // ends of those it cannot tell

@@ -985,6 +985,16 @@ INSTANTIATE_TEST_SUITE_P(
                                      "ended before it was full"},
         JudgeCase{"StarvedTargetFiguresNamed", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling, 1300ms, starved()}),
                   Outcome::KitError, "2 target threads waited 3000 ms in run queues in total"},
+        // Killed after its grace on a starved machine: what the queue held was never exported.
+        JudgeCase{"KilledBeforeItCouldFlush", "DEFER-05",
+                  [](SessionSet& set) {
+                    deferral(1100ms, 0ms, 0ms)(set);
+                    auto all = frozen_queue(kAllSampledSession, {0});
+                    all.target_exit = "stopped by tracecorr: did not stop within 2000 ms of SIGTERM; killed";
+                    set.add(all.done());
+                    set.add(frozen_queue(kUnsampledSession, {8, kWhileFilling}).done());
+                  },
+                  Outcome::KitError, "the agent was killed before it could export what its queue held"},
         // An agent that released a transaction under the 30 s delay: its queue never froze.
         JudgeCase{"QueueDidNotStayFrozen", "DEFER-05",
                   unsampled_queue({.held = 8, .released = true}, {8, kWhileFilling}), Outcome::Met,
