@@ -552,7 +552,7 @@ Status run_queue_freeze(Session& s, const ScenarioOptions& o) {
   // Whatever the default delay (1 s) queued has left by then, whether the
   // agent applies a new delay to queued transactions or only to later ones.
   auto flushed = latest_taken_up(s, 3000ms);
-  auto flush_until = (flushed ? *flushed : std::chrono::system_clock::now()) + scenario::kFlushWait;
+  auto flush_until = (flushed ? *flushed : std::chrono::system_clock::now()) + scaled(o, scenario::kFlushWait);
   s.sleep(std::max(Millis(0), std::chrono::duration_cast<Millis>(flush_until - std::chrono::system_clock::now())));
   channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFreezeDelayMs,
                                             unique_host_id("tracecorr-host-freeze")),
