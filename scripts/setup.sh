@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcap-dev
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev libprotobuf-dev protobuf-compiler libxxhash-dev
+  libgrpc++-dev protobuf-compiler-grpc  # OTLP profiles over gRPC (simulator/src/profiles)
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-jsonschema python3-pip python3-setuptools
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
