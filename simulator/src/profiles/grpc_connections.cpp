@@ -117,16 +117,17 @@ void GrpcConnections::loop(const HandOver& hand_over) {
     for (std::size_t i = 2; i < fds.size(); ++i)
       if (fds[i].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) closed.push_back(generations[i - 2]);
     forget_closed(closed);
-    if (fds[1].revents & POLLIN) accept_one(hand_over);
+    if (fds[1].revents & POLLIN)  // a burst is taken at once, a bounded number per turn
+      for (int i = 0; i < 64 && accept_one(hand_over); ++i) {}
     cut_old();
   }
 }
 
-void GrpcConnections::accept_one(const HandOver& hand_over) {
+bool GrpcConnections::accept_one(const HandOver& hand_over) {
   sockaddr_storage peer{}, local{};
   socklen_t peer_size = sizeof peer, local_size = sizeof local;
   UniqueFd fd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_size, SOCK_NONBLOCK | SOCK_CLOEXEC));
-  if (!fd) return;
+  if (!fd) return false;  // nothing more to accept (EAGAIN)
   ConnectionInfo info{address_text(peer), false, {}};
   if (options_.check_connection) {
     ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &local_size);
@@ -142,7 +143,7 @@ void GrpcConnections::accept_one(const HandOver& hand_over) {
                       (info.foreign && foreign_open_ >= options_.max_foreign_connections) || !watch;
     if (over) {
       ++counters_.closed_at_accept;
-      return;  // both descriptors close: the peer sees the connection end
+      return true;  // both descriptors close: the peer sees the connection end
     }
     const std::uint64_t generation = next_generation_++;
     foreign_open_ += info.foreign;
@@ -152,6 +153,7 @@ void GrpcConnections::accept_one(const HandOver& hand_over) {
     counters_.open = open_.size();
   }
   hand_over(fd.release());
+  return true;
 }
 
 void GrpcConnections::forget_closed(const std::vector<std::uint64_t>& closed) {

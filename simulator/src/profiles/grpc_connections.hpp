@@ -55,7 +55,7 @@ class GrpcConnections {
 
   GrpcConnections(const GrpcReceiverOptions& options, UniqueFd listener, std::uint16_t port);
   void loop(const HandOver& hand_over);
-  void accept_one(const HandOver& hand_over);
+  bool accept_one(const HandOver& hand_over);  // false: none was waiting
   void forget_closed(const std::vector<std::uint64_t>& closed);
   void cut_old();
 

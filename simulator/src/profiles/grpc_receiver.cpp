@@ -109,6 +109,12 @@ grpc::Status GrpcProfilesReceiver::Impl::take(const grpc::CallbackServerContext&
                      (connection && !connection->who.empty() ? " (not " + connection->who + ")" : std::string());
     return finish(std::move(record));
   }
+  if (!request.Valid()) {  // gRPC gave up receiving it (its resource quota, or the call was cancelled)
+    record.outcome = Outcome::Busy;
+    record.message = "gRPC did not deliver the message whole: bytes in flight over its resource quota of " +
+                     std::to_string(options.limits.transport.max_inflight_bytes) + " bytes, or the call was cancelled";
+    return finish(std::move(record));
+  }
   const std::size_t size = request.Length();
   if (inflight.fetch_add(size) + size > options.limits.transport.max_inflight_bytes) {
     inflight.fetch_sub(size);
