@@ -7,7 +7,6 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <cstring>
-#include <map>
 #include <unordered_map>
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
@@ -29,6 +28,32 @@ std::string table_size(const Table& table, std::string_view name) {
   return "outside the " + std::string(name) + " table (" + std::to_string(table.size()) + " entries)";
 }
 
+// Where in the export a reference is followed, made into text only when a
+// problem is reported: a string per sample would cost more than the sample.
+// "<base>[.<field>][<index>][.<leaf>][<element>]"
+struct Where {
+  const std::string& base;
+  std::string_view field;
+  long index = -1;
+  std::string_view leaf;
+  long element = -1;
+
+  std::string str() const {
+    std::string out = base;
+    if (!field.empty()) out += (out.empty() ? "" : ".") + std::string(field);
+    if (index >= 0) out += "[" + std::to_string(index) + "]";
+    if (!leaf.empty()) out += "." + std::string(leaf);
+    if (element >= 0) out += "[" + std::to_string(element) + "]";
+    return out;
+  }
+};
+
+// A sample's attributes, and the pid and tid read from them once per set.
+struct AttributeSet {
+  std::shared_ptr<const otlp::Attributes> attributes;
+  std::optional<std::int64_t> pid, tid;
+};
+
 // One export's dictionary, each entry checked (and converted) the first time
 // a sample names it. Index 0 is each table's zero value, whether or not the
 // exporter sent it.
@@ -40,23 +65,23 @@ class Dictionary {
       problems.note("dictionary.stringTable[0]", "not \"\" (OTLP: the first entry MUST be the empty string)");
   }
 
-  std::string text(std::int32_t index, const std::string& where) {
+  std::string text(std::int32_t index, const Where& where) {
     if (index == 0) return {};
     if (index < 0 || index >= d_.string_table_size()) {
-      problems_.fatal(where, std::to_string(index) + " is " + table_size(d_.string_table(), "string"));
+      problems_.fatal(where.str(), std::to_string(index) + " is " + table_size(d_.string_table(), "string"));
       return {};
     }
     return detail::checked_text(problems_, limits_, index_path("dictionary", "stringTable", index),
                                 d_.string_table(index));
   }
 
-  std::optional<SampleLink> link(std::int32_t index, const std::string& where);
-  std::shared_ptr<const Stack> stack(std::int32_t index, const std::string& where);
-  std::shared_ptr<const otlp::Attributes> attributes(const google::protobuf::RepeatedField<std::int32_t>& indices,
-                                                      const std::string& where);
+  std::optional<SampleLink> link(std::int32_t index, const Where& where);
+  std::shared_ptr<const Stack> stack(std::int32_t index, const Where& where);
+  // Keyed by the indices' own bytes in the parsed request (which outlives this).
+  const AttributeSet& attributes(const google::protobuf::RepeatedField<std::int32_t>& indices, const Where& where);
 
  private:
-  const otlp::KeyValue* attribute(std::int32_t index, const std::string& where);
+  const otlp::KeyValue* attribute(std::int32_t index, const Where& where);
 
   const pb::ProfilesDictionary& d_;
   const ProfilesLimits& limits_;
@@ -64,14 +89,14 @@ class Dictionary {
   std::unordered_map<std::int32_t, std::optional<SampleLink>> links_;
   std::unordered_map<std::int32_t, std::shared_ptr<const Stack>> stacks_;
   std::unordered_map<std::int32_t, otlp::KeyValue> attribute_table_;
-  std::map<std::vector<std::int32_t>, std::shared_ptr<const otlp::Attributes>> attribute_sets_;
+  std::unordered_map<std::string_view, AttributeSet> attribute_sets_;
 };
 
-std::optional<SampleLink> Dictionary::link(std::int32_t index, const std::string& where) {
+std::optional<SampleLink> Dictionary::link(std::int32_t index, const Where& where) {
   if (index == 0) return std::nullopt;
   if (auto it = links_.find(index); it != links_.end()) return it->second;
   if (index < 0 || index >= d_.link_table_size()) {
-    problems_.fatal(where, std::to_string(index) + " is " + table_size(d_.link_table(), "link"));
+    problems_.fatal(where.str(), std::to_string(index) + " is " + table_size(d_.link_table(), "link"));
     return std::nullopt;
   }
   const pb::Link& from = d_.link_table(index);
@@ -91,11 +116,11 @@ std::optional<SampleLink> Dictionary::link(std::int32_t index, const std::string
   return link;
 }
 
-std::shared_ptr<const Stack> Dictionary::stack(std::int32_t index, const std::string& where) {
+std::shared_ptr<const Stack> Dictionary::stack(std::int32_t index, const Where& where) {
   if (index == 0) return nullptr;
   if (auto it = stacks_.find(index); it != stacks_.end()) return it->second;
   if (index < 0 || index >= d_.stack_table_size()) {
-    problems_.fatal(where, std::to_string(index) + " is " + table_size(d_.stack_table(), "stack"));
+    problems_.fatal(where.str(), std::to_string(index) + " is " + table_size(d_.stack_table(), "stack"));
     return nullptr;
   }
   const auto& locations = d_.stack_table(index).location_indices();
@@ -118,38 +143,51 @@ std::shared_ptr<const Stack> Dictionary::stack(std::int32_t index, const std::st
   return stack;
 }
 
-const otlp::KeyValue* Dictionary::attribute(std::int32_t index, const std::string& where) {
+const otlp::KeyValue* Dictionary::attribute(std::int32_t index, const Where& where) {
   if (auto it = attribute_table_.find(index); it != attribute_table_.end()) return &it->second;
   if (index <= 0 || index >= d_.attribute_table_size()) {
-    problems_.fatal(where, std::to_string(index) + " is " +
-                               (index == 0 ? "the attribute table's zero value, not an attribute"
-                                           : table_size(d_.attribute_table(), "attribute")));
+    problems_.fatal(where.str(), std::to_string(index) + " is " +
+                                     (index == 0 ? "the attribute table's zero value, not an attribute"
+                                                 : table_size(d_.attribute_table(), "attribute")));
     return nullptr;
   }
   const pb::KeyValueAndUnit& from = d_.attribute_table(index);
   const std::string at = index_path("dictionary", "attributeTable", index);
-  otlp::KeyValue kv{text(from.key_strindex(), field_path(at, "keyStrindex")), {}};
+  const std::string key_at = field_path(at, "keyStrindex");
+  otlp::KeyValue kv{text(from.key_strindex(), Where{key_at}), {}};
   if (kv.key.empty() && !problems_.failed()) problems_.note(at, "an attribute with an empty key");
   kv.value = detail::convert_value(problems_, limits_, field_path(at, "value"), from.value());
   if (problems_.failed()) return nullptr;
   return &attribute_table_.emplace(index, std::move(kv)).first->second;
 }
 
-std::shared_ptr<const otlp::Attributes> Dictionary::attributes(
-    const google::protobuf::RepeatedField<std::int32_t>& indices, const std::string& where) {
-  if (indices.empty()) return nullptr;
-  std::vector<std::int32_t> key(indices.begin(), indices.end());
+const AttributeSet& Dictionary::attributes(const google::protobuf::RepeatedField<std::int32_t>& indices,
+                                           const Where& where) {
+  static const AttributeSet none;
+  if (indices.empty()) return none;
+  const std::string_view key(reinterpret_cast<const char*>(indices.data()), indices.size() * sizeof(std::int32_t));
   if (auto it = attribute_sets_.find(key); it != attribute_sets_.end()) return it->second;
-  if (!detail::check_count(problems_, where, key.size(), limits_.transport.max_attributes_per_span, "attributes"))
-    return nullptr;
+  if (!detail::check_count(problems_, where.str(), static_cast<std::size_t>(indices.size()),
+                           limits_.transport.max_attributes_per_span, "attributes"))
+    return none;
   otlp::Attributes set;
-  for (std::size_t i = 0; i < key.size() && !problems_.failed(); ++i) {
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (const otlp::KeyValue* kv = attribute(key[i], at)) detail::insert_attribute(problems_, at, set, kv->key, kv->value);
+  for (int i = 0; i < indices.size() && !problems_.failed(); ++i) {
+    const Where element{where.base, where.field, where.index, where.leaf, i};
+    if (const otlp::KeyValue* kv = attribute(indices[i], element))
+      detail::insert_attribute(problems_, element.str(), set, kv->key, kv->value);
   }
-  auto shared = std::make_shared<const otlp::Attributes>(std::move(set));
-  attribute_sets_.emplace(std::move(key), shared);
-  return shared;
+  if (problems_.failed()) return none;
+  AttributeSet entry{std::make_shared<const otlp::Attributes>(std::move(set)), {}, {}};
+  const std::string at = where.str();
+  entry.pid = detail::integer_attribute(problems_, at, *entry.attributes, kProcessPid);
+  entry.tid = detail::integer_attribute(problems_, at, *entry.attributes, kThreadId);
+  return attribute_sets_.emplace(key, std::move(entry)).first->second;
+}
+
+// Observations a Sample holds (timestamps unfolded), whatever its shape; the
+// shape's checks are Unfolder::sample's.
+std::size_t observations_of(const pb::Sample& sample) {
+  return static_cast<std::size_t>(std::max(sample.timestamps_unix_nano_size(), sample.values_size()));
 }
 
 // Walks the export's resources, scopes, profiles and samples.
@@ -159,6 +197,15 @@ class Unfolder {
       : request_(request), limits_(limits), out_(out), problems_(out), dictionary_(request.dictionary(), limits, problems_) {}
 
   void run() {
+    std::size_t total = 0;
+    for (const auto& rp : request_.resource_profiles())
+      for (const auto& sp : rp.scope_profiles())
+        for (const auto& profile : sp.profiles())
+          for (const auto& sample : profile.samples()) total += observations_of(sample);
+    if (!detail::check_count(problems_, "resourceProfiles", total, limits_.max_samples_per_export,
+                             "samples (timestamps unfolded)"))
+      return;
+    out_.samples.reserve(total);
     for (int r = 0; r < request_.resource_profiles_size() && !problems_.failed(); ++r) {
       const auto& rp = request_.resource_profiles(r);
       const std::string at = index_path("", "resourceProfiles", r);
@@ -197,21 +244,20 @@ class Unfolder {
   void profile(const pb::ScopeProfiles& sp, const pb::Profile& from, const std::string& at) {
     ++out_.profiles;
     auto info = std::make_shared<ProfileInfo>();
-    info->sample_type = dictionary_.text(from.sample_type().type_strindex(), field_path(at, "sampleType.typeStrindex"));
-    info->sample_unit = dictionary_.text(from.sample_type().unit_strindex(), field_path(at, "sampleType.unitStrindex"));
-    info->period_type = dictionary_.text(from.period_type().type_strindex(), field_path(at, "periodType.typeStrindex"));
-    info->period_unit = dictionary_.text(from.period_type().unit_strindex(), field_path(at, "periodType.unitStrindex"));
+    info->sample_type = dictionary_.text(from.sample_type().type_strindex(), Where{at, "sampleType.typeStrindex"});
+    info->sample_unit = dictionary_.text(from.sample_type().unit_strindex(), Where{at, "sampleType.unitStrindex"});
+    info->period_type = dictionary_.text(from.period_type().type_strindex(), Where{at, "periodType.typeStrindex"});
+    info->period_unit = dictionary_.text(from.period_type().unit_strindex(), Where{at, "periodType.unitStrindex"});
     info->period = from.period();
     info->time_unix_nano = from.time_unix_nano();
     info->duration_nano = from.duration_nano();
     info->scope_name = detail::checked_text(problems_, limits_, "scope.name", sp.scope().name());
     info->scope_version = detail::checked_text(problems_, limits_, "scope.version", sp.scope().version());
     profile_ = std::move(info);
-    for (int i = 0; i < from.samples_size() && !problems_.failed(); ++i)
-      sample(from.samples(i), index_path(at, "samples", i));
+    for (int i = 0; i < from.samples_size() && !problems_.failed(); ++i) sample(from.samples(i), at, i);
   }
 
-  void sample(const pb::Sample& from, const std::string& at);
+  void sample(const pb::Sample& from, const std::string& profile_at, int index);
 
   const pb_collector::ExportProfilesServiceRequest& request_;
   const ProfilesLimits& limits_;
@@ -223,41 +269,38 @@ class Unfolder {
   std::shared_ptr<const ProfileInfo> profile_;
 };
 
-void Unfolder::sample(const pb::Sample& from, const std::string& at) {
+void Unfolder::sample(const pb::Sample& from, const std::string& profile_at, int index) {
+  const Where at{profile_at, "samples", index};
   const auto timestamps = static_cast<std::size_t>(from.timestamps_unix_nano_size());
   const auto values = static_cast<std::size_t>(from.values_size());
   if (timestamps == 0 && values == 0) {
-    problems_.note(at, "neither values nor timestamps (OTLP: a Sample MUST have one): no observation");
+    problems_.note(at.str(), "neither values nor timestamps (OTLP: a Sample MUST have one): no observation");
     return;
   }
   // Older exporters sent `values: [1]` beside every timestamp of an
   // aggregated sample: each timestamp is one observation of value 1.
   const bool legacy_single_value = values == 1 && timestamps > 1;
   if (timestamps != 0 && values != 0 && timestamps != values && !legacy_single_value) {
-    problems_.fatal(at, std::to_string(values) + " values for " + std::to_string(timestamps) +
-                            " timestamps (OTLP: the same number of each, or one of them empty)");
+    problems_.fatal(at.str(), std::to_string(values) + " values for " + std::to_string(timestamps) +
+                                  " timestamps (OTLP: the same number of each, or one of them empty)");
     return;
   }
   if (legacy_single_value)
-    problems_.note(at, "one value for " + std::to_string(timestamps) +
-                           " timestamps (an older exporter's shape): each timestamp read as one observation");
-  const std::size_t observations = std::max(timestamps, values);
-  if (!detail::check_count(problems_, "resourceProfiles", out_.samples.size() + observations,
-                           limits_.max_samples_per_export, "samples (timestamps unfolded)"))
-    return;
+    problems_.note(at.str(), "one value for " + std::to_string(timestamps) +
+                                 " timestamps (an older exporter's shape): each timestamp read as one observation");
 
   ProfileSample base;
-  base.stack = dictionary_.stack(from.stack_index(), field_path(at, "stackIndex"));
-  base.link = dictionary_.link(from.link_index(), field_path(at, "linkIndex"));
-  base.attributes = dictionary_.attributes(from.attribute_indices(), field_path(at, "attributeIndices"));
+  base.stack = dictionary_.stack(from.stack_index(), Where{profile_at, "samples", index, "stackIndex"});
+  base.link = dictionary_.link(from.link_index(), Where{profile_at, "samples", index, "linkIndex"});
+  const AttributeSet& set =
+      dictionary_.attributes(from.attribute_indices(), Where{profile_at, "samples", index, "attributeIndices"});
   if (problems_.failed()) return;
-  if (base.attributes) {
-    base.pid = detail::integer_attribute(problems_, field_path(at, "attributes"), *base.attributes, kProcessPid);
-    base.tid = detail::integer_attribute(problems_, field_path(at, "attributes"), *base.attributes, kThreadId);
-  }
-  if (!base.pid) base.pid = resource_pid_;
+  base.attributes = set.attributes;
+  base.pid = set.pid ? set.pid : resource_pid_;
+  base.tid = set.tid;
   base.resource = resource_;
   base.profile = profile_;
+  const std::size_t observations = std::max(timestamps, values);
   for (std::size_t i = 0; i < observations; ++i) {
     ProfileSample& sample = out_.samples.emplace_back(base);
     if (timestamps) sample.time = SampleTime{from.timestamps_unix_nano(static_cast<int>(i)), Clock::Unix};
