@@ -181,6 +181,12 @@ void ProfilesExporter::Impl::export_batch(std::vector<ProfileSample> batch) {
   }
 }
 
+std::shared_ptr<const otlp::Attributes> process_resource(std::int64_t pid, const otlp::Attributes& context_resource) {
+  otlp::Attributes resource = context_resource;
+  resource.insert_or_assign(kProcessPid, otlp::AttributeValue(pid));  // what the sampler saw, not what the process says
+  return std::make_shared<const otlp::Attributes>(std::move(resource));
+}
+
 ProfilesExporter::ProfilesExporter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ProfilesExporter::~ProfilesExporter() {

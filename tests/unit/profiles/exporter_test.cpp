@@ -9,6 +9,8 @@
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
 #include "profiles_test_support.hpp"
+#include "tracecorr/profiles/decode.hpp"
+#include "tracecorr/profiles/encode.hpp"
 #include "tracecorr/profiles/exporter.hpp"
 #include "tracecorr/profiles/grpc_receiver.hpp"
 #include "tracecorr/profiles/http_route.hpp"
@@ -164,6 +166,20 @@ TEST(ProfilesExporter, AFullQueueDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(counters.exports_failed, 1u);
   EXPECT_EQ(counters.samples_failed, 4u);
   EXPECT_NE(counters.last_error.find("HTTP"), std::string::npos) << counters.last_error;
+}
+
+TEST(ProfilesExporter, AProcessResourceIsItsContextsWithThePidTheSamplerSaw) {
+  auto resource = process_resource(4242, {{"service.name", "checkout"}, {"process.pid", std::int64_t{1}}});
+  EXPECT_EQ(*resource, (otlp::Attributes{{"service.name", "checkout"}, {"process.pid", std::int64_t{4242}}}));
+  ProfileSample s;
+  s.pid = 4242;
+  s.tid = 4243;
+  s.time = SampleTime{kT0, Clock::Unix};
+  s.resource = resource;
+  DecodedProfiles decoded = decode_profiles(encode_profiles({s}));
+  ASSERT_EQ(decoded.samples.size(), 1u);
+  EXPECT_EQ(decoded.samples[0].pid, 4242);  // read from the resource: not repeated per sample
+  EXPECT_EQ(decoded.samples[0].attribute("process.pid"), nullptr);
 }
 
 TEST(ProfilesExporter, EndpointsItCannotSpeakAreRefusedAtStart) {

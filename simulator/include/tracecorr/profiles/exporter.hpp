@@ -13,7 +13,8 @@
 //   s.time = profiles::SampleTime{sample.time_ns, profiles::Clock::Monotonic};
 //   s.pid = sample.pid; s.tid = sample.tid;
 //   s.link = profiles::SampleLink{trace_id, span_id};          // from the record read
-//   s.attributes = attributes;  s.resource = process_resource;   // shared, from the process context
+//   s.attributes = attributes;                                  // shared, from the record's key map
+//   s.resource = resources.at(sample.pid);   // process_resource(pid, its process context's resource), once per publication
 //   s.stack = std::make_shared<const profiles::Stack>(sample.frames);
 //   (*exporter)->offer(std::move(s));
 #pragma once
@@ -58,6 +59,12 @@ struct ExporterCounters {
   std::uint64_t samples_failed = 0;    // in exports that failed (not retried)
   std::string last_error;              // the last failure, for people
 };
+
+// A sampled process's resource: its OTel process context's resource
+// attributes (OTEP 4719; empty when it publishes none) with `process.pid`,
+// which the resource names a process by. Made once per process and
+// publication, shared by its samples.
+std::shared_ptr<const otlp::Attributes> process_resource(std::int64_t pid, const otlp::Attributes& context_resource = {});
 
 class ProfilesExporter {
  public:
