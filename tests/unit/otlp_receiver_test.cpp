@@ -422,6 +422,7 @@ TEST(OtlpReceiverAttack, DeclaredOversizedBodyIsAnsweredWithoutReadingIt) {
 // whose client port `trusted_port` names (the test's own "target").
 struct AdmissionFixture {
   std::atomic<std::uint16_t> trusted_port{0};
+  std::atomic<std::uint16_t> gone_port{0};
   std::atomic<int> checks{0};
   std::unique_ptr<OtlpReceiver> receiver;
 
@@ -432,7 +433,8 @@ struct AdmissionFixture {
     options.check_peer = [this](const sockaddr_storage&, const sockaddr_storage& peer) {
       ++checks;
       const auto port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
-      return port == trusted_port ? PeerVerdict{true, ""} : PeerVerdict{false, "pid 1 (forger) uid 1000"};
+      if (port == gone_port) return PeerVerdict{false, true, "gone"};
+      return port == trusted_port ? PeerVerdict{true, false, ""} : PeerVerdict{false, false, "pid 1 (forger) uid 1000"};
     };
     auto started = OtlpReceiver::start(options);
     EXPECT_TRUE(started.ok());
@@ -512,6 +514,29 @@ TEST(OtlpReceiverAdmission, TheSessionTokenAdmitsAnExportFromOutsideTheTree) {
   EXPECT_EQ(counters.exports_by_token, 1u);
   EXPECT_EQ(counters.foreign_exports, 1u);
   EXPECT_EQ(f.receiver->spans().size(), 1u);
+}
+
+// A peer that closed its socket before the connection was accepted (an
+// exporter that gave up) is closed at once and counted apart: no attack.
+TEST(OtlpReceiverAdmission, AGonePeerIsClosedAndNotCountedAsForeign) {
+  AdmissionFixture f;
+  ASSERT_TRUE(f.receiver);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in bind_to{};
+  bind_to.sin_family = AF_INET;
+  bind_to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&bind_to), sizeof bind_to), 0);
+  f.gone_port = local_port(fd);
+  sockaddr_in to = bind_to;
+  to.sin_port = htons(f.receiver->port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  EXPECT_NE(raw_post(fd).rfind("HTTP", 0), 0u);  // no answer: closed (or refused mid-send)
+  ::close(fd);
+  auto counters = f.receiver->counters();
+  EXPECT_EQ(counters.connections_abandoned, 1u);
+  EXPECT_EQ(counters.foreign_connections, 0u);
+  EXPECT_FALSE(counters.attacked());
+  EXPECT_TRUE(f.receiver->spans().empty());
 }
 
 // One local user cannot hold the receiver: beyond max_foreign_connections,

@@ -267,6 +267,7 @@ struct ReceiverCounters {
   std::uint64_t foreign_connections_closed = 0;  // of those, closed at once: max_foreign_connections were open
   std::uint64_t foreign_exports = 0;    // their POSTs, answered 403 and neither recorded nor decoded
   std::uint64_t exports_by_token = 0;   // exports from outside the tree that carried the session token
+  std::uint64_t connections_abandoned = 0;  // peers gone before their connection was accepted (PeerVerdict::gone)
   std::vector<std::string> foreign_peers;  // who they were, the first kForeignPeersNamed distinct
   static constexpr std::size_t kForeignPeersNamed = 4;
   // Something outside the judged tree connected: export timing may be its doing.
@@ -278,7 +279,12 @@ struct ReceiverCounters {
 // The process at the other end of one connection, as ReceiverOptions::check_peer judges it.
 struct PeerVerdict {
   bool of_target = false;  // a process of the judged tree: its exports count
-  std::string who;         // for the report: "pid 4242 (forger), uid 1000"; "its socket is gone (exited?)"
+  // Nobody holds the peer's socket any more (it closed it, or exited, before
+  // the connection was accepted: an exporter that gave up waiting): nothing
+  // can read an answer, and nothing says whose it was. Closed at once and
+  // counted apart (ReceiverCounters::connections_abandoned), not as an attack.
+  bool gone = false;
+  std::string who;         // for the report: "pid 4242 (forger) uid 1000"
 };
 // Asked once per connection, on the receiver's thread, with the accepted
 // socket's own (local) and peer addresses.
@@ -343,6 +349,7 @@ class OtlpReceiver {
   void record(ReceivedRequest request, std::vector<ReceivedSpan> spans);
   void count_connection_cut();
   void count_foreign_connection(const std::string& who, bool closed);
+  void count_abandoned_connection();
   void count_foreign_export(bool carried_token);
 
   ReceiverOptions options_;

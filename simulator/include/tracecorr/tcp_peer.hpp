@@ -47,7 +47,10 @@ Expected<UniqueFd> open_sock_diag(pid_t pid = 0);
 struct TcpPeerSocket {
   std::uint64_t inode = 0;  // sockfs inode ("socket:[N]")
   uid_t uid = 0;            // of the process that created it
+  int state = 0;            // TCP state (linux/tcp_states.h: 1 ESTABLISHED, 4 FIN_WAIT1, 8 CLOSE_WAIT, ...)
 };
+// "ESTABLISHED", "CLOSE-WAIT", ... for messages.
+std::string tcp_state_name(int state);
 Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& local, const sockaddr_storage& peer);
 
 // Which of `pids` holds a descriptor for the socket with sockfs inode

@@ -96,21 +96,20 @@ otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const so
   std::lock_guard lock(mutex_);
   if (!diag_) {
     auto diag = open_sock_diag(network_namespace_of_);
-    if (!diag) return {false, "a peer tracecorr cannot identify (" + diag.error().message() + ")"};
+    if (!diag) return {false, false, "a peer tracecorr cannot identify (" + diag.error().message() + ")"};
     diag_ = std::move(*diag);
   }
   auto socket = tcp_peer_socket(diag_->get(), local, peer);
-  if (!socket)
-    return {false, socket.error().kind == ErrorKind::kNotFound
-                       ? "a peer whose socket was gone when the connection was accepted (it exited?)"
-                       : "a peer tracecorr cannot identify (" + socket.error().message() + ")"};
-  if (socket->inode == 0) return {false, "a peer whose socket no process holds any more (it exited?)"};
+  if (!socket && socket.error().kind == ErrorKind::kNotFound) return {false, true, "a peer whose socket is gone"};
+  if (!socket) return {false, false, "a peer tracecorr cannot identify (" + socket.error().message() + ")"};
+  // Closed by its process before we accepted (an exporter that gave up waiting, its thread interrupted).
+  if (socket->inode == 0) return {false, true, "a peer whose socket no process holds (" + tcp_state_name(socket->state) + ")"};
   if (attached_ || target_) {
-    if (holder_of_socket(socket->inode, tree(false))) return {true, ""};
+    if (holder_of_socket(socket->inode, tree(false))) return {true, false, ""};
     const bool may_list_again = Clock::now() - tree_read_at_ >= kTreeMissInterval;
-    if (may_list_again && holder_of_socket(socket->inode, tree(true))) return {true, ""};
+    if (may_list_again && holder_of_socket(socket->inode, tree(true))) return {true, false, ""};
   }
-  return {false, name_owner(socket->inode, socket->uid)};
+  return {false, false, name_owner(socket->inode, socket->uid)};
 }
 
 std::string random_session_token() {

@@ -150,6 +150,7 @@ void note_foreign_exports(const Session& s, const std::string& name, SessionRun&
   const auto c = s.receiver().counters();
   r.closed.counters["exports_refused." + name] = c.foreign_exports;
   r.closed.counters["connections_refused." + name] = c.foreign_connections;
+  r.closed.counters["connections_abandoned." + name] = c.connections_abandoned;
   if (c.exports_by_token)
     r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
                              " exports came from outside the launched tree with the session token the agent was "

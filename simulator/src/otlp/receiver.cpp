@@ -203,7 +203,12 @@ struct OtlpReceiver::Server {
     // Who is at the other end, asked before the lock (it reads /proc).
     if (const auto& check = self->owner->options_.check_peer) {
       PeerVerdict verdict = self->peer_of(entry.fd, check);
-      if (!verdict.of_target) {
+      if (verdict.gone) {
+        self->owner->count_abandoned_connection();
+        ::shutdown(entry.fd, SHUT_RDWR);  // nobody is there to answer
+        entry.cut = true;
+        entry.foreign = true;
+      } else if (!verdict.of_target) {
         entry.foreign = true;
         entry.in_pool = self->foreign_open < self->owner->options_.max_foreign_connections;
         self->owner->count_foreign_connection(verdict.who, !entry.in_pool);
@@ -224,7 +229,7 @@ struct OtlpReceiver::Server {
     socklen_t local_size = sizeof local, peer_size = sizeof peer;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
         ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0)
-      return {false, "a peer whose address could not be read (" + std::string(std::strerror(errno)) + ")"};
+      return {false, true, "a peer whose address could not be read (" + std::string(std::strerror(errno)) + ")"};
     return check(local, peer);
   }
 
@@ -549,6 +554,11 @@ void OtlpReceiver::count_foreign_connection(const std::string& who, bool closed)
   auto& named = counters_.foreign_peers;
   if (named.size() < ReceiverCounters::kForeignPeersNamed && std::find(named.begin(), named.end(), who) == named.end())
     named.push_back(who);
+}
+
+void OtlpReceiver::count_abandoned_connection() {
+  std::lock_guard lock(mutex_);
+  ++counters_.connections_abandoned;
 }
 
 void OtlpReceiver::count_foreign_export(bool carried_token) {

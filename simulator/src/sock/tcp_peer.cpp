@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 #include <thread>
 
@@ -154,9 +155,15 @@ Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& loc
       }
       if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) continue;
       const auto* found = static_cast<inet_diag_msg*>(NLMSG_DATA(h));
-      return TcpPeerSocket{found->idiag_inode, static_cast<uid_t>(found->idiag_uid)};
+      return TcpPeerSocket{found->idiag_inode, static_cast<uid_t>(found->idiag_uid), found->idiag_state};
     }
   }
+}
+
+std::string tcp_state_name(int state) {
+  static constexpr const char* kNames[] = {"?",         "ESTABLISHED", "SYN-SENT",   "SYN-RECV", "FIN-WAIT-1", "FIN-WAIT-2",
+                                           "TIME-WAIT", "CLOSE",       "CLOSE-WAIT", "LAST-ACK", "LISTEN",     "CLOSING"};
+  return state >= 0 && state < static_cast<int>(std::size(kNames)) ? kNames[state] : "state " + std::to_string(state);
 }
 
 std::optional<pid_t> holder_of_socket(std::uint64_t inode, const std::vector<pid_t>& pids, std::size_t max_fds) {
