@@ -97,9 +97,14 @@ def attach(pid: int, port: int, protocol: str, report: Path) -> tuple[subprocess
     return run, json.loads(report.read_text())
 
 
-def assert_received_in_its_namespace(document: dict, pid: int) -> None:
+def network_namespace(pid: int) -> str:
+    """Read while the container runs: once it is stopped, /proc/PID/ns is gone (a zombie has none)."""
     netns = os.readlink(f"/proc/{pid}/ns/net")
     assert netns != os.readlink("/proc/self/ns/net"), "the container shares the host's network namespace"
+    return netns
+
+
+def assert_received_in_its_namespace(document: dict, pid: int, netns: str) -> None:
     assert any(f"pid {pid} has a network namespace of its own ({netns})" in n for n in document["notes"]), document["notes"]
     received = sum(v for k, v in document["counters"].items() if k.startswith("spans_received."))
     assert received > 0, document["counters"]
@@ -116,6 +121,7 @@ def test_elastic_reference_in_a_container(tmp_path):
     box = Container(tmp_path / "root", [str(ELASTIC.resolve()), "--threads", "2"], env)
     try:
         pid = box.agent_pid()
+        netns = network_namespace(pid)
         assert "socket=" in box.proc.stdout.readline(), box.proc.stderr.read()
         # inspect reads the library and the socket through /proc/PID/root too.
         inspected = json.loads(subprocess.run([str(cs.TRACECORR), "inspect", "--json", str(pid)], capture_output=True,
@@ -131,7 +137,7 @@ def test_elastic_reference_in_a_container(tmp_path):
         assert verdicts[rid]["verdict"] == "pass", verdicts[rid]
     assert not failures(document), failures(document)
     assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
-    assert_received_in_its_namespace(document, pid)
+    assert_received_in_its_namespace(document, pid, netns)
 
 
 def test_otep_4719_writer_in_a_container(tmp_path):
@@ -141,6 +147,7 @@ def test_otep_4719_writer_in_a_container(tmp_path):
     box = Container(tmp_path / "root", [str(program.resolve()), *args], {"PATH": "/usr/bin"})
     try:
         pid = box.agent_pid()
+        netns = network_namespace(pid)
         wait_for(lambda: "OTEL_CTX" in Path(f"/proc/{pid}/maps").read_text(), "the process context mapping")
         run, document = attach(pid, port, "otel-process-context", tmp_path / "report.json")
     finally:
@@ -150,8 +157,7 @@ def test_otep_4719_writer_in_a_container(tmp_path):
     assert not failures(document), failures(document)
     assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
     # It exports no spans: only the namespace is named.
-    netns = os.readlink(f"/proc/{pid}/ns/net") if Path(f"/proc/{pid}").exists() else "net:["
-    assert any("has a network namespace of its own (net:[" in n for n in document["notes"]), (netns, document["notes"])
+    assert any(f"pid {pid} has a network namespace of its own ({netns})" in n for n in document["notes"]), document["notes"]
 
 
 def test_otep_4947_writer_in_a_container(tmp_path):
@@ -162,6 +168,7 @@ def test_otep_4947_writer_in_a_container(tmp_path):
     box = Container(tmp_path / "root", [str(program.resolve()), *args, "--duration", "60"], env)
     try:
         pid = box.agent_pid()
+        netns = network_namespace(pid)
         wait_for(lambda: "OTEL_CTX" in Path(f"/proc/{pid}/maps").read_text(), "the process context mapping")
         run, document = attach(pid, port, "otel-thread-context", tmp_path / "report.json")
     finally:
@@ -172,4 +179,4 @@ def test_otep_4947_writer_in_a_container(tmp_path):
         assert verdicts[rid]["verdict"] == "pass", verdicts[rid]
     assert not failures(document), failures(document)
     assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
-    assert_received_in_its_namespace(document, pid)
+    assert_received_in_its_namespace(document, pid, netns)
