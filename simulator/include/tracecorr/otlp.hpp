@@ -292,6 +292,21 @@ using PeerCheck = std::function<PeerVerdict(const sockaddr_storage& local, const
 
 // The header an exporter sends the session token in (OTEL_EXPORTER_OTLP_HEADERS).
 inline constexpr char kSessionTokenHeader[] = "x-tracecorr-session";
+// Another OTLP signal served beside /v1/traces, on the same port and within
+// the same bounds (request line and headers, connections, request time, body,
+// bytes in flight, gzip): OTLP profiles at /v1development/profiles
+// (profiles/http_route.hpp), as a collector serves every signal on 4318.
+class ExportRoute {
+ public:
+  virtual ~ExportRoute() = default;
+  virtual std::string path() const = 0;  // "/v1development/profiles"
+  // Called once per POST to path(), on the receiver's thread, before it
+  // answers. `body`: the export, whole, its Content-Encoding undone, within
+  // the limits; null when the receiver turned it away already
+  // (request.rejected says why). To refuse a body, set request.rejected,
+  // http_status (4xx) and response_message; left alone, it is answered 200.
+  virtual void handle(ReceivedRequest& request, const std::string_view* body) = 0;
+};
 
 struct ReceiverOptions {
   std::string host = "127.0.0.1";
@@ -311,6 +326,7 @@ struct ReceiverOptions {
   // Listen inside the network namespace of this process (0: tracecorr's own):
   // an agent in a container of its own network exports to its own loopback.
   pid_t network_namespace_of = 0;
+  std::vector<std::shared_ptr<ExportRoute>> routes;  // requests to these paths are theirs, not spans
 };
 
 class OtlpReceiver {
