@@ -159,6 +159,8 @@ void bind_otlp(py::module_& m) {
             py::dict rejected;
             for (const auto& [reason, n] : c.rejected) rejected[py::str(std::string(otlp::to_string(reason)))] = n;
             d["rejected"] = rejected;
+            d["foreign_connections"] = c.foreign_connections;
+            d["foreign_exports"] = c.foreign_exports;
             return d;
           },
           "Request and span counters as a dict.")

@@ -15,6 +15,7 @@
  *   --vfork            one more thread calls vfork(); its child never execs
  *   --deep-map N       map a file N directories deep, each name 200 bytes (paths of 201N+ bytes)
  *   --zombie-leader    the main thread calls pthread_exit once the workers run
+ *   --spin             one more thread burns CPU for ever (starves the others in a CPU-quota cgroup)
  *   --exit-after MS    the whole process exits MS ms after "ready"
  *   --exec-after MS    the process execs /bin/sleep 600 MS ms after "ready"
  *   --service TEXT     service name to publish (default "hostile")
@@ -85,6 +86,17 @@ static void *drainer(void *arg) {
   return NULL;
 }
 
+/* Burns CPU for ever: with the process in a cgroup whose CPU quota it
+ * exhausts, every other thread woken (by a ptrace interrupt, say) is runnable
+ * yet waits for a CPU: starved. */
+static void *spinner(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_started);
+  for (volatile unsigned long n = 0;; ++n) {
+  }
+  return NULL;
+}
+
 static void *vforker(void *arg) {
   (void)arg;
   pthread_barrier_wait(&g_started);
@@ -140,7 +152,7 @@ static void deep_map(long levels) {
 
 int main(int argc, char **argv) {
   const char *library = NULL, *socket_path = NULL, *publish = NULL, *fifo = NULL, *service = "hostile";
-  int relative = 0, stream = 0, vfork_thread = 0, zombie_leader = 0;
+  int relative = 0, stream = 0, vfork_thread = 0, zombie_leader = 0, spin = 0;
   long threads = 2, deep = 0, exit_after = -1, exec_after = -1;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -157,6 +169,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--stream")) stream = 1;
     else if (!strcmp(a, "--vfork")) vfork_thread = 1;
     else if (!strcmp(a, "--zombie-leader")) zombie_leader = 1;
+    else if (!strcmp(a, "--spin")) spin = 1;
     else {
       fprintf(stderr, "hostile_target: unknown argument %s\n", a);
       return 2;
@@ -204,7 +217,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  pthread_barrier_init(&g_started, NULL, (unsigned)(threads + vfork_thread + 1));
+  pthread_barrier_init(&g_started, NULL, (unsigned)(threads + vfork_thread + spin + 1));
   for (long i = 0; i < threads; ++i) {
     pthread_t t;
     if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)i) != 0) die("pthread_create");
@@ -212,6 +225,10 @@ int main(int argc, char **argv) {
   if (vfork_thread) {
     pthread_t t;
     if (pthread_create(&t, NULL, vforker, NULL) != 0) die("pthread_create");
+  }
+  if (spin) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, spinner, NULL) != 0) die("pthread_create");
   }
   pthread_barrier_wait(&g_started);
   if (publish_storage) publish_storage(make_storage(service, publish));

@@ -8,8 +8,10 @@ nothing sent to a socket the target does not hold.
 
 Build outputs: see tests/support/build_products.py.
 """
+import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -185,6 +187,94 @@ def test_fifo_at_the_socket_path_blocks_nothing(tmp_path):
         # Nothing it can correlate: said plainly, exit 1 (issue 10), never a hang.
         assert r.returncode == 1, r.stderr
         assert "publishes nothing tracecorr agent can read" in r.stderr and "FIFO" in r.stderr
+
+
+# ---- (1b) bounded by the kit, not the target (issue 29) ---------------------------------------
+
+CONTEXT_MAPPINGS = BUILD / "testdata" / "context_mappings"
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+
+
+def test_many_context_mappings_are_counted_and_only_a_few_read():
+    """400 OTEL_CTX mappings sharing one 1 MiB payload: inspect read and decoded every one (1.65 GB;
+    2000 ended in std::bad_alloc). Now the first few are read, the rest counted, PCTX-12 names them all."""
+    need(CONTEXT_MAPPINGS)
+    proc = subprocess.Popen([str(CONTEXT_MAPPINGS), "400", str(1 << 20)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith("ready")
+        inspect = subprocess.Popen([str(CLI), "inspect", "--json", str(proc.pid)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+        out = inspect.stdout.read()
+        _, status, usage = os.wait4(inspect.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        document = json.loads(out)["otel-process-context"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=RUN_S)
+    assert document["mappings_found"] == 400
+    assert len(document["mappings"]) == 4 and document["mappings_not_read"] == 396
+    # The ones read were read whole: the payload decoded (31 attributes of 32 KiB, just under 1 MiB).
+    assert all(m["read"]["consistent"] and m["payload"]["error"] is None and len(m["payload"]["resource"]) == 31
+               for m in document["mappings"]), document["mappings"][0]["read"]
+    single = [f for f in document["findings"] if f["requirement"] == "PCTX-12"]
+    assert single and "400 process context mappings" in single[0]["message"], document["findings"]
+    assert "and 396 more (not read)" in single[0]["message"]
+    # Memory of a few mappings, not of 400 (it was 2.0 GB with --json).
+    assert usage.ru_maxrss < (200 << 10), f"peak RSS {usage.ru_maxrss} KiB"
+
+
+@contextlib.contextmanager
+def cpu_group(name: str, shares: int):
+    """A cgroup v1 cpu group with `shares`; emptied and removed on the way out."""
+    path = CPU_CGROUP / name
+    path.mkdir()
+    (path / "cpu.shares").write_text(str(shares))
+    try:
+        yield path
+    finally:
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (CPU_CGROUP / "cgroup.procs").write_text(pid)
+        path.rmdir()
+
+
+def test_starved_threads_are_named_starved_and_cost_one_deadline(tmp_path):
+    """Threads that are runnable but get no CPU do not stop for PTRACE_INTERRUPT. inspect used to wait 200 ms
+    for each in turn (256 threads on a loaded machine: 52 s) and called them "parked in vfork or
+    uninterruptible sleep". Now they are interrupted together, named as starved with schedstat's figure,
+    and the whole look waits one deadline. Starved for sure: every thread of the target on one CPU, in a
+    cgroup of 2 shares against a spinning one of 262144 (the target's own spinner keeps its group queued)."""
+    if not (CPU_CGROUP / "cpu.shares").exists():
+        pytest.skip("no cgroup v1 cpu controller to starve a target with")
+    cpu = max(os.sched_getaffinity(0))
+    tag = f"tracecorr-starve-{os.getpid()}"
+    with cpu_group(f"{tag}-hog", 262144) as hog_group, cpu_group(f"{tag}-target", 2) as target_group:
+        hog = subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"])
+        try:
+            os.sched_setaffinity(hog.pid, {cpu})
+            (hog_group / "cgroup.procs").write_text(str(hog.pid))
+            with Target("--socket", tmp_path / "a.sock", "--threads", "16", "--spin") as t:
+                for tid in os.listdir(f"/proc/{t.pid}/task"):
+                    os.sched_setaffinity(int(tid), {cpu})
+                (target_group / "cgroup.procs").write_text(str(t.pid))
+                time.sleep(0.5)  # the target's group has had its turn: the hog's, for minutes
+                r = tracecorr("inspect", t.pid, "--json")
+                hog.kill()
+                assert r.returncode == 0, r.stderr
+                threads = json.loads(r.stdout)["elastic-v1"]["threads"]
+                deadline = time.monotonic() + RUN_S
+                while any(tracer_pids(t.pid).values()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert not any(tracer_pids(t.pid).values()), "inspect left threads attached"
+        finally:
+            hog.kill()
+            hog.wait(timeout=RUN_S)
+    errors = [th["error"] or "" for th in threads]
+    starved = [e for e in errors if "starved, runnable and waiting for a CPU" in e]
+    assert len(starved) >= 16, errors
+    assert not [e for e in errors if "vfork" in e], errors
+    assert all(re.search(r"waited \d+ ms of them in a run queue", e) for e in starved), starved
 
 
 # ---- (2) send only where the target itself could --------------------------------------------

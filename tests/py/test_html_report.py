@@ -8,7 +8,9 @@ screenshot is kept under <build>/test-artifacts/ for people to look at.
 from __future__ import annotations
 
 import html.parser
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -121,6 +123,66 @@ def test_saved_json_report_renders_the_same_page(report, tmp_path):
     again = tmp_path / "again.html"
     subprocess.run([str(TRACECORR), "report", "--html", str(again), str(run.json_path)], check=True, timeout=60)
     assert again.read_text() == html_path.read_text()
+
+
+# Script that, if it ran, would mark the page: every payload tries a different way in.
+MARK = "document.documentElement.setAttribute('data-pwned','{}')"
+PAYLOADS = [
+    "<script>" + MARK.format("script") + "</script>",
+    "\"><img src=x onerror=\"" + MARK.format("img") + "\">",
+    "'><svg onload=\"" + MARK.format("svg") + "\">",
+    "</title></style></textarea></script><script>" + MARK.format("closing") + "</script>",
+    "<a href=\"javascript:" + MARK.format("href") + "\" id=\"pwned-link\">x</a>",
+]
+# Enumerations the reader checks (a doctored one is refused, not rendered).
+ENUMS = {"schema", "level", "role", "verdict", "status"}
+
+
+def doctor(value, key=None, counter=[0]):
+    """Every string field carries a payload (in turn), and every map (the
+    counters) gains keys that are payloads."""
+    if isinstance(value, dict):
+        out = {k: doctor(v, k) for k, v in value.items()}
+        if key == "counters":
+            out.update({p: i for i, p in enumerate(PAYLOADS)})
+        return out
+    if isinstance(value, list):
+        return [doctor(v, key) for v in value]
+    if isinstance(value, str) and key not in ENUMS:
+        counter[0] += 1
+        return value + PAYLOADS[counter[0] % len(PAYLOADS)]
+    return value
+
+
+def test_a_doctored_saved_report_runs_no_script_and_the_pages_own_script_still_runs(report, tmp_path):
+    run, _ = report
+    doctored = tmp_path / "doctored.json"
+    saved = json.loads(run.json_path.read_text())
+    saved["counters"] = dict(saved.get("counters", {}), **{"spans_received.enabled": 1})
+    doctored.write_text(json.dumps(doctor(saved)))
+    page = tmp_path / "doctored.html"
+    subprocess.run([str(TRACECORR), "report", "--html", str(page), str(doctored)], check=True, timeout=60)
+    text = page.read_text()
+    csp = re.search(r'Content-Security-Policy" content="([^"]*)"', text).group(1)
+    assert "'unsafe-inline'" not in re.search(r"script-src ([^;]*)", csp).group(1), csp
+    dumped = chromium("--dump-dom", page.as_uri()).stdout
+    dom = Dom()
+    dom.feed(dumped)
+    # Nothing ran, and nothing injected became an element.
+    html_attrs = [a for t, a, _ in dom.elements if t == "html"]
+    assert html_attrs and "data-pwned" not in html_attrs[0], html_attrs
+    assert dom.count("script") == 1, "an injected <script> element exists"
+    assert dom.count("img") == 0 and not dom.ids() & {"pwned-link"}
+    handlers = [(t, k) for t, a, _ in dom.elements for k in a if k.startswith("on")]
+    assert not handlers, handlers
+    # The payloads are on the page as text: rendered, escaped.
+    assert "&lt;script&gt;document.documentElement.setAttribute" in dumped
+    assert dumped.count("onerror=") >= 1 and "&lt;img src=x onerror=" in dumped
+    # The counter names (printed raw before) are there, escaped.
+    assert "&lt;svg onload=" in dumped
+    # The page's own script ran (CSP allows it by hash): it shows the verdict filter.
+    filters = [a for t, a, _ in dom.elements if a.get("id") == "filter"]
+    assert filters and "hidden" not in filters[0], filters
 
 
 def test_agent_page_draws_flame_graphs_of_its_own_samples(tmp_path):

@@ -4,9 +4,11 @@ judges the reference fixture (issue 16): any local user can reach 127.0.0.1.
 On every receiver the run opens (one per session), the attacker sends
 - 100 MB of header lines on one request,
 - a 200 MB request line,
-- 200 connections that trickle a header byte every half second.
+- 600 connections that trickle a header byte every half second, each opened
+  again as soon as it is cut.
 The receiver must cut each of them off early (the request line and headers
-share a 32 KiB buffer per connection; a request has 10 s in all), keep serving
+share a 32 KiB buffer per connection; a request has 10 s in all; connections
+from outside the judged tree beyond 8 are closed at accept), keep serving
 the fixture's exports, and stop its sessions on time: the verdicts are the
 same as in the session's unflooded reference run, and tracecorr's peak RSS
 stays under 300 MB.
@@ -25,7 +27,7 @@ import conform_support as cs
 ARCH = "x86_64"
 HEADER_FLOOD_BYTES = 100 << 20
 REQUEST_LINE_FLOOD_BYTES = 200 << 20
-SLOW_CONNECTIONS = 200
+SLOW_CONNECTIONS = 600
 PEAK_RSS_LIMIT_KB = 300 << 10
 # What the attacker may push before the receiver closes the connection: its
 # 32 KiB header buffer plus what the kernel's socket buffers hold.
@@ -77,17 +79,20 @@ def flood(attack: Attack, port: int, kind: str) -> None:
 
 
 def slow_connections(attack: Attack, port: int) -> None:
-    """Opens SLOW_CONNECTIONS connections that each send one header byte every
-    half second; notes when the receiver closes each."""
-    open_ = []
-    for _ in range(SLOW_CONNECTIONS):
+    """Holds SLOW_CONNECTIONS connections that each send one header byte every
+    half second, each opened again as soon as the receiver is seen to have cut
+    it (issue 29: 600 against the receiver's 512 delayed the agent's exports by
+    5 s); notes when the receiver closes each."""
+    def connect():
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
             s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-Slow: ")
             s.setblocking(False)
-            open_.append((s, time.monotonic()))
+            return s, time.monotonic()
         except OSError:
-            break  # the receiver is gone (its session ended)
+            return None  # the receiver is gone (its session ended)
+
+    open_ = [c for c in (connect() for _ in range(SLOW_CONNECTIONS)) if c]
     while open_ and not attack.stop.is_set():
         still = []
         for s, opened in open_:
@@ -103,6 +108,8 @@ def slow_connections(attack: Attack, port: int) -> None:
                 s.close()
                 with attack.lock:
                     attack.slow.append((opened, time.monotonic()))
+                if again := connect():
+                    still.append(again)
         open_ = still
         attack.stop.wait(0.5)
     with attack.lock:
@@ -198,12 +205,20 @@ def test_flooded_receiver_keeps_verdicts_and_memory(tmp_path):
     baseline_verdicts, flooded_verdicts = baseline.verdicts(), run.verdicts()
     assert flooded_verdicts.keys() == baseline_verdicts.keys()
     judged = {"pass", "fail", "warn"}
+    reasons = {r["id"]: r["reason"] for r in run.report["results"]}
     changed = {}
     for requirement, verdict in flooded_verdicts.items():
         expected = baseline_verdicts[requirement]
         if requirement in DELAY_JUDGED and verdict in judged and expected in judged:
             continue
+        # A timing failure while something outside the tree connected is inconclusive by design, saying so.
+        if requirement in DELAY_JUDGED and verdict == "error" and "under attack" in reasons[requirement]:
+            continue
         if verdict != expected:
             changed[requirement] = f"{expected} -> {verdict}"
     assert not changed, f"verdicts changed under the flood: {changed}\n{run.explain()}"
+    # The attack is counted, and no verdict blames the agent's exporter for what it did (issue 29).
+    assert sum(v for k, v in run.report["counters"].items() if k.startswith("connections_refused.")) > 0
+    blamed = [f"{r['id']}: {r['reason']}" for r in run.report["results"] if "OTEL_BSP_SCHEDULE_DELAY" in r["reason"]]
+    assert not blamed, blamed
     assert peak_rss_kb < PEAK_RSS_LIMIT_KB, f"peak RSS {peak_rss_kb} KiB"

@@ -183,3 +183,18 @@ def test_each_mutant_shows_its_requirement(name, writer):
     # Nothing else of the writer's is blamed (TCTX-20 comes with a size past what one record may be).
     others = set(found) - {mutant["requirement"], "TCTX-20"} - COMPANIONS.get(name, set())
     assert not others, document["findings"]
+
+
+def test_the_key_map_is_read_again_once_per_look_however_many_records_miss_it(writer):
+    """A key index outside the map asks for a refresh (TCTXR-10), once per record; the refresh used to
+    take a whole snapshot each time (2000 such threads kept inspect busy 41-60 s). Now one look at a
+    process reads the context again at most once, and every record still gets the refresh's answer."""
+    threads = 64
+    w = writer(need(package_fixture_program(PACKAGE, PROGRAM, HOST_ARCH, "key-outside-map")),
+               args=["--threads", str(threads), "--hold", "--busy-percent", "0"])
+    document = thread_context(w.pid)
+    missing = [t for t in document["threads"] if t["record"] and t["record"]["unknown_keys"]]
+    assert len(missing) == threads, [t["error"] for t in document["threads"] if t["error"]]
+    assert document["process_context"]["key_map_refreshed"] is True
+    assert document["process_context"]["key_map_reads"] == 1, document["process_context"]
+    assert "TCTX-11" in requirements(document)

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
@@ -413,6 +414,160 @@ TEST(OtlpReceiverAttack, DeclaredOversizedBodyIsAnsweredWithoutReadingIt) {
   auto counters = (*receiver)->counters();
   EXPECT_EQ(counters.requests, 1u);
   EXPECT_EQ(counters.rejected[RejectReason::BodyTooLarge], 1u);
+}
+
+// ---- only the target's exports count (issue 29) -----------------------------
+
+// A receiver whose peer check calls every connection foreign except those
+// whose client port `trusted_port` names (the test's own "target").
+struct AdmissionFixture {
+  std::atomic<std::uint16_t> trusted_port{0};
+  std::atomic<std::uint16_t> gone_port{0};
+  std::atomic<int> checks{0};
+  std::unique_ptr<OtlpReceiver> receiver;
+
+  explicit AdmissionFixture(std::string token = "", std::size_t max_foreign = 8) {
+    ReceiverOptions options;
+    options.session_token = std::move(token);
+    options.max_foreign_connections = max_foreign;
+    options.check_peer = [this](const sockaddr_storage&, const sockaddr_storage& peer) {
+      ++checks;
+      const auto port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
+      if (port == gone_port) return PeerVerdict{false, true, "gone"};
+      return port == trusted_port ? PeerVerdict{true, false, ""} : PeerVerdict{false, false, "pid 1 (forger) uid 1000"};
+    };
+    auto started = OtlpReceiver::start(options);
+    EXPECT_TRUE(started.ok());
+    if (started) receiver = std::move(*started);
+  }
+};
+
+// One raw POST of a protobuf export on its own connection; returns the status line.
+std::string raw_post(int fd, const std::string& extra_headers = "") {
+  const std::string body = one_span_request().SerializeAsString();
+  const std::string request = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n" +
+                              extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return "send failed";
+  char buffer[256];
+  ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)).substr(0, 12) : "closed";
+}
+
+std::uint16_t local_port(int fd) {
+  sockaddr_in a{};
+  socklen_t size = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
+  return ntohs(a.sin_port);
+}
+
+TEST(OtlpReceiverAdmission, AForeignExportIs403AndCountedNeverRecorded) {
+  AdmissionFixture f;
+  ASSERT_TRUE(f.receiver);
+  int fd = attack::connect_to(f.receiver->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(raw_post(fd), "HTTP/1.1 403");
+  ::close(fd);
+  auto counters = f.receiver->counters();
+  EXPECT_EQ(counters.foreign_connections, 1u);
+  EXPECT_EQ(counters.foreign_exports, 1u);
+  EXPECT_EQ(counters.requests, 0u);
+  EXPECT_TRUE(f.receiver->spans().empty());
+  EXPECT_TRUE(f.receiver->requests().empty());
+  ASSERT_EQ(counters.foreign_peers.size(), 1u);
+  EXPECT_EQ(counters.foreign_peers[0], "pid 1 (forger) uid 1000");
+  EXPECT_TRUE(counters.attacked());
+  EXPECT_NE(counters.describe_foreign().find("1 connection and 1 export from outside the judged process tree"),
+            std::string::npos)
+      << counters.describe_foreign();
+}
+
+TEST(OtlpReceiverAdmission, TheTargetsConnectionIsServed) {
+  AdmissionFixture f;
+  ASSERT_TRUE(f.receiver);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in bind_to{};
+  bind_to.sin_family = AF_INET;
+  bind_to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&bind_to), sizeof bind_to), 0);
+  f.trusted_port = local_port(fd);
+  sockaddr_in to = bind_to;
+  to.sin_port = htons(f.receiver->port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  EXPECT_EQ(raw_post(fd), "HTTP/1.1 200");
+  ::close(fd);
+  EXPECT_EQ(f.receiver->spans().size(), 1u);
+  EXPECT_FALSE(f.receiver->counters().attacked());
+}
+
+TEST(OtlpReceiverAdmission, TheSessionTokenAdmitsAnExportFromOutsideTheTree) {
+  AdmissionFixture f("0123456789abcdef0123456789abcdef");
+  ASSERT_TRUE(f.receiver);
+  int fd = attack::connect_to(f.receiver->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(raw_post(fd, std::string(kSessionTokenHeader) + ": 0123456789abcdef0123456789abcdef\r\n"), "HTTP/1.1 200");
+  ::close(fd);
+  fd = attack::connect_to(f.receiver->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(raw_post(fd, std::string(kSessionTokenHeader) + ": 0123456789abcdef0123456789abcdee\r\n"), "HTTP/1.1 403");
+  ::close(fd);
+  auto counters = f.receiver->counters();
+  EXPECT_EQ(counters.exports_by_token, 1u);
+  EXPECT_EQ(counters.foreign_exports, 1u);
+  EXPECT_EQ(f.receiver->spans().size(), 1u);
+}
+
+// A peer that closed its socket before the connection was accepted (an
+// exporter that gave up) is closed at once and counted apart: no attack.
+TEST(OtlpReceiverAdmission, AGonePeerIsClosedAndNotCountedAsForeign) {
+  AdmissionFixture f;
+  ASSERT_TRUE(f.receiver);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in bind_to{};
+  bind_to.sin_family = AF_INET;
+  bind_to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&bind_to), sizeof bind_to), 0);
+  f.gone_port = local_port(fd);
+  sockaddr_in to = bind_to;
+  to.sin_port = htons(f.receiver->port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  EXPECT_NE(raw_post(fd).rfind("HTTP", 0), 0u);  // no answer: closed (or refused mid-send)
+  ::close(fd);
+  auto counters = f.receiver->counters();
+  EXPECT_EQ(counters.connections_abandoned, 1u);
+  EXPECT_EQ(counters.foreign_connections, 0u);
+  EXPECT_FALSE(counters.attacked());
+  EXPECT_TRUE(f.receiver->spans().empty());
+}
+
+// One local user cannot hold the receiver: beyond max_foreign_connections,
+// foreign connections are closed at once, and the target is still served.
+TEST(OtlpReceiverAdmission, ForeignConnectionsBeyondTheirPoolAreClosedAtOnce) {
+  AdmissionFixture f("", 2);
+  ASSERT_TRUE(f.receiver);
+  std::vector<int> held;
+  for (int i = 0; i < 6; ++i) {
+    int fd = attack::connect_to(f.receiver->port());
+    ASSERT_GE(fd, 0);
+    const std::string start = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    (void)::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+    held.push_back(fd);
+  }
+  // Looked at within the idle timeout (3 s): only those closed at accept are closed.
+  auto closed_now = [&] {
+    std::size_t closed = 0;
+    for (int fd : held) {
+      char c;
+      if (::recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0) ++closed;  // 0: closed; -1 (EAGAIN): still held
+    }
+    return closed;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + 2s;
+  while (closed_now() < 4 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(closed_now(), 4u);
+  for (int fd : held) ::close(fd);
+  auto counters = f.receiver->counters();
+  EXPECT_EQ(counters.foreign_connections, 6u);
+  EXPECT_EQ(counters.foreign_connections_closed, 4u);
 }
 
 }  // namespace

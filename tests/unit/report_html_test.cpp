@@ -81,6 +81,36 @@ TEST(HtmlReport, SelfContainedAndHostileStringsEscaped) {
   EXPECT_EQ(page.find("url("), std::string::npos);
 }
 
+// Counter names come from a saved report as much as from the run: escaped
+// like every other string (they were printed raw into the summary table).
+TEST(HtmlReport, CounterNamesAreEscaped) {
+  RunResult run = run_with_figures();
+  run.counters[kHostile] = 7;
+  run.counters["<img src=x onerror=alert(2)>"] = 8;
+  std::string page = render_html(run);
+  EXPECT_EQ(count(page, "<script"), 1u);
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  EXPECT_NE(page.find("&lt;img src=x onerror=alert(2)&gt;"), std::string::npos);
+}
+
+// The CSP allows the page's own script by its hash, and no other inline script.
+TEST(HtmlReport, ContentSecurityPolicyAllowsOnlyThePagesOwnScript) {
+  std::string page = render_html(run_with_figures());
+  std::smatch csp;
+  ASSERT_TRUE(std::regex_search(page, csp, std::regex("Content-Security-Policy\" content=\"([^\"]*)\"")));
+  const std::string policy = csp[1];
+  std::smatch script_src;
+  ASSERT_TRUE(std::regex_search(policy, script_src, std::regex("script-src ([^;]*)"))) << policy;
+  EXPECT_EQ(script_src[1].str().find("unsafe-inline"), std::string::npos) << policy;
+  EXPECT_EQ(policy.find("unsafe-eval"), std::string::npos) << policy;
+  // The hash is the script's own: the text between <script> and </script>.
+  auto open = page.find("<script>") + 8;
+  std::string script = page.substr(open, page.find("</script>", open) - open);
+  EXPECT_EQ(script_src[1].str(), csp_script_source(script));
+  // Known vector: SHA-256("abc") in base64.
+  EXPECT_EQ(csp_script_source("abc"), "'sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0='");
+}
+
 TEST(HtmlReport, DrawsTheFigures) {
   std::string page = render_html(run_with_figures());
   // Deferral: one circle per transaction, one square per child span, the step line.

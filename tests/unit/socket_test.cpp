@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,6 +15,7 @@
 #include "forked_child.hpp"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/socket.hpp"
+#include "tracecorr/tcp_peer.hpp"
 
 namespace tracecorr {
 namespace {
@@ -187,6 +189,84 @@ TEST(OpenInTargetRoot, RefusesEmptyAndNulPathsAndGoneProcesses) {
   auto magic = open_in_target_root(::getpid(), "/proc/self/root/tmp");
   EXPECT_FALSE(magic.ok());
   EXPECT_TRUE(open_in_target_root(::getpid(), "/tmp/../tmp").ok());
+}
+
+// ---- the other end of a loopback TCP connection (tcp_peer.hpp) ----
+
+struct Loopback {
+  UniqueFd listener, accepted;
+  std::uint16_t port = 0;
+  Loopback() {
+    listener.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listener.get(), 8), 0);
+    socklen_t size = sizeof a;
+    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &size);
+    port = ntohs(a.sin_port);
+  }
+  // The accepted side's two addresses.
+  std::pair<sockaddr_storage, sockaddr_storage> accept_one() {
+    accepted.reset(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    sockaddr_storage local{}, peer{};
+    socklen_t l = sizeof local, p = sizeof peer;
+    ::getsockname(accepted.get(), reinterpret_cast<sockaddr*>(&local), &l);
+    ::getpeername(accepted.get(), reinterpret_cast<sockaddr*>(&peer), &p);
+    return {local, peer};
+  }
+};
+
+int connect_loopback(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
+}
+
+TEST(TcpPeer, TheClientSocketAndItsProcessAreFound) {
+  Loopback server;
+  // The client is another process: it connects, reports, and waits.
+  test::ForkedChild client([&](test::ForkedChild::Pipes pipes) {
+    int fd = connect_loopback(server.port);
+    char c = fd >= 0 ? 1 : 0;
+    (void)!::write(pipes.report, &c, 1);
+    (void)!::read(pipes.release, &c, 1);
+  });
+  char ok = 0;
+  ASSERT_TRUE(client.read(&ok, 1));
+  ASSERT_EQ(ok, 1);
+  auto [local, peer] = server.accept_one();
+  auto diag = open_sock_diag();
+  ASSERT_TRUE(diag.ok()) << diag.error().message();
+  auto found = tcp_peer_socket(diag->get(), local, peer);
+  ASSERT_TRUE(found.ok()) << found.error().message();
+  const std::uint64_t* inode = &found->inode;
+  ASSERT_NE(*inode, 0u);
+  EXPECT_EQ(found->uid, ::getuid());
+  // Held by the client, not by us (our accepted socket is another inode).
+  EXPECT_EQ(holder_of_socket(*inode, {::getpid(), client.pid()}), std::optional<pid_t>(client.pid()));
+  EXPECT_EQ(holder_of_socket(*inode, {::getpid()}), std::nullopt);
+  struct stat ours {};
+  ASSERT_EQ(::fstat(server.accepted.get(), &ours), 0);
+  EXPECT_NE(*inode, static_cast<std::uint64_t>(ours.st_ino));
+  // Once the client has exited, its socket is held by nobody (or gone).
+  client.release();
+  char end_of_file;
+  ASSERT_FALSE(client.read(&end_of_file, 1));  // its descriptors are closed by the time its pipe is
+  auto after = tcp_peer_socket(diag->get(), local, peer);
+  EXPECT_TRUE(!after.ok() || after->inode == 0 || !holder_of_socket(after->inode, {client.pid()}));
+}
+
+TEST(TcpPeer, NetworkNamespaceOfOurselvesIsShared) {
+  auto shared = shares_network_namespace(::getpid());
+  ASSERT_TRUE(shared.ok());
+  EXPECT_TRUE(*shared);
+  EXPECT_EQ(network_namespace_name(::getpid()).rfind("net:[", 0), 0u);
+  EXPECT_FALSE(shares_network_namespace(999999999).ok());
 }
 
 }  // namespace

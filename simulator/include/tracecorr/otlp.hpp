@@ -14,6 +14,9 @@
 // silently.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -252,15 +255,43 @@ Expected<std::string> gunzip(std::string_view data, std::size_t max_output);
 Expected<std::string> inflate_zlib(std::string_view data, std::size_t max_output);
 
 struct ReceiverCounters {
-  std::uint64_t requests = 0;  // every POST /v1/traces
+  std::uint64_t requests = 0;  // every POST /v1/traces of the target's (foreign ones are counted below)
   std::uint64_t accepted = 0;
   std::uint64_t spans = 0;          // spans in accepted exports
   std::uint64_t spans_not_kept = 0; // over ReceiverLimits::max_stored_spans or max_stored_bytes
   std::uint64_t connections_cut = 0;  // closed at ReceiverLimits::max_request_time
   std::map<RejectReason, std::uint64_t> rejected;
   std::uint64_t rejected_total() const;
+  // Connections whose peer is not a process of the judged tree (ReceiverOptions::check_peer).
+  std::uint64_t foreign_connections = 0;
+  std::uint64_t foreign_connections_closed = 0;  // of those, closed at once: max_foreign_connections were open
+  std::uint64_t foreign_exports = 0;    // their POSTs, answered 403 and neither recorded nor decoded
+  std::uint64_t exports_by_token = 0;   // exports from outside the tree that carried the session token
+  std::uint64_t connections_abandoned = 0;  // peers gone before their connection was accepted (PeerVerdict::gone)
+  std::vector<std::string> foreign_peers;  // who they were, the first kForeignPeersNamed distinct
+  static constexpr std::size_t kForeignPeersNamed = 4;
+  // Something outside the judged tree connected: export timing may be its doing.
+  bool attacked() const { return foreign_connections > 0; }
+  // "37 connections (12 closed at once) and 25 exports from outside the judged process tree, from pid 4242 (forger) uid 1000"
+  std::string describe_foreign() const;
 };
 
+// The process at the other end of one connection, as ReceiverOptions::check_peer judges it.
+struct PeerVerdict {
+  bool of_target = false;  // a process of the judged tree: its exports count
+  // Nobody holds the peer's socket any more (it closed it, or exited, before
+  // the connection was accepted: an exporter that gave up waiting): nothing
+  // can read an answer, and nothing says whose it was. Closed at once and
+  // counted apart (ReceiverCounters::connections_abandoned), not as an attack.
+  bool gone = false;
+  std::string who;         // for the report: "pid 4242 (forger) uid 1000"
+};
+// Asked once per connection, on the receiver's thread, with the accepted
+// socket's own (local) and peer addresses.
+using PeerCheck = std::function<PeerVerdict(const sockaddr_storage& local, const sockaddr_storage& peer)>;
+
+// The header an exporter sends the session token in (OTEL_EXPORTER_OTLP_HEADERS).
+inline constexpr char kSessionTokenHeader[] = "x-tracecorr-session";
 // Another OTLP signal served beside /v1/traces, on the same port and within
 // the same bounds (request line and headers, connections, request time, body,
 // bytes in flight, gzip): OTLP profiles at /v1development/profiles
@@ -281,6 +312,20 @@ struct ReceiverOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: an ephemeral port
   ReceiverLimits limits;
+  // Only the target's spans count (issue 29): any local user can reach the
+  // port. Unset, every connection is taken for the target's. Set, a connection
+  // whose peer is not the target's is foreign: at most max_foreign_connections
+  // of them are open at once (beyond, closed at accept, so nobody outside the
+  // tree can hold the receiver's connections), and each of their exports is
+  // answered 403 and counted, never recorded, unless it carries
+  // `session_token` in kSessionTokenHeader (launch mode: the agent was handed
+  // it; an exporter that left the tree still counts).
+  PeerCheck check_peer;
+  std::string session_token;
+  std::size_t max_foreign_connections = 8;
+  // Listen inside the network namespace of this process (0: tracecorr's own):
+  // an agent in a container of its own network exports to its own loopback.
+  pid_t network_namespace_of = 0;
   std::vector<std::shared_ptr<ExportRoute>> routes;  // requests to these paths are theirs, not spans
 };
 
@@ -319,6 +364,9 @@ class OtlpReceiver {
   explicit OtlpReceiver(ReceiverOptions options);
   void record(ReceivedRequest request, std::vector<ReceivedSpan> spans);
   void count_connection_cut();
+  void count_foreign_connection(const std::string& who, bool closed);
+  void count_abandoned_connection();
+  void count_foreign_export(bool carried_token);
 
   ReceiverOptions options_;
   std::uint16_t port_ = 0;

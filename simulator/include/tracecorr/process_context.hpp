@@ -64,9 +64,17 @@ struct ContextMapping {
 // caller's choice (the OTEP does not say).
 std::vector<ContextMapping> find_context_mappings(const std::vector<Mapping>& maps);
 
+// How many context mappings of one process are looked into (their VmFlags,
+// header and payload). A process should have one (PCTX-12 fails at the
+// second); a hostile one may map thousands sharing one large payload, and
+// reading each would cost the kit memory and time in proportion. The rest are
+// counted, never read.
+inline constexpr std::size_t kMaxMappingsRead = 4;
+
 // find_context_mappings over /proc/PID/maps, with dont_fork from /proc/PID/smaps
-// (read only when a mapping was found, and only as far as needed). Errors: the
-// process cannot be read (gone, permission).
+// for the first kMaxMappingsRead of them (read only when a mapping was found,
+// and only as far as needed). Errors: the process cannot be read (gone,
+// permission).
 Expected<std::vector<ContextMapping>> discover(pid_t pid);
 
 // Mappings that hold a header with the signature but are not named as a
@@ -257,7 +265,11 @@ struct MappingSnapshot {
 
 struct Snapshot {
   pid_t pid = 0;
-  std::vector<MappingSnapshot> mappings;  // every context mapping, in address order
+  // The first kMaxMappingsRead context mappings in address order, each read
+  // and decoded; mappings_found counts every one /proc/PID/maps names.
+  std::vector<MappingSnapshot> mappings;
+  std::size_t mappings_found = 0;
+  std::size_t mappings_not_read() const { return mappings_found - mappings.size(); }
   // CLOCK_BOOTTIME when the reads were done, and the process's start on the
   // same clock (/proc/PID/stat, clock-tick resolution; nullopt: unreadable).
   std::uint64_t boottime_now_ns = 0;
@@ -265,8 +277,9 @@ struct Snapshot {
   std::uint64_t clock_tick_ns = 0;  // the resolution of process_start_boottime_ns
 };
 
-// discover(pid), then read_context and decode_payload for every mapping.
-// Errors: the process cannot be read at all (gone, permission).
+// discover(pid), then read_context and decode_payload for the first
+// kMaxMappingsRead mappings (the others counted in mappings_found). Errors: the
+// process cannot be read at all (gone, permission).
 Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read = {}, const DecodeLimits& decode = {});
 
 // CLOCK_BOOTTIME now, in nanoseconds.

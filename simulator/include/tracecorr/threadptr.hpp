@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,23 @@ class ThreadPointerSource {
   // stopped across a batch until resume() (the gdbstub's), reads the pointer
   // and calls `read`.
   virtual Status read_stopped(pid_t tid, const std::function<void(std::uint64_t thread_pointer)>& read);
+  // read_stopped for many threads with one deadline for them all (inspect):
+  // `read(tid, thread_pointer)` runs for each thread while it is stopped;
+  // the answer has one Status per tid, in order. The ptrace source interrupts
+  // the threads together (at most kStopWindow outstanding), reads each as it
+  // stops and lets it go at once, so a thread is held only for its own read
+  // and one starved thread costs no more than the deadline, not every thread
+  // its own wait. This default reads them one after another.
+  using StoppedRead = std::function<void(pid_t tid, std::uint64_t thread_pointer)>;
+  virtual std::vector<Status> read_each_stopped(const std::vector<pid_t>& tids, const StoppedRead& read,
+                                                std::chrono::milliseconds deadline);
   virtual std::string describe() const = 0;  // "ptrace", "gdbstub 127.0.0.1:1234"
 };
+
+// read_each_stopped's deadline for one inspect of a process, and how many of
+// its threads are interrupted and not yet read at any moment.
+inline constexpr std::chrono::milliseconds kStopAllDeadline{2000};
+inline constexpr std::size_t kStopWindow = 256;
 
 std::vector<pid_t> list_threads(pid_t pid);  // /proc/PID/task; empty when gone
 
@@ -65,7 +81,15 @@ void reap_parked_attachments();
 // reap_parked_attachments() before every PTRACE_SEIZE.
 void detach_or_reap(pid_t tid, int signal = 0);
 bool is_parked(pid_t tid);
-std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound = kPtraceStopBound);
+// Why a thread did not stop within `bound` of our interrupt, from its state:
+// runnable ('R') means starved (waiting for a CPU: `run_queue_wait_ns` is
+// how long it waited in a run queue during the bound, when known), 'D' is
+// uninterruptible sleep or a vfork whose child has not exec'd yet.
+std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound = kPtraceStopBound,
+                                std::optional<std::uint64_t> run_queue_wait_ns = std::nullopt);
+// The time a thread has waited in run queues since it started
+// (/proc/TID/schedstat, second field); nullopt when unreadable.
+std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid);
 
 // PTRACE_SEIZE + PTRACE_INTERRUPT, PTRACE_GETREGSET, PTRACE_DETACH. The thread
 // is stopped for a few microseconds and resumed; nothing is written. A thread

@@ -1,6 +1,7 @@
 #include "otel_process_context/checks.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "otel_process_context/registry.hpp"
@@ -106,22 +107,32 @@ int severity(Finding::Outcome o) {
 
 }  // namespace
 
-Finding check_mapping_present(const std::vector<pc::ContextMapping>& mappings) {
-  if (mappings.empty())
-    return violated("PCTX-01", "no mapping in /proc/PID/maps is named " + mapping_names(),
-                    {text_evidence("process context mapping", mapping_names(), "none")});
-  std::string names;
-  for (const auto& m : mappings) names += (names.empty() ? "" : ", ") + m.mapping.path + " at " + hex_address(m.mapping.start);
-  return met("PCTX-01", mappings.size(), "found " + names);
+// "a at 0x1, b at 0x2" for the mappings listed, "and N more" for those only counted.
+static std::string listed_mappings(const std::vector<pc::ContextMapping>& mappings, std::size_t found,
+                            const std::function<std::string(const pc::ContextMapping&)>& name) {
+  std::string list;
+  for (const auto& m : mappings) list += (list.empty() ? "" : ", ") + name(m);
+  if (found > mappings.size()) list += " and " + std::to_string(found - mappings.size()) + " more (not read)";
+  return list;
 }
 
-Finding check_single_mapping(const std::vector<pc::ContextMapping>& mappings) {
-  if (mappings.size() <= 1)
-    return met("PCTX-12", 1, mappings.empty() ? "no process context mapping" : "one process context mapping");
-  std::string list;
-  for (const auto& m : mappings) list += (list.empty() ? "" : ", ") + describe(m);
-  return violated("PCTX-12", std::to_string(mappings.size()) + " process context mappings: " + list,
-                  {text_evidence("process context mappings", "at most 1", std::to_string(mappings.size()))});
+Finding check_mapping_present(const std::vector<pc::ContextMapping>& mappings, std::size_t found) {
+  found = std::max(found, mappings.size());
+  if (found == 0)
+    return violated("PCTX-01", "no mapping in /proc/PID/maps is named " + mapping_names(),
+                    {text_evidence("process context mapping", mapping_names(), "none")});
+  return met("PCTX-01", found, "found " + listed_mappings(mappings, found, [](const pc::ContextMapping& m) {
+               return m.mapping.path + " at " + hex_address(m.mapping.start);
+             }));
+}
+
+Finding check_single_mapping(const std::vector<pc::ContextMapping>& mappings, std::size_t found) {
+  found = std::max(found, mappings.size());
+  if (found <= 1) return met("PCTX-12", 1, found == 0 ? "no process context mapping" : "one process context mapping");
+  return violated("PCTX-12",
+                  std::to_string(found) + " process context mappings: " +
+                      listed_mappings(mappings, found, [](const pc::ContextMapping& m) { return describe(m); }),
+                  {text_evidence("process context mappings", "at most 1", std::to_string(found))});
 }
 
 Finding check_dont_fork(const pc::ContextMapping& m) {
@@ -293,8 +304,8 @@ std::vector<Finding> check_snapshot(const pc::Snapshot& snapshot) {
   // Every finding, by requirement, each with the mapping it is about ("" for the process).
   std::map<std::string, std::vector<std::pair<std::string, Finding>>> by_id;
   auto add = [&](std::string about, Finding f) { by_id[f.requirement].emplace_back(std::move(about), std::move(f)); };
-  add("", check_mapping_present(mappings));
-  add("", check_single_mapping(mappings));
+  add("", check_mapping_present(mappings, snapshot.mappings_found));
+  add("", check_single_mapping(mappings, snapshot.mappings_found));
   for (const auto& m : snapshot.mappings) {
     std::string about = describe(m.mapping);
     add(about, check_dont_fork(m.mapping));

@@ -22,9 +22,11 @@ namespace pc = tracecorr::process_context;
 // ---- Each rule over what it rests on ----
 
 // PCTX-01: a mapping named as the OTEP lists exists (Violated when none).
-Finding check_mapping_present(const std::vector<pc::ContextMapping>& mappings);
+// `found` counts every one the process maps (the snapshot lists only the first
+// few: pc::kMaxMappingsRead); 0 means mappings.size().
+Finding check_mapping_present(const std::vector<pc::ContextMapping>& mappings, std::size_t found = 0);
 // PCTX-12: at most one.
-Finding check_single_mapping(const std::vector<pc::ContextMapping>& mappings);
+Finding check_single_mapping(const std::vector<pc::ContextMapping>& mappings, std::size_t found = 0);
 // PCTX-11 of one mapping: dc in VmFlags (KitError when smaps did not say).
 Finding check_dont_fork(const pc::ContextMapping& mapping);
 // PCTX-17 of one mapping: rw-p.

@@ -241,6 +241,16 @@ std::optional<KeyMap> current_key_map(pid_t pid) {
   return data ? data->key_map : std::nullopt;
 }
 
+std::optional<KeyMap> KeyMapRefresher::refresh() {
+  ++requests_;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_read_ && (min_interval_ == kOncePerLook || now - *last_read_ < min_interval_)) return last_;
+  last_read_ = now;
+  ++reads_;
+  last_ = current_key_map(pid_);
+  return last_;
+}
+
 nlohmann::json record_json(const ThreadContextRecord& r, const NamedAttributes* named) {
   nlohmann::json j = {{"trace_id", to_hex(r.trace_id)},
                       {"span_id", to_hex(r.span_id)},

@@ -12,6 +12,7 @@
 // nothing silently.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -152,6 +153,30 @@ NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap&
 // The key map the process context of `pid` publishes now (TCTXR-10's
 // refresh); nullopt when none can be read.
 std::optional<KeyMap> current_key_map(pid_t pid);
+
+// TCTXR-10's refresh of one process's key map, at a cost the kit bounds, not
+// the target: a refresh reads the process context again (a snapshot: maps,
+// smaps, payloads) at most once per `min_interval`; within it, every record
+// that asks gets the map that read found. Without the bound, a writer whose
+// records carry indexes outside its map made every record take a snapshot:
+// 2000 such threads kept `inspect` busy for over a minute. `inspect` refreshes
+// at most once per look at a process (kOncePerLook), the host agent once per
+// rescan interval.
+class KeyMapRefresher {
+ public:
+  static constexpr std::chrono::milliseconds kOncePerLook = std::chrono::milliseconds::max();
+  KeyMapRefresher(pid_t pid, std::chrono::milliseconds min_interval) : pid_(pid), min_interval_(min_interval) {}
+  std::optional<KeyMap> refresh();
+  std::size_t reads() const { return reads_; }          // snapshots taken
+  std::size_t requests() const { return requests_; }    // refreshes asked for (records with an unknown index)
+
+ private:
+  pid_t pid_;
+  std::chrono::milliseconds min_interval_;
+  std::optional<std::chrono::steady_clock::time_point> last_read_;
+  std::optional<KeyMap> last_;
+  std::size_t reads_ = 0, requests_ = 0;
+};
 
 // A record as inspect --json and the host agent's summary show it: ids in
 // hex, valid, flags, sizes, whether the read cut it, how the entry walk

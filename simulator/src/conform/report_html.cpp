@@ -3,9 +3,15 @@
 // JavaScript: evidence folds with <details>; a few lines of inline script only
 // add the verdict filter.
 //
-// Every string that may come from the target goes through esc() (control
-// characters and invalid UTF-8 made visible by printable_text, then HTML
-// metacharacters escaped), in element text and in attribute values alike.
+// Every string that may come from the target or from a saved report (a CI
+// artefact anyone could have doctored) goes through esc() (control characters
+// and invalid UTF-8 made visible by printable_text, then HTML metacharacters
+// escaped), in element text and in attribute values alike; map keys included.
+// The page's Content-Security-Policy allows exactly its own script, by its
+// SHA-256 (script-src 'sha256-...'): an injected <script> or event handler
+// would not run even if something slipped past esc().
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -115,8 +121,8 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   o << "<div class=\"card " << (code == kExitOk ? "pass" : "fail") << "\" id=\"exit-code\"><b>" << code
     << "</b><span>exit code</span></div></div>";
   o << "<table class=\"facts\">";
-  auto row = [&](const char* name, const std::string& value) {
-    o << "<tr><th>" << name << "</th><td class=\"mono\">" << esc(value) << "</td></tr>";
+  auto row = [&](std::string_view name, const std::string& value) {
+    o << "<tr><th>" << esc(name) << "</th><td class=\"mono\">" << esc(value) << "</td></tr>";
   };
   if (judged) row("gate", summary_line(s) + (code == kExitOk ? " — gate passes" : " — gate fails"));
   row("target", run.target.description);
@@ -132,7 +138,7 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   o << "</table>";
   if (!run.counters.empty()) {
     o << "<details><summary>" << run.counters.size() << " counters</summary><table class=\"facts\">";
-    for (const auto& [name, value] : run.counters) row(name.c_str(), std::to_string(value));
+    for (const auto& [name, value] : run.counters) row(name, std::to_string(value));
     o << "</table></details>";
   }
   // What needs attention first, linked to its row.
@@ -542,12 +548,22 @@ void timelines_section(std::ostringstream& o, const Figures& f) {
 
 }  // namespace
 
+std::string csp_script_source(std::string_view script) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int digest_size = 0;
+  if (EVP_Digest(script.data(), script.size(), digest, &digest_size, EVP_sha256(), nullptr) != 1) return "'none'";
+  unsigned char base64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
+  int length = EVP_EncodeBlock(base64, digest, static_cast<int>(digest_size));
+  return "'sha256-" + std::string(reinterpret_cast<const char*>(base64), static_cast<std::size_t>(length)) + "'";
+}
+
 std::string render_html(const RunResult& run) {
   std::ostringstream o;
   Summary s = summarize(run);
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-       "script-src 'unsafe-inline'; img-src data:\">"
+       "script-src "
+    << csp_script_source(kScript) << "; img-src data:; base-uri 'none'; form-action 'none'\">"
        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
     << "<title>tracecorr report: " << esc(run.results.empty() ? "agent samples" : summary_line(s)) << "</title><style>" << kStyle << "</style></head><body>\n";
   std::string outcome = run.results.empty() ? std::to_string(run.figures.flames.samples) + " samples"

@@ -141,7 +141,47 @@ struct SessionRun {
   std::string loader_view_note;
   RunResult closed;                  // the notes and counters the session adds
   std::optional<ExportBatching> coarse_batching;
+  std::optional<std::string> attacked;  // what reached its receiver from outside the judged tree
 };
+
+// What came to the session's receiver from outside the judged process tree:
+// counted, named in the notes, and remembered for the timing verdicts.
+void note_foreign_exports(const Session& s, const std::string& name, SessionRun& r) {
+  const auto c = s.receiver().counters();
+  r.closed.counters["exports_refused." + name] = c.foreign_exports;
+  r.closed.counters["connections_refused." + name] = c.foreign_connections;
+  r.closed.counters["connections_abandoned." + name] = c.connections_abandoned;
+  if (c.exports_by_token)
+    r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
+                             " exports came from outside the launched tree with the session token the agent was "
+                             "handed (an exporter that left the tree): counted as the agent's");
+  if (!c.attacked()) return;
+  r.attacked = c.describe_foreign();
+  r.closed.notes.push_back("session " + name + ": the OTLP receiver refused " + *r.attacked +
+                           "; none of it counts in any verdict");
+}
+
+// Attach mode: where the agent's exports were received (its own network
+// namespace, when it has one), and advice when none came or they came in
+// batches too coarse to time; never advice blaming the exporter for what an
+// attack on the receiver did.
+void note_attached_exports(const RunOptions& o, const Session& s, SessionRun& r) {
+  const std::string port = std::to_string(o.target.otlp_port);
+  const std::string& ns = s.receiver_namespace();
+  if (!ns.empty())
+    r.closed.notes.push_back("pid " + std::to_string(*o.target.pid) + " has a network namespace of its own (" + ns +
+                             "): tracecorr received its exports inside it, on that namespace's 127.0.0.1:" + port);
+  if (s.receiver().counters().spans == 0 && o.target.otlp_port)
+    r.closed.notes.push_back("no span arrived at port " + port + (ns.empty() ? "" : " of " + ns) + ": " +
+                             (r.attacked ? "the receiver was under attack (" + *r.attacked + ")"
+                                         : agent_settings_advice(o)));
+  auto batching = measure_export_batching(s);
+  if (!batching.coarse()) return;
+  const std::string why = r.attacked ? "while the receiver was under attack (" + *r.attacked + ")" : agent_settings_advice(o);
+  r.closed.notes.push_back("spans arrive in large periodic batches (" + batching.figures() + "): " + why);
+  say(o, "the agent exports in large batches (" + batching.figures() + "); " + why);
+  r.coarse_batching = batching;
+}
 
 SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
   SessionRun r;
@@ -172,18 +212,8 @@ SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOp
       say(o, "session " + name + ": " + *lost);
     }
   suite.session_closed(**session, scenario, r.closed);
-  if (attach_mode) {
-    if ((*session)->receiver().counters().spans == 0 && o.target.otlp_port)
-      r.closed.notes.push_back("no span arrived at port " + std::to_string(o.target.otlp_port) + ": " +
-                               agent_settings_advice(o));
-    auto batching = measure_export_batching(**session);
-    if (batching.coarse()) {
-      r.closed.notes.push_back("spans arrive in large periodic batches (" + batching.figures() + "): " +
-                               agent_settings_advice(o));
-      say(o, "the agent exports in large batches (" + batching.figures() + "); " + agent_settings_advice(o));
-      r.coarse_batching = batching;
-    }
-  }
+  note_foreign_exports(**session, name, r);
+  if (attach_mode) note_attached_exports(o, **session, r);
   r.closed.counters["spans_received." + name] = (*session)->receiver().counters().spans;
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   say(o, "session " + name + ": done in " + std::to_string(seconds).substr(0, 4) + " s, " +
@@ -362,7 +392,9 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
   std::map<std::string, std::string> session_errors, lost_sessions;
   bool judged_noted = false;  // which process was judged: said once (each session's is in the progress lines)
   std::optional<ExportBatching> coarse_batching;  // attach mode: the agent's own export schedule
+  std::map<std::string, std::string> attacked_sessions;  // what reached each session's receiver from outside the tree
   for (auto& r : outcomes) {
+    if (r.attacked) attacked_sessions[r.name] = *r.attacked;
     if (r.error) session_errors[r.name] = *r.error;
     if (r.lost) lost_sessions[r.name] = *r.lost;
     if (!r.judged.empty() && !judged_noted) {
@@ -419,12 +451,23 @@ Expected<RunResult> run_conformance(const RunOptions& given) {
         }
       // Export batching coarser than the delays judged: timing cannot be judged (too noisy to tell).
       auto timing = suite.timing_areas();
-      if (coarse_batching && std::count(timing.begin(), timing.end(), r.area) &&
-          (r.verdict == Verdict::Fail || r.verdict == Verdict::Pass)) {
+      const bool timed = std::count(timing.begin(), timing.end(), r.area) > 0;
+      std::string attack;
+      for (const auto& s : read)
+        if (auto a = attacked_sessions.find(s); a != attacked_sessions.end()) attack = "session " + s + ": " + a->second;
+      if (coarse_batching && timed && (r.verdict == Verdict::Fail || r.verdict == Verdict::Pass)) {
         r.verdict = Verdict::Error;
         r.reason = "cannot time " + r.area + ": " + coarse_batching->figures() + ", coarser than the delays judged; " +
-                   agent_settings_advice(o);
+                   (attack.empty() ? agent_settings_advice(o) : "the receiver was under attack (" + attack + ")");
         r.evidence.clear();
+      }
+      // A timing failure while the receiver was attacked may be the attack's
+      // doing: inconclusive, with what the attacker did, never the exporter blamed.
+      if (!attack.empty() && timed && (r.verdict == Verdict::Fail || r.verdict == Verdict::Error) &&
+          r.reason.rfind("cannot time", 0) != 0) {
+        r.verdict = Verdict::Error;
+        r.reason = "the receiver was under attack (" + attack + "): export timing may be the attack's doing, not the "
+                   "agent's; not judged (was: " + r.reason + ")";
       }
       if (r.verdict == Verdict::Fail) apply_level(r, o.strict);
     }

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "tracecorr/procfs.hpp"
+#include "tracecorr/tcp_peer.hpp"
 #include "tracecorr/threadptr.hpp"
 
 namespace tracecorr::conform {
@@ -26,6 +27,20 @@ constexpr auto kTreeScanInterval = std::chrono::milliseconds(50);
 // deferral measurements sharp.
 constexpr const char* kBatchDelayMs = "50";
 
+// The session token in the headers OTel SDKs send with every export
+// (OTEL_EXPORTER_OTLP_HEADERS, "key=value,..."), after any the environment or
+// the suite set already; the traces-only variable, when set, wins in SDKs.
+void hand_session_token(LaunchSpec& launch, const std::string& token) {
+  const std::string ours = std::string(otlp::kSessionTokenHeader) + "=" + token;
+  for (const char* name : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
+    std::string given;
+    if (auto it = launch.env.find(name); it != launch.env.end()) given = it->second;
+    else if (const char* inherited = std::getenv(name)) given = inherited;
+    else if (std::string_view(name) != "OTEL_EXPORTER_OTLP_HEADERS") continue;
+    launch.env[name] = given.empty() ? ours : given + "," + ours;
+  }
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const SessionSettings& settings,
@@ -35,11 +50,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   s->target_spec_ = spec;
   s->part_ = std::move(part);
 
-  otlp::ReceiverOptions receiver_options;
-  receiver_options.port = spec.otlp_port;
-  auto receiver = otlp::OtlpReceiver::start(receiver_options);
-  if (!receiver) return receiver.error().within("OTLP receiver");
-  s->receiver_ = std::move(*receiver);
+  if (auto st = s->start_receiver(spec); !st) return st.error();
 
   if (spec.pid) {
     if (settings.watch_tls_slots)
@@ -60,6 +71,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     };
     if (s->part_) s->part_->prepare_launch(launch);
     for (const auto& [k, v] : settings.env) launch.env[k] = v;
+    hand_session_token(launch, s->session_token_);
     launch.unset_env = settings.unset_env;
     for (const auto& name : settings.unset_env) launch.env.erase(name);
     if (settings.watch_tls_slots) s->prepare_slot_watch(launch);
@@ -67,6 +79,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     if (!launched) return launched.error();
     s->target_ = std::move(*launched);
   }
+  if (s->target_->launched()) s->admission_->follow(s->target_.get());
   s->opened_at_ = Clock::now();
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // until discovery picks the agent
 
@@ -101,7 +114,30 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   return s;
 }
 
-Session::~Session() { close(); }
+Session::~Session() {
+  close();
+  // The receiver outlives the target (its thread may still be checking a peer).
+  if (admission_) admission_->follow(nullptr);
+}
+
+Status Session::start_receiver(const TargetSpec& spec) {
+  otlp::ReceiverOptions options;
+  options.port = spec.otlp_port;
+  // An attached agent in a network namespace of its own exports to its own
+  // loopback: the receiver listens there.
+  if (spec.pid)
+    if (auto shared = shares_network_namespace(*spec.pid); shared && !*shared) options.network_namespace_of = *spec.pid;
+  admission_ = std::make_shared<ExportAdmission>(options.network_namespace_of, spec.pid);
+  options.check_peer = [admission = admission_](const sockaddr_storage& local, const sockaddr_storage& peer) {
+    return admission->check(local, peer);
+  };
+  if (!spec.pid) options.session_token = session_token_ = random_session_token();
+  auto receiver = otlp::OtlpReceiver::start(options);
+  if (!receiver) return receiver.error().within("OTLP receiver");
+  receiver_ = std::move(*receiver);
+  receiver_namespace_ = options.network_namespace_of ? network_namespace_name(options.network_namespace_of) : "";
+  return Ok{};
+}
 
 std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid) {
   std::map<pid_t, std::uint64_t> out;

@@ -175,4 +175,17 @@ std::uint64_t ReceiverCounters::rejected_total() const {
   return total;
 }
 
+std::string ReceiverCounters::describe_foreign() const {
+  std::string text = std::to_string(foreign_connections) + " connection" + (foreign_connections == 1 ? "" : "s");
+  if (foreign_connections_closed) text += " (" + std::to_string(foreign_connections_closed) + " closed at once)";
+  text += " and " + std::to_string(foreign_exports) + " export" + (foreign_exports == 1 ? "" : "s") +
+          " from outside the judged process tree";
+  if (!foreign_peers.empty()) {
+    text += ", from ";
+    for (std::size_t i = 0; i < foreign_peers.size(); ++i) text += (i ? "; " : "") + foreign_peers[i];
+    if (foreign_peers.size() == kForeignPeersNamed) text += "; and maybe others";
+  }
+  return text;
+}
+
 }  // namespace tracecorr::otlp

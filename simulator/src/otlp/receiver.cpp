@@ -22,6 +22,7 @@
 #include "google/rpc/status.pb.h"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/otlp.hpp"
+#include "tracecorr/tcp_peer.hpp"
 
 namespace tracecorr::otlp {
 
@@ -78,8 +79,9 @@ bool answer_error(MHD_Connection* connection, int http_status, std::optional<Enc
   // Messages quote attribute keys and header values sent to us: keep them ASCII.
   std::string message = printable(raw_message, 2048);
   // google.rpc.Code: INVALID_ARGUMENT for a bad export, RESOURCE_EXHAUSTED for
-  // an oversized one, UNAVAILABLE when the receiver is busy.
-  int rpc_code = http_status == 413 ? 8 : http_status == 503 ? 14 : 3;
+  // an oversized one, UNAVAILABLE when the receiver is busy, PERMISSION_DENIED
+  // for an export from outside the judged tree.
+  int rpc_code = http_status == 413 ? 8 : http_status == 503 ? 14 : http_status == 403 ? 7 : 3;
   if (encoding == Encoding::Protobuf) {
     google::rpc::Status status;
     status.set_code(rpc_code);
@@ -142,6 +144,8 @@ struct OtlpReceiver::Server {
     int fd = -1;
     std::chrono::steady_clock::time_point since;
     bool cut = false;
+    bool foreign = false;  // its peer is not a process of the judged tree (check_peer)
+    bool in_pool = false;  // one of the max_foreign_connections foreign connections kept open
   };
   std::mutex open_mutex;
   std::condition_variable open_changed;
@@ -151,6 +155,8 @@ struct OtlpReceiver::Server {
 
   // Bytes held by uploads in progress (only the MHD thread touches it).
   std::size_t inflight = 0;
+  // Foreign connections open now (only the MHD thread touches it).
+  std::size_t foreign_open = 0;
 
   ~Server() {
     {
@@ -186,13 +192,62 @@ struct OtlpReceiver::Server {
   static void on_connection(void* cls, MHD_Connection* connection, void** /*socket_context*/,
                             MHD_ConnectionNotificationCode code) {
     auto* self = static_cast<Server*>(cls);
-    std::lock_guard lock(self->open_mutex);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-      const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-      if (info) self->open[connection] = {info->connect_fd, std::chrono::steady_clock::now(), false};
-    } else {
+    if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+      std::lock_guard lock(self->open_mutex);
+      if (auto it = self->open.find(connection); it != self->open.end() && it->second.in_pool) --self->foreign_open;
       self->open.erase(connection);
+      return;
     }
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info) return;
+    Open entry{info->connect_fd, std::chrono::steady_clock::now()};
+    // Who is at the other end, asked before the lock (it reads /proc).
+    if (const auto& check = self->owner->options_.check_peer) {
+      PeerVerdict verdict = self->peer_of(entry.fd, check);
+      if (verdict.gone) {
+        self->owner->count_abandoned_connection();
+        ::shutdown(entry.fd, SHUT_RDWR);  // nobody is there to answer
+        entry.cut = true;
+        entry.foreign = true;
+      } else if (!verdict.of_target) {
+        entry.foreign = true;
+        entry.in_pool = self->foreign_open < self->owner->options_.max_foreign_connections;
+        self->owner->count_foreign_connection(verdict.who, !entry.in_pool);
+        if (entry.in_pool) {
+          ++self->foreign_open;
+        } else {
+          ::shutdown(entry.fd, SHUT_RDWR);  // MHD closes it on its next look
+          entry.cut = true;
+        }
+      }
+    }
+    std::lock_guard lock(self->open_mutex);
+    self->open[connection] = entry;
+  }
+
+  static PeerVerdict peer_of(int fd, const PeerCheck& check) {
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0)
+      return {false, true, "a peer whose address could not be read (" + std::string(std::strerror(errno)) + ")"};
+    return check(local, peer);
+  }
+
+  bool is_foreign(MHD_Connection* connection) {
+    std::lock_guard lock(open_mutex);
+    auto it = open.find(connection);
+    return it != open.end() && it->second.foreign;
+  }
+
+  // A foreign connection's export: admitted only with the session token.
+  bool carries_session_token(MHD_Connection* connection) const {
+    const std::string& token = owner->options_.session_token;
+    const std::string sent = header(connection, kSessionTokenHeader);
+    if (token.empty() || sent.size() != token.size()) return false;
+    unsigned char diff = 0;  // constant time: a local user may time the answers
+    for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(sent[i] ^ token[i]);
+    return diff == 0;
   }
 
   // A request ended (answered, or its connection died): release its upload
@@ -225,6 +280,15 @@ struct OtlpReceiver::Server {
         return respond(connection, 405, "only POST is supported on " + printable(url) + "\n", "text/plain", "POST")
                    ? MHD_YES
                    : MHD_NO;
+      if (self->is_foreign(connection)) {
+        const bool admitted = self->carries_session_token(connection);
+        self->owner->count_foreign_export(admitted);
+        if (!admitted)  // not read, not decoded, not recorded: a count, and the connection closes
+          return answer_error(connection, 403, std::nullopt,
+                              "this receiver takes exports only from the process tree tracecorr judges")
+                     ? MHD_YES
+                     : MHD_NO;
+      }
       upload = new Upload;
       upload->route = route;
       *con_cls = upload;
@@ -378,16 +442,18 @@ OtlpReceiver::OtlpReceiver(ReceiverOptions options) : options_(std::move(options
 
 OtlpReceiver::~OtlpReceiver() { server_.reset(); }
 
-Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions options) {
-  std::unique_ptr<OtlpReceiver> receiver(new OtlpReceiver(std::move(options)));
-  const ReceiverOptions& o = receiver->options_;
-  const std::string where = "OTLP receiver on " + o.host + ":" + std::to_string(o.port);
+namespace {
 
-  // Our own listening socket: SO_REUSEADDR only (never SO_REUSEPORT, which
-  // would let a second receiver share a port in use and its exports).
+// The receiver's own listening socket, bound and listening: SO_REUSEADDR only
+// (never SO_REUSEPORT, which would let a second receiver share a port in use
+// and its exports). Made inside the network namespace of
+// options.network_namespace_of when that is not tracecorr's (a container's
+// loopback): the socket stays there. `family` and `port` say what was bound.
+Expected<UniqueFd> listen_for(const ReceiverOptions& o, int& family, std::uint16_t& port) {
+  const std::string where = "OTLP receiver on " + o.host + ":" + std::to_string(o.port);
   sockaddr_storage address{};
   socklen_t address_size = 0;
-  int family = AF_INET;
+  family = AF_INET;
   if (auto* v4 = reinterpret_cast<sockaddr_in*>(&address); inet_pton(AF_INET, o.host.c_str(), &v4->sin_addr) == 1) {
     v4->sin_family = AF_INET;
     v4->sin_port = htons(o.port);
@@ -400,21 +466,49 @@ Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions opti
   } else {
     return make_error("not a numeric IPv4 or IPv6 address", where);
   }
-  UniqueFd listener(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listener) return make_error(std::string("socket: ") + std::strerror(errno), where);
-  int yes = 1;
-  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), address_size) != 0)
-    return make_error(std::string("cannot bind (") + std::strerror(errno) + ")", where);
-  // A deep accept queue: a burst of attacker connections must not fill it, or
-  // the agent's SYN is dropped and retried a second later, which the DEFER
-  // probes would see as a deferred export (the kernel caps it at somaxconn).
-  if (::listen(listener.get(), SOMAXCONN) != 0)
-    return make_error(std::string("listen: ") + std::strerror(errno), where);
-  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &address_size) != 0)
+  std::string failed;
+  auto fail = [&](const std::string& what) {
+    failed = what + std::strerror(errno) + (what.back() == '(' ? ")" : "");
+    return UniqueFd();
+  };
+  auto make = [&]() -> UniqueFd {
+    UniqueFd listener(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!listener) return fail("socket: ");
+    int yes = 1;
+    ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), address_size) != 0) return fail("cannot bind (");
+    // A deep accept queue: a burst of attacker connections must not fill it, or
+    // the agent's SYN is dropped and retried a second later, which the DEFER
+    // probes would see as a deferred export (the kernel caps it at somaxconn).
+    if (::listen(listener.get(), SOMAXCONN) != 0) return fail("listen: ");
+    return listener;
+  };
+  Expected<UniqueFd> listener = UniqueFd();
+  const auto shared = o.network_namespace_of > 0 ? shares_network_namespace(o.network_namespace_of) : Expected<bool>(true);
+  if (shared && !*shared) {
+    listener = make_in_network_namespace(o.network_namespace_of, make);
+    if (!listener) return failed.empty() ? listener.error() : make_error(failed, where + " in " + network_namespace_name(o.network_namespace_of));
+  } else {
+    listener = make();
+    if (!*listener) return make_error(failed, where);
+  }
+  if (::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&address), &address_size) != 0)
     return make_error(std::string("getsockname: ") + std::strerror(errno), where);
-  receiver->port_ = ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&address)->sin_port
-                                            : reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  port = ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&address)->sin_port
+                                 : reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  return listener;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions options) {
+  std::unique_ptr<OtlpReceiver> receiver(new OtlpReceiver(std::move(options)));
+  const ReceiverOptions& o = receiver->options_;
+  const std::string where = "OTLP receiver on " + o.host + ":" + std::to_string(o.port);
+  int family = AF_INET;
+  auto bound = listen_for(o, family, receiver->port_);
+  if (!bound) return bound.error();
+  UniqueFd listener = std::move(*bound);
 
   auto server = std::make_unique<Server>();
   server->owner = receiver.get();
@@ -474,6 +568,25 @@ void OtlpReceiver::record(ReceivedRequest request, std::vector<ReceivedSpan> spa
 void OtlpReceiver::count_connection_cut() {
   std::lock_guard lock(mutex_);
   ++counters_.connections_cut;
+}
+
+void OtlpReceiver::count_foreign_connection(const std::string& who, bool closed) {
+  std::lock_guard lock(mutex_);
+  ++counters_.foreign_connections;
+  if (closed) ++counters_.foreign_connections_closed;
+  auto& named = counters_.foreign_peers;
+  if (named.size() < ReceiverCounters::kForeignPeersNamed && std::find(named.begin(), named.end(), who) == named.end())
+    named.push_back(who);
+}
+
+void OtlpReceiver::count_abandoned_connection() {
+  std::lock_guard lock(mutex_);
+  ++counters_.connections_abandoned;
+}
+
+void OtlpReceiver::count_foreign_export(bool carried_token) {
+  std::lock_guard lock(mutex_);
+  ++(carried_token ? counters_.exports_by_token : counters_.foreign_exports);
 }
 
 std::vector<ReceivedSpan> OtlpReceiver::spans() const {

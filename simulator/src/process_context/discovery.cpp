@@ -52,7 +52,8 @@ Expected<std::vector<ContextMapping>> discover(pid_t pid) {
   auto found = find_context_mappings(*maps);
   if (found.empty()) return found;
   std::vector<std::uint64_t> starts;
-  for (const auto& f : found) starts.push_back(f.mapping.start);
+  for (const auto& f : found)
+    if (starts.size() < kMaxMappingsRead) starts.push_back(f.mapping.start);
   // smaps unreadable (or the process gone since): dont_fork stays unknown;
   // the mappings themselves were seen.
   if (auto flags = read_vm_flags(pid, starts))

@@ -1,4 +1,4 @@
-// One look at a process: every context mapping, each read and decoded.
+// One look at a process: its context mappings counted, the first few read and decoded.
 #include <unistd.h>
 
 #include "tracecorr/procfs.hpp"
@@ -11,6 +11,8 @@ Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read, const Decod
   if (!mappings) return mappings.error();
   Snapshot out;
   out.pid = pid;
+  out.mappings_found = mappings->size();
+  if (mappings->size() > kMaxMappingsRead) mappings->resize(kMaxMappingsRead);
   LiveProcessMemory memory(pid);
   for (auto& mapping : *mappings) {
     MappingSnapshot m;

@@ -6,7 +6,6 @@
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/sysmacros.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,11 +19,11 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "tracecorr/maps.hpp"
 #include "tracecorr/procfs.hpp"
+#include "tracecorr/tcp_peer.hpp"
 
 namespace tracecorr {
 namespace {
@@ -90,30 +89,10 @@ namespace {
 // A netlink sock_diag socket in the target's network namespace: unix sockets
 // are listed per namespace, so a containerised target's are only found from
 // inside its namespace (entered by a short-lived thread; the socket keeps it).
+// A namespace that cannot be read is taken to be ours.
 Expected<UniqueFd> diag_socket_for(pid_t pid) {
-  auto open_diag = [] { return UniqueFd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)); };
-  const std::string ns_path = process_dir(pid) + "/ns/net";
-  struct stat theirs {}, ours {};
-  if (::stat(ns_path.c_str(), &theirs) != 0 || ::stat("/proc/self/ns/net", &ours) != 0 ||
-      (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino)) {
-    UniqueFd fd = open_diag();
-    if (!fd) return make_error(std::string("netlink sock_diag socket failed: ") + std::strerror(errno));
-    return fd;
-  }
-  UniqueFd ns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!ns) return make_error(std::string("cannot open the network namespace: ") + std::strerror(errno), ns_path);
-  UniqueFd fd;
-  int err = 0;
-  std::thread([&] {
-    if (::setns(ns.get(), CLONE_NEWNET) != 0) {
-      err = errno;
-      return;
-    }
-    fd = open_diag();
-    if (!fd) err = errno;
-  }).join();
-  if (!fd) return make_error(std::string("netlink sock_diag socket in the target's namespace failed: ") + std::strerror(err), ns_path);
-  return fd;
+  auto shared = shares_network_namespace(pid);
+  return open_sock_diag(shared && !*shared ? pid : 0);
 }
 
 struct BoundSocket {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -112,6 +113,9 @@ class PtraceSource final : public ThreadPointerSource {
     return Ok{};
   }
 
+  std::vector<Status> read_each_stopped(const std::vector<pid_t>& tids, const StoppedRead& read,
+                                        std::chrono::milliseconds deadline) override;
+
   std::string describe() const override { return "ptrace"; }
 
  private:
@@ -140,7 +144,98 @@ class PtraceSource final : public ThreadPointerSource {
 // Per tracer thread: ptrace attachments belong to the thread that made them.
 thread_local std::vector<pid_t> parked;
 
+// One thread of a read_each_stopped round: interrupted, not yet stopped.
+struct Interrupted {
+  std::size_t index = 0;  // into the round's tids
+  pid_t tid = 0;
+  std::optional<std::uint64_t> run_queue_wait_at_interrupt;
+};
+
+// Seizes and interrupts `tid`; an Error when it cannot be (gone, refused).
+Status interrupt(pid_t tid) {
+  if (is_parked(tid)) return make_error(not_stopping_reason(tid), thread_name(tid));
+  if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+    int err = errno;
+    if (err == ESRCH) return make_error("the thread is gone", thread_name(tid));
+    return make_error(err == EPERM ? "ptrace refused: permission denied (need root or CAP_SYS_PTRACE; or the thread "
+                                     "is already traced, e.g. by a debugger)"
+                                   : std::string("PTRACE_SEIZE failed: ") + std::strerror(err),
+                      thread_name(tid));
+  }
+  if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+    int err = errno;
+    if (err != ESRCH) detach_or_reap(tid);
+    return make_error(err == ESRCH ? "the thread exited while being read" : std::string("PTRACE_INTERRUPT failed: ") + std::strerror(err),
+                      thread_name(tid));
+  }
+  return Ok{};
+}
+
+// A thread of the round changed state (waitpid said `status`): read it if it
+// stopped, then let it go. Returns the thread's outcome.
+Status read_and_release(pid_t tid, int status, const ThreadPointerSource::StoppedRead& read,
+                        Expected<std::uint64_t> (*thread_pointer)(pid_t)) {
+  if (!WIFSTOPPED(status)) return make_error("the thread exited while being read", thread_name(tid));
+  // A signal that came first leaves a signal-delivery-stop, as good for reading; it is handed back.
+  const int pending_signal = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+  auto tp = thread_pointer(tid);
+  if (tp) read(tid, *tp);
+  detach_or_reap(tid, pending_signal);
+  if (!tp) return tp.error();
+  return Ok{};
+}
+
 }  // namespace
+
+std::vector<Status> PtraceSource::read_each_stopped(const std::vector<pid_t>& tids, const StoppedRead& read,
+                                                    std::chrono::milliseconds deadline) {
+  using Clock = std::chrono::steady_clock;
+  reap_parked_attachments();
+  std::vector<Status> out(tids.size(), Status(Ok{}));
+  const auto end = Clock::now() + deadline;
+  std::vector<Interrupted> waiting;
+  std::size_t next = 0;
+  auto pause = std::chrono::microseconds(5);
+  while (next < tids.size() || !waiting.empty()) {
+    for (; next < tids.size() && waiting.size() < kStopWindow && Clock::now() < end; ++next) {
+      if (auto st = interrupt(tids[next]); !st) out[next] = st.error();
+      else waiting.push_back({next, tids[next], thread_run_queue_wait_ns(tids[next])});
+    }
+    bool progressed = false;
+    std::erase_if(waiting, [&](const Interrupted& w) {
+      int status = 0;
+      pid_t r = ::waitpid(w.tid, &status, __WALL | WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) return false;
+      progressed = true;
+      out[w.index] = r < 0 ? Status(make_error("the thread exited while being read", thread_name(w.tid)))
+                           : read_and_release(w.tid, status, read, &PtraceSource::stopped_thread_pointer);
+      return true;
+    });
+    if (Clock::now() < end) {
+      if (progressed) {
+        pause = std::chrono::microseconds(5);
+      } else if (!waiting.empty()) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(2000));
+      }
+      continue;
+    }
+    // The deadline: what has not stopped is named by its state, and parked.
+    for (const auto& w : waiting) {
+      std::optional<std::uint64_t> waited;
+      if (auto now = thread_run_queue_wait_ns(w.tid); now && w.run_queue_wait_at_interrupt)
+        waited = *now - std::min(*now, *w.run_queue_wait_at_interrupt);
+      out[w.index] = make_error(not_stopping_reason(w.tid, deadline, waited), thread_name(w.tid));
+      park_unstopped(w.tid);
+    }
+    waiting.clear();
+    for (; next < tids.size(); ++next)
+      out[next] = make_error("not read: the " + std::to_string(deadline.count()) +
+                                 " ms this look allows for stopping threads passed before its turn",
+                             thread_name(tids[next]));
+  }
+  return out;
+}
 
 PtraceStop wait_for_ptrace_stop(pid_t tid, std::chrono::milliseconds bound) {
   using Clock = std::chrono::steady_clock;
@@ -163,10 +258,30 @@ PtraceStop wait_for_ptrace_stop(pid_t tid, std::chrono::milliseconds bound) {
   }
 }
 
-std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound) {
-  (void)tid;
-  return "the thread did not stop within " + std::to_string(bound.count()) +
-         " ms of PTRACE_INTERRUPT (parked in vfork or in uninterruptible sleep); not read";
+std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound, std::optional<std::uint64_t> run_queue_wait_ns) {
+  const std::string head = "the thread did not stop within " + std::to_string(bound.count()) + " ms of PTRACE_INTERRUPT";
+  switch (task_state(tid, tid)) {
+    case 'R': {
+      std::string waited = run_queue_wait_ns ? std::to_string(*run_queue_wait_ns / 1'000'000) + " ms of them" : "";
+      return head + ": starved, runnable and waiting for a CPU (schedstat: " +
+             (waited.empty() ? std::string("state R") : "waited " + waited + " in a run queue") +
+             "); a loaded machine, not the thread's doing; not read";
+    }
+    case 'D': return head + " (in uninterruptible sleep, or parked in a vfork whose child has not exec'd); not read";
+    case 0: return head + " (it is gone); not read";
+    default: return head + " (state " + std::string(1, task_state(tid, tid)) + "); not read";
+  }
+}
+
+std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid) {
+  // "<ns on cpu> <ns waiting on a run queue> <timeslices>"
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(tid) + "/schedstat").c_str(), "re");
+  if (!f) return std::nullopt;
+  unsigned long long on_cpu = 0, waiting = 0;
+  const bool ok = std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2;
+  std::fclose(f);
+  if (!ok) return std::nullopt;
+  return waiting;
 }
 
 void detach_or_reap(pid_t tid, int signal) {
@@ -215,6 +330,14 @@ Status ThreadPointerSource::read_stopped(pid_t tid, const std::function<void(std
   if (!tp) return tp.error();
   read(*tp);
   return Ok{};
+}
+
+std::vector<Status> ThreadPointerSource::read_each_stopped(const std::vector<pid_t>& tids, const StoppedRead& read,
+                                                           std::chrono::milliseconds) {
+  std::vector<Status> out;
+  out.reserve(tids.size());
+  for (pid_t tid : tids) out.push_back(read_stopped(tid, [&](std::uint64_t tp) { read(tid, tp); }));
+  return out;
 }
 
 std::unique_ptr<ThreadPointerSource> make_ptrace_source(pid_t pid) { return std::make_unique<PtraceSource>(pid); }

@@ -64,6 +64,9 @@ namespace tracecorr::conform {
 // of the figures. No network, no external scripts or fonts; readable without
 // JavaScript (a small inline script only filters and folds).
 std::string render_html(const RunResult& run);
+// The CSP source that allows exactly `script` as an inline script:
+// "'sha256-<base64 of its SHA-256>'" (the page's own filter script).
+std::string csp_script_source(std::string_view script);
 
 // Reads a report written by render_json back into the model (for
 // `tracecorr report --html`). The file is hostile input: sizes are bounded,

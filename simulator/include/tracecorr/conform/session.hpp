@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracecorr/conform/export_admission.hpp"
 #include "tracecorr/conform/session_evidence.hpp"
 #include "tracecorr/conform/session_part.hpp"
 #include "tracecorr/conform/slot_watch.hpp"
@@ -80,6 +81,10 @@ class Session {
   Clock::time_point opened_at() const { return opened_at_; }
   otlp::OtlpReceiver& receiver() { return *receiver_; }
   const otlp::OtlpReceiver& receiver() const { return *receiver_; }
+  // The target's network namespace ("net:[4026532301]") when the receiver
+  // listens in it rather than tracecorr's own (an attached agent in a
+  // container); empty otherwise.
+  const std::string& receiver_namespace() const { return receiver_namespace_; }
   // The protocol's share, as its own type (nullptr: another type or none).
   template <class Part>
   Part* part() { return dynamic_cast<Part*>(part_.get()); }
@@ -136,6 +141,7 @@ class Session {
 
  private:
   Session() = default;
+  Status start_receiver(const TargetSpec& spec);
   Status discover(Clock::time_point deadline);
   Status connect_gdbstub(Clock::time_point deadline);
   Status attach_tls(Clock::time_point deadline);
@@ -144,7 +150,6 @@ class Session {
   SessionSettings settings_;
   TargetSpec target_spec_;
   Clock::time_point opened_at_;
-  std::unique_ptr<otlp::OtlpReceiver> receiver_;
   std::unique_ptr<Target> target_;
   std::unique_ptr<LiveProcessMemory> memory_;
   std::optional<AgentLibrary> library_;
@@ -170,6 +175,12 @@ class Session {
   std::map<pid_t, std::uint64_t> run_queue_at_open_;
   Clock::time_point run_queue_since_;
   std::optional<RunQueueWait> run_queue_wait_;
+  // Only the target's exports count (export_admission.hpp); the receiver is
+  // declared last so that it (and its thread) ends before anything above.
+  std::shared_ptr<ExportAdmission> admission_;
+  std::string session_token_;     // launch mode: handed to the agent, sent back with its exports
+  std::string receiver_namespace_;
+  std::unique_ptr<otlp::OtlpReceiver> receiver_;
 };
 
 }  // namespace tracecorr::conform

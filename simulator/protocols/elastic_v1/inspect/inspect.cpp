@@ -119,16 +119,24 @@ void inspect_threads(const ProcessMemory& mem, ThreadPointerSource& source, Insp
     out.threads_error = tids.error().message();
     return;
   }
+  // Every thread's pointer, the threads stopped together with one deadline
+  // for them all; the records are read once they run again.
+  std::vector<std::uint64_t> pointers(tids->size());
+  std::map<pid_t, std::size_t> index_of;
+  for (std::size_t i = 0; i < tids->size(); ++i) index_of[(*tids)[i]] = i;
+  auto stopped = source.read_each_stopped(*tids, [&](pid_t tid, std::uint64_t tp) { pointers[index_of.at(tid)] = tp; },
+                                          kStopAllDeadline);
   std::map<std::uint64_t, pid_t> owner_of_record;
-  for (pid_t tid : *tids) {
+  for (std::size_t i = 0; i < tids->size(); ++i) {
+    const pid_t tid = (*tids)[i];
     ThreadInspection t;
     t.tid = tid;
-    auto tp = source.thread_pointer(tid);
-    if (!tp) {
-      t.error = tp.error().message();
+    if (!stopped[i]) {
+      t.error = stopped[i].error().message();
       out.threads.push_back(std::move(t));
       continue;
     }
+    const std::uint64_t* tp = &pointers[i];
     t.thread_pointer = *tp;
     if (!out.tls_access) {
       t.error = "the TLS variable cannot be reached: " + out.tls_access_error;

@@ -188,6 +188,8 @@ nlohmann::json to_json(const Inspection& in) {
   j["process_start_boottime_ns"] = or_null(s.process_start_boottime_ns);
   j["mappings"] = nlohmann::json::array();
   for (const auto& m : s.mappings) j["mappings"].push_back(mapping_json(m, s));
+  j["mappings_found"] = std::max(s.mappings_found, s.mappings.size());
+  j["mappings_not_read"] = s.mappings_found > s.mappings.size() ? s.mappings_not_read() : 0;
   j["findings"] = nlohmann::json::array();
   for (const auto& f : in.findings)
     j["findings"].push_back({{"requirement", f.requirement}, {"level", level_of(f)}, {"message", finding_message(f)}});
@@ -199,6 +201,9 @@ std::string render_text(const Inspection& in) {
   if (s.mappings.empty()) return {};
   std::string out = "pid " + std::to_string(s.pid) + "\n";
   for (const auto& m : s.mappings) print_mapping(out, m, s);
+  if (s.mappings_found > s.mappings.size())
+    out += "  (" + std::to_string(s.mappings_not_read()) + " more process context mappings, not read: tracecorr reads " +
+           std::to_string(process_context::kMaxMappingsRead) + " at most)\n";
   return out + findings_text(in.findings);
 }
 
@@ -227,7 +232,8 @@ class ProcessContextInspector final : public Inspector {
     auto mappings = process_context::discover(pid);
     if (!mappings) return false;
     LiveProcessMemory memory(pid);
-    for (const auto& m : *mappings) {
+    for (std::size_t i = 0; i < std::min(mappings->size(), process_context::kMaxMappingsRead); ++i) {
+      const auto& m = (*mappings)[i];
       std::array<std::uint8_t, process_context::kHeaderSize> raw{};
       if (!memory.read(m.mapping.start, raw)) continue;
       auto header = process_context::parse_header(raw);

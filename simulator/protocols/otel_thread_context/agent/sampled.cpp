@@ -11,9 +11,13 @@
 namespace tracecorr::otel_thread_context {
 namespace {
 
+// A key map is read again at most once per rescan of the agent's processes.
+constexpr std::chrono::milliseconds kKeyMapRefreshInterval{500};
+
 // One process's records: the variable's module and how its threads reach it,
 // and the key map that names their attributes (refreshed when a record
-// carries an index the map lacks, TCTXR-10).
+// carries an index the map lacks, TCTXR-10, at most every
+// kKeyMapRefreshInterval).
 class ThreadRecords final : public SampledRecords {
  public:
   ThreadRecords(pid_t pid, AgentLibrary module, TlsVariableAccess access, std::optional<ReferenceData> reference)
@@ -53,6 +57,7 @@ class ThreadRecords final : public SampledRecords {
     j["key_map"] = key_map_refreshed_ || (reference_ && reference_->key_map) ? nlohmann::json(key_map_)
                                                                              : nlohmann::json(nullptr);
     j["key_map_refreshed"] = key_map_refreshed_;
+    j["key_map_reads"] = refresher_.reads();
     return j;
   }
 
@@ -61,7 +66,7 @@ class ThreadRecords final : public SampledRecords {
     if (!record) return {{"error", record.error().message()}};
     if (!record->readable()) return record_json(*record, nullptr);  // its entries are not read (TCTXR-07, 08)
     auto named = name_attributes(*record, key_map_, [&]() -> std::optional<KeyMap> {
-      auto fresh = current_key_map(pid_);
+      auto fresh = refresher_.refresh();
       if (fresh) {
         key_map_ = *fresh;
         key_map_refreshed_ = true;
@@ -78,6 +83,7 @@ class ThreadRecords final : public SampledRecords {
   std::optional<ReferenceData> reference_;
   KeyMap key_map_;
   bool key_map_refreshed_ = false;
+  KeyMapRefresher refresher_{pid_, kKeyMapRefreshInterval};
 };
 
 class ThreadContextProtocol final : public SampledProtocol {

@@ -1,6 +1,7 @@
 #include "otel_thread_context/inspect/inspect.hpp"
 
 #include <cstdio>
+#include <map>
 
 #include "otel_thread_context/registry.hpp"
 #include "tracecorr/conform/report.hpp"
@@ -47,47 +48,57 @@ void read_reference_data(pid_t pid, Inspection& out) {
   }
 }
 
-// One thread: its variable, pointer and record read while it is stopped
-// (TCTXR-06), then decoded, named and judged once it runs again. The three
-// reads are separate so that only a record the pointer leads to unreadably
-// (TCTX-12) is held against the writer, never the variable's own read.
-ThreadInspection inspect_thread(pid_t tid, const ProcessMemory& memory, ThreadPointerSource& source,
-                                const TlsVariableAccess& access, Inspection& out) {
-  ThreadInspection t;
-  t.tid = tid;
-  const RecordLayout& layout = thread_context_record_layout();
+// What one thread's stop read (TCTXR-06): its variable, pointer and record.
+// The three reads are separate so that only a record the pointer leads to
+// unreadably (TCTX-12) is held against the writer, never the variable's own read.
+struct StoppedThread {
+  std::optional<std::uint64_t> thread_pointer, variable_address, record_pointer;
   std::optional<Error> variable_error, record_error;
   std::optional<RecordRead> record_read;
   std::optional<bool> window_readable;
-  auto stopped = source.read_stopped(tid, [&](std::uint64_t tp) {
-    t.thread_pointer = tp;
-    if (tp == 0) return;
-    auto slot = pointer_address(memory, layout, access.site, tp);
-    if (!slot) {
-      variable_error = slot.error();
-      return;
-    }
-    t.variable_address = *slot;
-    auto pointer = memory.read_u64(*slot);
-    if (!pointer) {
-      variable_error = pointer.error().within(std::string(spec::kTlsSymbol) + " at " + hex_address(*slot));
-      return;
-    }
-    t.record_pointer = *pointer;
-    if (*pointer == 0) return;  // NULL: no context on this thread
-    auto read = read_record(memory, layout, *pointer);
-    if (!read) {
-      record_error = read.error();
-      return;
-    }
-    record_read = std::move(*read);
-    // A reader copying a fixed 640-byte window (TCTX-20's tolerated case):
-    // one byte at its end tells whether that copy would succeed.
-    if (record_read->bytes.size() < spec::kRecordRecommendedMaxSize) {
-      std::uint8_t last = 0;
-      window_readable = memory.read(*pointer + spec::kRecordRecommendedMaxSize - 1, {&last, 1}).ok();
-    }
-  });
+};
+
+// Runs while the thread is stopped: reads only, decodes nothing.
+void read_while_stopped(StoppedThread& t, std::uint64_t tp, const ProcessMemory& memory, const TlsVariableAccess& access) {
+  const RecordLayout& layout = thread_context_record_layout();
+  t.thread_pointer = tp;
+  if (tp == 0) return;
+  auto slot = pointer_address(memory, layout, access.site, tp);
+  if (!slot) {
+    t.variable_error = slot.error();
+    return;
+  }
+  t.variable_address = *slot;
+  auto pointer = memory.read_u64(*slot);
+  if (!pointer) {
+    t.variable_error = pointer.error().within(std::string(spec::kTlsSymbol) + " at " + hex_address(*slot));
+    return;
+  }
+  t.record_pointer = *pointer;
+  if (*pointer == 0) return;  // NULL: no context on this thread
+  auto read = read_record(memory, layout, *pointer);
+  if (!read) {
+    t.record_error = read.error();
+    return;
+  }
+  t.record_read = std::move(*read);
+  // A reader copying a fixed 640-byte window (TCTX-20's tolerated case):
+  // one byte at its end tells whether that copy would succeed.
+  if (t.record_read->bytes.size() < spec::kRecordRecommendedMaxSize) {
+    std::uint8_t last = 0;
+    t.window_readable = memory.read(*pointer + spec::kRecordRecommendedMaxSize - 1, {&last, 1}).ok();
+  }
+}
+
+// One thread, once every thread runs again: what its stop read, decoded,
+// named (the key map refreshed at most once per look: `refresher`) and judged.
+ThreadInspection inspect_thread(pid_t tid, const Status& stopped, const StoppedThread& s, KeyMapRefresher& refresher,
+                                Inspection& out) {
+  ThreadInspection t;
+  t.tid = tid;
+  t.thread_pointer = s.thread_pointer;
+  t.variable_address = s.variable_address;
+  t.record_pointer = s.record_pointer;
   if (!stopped) {
     t.error = stopped.error().message();
     return t;
@@ -96,18 +107,18 @@ ThreadInspection inspect_thread(pid_t tid, const ProcessMemory& memory, ThreadPo
     t.error = "the thread pointer is 0 (the thread has not set up TLS yet)";
     return t;
   }
-  if (variable_error) {  // kNotAllocated: dynamic TLS the thread has not touched, nothing published
-    t.error = variable_error->message();
+  if (s.variable_error) {  // kNotAllocated: dynamic TLS the thread has not touched, nothing published
+    t.error = s.variable_error->message();
     return t;
   }
-  if (record_error) {
-    t.error = record_error->message();
-    const std::string id = requirement_of_record_read_error(*record_error);
-    if (!id.empty()) out.findings.push_back(violated(id, "thread " + std::to_string(tid) + ": " + record_error->message()));
+  if (s.record_error) {
+    t.error = s.record_error->message();
+    const std::string id = requirement_of_record_read_error(*s.record_error);
+    if (!id.empty()) out.findings.push_back(violated(id, "thread " + std::to_string(tid) + ": " + s.record_error->message()));
     return t;
   }
-  if (!record_read) return t;
-  auto record = decode_record(record_read->bytes);
+  if (!s.record_read) return t;
+  auto record = decode_record(s.record_read->bytes);
   if (!record) {
     t.error = record.error().message();
     return t;
@@ -117,7 +128,7 @@ ThreadInspection inspect_thread(pid_t tid, const ProcessMemory& memory, ThreadPo
     // A copy: the refresh below may replace the inspection's map.
     const KeyMap map = out.reference && out.reference->key_map ? *out.reference->key_map : KeyMap{};
     t.attributes = name_attributes(*t.record, map, [&]() -> std::optional<KeyMap> {
-      auto fresh = current_key_map(out.pid);
+      auto fresh = refresher.refresh();
       if (fresh && out.reference) {
         out.reference->key_map = fresh;
         out.key_map_refreshed = true;
@@ -125,28 +136,41 @@ ThreadInspection inspect_thread(pid_t tid, const ProcessMemory& memory, ThreadPo
       return fresh;
     });
   }
-  RecordLook look{tid, *t.record_pointer, *t.record, window_readable};
+  RecordLook look{tid, *t.record_pointer, *t.record, s.window_readable};
   add_findings(check_record(look, out.reference && out.reference->key_map ? &*out.reference->key_map : nullptr),
                out.findings);
   return t;
 }
 
+// Every thread stopped together, each let go right after its read, with one
+// deadline for them all (ThreadPointerSource::read_each_stopped); decoded and
+// judged once they all run again.
 void inspect_threads(const ProcessMemory& memory, ThreadPointerSource& source, Inspection& out) {
   auto tids = source.threads();
   if (!tids) {
     out.threads_error = tids.error().message();
     return;
   }
-  for (pid_t tid : *tids) {
-    if (!out.access) {
+  if (!out.access) {
+    for (pid_t tid : *tids) {
       ThreadInspection t;
       t.tid = tid;
       t.error = "the variable cannot be reached: " + out.access_error;
       out.threads.push_back(std::move(t));
-      continue;
     }
-    out.threads.push_back(inspect_thread(tid, memory, source, *out.access, out));
+    return;
   }
+  std::vector<StoppedThread> read(tids->size());
+  std::map<pid_t, std::size_t> index_of;
+  for (std::size_t i = 0; i < tids->size(); ++i) index_of[(*tids)[i]] = i;
+  const TlsVariableAccess& access = *out.access;
+  auto stopped = source.read_each_stopped(*tids, [&](pid_t tid, std::uint64_t tp) {
+    read_while_stopped(read[index_of.at(tid)], tp, memory, access);
+  }, kStopAllDeadline);
+  KeyMapRefresher refresher(out.pid, KeyMapRefresher::kOncePerLook);
+  for (std::size_t i = 0; i < tids->size(); ++i)
+    out.threads.push_back(inspect_thread((*tids)[i], stopped[i], read[i], refresher, out));
+  out.key_map_reads = refresher.reads();
 }
 
 nlohmann::json hex_or_null(const std::optional<std::uint64_t>& v) {
@@ -201,6 +225,7 @@ nlohmann::json reference_json(const Inspection& in) {
   j["key_map_value"] = r.key_map_value ? nlohmann::json(r.key_map_value->to_display()) : nlohmann::json(nullptr);
   j["key_map_refreshed"] = in.key_map_refreshed;
   j["keys_in_resource"] = r.keys_in_resource;
+  j["key_map_reads"] = in.key_map_reads;
   return j;
 }
 

@@ -48,6 +48,7 @@ struct Inspection {
   std::optional<ReferenceData> reference;
   std::string context_error;
   bool key_map_refreshed = false;  // a record's unknown key made the inspector read the context again (TCTXR-10)
+  std::size_t key_map_reads = 0;   // how often it did: once per look at most (KeyMapRefresher)
   std::vector<ThreadInspection> threads;
   std::string threads_error;
   std::vector<Finding> findings;  // Violated and Tolerated only: what the writer gets wrong

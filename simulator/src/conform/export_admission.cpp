@@ -1,0 +1,128 @@
+#include "tracecorr/conform/export_admission.hpp"
+
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <map>
+
+#include "tracecorr/conform/report.hpp"
+#include "tracecorr/conform/target.hpp"
+#include "tracecorr/procfs.hpp"
+#include "tracecorr/tcp_peer.hpp"
+
+namespace tracecorr::conform {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The tree is listed again when older than this, and at once (but not more
+// often than kTreeMissInterval) when a peer is not in it: a process forked
+// since the last listing exports too. Each listing reads every /proc/PID/stat:
+// a flood of foreign connections must not make the receiver's thread do it
+// more than a few times a second.
+constexpr auto kTreeInterval = std::chrono::milliseconds(500);
+constexpr auto kTreeMissInterval = std::chrono::milliseconds(100);
+constexpr int kMaxDepth = 64;
+// Naming a foreign peer's process looks through every process's descriptors:
+// on the receiver's thread, so bounded (a few per session, this long each).
+constexpr auto kNamingBudget = std::chrono::milliseconds(50);
+
+// `root` and every live process whose parent chain reaches it.
+std::vector<pid_t> root_and_descendants(pid_t root) {
+  std::map<pid_t, pid_t> parent;
+  for (int pid : numbered_entries("/proc"))
+    if (auto st = read_process_stat(pid); st && st->state != 'Z' && st->state != 'X') parent.emplace(pid, st->ppid);
+  std::vector<pid_t> out;
+  for (const auto& [pid, ppid] : parent) {
+    pid_t at = pid;
+    for (int depth = 0; depth <= kMaxDepth && at > 1; ++depth) {
+      if (at == root) {
+        out.push_back(pid);
+        break;
+      }
+      auto it = parent.find(at);
+      if (it == parent.end()) break;
+      at = it->second;
+    }
+  }
+  return out;
+}
+
+std::string describe_process(pid_t pid) {
+  auto st = read_process_stat(pid);
+  struct stat dir {};
+  std::string text = "pid " + std::to_string(pid);
+  if (st) text += " (" + printable_text(st->comm) + ")";
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &dir) == 0) text += " uid " + std::to_string(dir.st_uid);
+  return text;
+}
+
+}  // namespace
+
+ExportAdmission::ExportAdmission(pid_t network_namespace_of, std::optional<pid_t> attached)
+    : attached_(attached), network_namespace_of_(network_namespace_of) {}
+
+void ExportAdmission::follow(const Target* target) {
+  std::lock_guard lock(mutex_);
+  target_ = target;
+  tree_.clear();
+  tree_read_at_ = {};
+}
+
+std::vector<pid_t> ExportAdmission::tree(bool fresh) {
+  const auto age = Clock::now() - tree_read_at_;
+  if (age < (fresh ? kTreeMissInterval : kTreeInterval)) return tree_;
+  tree_.clear();
+  if (attached_) tree_ = root_and_descendants(*attached_);
+  else if (target_)
+    for (const auto& p : target_->processes()) tree_.push_back(p.pid);
+  tree_read_at_ = Clock::now();
+  return tree_;
+}
+
+std::string ExportAdmission::name_owner(std::uint64_t socket_inode, uid_t socket_uid) {
+  const std::string whose = "a process of uid " + std::to_string(socket_uid) + " outside the judged tree";
+  if (owners_named_ >= otlp::ReceiverCounters::kForeignPeersNamed) return whose;
+  ++owners_named_;
+  const auto give_up = Clock::now() + kNamingBudget;
+  for (int pid : numbered_entries("/proc")) {
+    if (Clock::now() >= give_up) break;
+    if (holder_of_socket(socket_inode, {pid})) return describe_process(pid);
+  }
+  return whose;
+}
+
+otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const sockaddr_storage& peer) {
+  std::lock_guard lock(mutex_);
+  if (!diag_) {
+    auto diag = open_sock_diag(network_namespace_of_);
+    if (!diag) return {false, false, "a peer tracecorr cannot identify (" + diag.error().message() + ")"};
+    diag_ = std::move(*diag);
+  }
+  auto socket = tcp_peer_socket(diag_->get(), local, peer);
+  if (!socket && socket.error().kind == ErrorKind::kNotFound) return {false, true, "a peer whose socket is gone"};
+  if (!socket) return {false, false, "a peer tracecorr cannot identify (" + socket.error().message() + ")"};
+  // Closed by its process before we accepted (an exporter that gave up waiting, its thread interrupted).
+  if (socket->inode == 0) return {false, true, "a peer whose socket no process holds (" + tcp_state_name(socket->state) + ")"};
+  if (attached_ || target_) {
+    if (holder_of_socket(socket->inode, tree(false))) return {true, false, ""};
+    const bool may_list_again = Clock::now() - tree_read_at_ >= kTreeMissInterval;
+    if (may_list_again && holder_of_socket(socket->inode, tree(true))) return {true, false, ""};
+  }
+  return {false, false, name_owner(socket->inode, socket->uid)};
+}
+
+std::string random_session_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) token += {kHex[b >> 4], kHex[b & 15]};
+  return token;
+}
+
+}  // namespace tracecorr::conform

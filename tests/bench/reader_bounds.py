@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""What one `tracecorr inspect` of a hostile process costs (issue 29): bounded
+by the kit, not by the target. Numbers for BENCHMARKS.md, never assertions.
+
+1. A process mapping one OTEL_CTX memfd MAPPINGS times, every header leading
+   to one PAYLOAD-byte payload (testdata/context_mappings): before, every
+   mapping was read and decoded (400 x 1 MiB: 1.65 GB, 2000: std::bad_alloc).
+2. The OTEP 4947 writer's key-outside-map mutant with THREADS threads, each
+   record carrying a key index outside the key map: before, every record
+   took a whole new snapshot (2000 threads: 41 to over 60 s).
+
+Each inspect runs as a child of this script; its wall time and peak RSS
+(ru_maxrss) are what is printed. Usage (root, from the repository):
+
+    /usr/bin/python3 tests/bench/reader_bounds.py [--build build] [--runs 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def timed(argv: list[str]) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in MiB, stdout) of one run."""
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"{argv} exited {status}"
+    return time.monotonic() - started, usage.ru_maxrss // 1024, out.decode(errors="replace")
+
+
+def row(label: str, runs: list[tuple[float, int, str]]) -> None:
+    walls = sorted(r[0] for r in runs)
+    rss = max(r[1] for r in runs)
+    print(f"| {label} | {walls[len(walls) // 2]:.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}) | {rss} MiB |")
+
+
+def context_mappings(build: Path, cli: str, mappings: int, payload: int, runs: int) -> None:
+    proc = subprocess.Popen([str(build / "testdata" / "context_mappings"), str(mappings), str(payload)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith("ready")
+        text = [timed([cli, "inspect", str(proc.pid)]) for _ in range(runs)]
+        as_json = [timed([cli, "inspect", "--json", str(proc.pid)]) for _ in range(runs)]
+        doc = json.loads(as_json[0][2])["otel-process-context"]
+        label = f"{mappings} mappings x {payload >> 10} KiB payload"
+        row(f"`inspect`, {label} (read {len(doc['mappings'])}, counted {doc['mappings_found']})", text)
+        row(f"`inspect --json`, {label} ({len(as_json[0][2]) >> 10} KiB of output)", as_json)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def key_outside_map(build: Path, cli: str, threads: int, runs: int) -> None:
+    program = build / "fixtures" / "x86_64" / "otel_thread_context" / "mutants" / "key-outside-map" / "otel-tctx-writer"
+    journal = Path(f"/tmp/tracecorr-bench-journal-{os.getpid()}.jsonl")
+    journal.unlink(missing_ok=True)
+    proc = subprocess.Popen([str(program), "--threads", str(threads), "--hold", "--busy-percent", "0"], stdout=subprocess.DEVNULL,
+                            env=dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(journal)), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while '"event":"ready"' not in (journal.read_text() if journal.exists() else "").replace(" ", ""):
+            assert time.monotonic() < deadline, "the writer never got ready"
+            time.sleep(0.1)
+        results = [timed([cli, "inspect", "--json", str(proc.pid)]) for _ in range(runs)]
+        doc = json.loads(results[0][2])["otel-thread-context"]
+        missing = sum(1 for t in doc["threads"] if t["record"] and t["record"]["unknown_keys"])
+        row(f"`inspect --json`, {threads} threads, {missing} records with a key outside the map "
+            f"(key map read {doc['process_context']['key_map_reads']}x)", results)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        journal.unlink(missing_ok=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", type=Path, default=Path("build"))
+    parser.add_argument("--runs", type=int, default=3)
+    a = parser.parse_args()
+    cli = str((a.build / "bin" / "tracecorr").resolve())
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    print("| what | wall time (median of %d) | peak RSS |" % a.runs)
+    print("|---|---|---|")
+    for mappings in (400, 2000):
+        context_mappings(a.build, cli, mappings, 1 << 20, a.runs)
+    key_outside_map(a.build, cli, 2000, a.runs)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
