@@ -1,0 +1,539 @@
+#include "elastic_v1/agent/delivery_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+namespace tracecorr::elastic_v1::agent {
+namespace {
+
+constexpr std::size_t kRecentReads = 16;  // reads whose waits and periods are remembered
+constexpr std::uint64_t kCountMax = 65535;  // the message's u16 count field (MSG-08)
+
+template <class T>
+void keep_recent(std::deque<T>& recent, T value) {
+  recent.push_back(value);
+  if (recent.size() > kRecentReads) recent.pop_front();
+}
+
+std::uint64_t messages_for(std::uint64_t samples) { return std::max<std::uint64_t>(1, (samples + kCountMax - 1) / kCountMax); }
+
+void add_dropped(DeliveryCounts& counts, std::uint64_t samples) {
+  counts.messages += messages_for(samples);
+  counts.samples += samples;
+}
+
+}  // namespace
+
+// ---- AgentReads ----------------------------------------------------------------------
+
+void AgentReads::sent(std::uint64_t samples, DeliveryTime due, std::uint64_t charge, DeliveryTime now) {
+  unread_.push_back({samples, due, now, charge});
+  unread_bytes_ += charge;
+  capacity_ = std::max(capacity_, unread_.size());  // it took more than assumed
+}
+
+void AgentReads::observe(std::uint64_t unread_bytes, DeliveryTime now, bool purged) {
+  std::size_t read = 0;
+  DeliveryTime oldest{};
+  // Our datagrams leave the queue in the order sent: the unread are the last ones.
+  while (!unread_.empty() && (unread_bytes_ > unread_bytes || unread_bytes == 0)) {
+    const Unread& u = unread_.front();
+    if (read++ == 0) oldest = u.queued;
+    classify(u, now, purged);
+    unread_bytes_ -= u.charge;
+    unread_.pop_front();
+  }
+  if (unread_.empty()) unread_bytes_ = 0;
+  if (read > 0 && !purged) on_read(oldest, read, now);
+  last_look_ = now;
+}
+
+void AgentReads::classify(const Unread& u, DeliveryTime now, bool purged) {
+  if (u.samples == 0) return;  // a registration
+  // The last moment it was known to be unread: queued, or still there at the previous look.
+  const DeliveryTime seen_unread = std::max(u.queued, last_look_);
+  if (purged)
+    outcomes_.unconfirmed.add(u.samples);
+  else if (seen_unread > u.due)
+    outcomes_.late.add(u.samples);
+  else if (now <= u.due)
+    outcomes_.in_time.add(u.samples);
+  else
+    outcomes_.unconfirmed.add(u.samples);  // read between a look before due and this one after it
+}
+
+void AgentReads::on_read(DeliveryTime oldest_queued, std::size_t datagrams, DeliveryTime now) {
+  if (reads_ == 0 || now - last_read_end_ > kBurstGap) {  // a new read of the agent
+    keep_recent(waits_, now - oldest_queued);
+    // A datagram waiting since the end of the previous read: the gap is the agent's own period.
+    if (reads_ > 0 && oldest_queued <= last_read_end_ + kBurstGap) keep_recent(periods_, now - last_read_end_);
+    ++reads_;
+    this_read_ = 0;
+  }
+  last_read_end_ = now;
+  this_read_ += datagrams;
+  most_per_read_ = std::max(most_per_read_, this_read_);
+}
+
+void AgentReads::refused() { capacity_ = std::max<std::size_t>(1, unread_.size()); }
+
+void AgentReads::abandon() {
+  for (const auto& u : unread_)
+    if (u.samples > 0) outcomes_.unconfirmed.add(u.samples);
+  unread_.clear();
+  unread_bytes_ = 0;
+}
+
+DeliveryDuration AgentReads::read_wait() const {
+  if (waits_.empty()) return kUnknownReadWait;
+  return *std::max_element(waits_.begin(), waits_.end());
+}
+
+std::optional<DeliveryDuration> AgentReads::read_period() const {
+  if (periods_.empty()) return std::nullopt;
+  std::vector<DeliveryDuration> sorted(periods_.begin(), periods_.end());
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
+DeliveryTime AgentReads::next_read(DeliveryTime now) const {
+  if (!reads_seen()) return now + kUnknownReadWait;
+  if (reads_at_once()) return now;
+  const DeliveryTime next = last_read_end_ + read_period().value_or(read_wait());
+  return std::max(next, now);
+}
+
+std::optional<DeliveryTime> AgentReads::next_check() const {
+  std::optional<DeliveryTime> first;
+  for (const auto& u : unread_)
+    if (u.samples > 0 && (!first || u.due < *first)) first = u.due;
+  if (first) *first += std::chrono::microseconds(1);  // strictly after due
+  return first;
+}
+
+// ---- DeliveryPlan ----------------------------------------------------------------------
+
+bool DeliveryPlan::follow_thread(pid_t tid, const TransactionKey& now_in) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) {
+    if (threads_.size() >= options_.max_threads) {
+      transactions_[now_in].unfollowed = true;  // settles by time only
+      return false;
+    }
+    threads_.emplace(tid, now_in);
+    ++transactions_[now_in].threads_in;
+    return false;
+  }
+  if (it->second == now_in) return false;
+  const bool settled = leave(it);
+  threads_.emplace(tid, now_in);
+  ++transactions_[now_in].threads_in;
+  return settled;
+}
+
+// The thread is no longer in its transaction: one fewer keeps it open.
+bool DeliveryPlan::leave(std::unordered_map<pid_t, TransactionKey>::iterator thread) {
+  bool settled = false;
+  if (auto t = transactions_.find(thread->second); t != transactions_.end()) {
+    if (t->second.threads_in > 0) --t->second.threads_in;
+    settled = t->second.threads_in == 0 && t->second.pending_keys > 0;
+    if (t->second.threads_in == 0 && t->second.pending_keys == 0) transactions_.erase(t);
+  }
+  threads_.erase(thread);
+  return settled;
+}
+
+bool DeliveryPlan::left(pid_t tid) {
+  auto it = threads_.find(tid);
+  return it != threads_.end() && leave(it);
+}
+
+bool DeliveryPlan::add(const CorrelationKey& key, pid_t tid, DeliveryTime when) {
+  ++stats_.samples;
+  const TransactionKey tk = transaction_of(key);
+  const bool settled_one = follow_thread(tid, tk);
+  Transaction& t = transactions_[tk];
+  t.last_sample = std::max(t.last_sample, when);
+  auto [it, inserted] = pending_.try_emplace(key);
+  if (inserted) ++t.pending_keys;
+  ++it->second.count;
+  ++pending_samples_;
+  if (auto h = history_.find(key); h != history_.end()) {
+    ++h->second.samples;
+  } else if (history_.size() < options_.max_history) {
+    history_.emplace(key, History{when, 1});
+  } else {
+    history_overflow_ = true;
+  }
+  if (history_.count(key)) {
+    auto& last = last_sample_[tk];
+    last = std::max(last, when);
+  }
+  if (pending_.size() > options_.max_keys) drop_lightest();
+  return settled_one;
+}
+
+// Past max_keys, the lightest sixteenth goes at once: one pass, not one per sample.
+void DeliveryPlan::drop_lightest() {
+  std::vector<std::pair<std::uint64_t, CorrelationKey>> by_count;
+  by_count.reserve(pending_.size());
+  for (const auto& [k, p] : pending_) by_count.emplace_back(p.count, k);
+  const std::size_t n = std::max<std::size_t>(1, pending_.size() / 16);
+  std::nth_element(by_count.begin(), by_count.begin() + (n - 1), by_count.end());
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = pending_.find(by_count[i].second);
+    add_dropped(stats_.queue_full, it->second.count);
+    forget(it);
+  }
+}
+
+void DeliveryPlan::forget(std::map<CorrelationKey, Pending>::iterator it) {
+  if (auto t = transactions_.find(transaction_of(it->first)); t != transactions_.end()) {
+    if (t->second.pending_keys > 0) --t->second.pending_keys;
+    if (t->second.pending_keys == 0 && t->second.threads_in == 0) transactions_.erase(t);
+  }
+  pending_samples_ -= it->second.count;
+  pending_.erase(it);
+}
+
+bool DeliveryPlan::settled(const Transaction& t, DeliveryTime now) const {
+  return (t.threads_in == 0 && !t.unfollowed) || now - t.last_sample >= options_.settle;
+}
+
+// How long before its due a datagram must be queued to be read in time.
+DeliveryDuration DeliveryPlan::lead(const AgentReads& reads) const {
+  const DeliveryDuration wait = reads.read_wait();
+  return wait + std::max<DeliveryDuration>(std::chrono::milliseconds(10), wait / 4);
+}
+
+void DeliveryPlan::expire(DeliveryTime now, bool sendable) {
+  DeliveryCounts& cause = sendable ? stats_.expired : stats_.unsendable;
+  for (auto t = transactions_.begin(); t != transactions_.end();) {
+    const auto next = std::next(t);  // forget() erases t with its last key
+    if (t->second.pending_keys > 0 && due(t->second) < now) {
+      // Its keys are contiguous in pending_ (ordered by trace, transaction, stack).
+      const TransactionKey tk = t->first;
+      auto it = pending_.lower_bound(CorrelationKey{tk.trace, tk.transaction, StackTraceId{}});
+      while (it != pending_.end() && transaction_of(it->first) == tk) {
+        auto after = std::next(it);
+        add_dropped(cause, it->second.count);
+        forget(it);
+        it = after;
+      }
+    }
+    t = next;
+  }
+}
+
+namespace {
+struct Candidate {
+  const CorrelationKey* key;
+  std::uint64_t count;
+  DeliveryTime due;
+  bool eligible;
+  bool next_read = false;  // the reads to come cannot take it later
+};
+
+// Job sequencing with deadlines: heaviest first, each to the latest read
+// before its due that has room; those placed at the first read must go now.
+void place_on_reads(std::vector<Candidate>& cands, DeliveryTime first_read, DeliveryDuration period,
+                    DeliveryDuration margin, std::size_t room, std::size_t per_read) {
+  constexpr long kMaxReads = 4096;
+  std::vector<long> last(cands.size());
+  long horizon = 0;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    const auto slack = cands[i].due - margin - first_read;
+    last[i] = slack <= DeliveryDuration::zero() ? 0 : std::min<long>(kMaxReads, slack / period);
+    horizon = std::max(horizon, last[i]);
+  }
+  std::vector<std::size_t> left(horizon + 1, per_read);
+  left[0] = room;
+  std::vector<long> latest_free(horizon + 2);  // union-find over reads, shifted by one (0: none)
+  std::iota(latest_free.begin(), latest_free.end(), 0);
+  auto find = [&](long r) {
+    while (latest_free[r] != r) r = latest_free[r] = latest_free[latest_free[r]];
+    return r;
+  };
+  for (long r = 0; r <= horizon; ++r)
+    if (left[r] == 0) latest_free[r + 1] = r;
+  std::vector<std::size_t> order(cands.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cands[a].count != cands[b].count ? cands[a].count > cands[b].count : cands[a].due < cands[b].due;
+  });
+  for (std::size_t i : order) {
+    const long slot = find(last[i] + 1);
+    if (slot == 0) continue;  // every read before its due is taken by heavier keys
+    cands[i].next_read = slot == 1;
+    if (--left[slot - 1] == 0) latest_free[slot] = slot - 1;
+  }
+}
+}  // namespace
+
+std::vector<Offer> DeliveryPlan::choose(DeliveryTime now, const AgentReads& reads, std::size_t limit,
+                                        bool final) const {
+  const DeliveryTime first_read = reads.next_read(now);
+  const DeliveryDuration lead_time = lead(reads);
+  std::vector<Candidate> cands;
+  for (const auto& [key, p] : pending_) {
+    const Transaction& t = transactions_.at(transaction_of(key));
+    const DeliveryTime d = due(t);
+    if (!final && d < first_read) continue;  // cannot be read in time: it expires
+    cands.push_back({&key, p.count, d, final || settled(t, now) || now >= d - lead_time});
+  }
+  if (cands.empty() || limit == 0) return {};
+  if (!final && !reads.reads_at_once() && cands.size() > reads.room()) {
+    const DeliveryDuration period = reads.read_period().value_or(reads.read_wait());
+    if (period > DeliveryDuration::zero())
+      place_on_reads(cands, first_read, period, lead_time - reads.read_wait(), reads.room(), reads.capacity());
+  }
+  std::vector<const Candidate*> order;
+  for (const auto& c : cands)
+    if (c.next_read || c.eligible) order.push_back(&c);
+  std::sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->next_read != b->next_read) return a->next_read;
+    return a->count != b->count ? a->count > b->count : a->due < b->due;
+  });
+  std::vector<Offer> offers;
+  for (const Candidate* c : order) {
+    if (offers.size() >= limit) break;
+    offers.push_back({*c->key, static_cast<std::uint16_t>(std::min(c->count, kCountMax)), c->due});
+  }
+  return offers;
+}
+
+std::optional<Offer> DeliveryPlan::current(const CorrelationKey& key) const {
+  auto it = pending_.find(key);
+  if (it == pending_.end() || it->second.count == 0) return std::nullopt;
+  return Offer{key, static_cast<std::uint16_t>(std::min(it->second.count, kCountMax)),
+               due(transactions_.at(transaction_of(key)))};
+}
+
+void DeliveryPlan::sent(const Offer& offer) {
+  auto it = pending_.find(offer.key);
+  if (it == pending_.end()) return;
+  const std::uint64_t n = std::min<std::uint64_t>(offer.count, it->second.count);
+  if (n == it->second.count) {
+    forget(it);
+    return;
+  }
+  it->second.count -= n;
+  pending_samples_ -= n;
+}
+
+void DeliveryPlan::unsendable(const Offer& offer) {
+  if (auto it = pending_.find(offer.key); it != pending_.end()) stats_.unsendable.add(std::min<std::uint64_t>(offer.count, it->second.count));
+  sent(offer);
+}
+
+void DeliveryPlan::abandon() {
+  for (const auto& [key, p] : pending_) add_dropped(stats_.unsendable, p.count);
+  pending_.clear();
+  transactions_.clear();
+  threads_.clear();
+  pending_samples_ = 0;
+}
+
+DeliveryTime DeliveryPlan::next_action(DeliveryTime now, const AgentReads& reads) const {
+  DeliveryTime next = DeliveryTime::max();
+  const DeliveryDuration lead_time = lead(reads);
+  for (const auto& [tk, t] : transactions_) {
+    if (t.pending_keys == 0) continue;
+    const DeliveryTime d = due(t);
+    next = std::min(next, d);  // it expires
+    if (settled(t, now)) {
+      if (reads.room() > 0) return now;  // otherwise the agent's next read prompts
+      continue;
+    }
+    next = std::min({next, t.last_sample + options_.settle, d - lead_time});
+  }
+  return std::max(next, now);
+}
+
+CapacityBound DeliveryPlan::bound(const AgentReads& reads, DeliveryTime end) const {
+  CapacityBound b;
+  b.correlated = stats_.samples;
+  b.keys = history_.size();
+  b.history_overflow = history_overflow_;
+  b.datagrams_per_read = reads.capacity();
+  const auto period = reads.read_period();
+  if (!period || *period <= DeliveryDuration::zero() || history_.empty()) {
+    b.samples = b.correlated;  // the agent read each datagram as it came (or nothing was correlated)
+    return b;
+  }
+  std::vector<BoundJob> jobs;
+  jobs.reserve(history_.size());
+  std::uint64_t remembered = 0;
+  DeliveryTime start = DeliveryTime::max();
+  for (const auto& [key, h] : history_) {
+    jobs.push_back({h.first, last_sample_.at(transaction_of(key)) + options_.samples_delay, h.samples});
+    remembered += h.samples;
+    start = std::min(start, h.first);
+  }
+  b.read_period = *period;
+  // Samples of keys beyond the history are counted as if they could all be read: still an upper bound.
+  b.samples = capacity_bound(jobs, start, std::max(end, start), *period, b.datagrams_per_read) +
+              (b.correlated - remembered);
+  b.limited = b.samples < b.correlated;
+  return b;
+}
+
+// ---- capacity_bound ------------------------------------------------------------------------
+namespace {
+
+struct PlacedJob {
+  long lo, hi;  // the reads that could carry it
+  std::uint64_t samples;
+};
+
+// Jobs placed on reads (at most per_read each), with a segment tree over the
+// reads telling, for a range of them, whether one has room and which placed
+// job reaches furthest left and right: what the augmenting search needs.
+class ReadPlacement {
+ public:
+  ReadPlacement(const std::vector<PlacedJob>& jobs, long reads, std::size_t per_read)
+      : jobs_(jobs), per_read_(static_cast<long>(per_read)), at_(reads), where_(jobs.size(), -1) {
+    while (size_ < reads) size_ <<= 1;
+    tree_.assign(2 * size_, Node{});
+    for (long p = 0; p < reads; ++p) tree_[size_ + p].room = per_read_;
+    for (long i = size_ - 1; i >= 1; --i) tree_[i] = combine(tree_[2 * i], tree_[2 * i + 1]);
+  }
+
+  // Places job j if the placed ones can make room for it (moving each within its own reads).
+  bool insert(int j) {
+    std::vector<Region> regions{{jobs_[j].lo, jobs_[j].hi, -1}};
+    long left = jobs_[j].lo, right = jobs_[j].hi;
+    for (;;) {
+      if (long free = find_room(1, 0, size_ - 1, left, right); free >= 0) {
+        augment(j, free, regions);
+        return true;
+      }
+      const Node reach = query(left, right);  // every read in [left, right] is full
+      bool grew = false;
+      if (reach.min_lo < left) {
+        regions.push_back({reach.min_lo, left - 1, reach.min_lo_job});
+        grew = true;
+      }
+      if (reach.max_hi > right) {
+        regions.push_back({right + 1, reach.max_hi, reach.max_hi_job});
+        grew = true;
+      }
+      if (!grew) return false;
+      left = std::min(left, reach.min_lo);
+      right = std::max(right, reach.max_hi);
+    }
+  }
+
+ private:
+  struct Node {
+    long room = 0;
+    long min_lo = std::numeric_limits<long>::max();
+    int min_lo_job = -1;
+    long max_hi = std::numeric_limits<long>::min();
+    int max_hi_job = -1;
+  };
+  struct Region {
+    long first, last;
+    int moved;  // the placed job that reaches it (-1: the new job's own reads)
+  };
+  static Node combine(const Node& a, const Node& b) {
+    Node n;
+    n.room = std::max(a.room, b.room);
+    std::tie(n.min_lo, n.min_lo_job) = a.min_lo <= b.min_lo ? std::tie(a.min_lo, a.min_lo_job) : std::tie(b.min_lo, b.min_lo_job);
+    std::tie(n.max_hi, n.max_hi_job) = a.max_hi >= b.max_hi ? std::tie(a.max_hi, a.max_hi_job) : std::tie(b.max_hi, b.max_hi_job);
+    return n;
+  }
+  Node query(long l, long r) const {
+    Node out;
+    for (l += size_, r += size_ + 1; l < r; l >>= 1, r >>= 1) {
+      if (l & 1) out = combine(out, tree_[l++]);
+      if (r & 1) out = combine(out, tree_[--r]);
+    }
+    return out;
+  }
+  long find_room(long node, long first, long last, long l, long r) const {
+    if (last < l || first > r || tree_[node].room == 0) return -1;
+    if (first == last) return first;
+    const long mid = (first + last) / 2;
+    if (long found = find_room(2 * node, first, mid, l, r); found >= 0) return found;
+    return find_room(2 * node + 1, mid + 1, last, l, r);
+  }
+  void refresh(long point) {
+    Node& leaf = tree_[size_ + point];
+    leaf = Node{};
+    leaf.room = per_read_ - static_cast<long>(at_[point].size());
+    for (int job : at_[point]) {
+      if (jobs_[job].lo < leaf.min_lo) leaf.min_lo = jobs_[job].lo, leaf.min_lo_job = job;
+      if (jobs_[job].hi > leaf.max_hi) leaf.max_hi = jobs_[job].hi, leaf.max_hi_job = job;
+    }
+    for (long i = (size_ + point) / 2; i >= 1; i /= 2) tree_[i] = combine(tree_[2 * i], tree_[2 * i + 1]);
+  }
+  void place(int job, long point) {
+    at_[point].push_back(job);
+    where_[job] = point;
+    refresh(point);
+  }
+  void unplace(int job, long point) {
+    auto& here = at_[point];
+    here.erase(std::find(here.begin(), here.end(), job));
+    refresh(point);
+  }
+  // Walks back from the read with room: each region's job moves there, freeing its old read.
+  void augment(int j, long point, const std::vector<Region>& regions) {
+    for (;;) {
+      const Region& r = *std::find_if(regions.begin(), regions.end(),
+                                      [&](const Region& x) { return x.first <= point && point <= x.last; });
+      if (r.moved < 0) {
+        place(j, point);
+        return;
+      }
+      const long from = where_[r.moved];
+      unplace(r.moved, from);
+      place(r.moved, point);
+      point = from;
+    }
+  }
+
+  const std::vector<PlacedJob>& jobs_;
+  long per_read_;
+  long size_ = 1;
+  std::vector<Node> tree_;
+  std::vector<std::vector<int>> at_;
+  std::vector<long> where_;
+};
+
+}  // namespace
+
+std::uint64_t capacity_bound(const std::vector<BoundJob>& jobs, DeliveryTime start, DeliveryTime end,
+                             DeliveryDuration period, std::size_t per_read) {
+  std::uint64_t total = 0;
+  for (const auto& j : jobs) total += j.samples;
+  if (period <= DeliveryDuration::zero()) return total;
+  if (per_read == 0 || end < start) return 0;
+  // Past this many reads, neighbouring reads are merged (their capacities
+  // added): every job keeps at least its reads, so it stays an upper bound.
+  constexpr long kMaxReads = 1 << 16;
+  long merge = 1;
+  while ((end - start) / (period * merge) + 1 > kMaxReads) merge *= 2;
+  period *= merge;
+  per_read *= static_cast<std::size_t>(merge);
+  const long reads = (end - start) / period + 1;
+  std::vector<PlacedJob> placed;
+  for (const auto& j : jobs) {
+    const DeliveryTime until = std::min(j.due, end);
+    if (j.samples == 0 || until < start) continue;
+    const long lo = j.first <= start ? 0 : ((j.first - start) + period - DeliveryDuration(1)) / period;
+    const long hi = (until - start) / period;
+    if (lo <= hi) placed.push_back({lo, hi, j.samples});
+  }
+  std::sort(placed.begin(), placed.end(), [](const PlacedJob& a, const PlacedJob& b) { return a.samples > b.samples; });
+  ReadPlacement reads_placement(placed, reads, per_read);
+  std::uint64_t carried = 0;
+  for (std::size_t i = 0; i < placed.size(); ++i)
+    if (reads_placement.insert(static_cast<int>(i))) carried += placed[i].samples;
+  return carried;
+}
+
+}  // namespace tracecorr::elastic_v1::agent
