@@ -124,6 +124,7 @@ Deliverer::Id Deliverer::open(pid_t pid) {
   std::lock_guard lk(mu_);
   const Id id = next_id_++;
   auto t = std::make_unique<Target>(id, pid, options_.plan, assumed_queue_capacity());
+  t->plan.ends_at(ends_at_);
   t->pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   targets_.emplace(id, std::move(t));
   return id;
@@ -197,7 +198,7 @@ bool Deliverer::send_registration(Target& t, DeliveryTime now) {
     case SendOutcome::Sent:
       t.registered = true;
       ++t.registrations_sent;
-      t.reads.sent(0, DeliveryTime::max(), charge(bytes.size()), now);
+      t.reads.sent(0, DeliveryTime::max(), DeliveryTime::max(), charge(bytes.size()), now);
       return true;
     case SendOutcome::WouldBlock:
       ++t.registrations_lost;  // retried at the next rescan
@@ -237,11 +238,11 @@ void Deliverer::add(Id id, const CorrelationKey& key, pid_t tid, DeliveryTime wh
   }
 }
 
-void Deliverer::left(Id id, pid_t tid) {
+void Deliverer::left(Id id, pid_t tid, DeliveryTime when) {
   if (options_.personality != Personality::Spec) return;
   std::lock_guard lk(mu_);
   auto it = targets_.find(id);
-  if (it == targets_.end() || it->second->retired || !it->second->plan.left(tid)) return;
+  if (it == targets_.end() || it->second->retired || !it->second->plan.left(tid, when)) return;
   it->second->act = true;
   it->second->offers.clear();
   wake();
@@ -264,13 +265,14 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
   switch (t.socket->send(bytes)) {
     case SendOutcome::Sent:
       if (spec) t.plan.sent(o);
-      t.reads.sent(o.count, o.due, charge(bytes.size()), now);
+      t.reads.sent(o.count, o.due, o.late_after, charge(bytes.size()), now);
       ++t.messages_sent;
       t.samples_sent += o.count;
       t.sent[{o.key.trace_id, o.key.transaction_id}][o.key.stack_trace_id] += o.count;
       return true;
     case SendOutcome::WouldBlock:
       if (spec) {
+        look(t, now, /*again=*/true);  // what it holds now, not what the last look saw
         t.reads.refused();
       } else {
         ++t.messages_lost;  // the OTel eBPF profiler drops it
@@ -289,8 +291,8 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
   return false;
 }
 
-void Deliverer::look(Target& t, DeliveryTime now) {
-  if (!t.socket || t.looked == now) return;
+void Deliverer::look(Target& t, DeliveryTime now, bool again) {
+  if (!t.socket || (t.looked == now && !again)) return;
   t.looked = now;
   auto bytes = unread_bytes(t.socket->fd());
   if (!bytes) return;
@@ -368,10 +370,20 @@ void Deliverer::retire(Id id) {
   t.pidfd.reset();
 }
 
+void Deliverer::ends_at(DeliveryTime horizon) {
+  std::lock_guard lk(mu_);
+  ends_at_ = horizon;
+  for (auto& [id, t] : targets_) t->plan.ends_at(horizon);
+}
+
 void Deliverer::finish(DeliveryDuration patience) {
   std::unique_lock lk(mu_);
   finishing_ = true;
-  for (auto& [id, t] : targets_) t->act = true;
+  ends_at_ = std::min(ends_at_, DeliveryClock::now() + patience);
+  for (auto& [id, t] : targets_) {
+    t->plan.ends_at(ends_at_);
+    t->act = true;
+  }
   wake();
   auto done = [&] {
     for (const auto& [id, t] : targets_)
@@ -432,11 +444,14 @@ nlohmann::json Deliverer::delivery_json(Id id) const {
             {"read_in_time", counts_json(o.in_time)},
             {"late", counts_json(o.late)},
             {"unconfirmed", counts_json(o.unconfirmed)},
-            {"late_means", "still unread by the agent after its transaction's last sample + samples-delay-ms (the "
-                           "sample's own time): the agent may have exported the transaction, and then answers it as "
-                           "an unknown transaction"},
-            {"unconfirmed_means", "read by the agent between tracecorr's last look before that moment and its first "
-                                  "after it, or never seen read (the run ended or the process exited first)"}};
+            {"read_in_time_means", "read by the agent before its transaction's last sample + samples-delay-ms "
+                                   "(by the sample's own time): before the agent may export the transaction"},
+            {"late_means", "still unread by the agent samples-delay-ms after every thread seen in its transaction "
+                           "was sampled elsewhere: the agent has exported the transaction and answers it as an "
+                           "unknown transaction"},
+            {"unconfirmed_means", "read between those two moments (in time only if the transaction ran on after its "
+                                  "last sample; a transaction whose threads were not seen leaving has no second "
+                                  "moment), or never seen read (the run ended or the process exited first)"}};
   const auto period = t.reads.read_period();
   j["agent_reads"] = {{"reads", t.reads.reads()},
                       {"read_period_ms", period ? json(ms(*period)) : json(nullptr)},

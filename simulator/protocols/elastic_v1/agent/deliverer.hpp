@@ -71,11 +71,14 @@ class Deliverer {
   // One correlated sample: planned (spec) or sent now (ebpf-profiler).
   void add(Id id, const CorrelationKey& key, pid_t tid, DeliveryTime when);
   // Thread `tid` was sampled outside any transaction: the one it was in may be complete.
-  void left(Id id, pid_t tid);
+  void left(Id id, pid_t tid, DeliveryTime when);
   void retire(Id id);             // the process exited or exec'd: what is pending is unsendable
   // The end of a run: every pending key is offered and the agents' reads are
   // awaited up to `patience`; what is left then is abandoned. Ends the thread.
   void finish(DeliveryDuration patience);
+  // The run will end at `horizon` (a --duration's end + the final patience):
+  // the plans place what is pending on the reads before it.
+  void ends_at(DeliveryTime horizon);
 
   Figures figures(Id id) const;
   // Per process: where every correlated sample went and the bound it is held to.
@@ -88,7 +91,7 @@ class Deliverer {
  private:
   void loop();
   void turn(Target& t, DeliveryTime now);
-  void look(Target& t, DeliveryTime now);
+  void look(Target& t, DeliveryTime now, bool again = false);
   bool send_registration(Target& t, DeliveryTime now);
   bool send_one(Target& t, const Offer& offer, DeliveryTime now);
   void drop_socket(Target& t, const std::string& why);
@@ -104,6 +107,7 @@ class Deliverer {
   UniqueFd epoll_, wake_;
   bool finishing_ = false, stopping_ = false;
   DeliveryTime finished_at_{};
+  DeliveryTime ends_at_ = DeliveryTime::max();
   std::thread thread_;
 };
 

@@ -28,10 +28,10 @@ void add_dropped(DeliveryCounts& counts, std::uint64_t samples) {
 
 // ---- AgentReads ----------------------------------------------------------------------
 
-void AgentReads::sent(std::uint64_t samples, DeliveryTime due, std::uint64_t charge, DeliveryTime now) {
-  unread_.push_back({samples, due, now, charge});
+void AgentReads::sent(std::uint64_t samples, DeliveryTime due, DeliveryTime late_after, std::uint64_t charge,
+                      DeliveryTime now) {
+  unread_.push_back({samples, due, late_after, now, charge});
   unread_bytes_ += charge;
-  capacity_ = std::max(capacity_, unread_.size());  // it took more than assumed
 }
 
 void AgentReads::observe(std::uint64_t unread_bytes, DeliveryTime now, bool purged) {
@@ -47,6 +47,9 @@ void AgentReads::observe(std::uint64_t unread_bytes, DeliveryTime now, bool purg
   }
   if (unread_.empty()) unread_bytes_ = 0;
   if (read > 0 && !purged) on_read(oldest, read, now);
+  // What is still unread now is in the queue now: it holds at least that many (a sent() between two
+  // looks may count datagrams the agent already read, so capacity is learned here, not there).
+  if (unread_bytes == unread_bytes_) capacity_ = std::max(capacity_, unread_.size());
   last_look_ = now;
 }
 
@@ -56,12 +59,12 @@ void AgentReads::classify(const Unread& u, DeliveryTime now, bool purged) {
   const DeliveryTime seen_unread = std::max(u.queued, last_look_);
   if (purged)
     outcomes_.unconfirmed.add(u.samples);
-  else if (seen_unread > u.due)
+  else if (seen_unread > u.late_after)
     outcomes_.late.add(u.samples);
   else if (now <= u.due)
     outcomes_.in_time.add(u.samples);
   else
-    outcomes_.unconfirmed.add(u.samples);  // read between a look before due and this one after it
+    outcomes_.unconfirmed.add(u.samples);  // read after due, not seen unread after late_after
 }
 
 void AgentReads::on_read(DeliveryTime oldest_queued, std::size_t datagrams, DeliveryTime now) {
@@ -108,14 +111,15 @@ DeliveryTime AgentReads::next_read(DeliveryTime now) const {
 std::optional<DeliveryTime> AgentReads::next_check() const {
   std::optional<DeliveryTime> first;
   for (const auto& u : unread_)
-    if (u.samples > 0 && (!first || u.due < *first)) first = u.due;
-  if (first) *first += std::chrono::microseconds(1);  // strictly after due
+    if (u.samples > 0 && u.late_after != DeliveryTime::max() && (!first || u.late_after < *first))
+      first = u.late_after;
+  if (first) *first += std::chrono::microseconds(1);  // strictly after it
   return first;
 }
 
 // ---- DeliveryPlan ----------------------------------------------------------------------
 
-bool DeliveryPlan::follow_thread(pid_t tid, const TransactionKey& now_in) {
+bool DeliveryPlan::follow_thread(pid_t tid, const TransactionKey& now_in, DeliveryTime when) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) {
     if (threads_.size() >= options_.max_threads) {
@@ -123,21 +127,28 @@ bool DeliveryPlan::follow_thread(pid_t tid, const TransactionKey& now_in) {
       return false;
     }
     threads_.emplace(tid, now_in);
-    ++transactions_[now_in].threads_in;
+    enter(now_in);
     return false;
   }
   if (it->second == now_in) return false;
-  const bool settled = leave(it);
+  const bool settled = leave(it, when);
   threads_.emplace(tid, now_in);
-  ++transactions_[now_in].threads_in;
+  enter(now_in);
   return settled;
 }
 
+void DeliveryPlan::enter(const TransactionKey& tk) {
+  Transaction& t = transactions_[tk];
+  ++t.threads_in;
+  t.left = {};  // it runs (again)
+}
+
 // The thread is no longer in its transaction: one fewer keeps it open.
-bool DeliveryPlan::leave(std::unordered_map<pid_t, TransactionKey>::iterator thread) {
+bool DeliveryPlan::leave(std::unordered_map<pid_t, TransactionKey>::iterator thread, DeliveryTime when) {
   bool settled = false;
   if (auto t = transactions_.find(thread->second); t != transactions_.end()) {
     if (t->second.threads_in > 0) --t->second.threads_in;
+    if (t->second.threads_in == 0) t->second.left = when;
     settled = t->second.threads_in == 0 && t->second.pending_keys > 0;
     if (t->second.threads_in == 0 && t->second.pending_keys == 0) transactions_.erase(t);
   }
@@ -145,15 +156,23 @@ bool DeliveryPlan::leave(std::unordered_map<pid_t, TransactionKey>::iterator thr
   return settled;
 }
 
-bool DeliveryPlan::left(pid_t tid) {
+bool DeliveryPlan::left(pid_t tid, DeliveryTime when) {
   auto it = threads_.find(tid);
-  return it != threads_.end() && leave(it);
+  return it != threads_.end() && leave(it, when);
+}
+
+// Past this the agent has had every right to export: every thread seen in the
+// transaction was sampled elsewhere by then. max(): not known (a thread still
+// in it, one not followed, or settled by time).
+DeliveryTime DeliveryPlan::late_after(const Transaction& t) const {
+  if (t.threads_in > 0 || t.unfollowed || t.left == DeliveryTime{}) return DeliveryTime::max();
+  return std::max(t.left, t.last_sample) + options_.samples_delay;
 }
 
 bool DeliveryPlan::add(const CorrelationKey& key, pid_t tid, DeliveryTime when) {
   ++stats_.samples;
   const TransactionKey tk = transaction_of(key);
-  const bool settled_one = follow_thread(tid, tk);
+  const bool settled_one = follow_thread(tid, tk, when);
   Transaction& t = transactions_[tk];
   t.last_sample = std::max(t.last_sample, when);
   auto [it, inserted] = pending_.try_emplace(key);
@@ -202,6 +221,13 @@ bool DeliveryPlan::settled(const Transaction& t, DeliveryTime now) const {
   return (t.threads_in == 0 && !t.unfollowed) || now - t.last_sample >= options_.settle;
 }
 
+// How far before its due a read is planned to take a datagram: the reads'
+// jitter (the longest wait beyond the period) and a quarter period, at least 10 ms.
+DeliveryDuration DeliveryPlan::read_margin(const AgentReads& reads, DeliveryDuration period) const {
+  const DeliveryDuration jitter = std::max(DeliveryDuration::zero(), reads.read_wait() - period);
+  return jitter + std::max<DeliveryDuration>(std::chrono::milliseconds(10), period / 4);
+}
+
 // How long before its due a datagram must be queued to be read in time.
 DeliveryDuration DeliveryPlan::lead(const AgentReads& reads) const {
   const DeliveryDuration wait = reads.read_wait();
@@ -232,6 +258,8 @@ struct Candidate {
   const CorrelationKey* key;
   std::uint64_t count;
   DeliveryTime due;
+  DeliveryTime last_read;  // the last read that helps: by due, and before the run ends
+  DeliveryTime late_after;
   bool eligible;
   bool next_read = false;  // the reads to come cannot take it later
 };
@@ -244,7 +272,7 @@ void place_on_reads(std::vector<Candidate>& cands, DeliveryTime first_read, Deli
   std::vector<long> last(cands.size());
   long horizon = 0;
   for (std::size_t i = 0; i < cands.size(); ++i) {
-    const auto slack = cands[i].due - margin - first_read;
+    const auto slack = cands[i].last_read - margin - first_read;
     last[i] = slack <= DeliveryDuration::zero() ? 0 : std::min<long>(kMaxReads, slack / period);
     horizon = std::max(horizon, last[i]);
   }
@@ -280,14 +308,15 @@ std::vector<Offer> DeliveryPlan::choose(DeliveryTime now, const AgentReads& read
   for (const auto& [key, p] : pending_) {
     const Transaction& t = transactions_.at(transaction_of(key));
     const DeliveryTime d = due(t);
-    if (!final && d < first_read) continue;  // cannot be read in time: it expires
-    cands.push_back({&key, p.count, d, final || settled(t, now) || now >= d - lead_time});
+    if (d < first_read) continue;  // cannot be read in time: it expires
+    cands.push_back({&key, p.count, d, std::min(d, horizon_), late_after(t),
+                     final || settled(t, now) || now >= d - lead_time});
   }
   if (cands.empty() || limit == 0) return {};
-  if (!final && !reads.reads_at_once() && cands.size() > reads.room()) {
+  if (!reads.reads_at_once() && cands.size() > reads.room()) {
     const DeliveryDuration period = reads.read_period().value_or(reads.read_wait());
     if (period > DeliveryDuration::zero())
-      place_on_reads(cands, first_read, period, lead_time - reads.read_wait(), reads.room(), reads.capacity());
+      place_on_reads(cands, first_read, period, read_margin(reads, period), reads.room(), reads.capacity());
   }
   std::vector<const Candidate*> order;
   for (const auto& c : cands)
@@ -299,7 +328,7 @@ std::vector<Offer> DeliveryPlan::choose(DeliveryTime now, const AgentReads& read
   std::vector<Offer> offers;
   for (const Candidate* c : order) {
     if (offers.size() >= limit) break;
-    offers.push_back({*c->key, static_cast<std::uint16_t>(std::min(c->count, kCountMax)), c->due});
+    offers.push_back({*c->key, static_cast<std::uint16_t>(std::min(c->count, kCountMax)), c->due, c->late_after});
   }
   return offers;
 }
@@ -307,8 +336,8 @@ std::vector<Offer> DeliveryPlan::choose(DeliveryTime now, const AgentReads& read
 std::optional<Offer> DeliveryPlan::current(const CorrelationKey& key) const {
   auto it = pending_.find(key);
   if (it == pending_.end() || it->second.count == 0) return std::nullopt;
-  return Offer{key, static_cast<std::uint16_t>(std::min(it->second.count, kCountMax)),
-               due(transactions_.at(transaction_of(key)))};
+  const Transaction& t = transactions_.at(transaction_of(key));
+  return Offer{key, static_cast<std::uint16_t>(std::min(it->second.count, kCountMax)), due(t), late_after(t)};
 }
 
 void DeliveryPlan::sent(const Offer& offer) {

@@ -4,10 +4,14 @@
 // An agent reads its socket on its own schedule (EDOT Java every 20 ms, then
 // until the queue is empty); the kernel queue holds max_dgram_qlen + 1
 // datagrams (11) between reads. A correlation counts only if the agent reads
-// it before it exports the transaction, which it may do from the
-// transaction's end + samples-delay-ms on: the earliest such moment tracecorr
-// can know is the transaction's last sample (its own time, not when
-// tracecorr read it) + samples-delay-ms, the correlation's *due*.
+// it before it exports the transaction, which it does from the transaction's
+// end + samples-delay-ms on. tracecorr never sees the end, only samples: the
+// end is after the transaction's last sample (by the sample's own time, not
+// when tracecorr read it) and, once every thread seen in it was sampled
+// elsewhere, before the first of those samples. So a correlation has a *due*
+// (last sample + samples-delay-ms: read before it, it is in time) and, once
+// its transaction was seen left, a *late_after* (left + samples-delay-ms:
+// read after it, the agent has had every right to export the transaction).
 //
 //  - AgentReads is what a sender can know of the agent's reading. A unix
 //    datagram stays charged to its sender's socket until the receiver reads
@@ -65,22 +69,23 @@ class AgentReads {
   static constexpr auto kImmediate = std::chrono::milliseconds(2);
 
   struct Outcomes {
-    DeliveryCounts in_time;      // read before due
-    DeliveryCounts late;         // still unread after due: the agent may have exported its transaction
-    DeliveryCounts unconfirmed;  // read between the last look before due and the first after it, or
-                                 // never seen read (the run ended, the process exited first)
+    DeliveryCounts in_time;      // read by due
+    DeliveryCounts late;         // still unread after late_after: the agent may have exported its transaction
+    DeliveryCounts unconfirmed;  // read between due and late_after (in time only if the transaction ran on
+                                 // after its last sample), or never seen read (the run ended, the process exited)
   };
 
   // `capacity`: datagrams the queue is assumed to take until a refusal says (max_dgram_qlen + 1).
   explicit AgentReads(std::size_t capacity = 11) : capacity_(capacity == 0 ? 1 : capacity) {}
 
   // A datagram charging `charge` bytes to the socket (its kernel truesize),
-  // carrying `samples` (0: a registration) due at `due`, was queued at `now`.
-  void sent(std::uint64_t samples, DeliveryTime due, std::uint64_t charge, DeliveryTime now);
+  // carrying `samples` (0: a registration), in time until `due` and late after
+  // `late_after` (DeliveryTime::max(): never known), was queued at `now`.
+  void sent(std::uint64_t samples, DeliveryTime due, DeliveryTime late_after, std::uint64_t charge, DeliveryTime now);
   // The socket's unread bytes (SIOCOUTQ) at `now`. `purged`: the agent's
   // socket is gone (its process exited), so what left the queue was not read.
   void observe(std::uint64_t unread_bytes, DeliveryTime now, bool purged = false);
-  // A send was refused (EAGAIN): the queue holds in_flight() of ours at most.
+  // A send was refused (EAGAIN) right after an observe(): the queue holds in_flight() of ours at most.
   void refused();
   // Nothing more will be seen (end of run, exit): what is unread is unconfirmed.
   void abandon();
@@ -99,7 +104,7 @@ class AgentReads {
   std::optional<DeliveryDuration> read_period() const;
   // When the agent is expected to read next (now, for one that reads at once or is overdue).
   DeliveryTime next_read(DeliveryTime now) const;
-  // The earliest due among the unread: looking right after it tells late from in time.
+  // The earliest late_after among the unread: looking right after it tells late from unconfirmed.
   std::optional<DeliveryTime> next_check() const;
   const Outcomes& outcomes() const { return outcomes_; }
   std::size_t most_read_at_once() const { return most_per_read_; }
@@ -107,7 +112,7 @@ class AgentReads {
  private:
   struct Unread {
     std::uint64_t samples;
-    DeliveryTime due, queued;
+    DeliveryTime due, late_after, queued;
     std::uint64_t charge;
   };
   void classify(const Unread& u, DeliveryTime now, bool purged);
@@ -144,6 +149,7 @@ struct Offer {
   CorrelationKey key;
   std::uint16_t count = 0;
   DeliveryTime due;
+  DeliveryTime late_after = DeliveryTime::max();  // max: its transaction was not seen left
 };
 
 // What the reads of one run could have carried (see capacity_bound).
@@ -164,9 +170,9 @@ class DeliveryPlan {
   // One correlated sample of `key` taken at `when` on thread `tid`. Returns
   // true when it settled a transaction (its thread moved on): worth acting now.
   bool add(const CorrelationKey& key, pid_t tid, DeliveryTime when);
-  // Thread `tid` was sampled outside any transaction (its record cleared or
-  // gone). Returns true when that settled the transaction it was in.
-  bool left(pid_t tid);
+  // Thread `tid` was sampled at `when` outside any transaction (its record
+  // cleared or gone). Returns true when that settled the transaction it was in.
+  bool left(pid_t tid, DeliveryTime when);
   // Drops what is past due (it could no longer be read in time): as expired,
   // or as unsendable when there was no socket to send it on.
   void expire(DeliveryTime now, bool sendable = true);
@@ -179,6 +185,9 @@ class DeliveryPlan {
   void sent(const Offer& offer);         // it went out: its count leaves the plan
   void unsendable(const Offer& offer);   // it cannot be sent (refused, no socket)
   void abandon();                        // everything pending is unsendable (the process exited)
+  // The run ends at `horizon`: no read after it will take anything, so keys
+  // due later compete for the reads before it.
+  void ends_at(DeliveryTime horizon) { horizon_ = horizon; }
   // When choose() may have something new to say (settling, urgency, expiry).
   DeliveryTime next_action(DeliveryTime now, const AgentReads& reads) const;
 
@@ -197,6 +206,7 @@ class DeliveryPlan {
   struct Transaction {
     DeliveryTime last_sample{};
     std::size_t threads_in = 0;  // followed threads whose latest sample is in it
+    DeliveryTime left{};         // when the last of them was first sampled elsewhere ({}: not seen)
     std::size_t pending_keys = 0;
     bool unfollowed = false;     // sampled on a thread beyond max_threads: settles by time only
   };
@@ -211,8 +221,11 @@ class DeliveryPlan {
   DeliveryTime due(const Transaction& t) const { return t.last_sample + options_.samples_delay; }
   bool settled(const Transaction& t, DeliveryTime now) const;
   DeliveryDuration lead(const AgentReads& reads) const;
-  bool follow_thread(pid_t tid, const TransactionKey& now_in);
-  bool leave(std::unordered_map<pid_t, TransactionKey>::iterator thread);
+  DeliveryDuration read_margin(const AgentReads& reads, DeliveryDuration period) const;
+  DeliveryTime late_after(const Transaction& t) const;
+  bool follow_thread(pid_t tid, const TransactionKey& now_in, DeliveryTime when);
+  bool leave(std::unordered_map<pid_t, TransactionKey>::iterator thread, DeliveryTime when);
+  void enter(const TransactionKey& tk);
   void drop_lightest();
   void forget(std::map<CorrelationKey, Pending>::iterator it);
 
@@ -224,6 +237,7 @@ class DeliveryPlan {
   std::map<CorrelationKey, History> history_;
   std::map<TransactionKey, DeliveryTime> last_sample_;  // of every transaction in history_
   bool history_overflow_ = false;
+  DeliveryTime horizon_ = DeliveryTime::max();
   PlanStats stats_;
 };
 

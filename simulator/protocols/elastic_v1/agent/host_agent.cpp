@@ -347,7 +347,7 @@ void HostAgent::on_sample(const Sample& s) {
   p.context.count(s, impl_->contexts);
   if (s.error == SampleError::RecordPointerNull) {  // the thread has not published a record: not an error
     ++p.not_correlated["no_record"];
-    impl_->deliverer.left(p.delivery, s.tid);
+    impl_->deliverer.left(p.delivery, s.tid, sample_time(s));
     return;
   }
   if (s.error != SampleError::Ok || !s.record) {
@@ -362,7 +362,7 @@ void HostAgent::on_sample(const Sample& s) {
   if (j.verdict == RecordVerdict::ValidZero || j.verdict == RecordVerdict::TraceAbsent) {
     ++p.not_correlated[to_string(j.verdict)];
     // Outside any trace (TLS-09): the transaction it was in may be complete. Mid-update (TLS-08): nothing known.
-    if (j.verdict == RecordVerdict::TraceAbsent) impl_->deliverer.left(p.delivery, s.tid);
+    if (j.verdict == RecordVerdict::TraceAbsent) impl_->deliverer.left(p.delivery, s.tid, sample_time(s));
     return;
   }
   if (j.verdict != RecordVerdict::Correlate) {
@@ -396,6 +396,9 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   auto next_context_look = impl_->started;
   auto callback = [this](const Sample& s) { on_sample(s); };
   Status result = Ok{};
+  const DeliveryDuration patience =
+      std::min<DeliveryDuration>(kFinalDeliveryPatience, std::chrono::milliseconds(options_.samples_delay_ms));
+  if (options_.duration) impl_->deliverer.ends_at(end + patience);
   // Sends happen on the deliverer's thread: this loop only samples and rescans.
   for (;;) {
     auto now = Clock::now();
@@ -426,8 +429,7 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   }
   // Whatever the ring buffer still holds, then what is pending goes out and the agents' reads are awaited.
   (void)sampler_.poll(callback, std::chrono::milliseconds(0));
-  impl_->deliverer.finish(std::min<DeliveryDuration>(kFinalDeliveryPatience,
-                                                     std::chrono::milliseconds(options_.samples_delay_ms)));
+  impl_->deliverer.finish(patience);
   live_summary(true);
   return result;
 }
