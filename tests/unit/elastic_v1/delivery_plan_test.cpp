@@ -310,9 +310,16 @@ TEST(DeliveryPlan, PastMaxKeysTheLightestGoAndTheRunEndOffersEverything) {
 
 // ---- capacity_bound ------------------------------------------------------------------------
 
+// Reads at t0 + k * period, k = 0..last.
+std::vector<DeliveryTime> grid(int last, DeliveryDuration period = milliseconds(100)) {
+  std::vector<DeliveryTime> reads;
+  for (int k = 0; k <= last; ++k) reads.push_back(t0 + period * k);
+  return reads;
+}
+
 TEST(CapacityBound, EverySampleWhenTheReadsSuffice) {
   std::vector<BoundJob> jobs{{t0, t0 + milliseconds(500), 3}, {t0, t0 + milliseconds(500), 2}};
-  EXPECT_EQ(capacity_bound(jobs, t0, t0 + milliseconds(500), milliseconds(100), 1), 5u);
+  EXPECT_EQ(capacity_bound(jobs, grid(5), 1), 5u);
 }
 
 TEST(CapacityBound, TheHeaviestWhenReadsAreScarceAndNoReadBeforeTheFirstSample) {
@@ -323,13 +330,13 @@ TEST(CapacityBound, TheHeaviestWhenReadsAreScarceAndNoReadBeforeTheFirstSample) 
                              {t0 + milliseconds(150), t0 + milliseconds(200), 9},
                              {t0 + milliseconds(150), t0 + milliseconds(200), 8}};
   // Two reads before +100 take 4 and 2; the one at +200 takes 9 (the 8 has no read left).
-  EXPECT_EQ(capacity_bound(jobs, t0, t0 + milliseconds(200), milliseconds(100), 1), 15u);
+  EXPECT_EQ(capacity_bound(jobs, grid(2), 1), 15u);
 }
 
 TEST(CapacityBound, MovesAPlacedKeyToMakeRoom) {
   // The heavy key could use reads 0 or 1; the lighter only read 0.
   std::vector<BoundJob> jobs{{t0, t0 + milliseconds(100), 5}, {t0, t0 + milliseconds(50), 4}};
-  EXPECT_EQ(capacity_bound(jobs, t0, t0 + milliseconds(100), milliseconds(100), 1), 9u);
+  EXPECT_EQ(capacity_bound(jobs, grid(1), 1), 9u);
 }
 
 // Brute force: every assignment of jobs to reads (or to none).
@@ -350,6 +357,24 @@ std::uint64_t brute_bound(const std::vector<std::pair<int, int>>& windows, const
   return go(0);
 }
 
+TEST(CapacityBound, ReadsNotSeenAreAssumedOnePerPeriodInTheGaps) {
+  // Seen at 0 and 500 ms; none seen between (no datagram of ours waited): 100..400 are assumed.
+  const auto reads = reads_of_run({t0, t0 + milliseconds(500)}, t0, t0 + milliseconds(700), milliseconds(100));
+  ASSERT_EQ(reads.size(), 8u);  // 0, 100..400, 500, 600, 700
+  EXPECT_EQ(reads[1], t0 + milliseconds(100));
+  EXPECT_EQ(reads.back(), t0 + milliseconds(700));
+  // Seen every 120 ms: none added.
+  EXPECT_EQ(reads_of_run({t0, t0 + milliseconds(120), t0 + milliseconds(240)}, t0, t0 + milliseconds(240),
+                         milliseconds(100)).size(), 3u);
+}
+
+TEST(CapacityBound, ManyReadsAreMergedAndStillBoundFromAbove) {
+  std::vector<BoundJob> jobs;
+  for (int i = 0; i < 1000; ++i) jobs.push_back({t0 + milliseconds(i), t0 + milliseconds(i + 50), 1});
+  const auto many = grid(200000, microseconds(10));  // 2 s of reads every 10 us: merged into groups
+  EXPECT_EQ(capacity_bound(jobs, many, 1), 1000u);
+}
+
 TEST(CapacityBound, EqualsBruteForceOnRandomSmallCases) {
   std::mt19937 rng(29);
   for (int trial = 0; trial < 300; ++trial) {
@@ -365,7 +390,7 @@ TEST(CapacityBound, EqualsBruteForceOnRandomSmallCases) {
       w.push_back(1 + rng() % 9);
       jobs.push_back({t0 + milliseconds(100) * lo, t0 + milliseconds(100) * hi, w.back()});
     }
-    ASSERT_EQ(capacity_bound(jobs, t0, t0 + milliseconds(100) * (reads - 1), milliseconds(100), per_read),
+    ASSERT_EQ(capacity_bound(jobs, grid(reads - 1), per_read),
               brute_bound(windows, w, reads, per_read))
         << "trial " << trial;
   }
@@ -375,8 +400,11 @@ TEST(CapacityBound, EqualsBruteForceOnRandomSmallCases) {
 
 // Four threads on two CPUs sampled at 1 kHz: transactions of 40 ms, each
 // sample's stack one of eight (two burners, four hot instructions each),
-// on-CPU a quarter of the time. One step is 1 ms. The agent's deferral ends
-// each transaction's window at its end + 1 s; what it reads before that is applied.
+// on-CPU a quarter of the time. One step is 1 ms. The agent sleeps its period
+// after each read and then reads when it gets the CPU (up to `jitter` later);
+// its deferral ends each transaction's window at its end + 1 s, and what it
+// reads before that is applied. After 10 s of samples the run's end offers
+// everything and the agent reads for 1 s more, as `tracecorr agent` does.
 struct Simulation {
   struct Queued {
     CorrelationKey key;
@@ -384,18 +412,20 @@ struct Simulation {
   };
   DeliveryDuration poll;
   bool reads_until_empty;
+  DeliveryDuration jitter{};
+  unsigned seed = 4;
   std::size_t queue_capacity = 11;
   DeliveryPlan plan{options()};
   AgentReads reads{11};
   std::deque<Queued> queue;
   std::map<std::pair<TraceId, SpanId>, DeliveryTime> ends;  // transaction -> its end (the agent knows it)
   std::uint64_t correlated = 0, applied = 0, unknown = 0;
-  std::mt19937 rng{4};
+  bool final = false;
 
   void deliver(DeliveryTime now) {
     reads.observe(queue.size() * kCharge, now);
     plan.expire(now);
-    for (const auto& o : plan.choose(now, reads, 64)) {
+    for (const auto& o : plan.choose(now, reads, 64, final)) {
       auto current = plan.current(o.key);
       if (!current) continue;
       if (queue.size() >= queue_capacity) {
@@ -422,15 +452,18 @@ struct Simulation {
       if (reads_until_empty) deliver(now);  // the sender refills while the agent reads
     }
   }
-  void run(DeliveryDuration length) {
-    plan.ends_at(t0 + length);
+  void run(DeliveryDuration length = std::chrono::seconds(10), DeliveryDuration tail = milliseconds(1000)) {
+    std::mt19937 rng{seed};
+    plan.ends_at(t0 + length + tail);
     std::array<int, 4> txn{};
     std::array<DeliveryTime, 4> started{};
+    DeliveryTime next_poll = t0;
     int next_txn = 1;
-    const long steps = length / milliseconds(1);
+    const long sampling = length / milliseconds(1), steps = (length + tail) / milliseconds(1);
     for (long i = 0; i < steps; ++i) {
       const DeliveryTime now = t0 + milliseconds(i);
-      for (int th = 0; th < 4; ++th) {
+      final = i >= sampling;
+      for (int th = 0; th < 4 && !final; ++th) {
         if (txn[th] == 0 || now - started[th] >= milliseconds(40)) {
           if (txn[th]) ends[{key(txn[th], 0).trace_id, key(txn[th], 0).transaction_id}] = now;
           txn[th] = next_txn++;
@@ -442,8 +475,11 @@ struct Simulation {
         plan.add(key(txn[th], half + static_cast<int>(rng() % 4)), 100 + th, now);
         ++correlated;
       }
-      const bool reads_now = i % (poll / milliseconds(1)) == 0;
-      if (reads_now) agent_reads(now);
+      const bool reads_now = now >= next_poll;
+      if (reads_now) {
+        agent_reads(now);
+        next_poll = now + poll + milliseconds(jitter.count() ? rng() % (jitter / milliseconds(1) + 1) : 0);
+      }
       // As the deliverer: at the plan's own moments and after the agent read.
       if (reads_now || now >= plan.next_action(now, reads)) deliver(now);
     }
@@ -451,30 +487,29 @@ struct Simulation {
 };
 
 TEST(DeliverySimulation, AnAgentReadingEvery20msUntilEmptyAppliesNearlyEverySample) {
-  Simulation sim{milliseconds(20), true};
-  sim.run(std::chrono::seconds(10));
-  ASSERT_GT(sim.correlated, 9000u);
-  const double applied = double(sim.applied) / double(sim.correlated);
-  EXPECT_GE(applied, 0.99) << sim.applied << " of " << sim.correlated;
-  EXPECT_EQ(sim.unknown, 0u);
-  EXPECT_EQ(sim.reads.outcomes().late.samples, 0u);
-  std::printf("correlated %lu applied %lu\n", (unsigned long)sim.correlated, (unsigned long)sim.applied);
+  for (auto jitter : {milliseconds(0), milliseconds(10)}) {
+    Simulation sim{milliseconds(20), true, jitter};
+    sim.run();
+    ASSERT_GT(sim.correlated, 9000u);
+    EXPECT_GE(double(sim.applied), 0.99 * double(sim.correlated)) << sim.applied << " of " << sim.correlated;
+    EXPECT_EQ(sim.unknown, 0u);
+    EXPECT_EQ(sim.reads.outcomes().late.samples, 0u);
+  }
 }
 
 TEST(DeliverySimulation, AnAgentReadingOnlyItsQueueEvery100msGetsNearlyWhatTheQueueCanCarry) {
-  Simulation sim{milliseconds(100), false};
-  const int secs = getenv("SIM_SECONDS") ? atoi(getenv("SIM_SECONDS")) : 10;
-  sim.run(std::chrono::seconds(secs));
-  const CapacityBound bound = sim.plan.bound(sim.reads, t0 + std::chrono::seconds(secs));
-  std::printf("expired %lu msgs %lu sent msgs %lu\n", (unsigned long)sim.plan.stats().expired.samples, (unsigned long)sim.plan.stats().expired.messages, (unsigned long)(sim.reads.outcomes().in_time.messages));
-  ASSERT_TRUE(bound.limited) << "11 datagrams per 100 ms cannot carry every key";
-  EXPECT_EQ(bound.read_period, milliseconds(100));
-  const std::uint64_t in_time = sim.reads.outcomes().in_time.samples;
-  EXPECT_EQ(in_time, sim.applied) << "what the sender counts as read in time is what the agent applied";
-  EXPECT_EQ(sim.unknown, 0u);
-  EXPECT_GE(double(in_time), 0.95 * double(bound.samples)) << in_time << " of a bound of " << bound.samples;
-  EXPECT_LE(in_time, bound.samples);
-  std::printf("correlated %lu bound %lu in time %lu\n", (unsigned long)sim.correlated, (unsigned long)bound.samples, (unsigned long)in_time);
+  for (auto [jitter, seed] : {std::pair{milliseconds(0), 4u}, std::pair{milliseconds(20), 2u}}) {
+    Simulation sim{milliseconds(100), false, jitter, seed};
+    sim.run();
+    const CapacityBound bound = sim.plan.bound(sim.reads, t0 + std::chrono::seconds(11));
+    ASSERT_TRUE(bound.limited) << "11 datagrams per 100 ms cannot carry every key";
+    EXPECT_GE(bound.read_period, milliseconds(100));
+    const std::uint64_t in_time = sim.reads.outcomes().in_time.samples;
+    EXPECT_LE(in_time, sim.applied) << "what the sender counts as read in time the agent applied";
+    EXPECT_EQ(sim.unknown, 0u);
+    EXPECT_GE(double(in_time), 0.95 * double(bound.samples)) << in_time << " of a bound of " << bound.samples;
+    EXPECT_LE(in_time, bound.samples);
+  }
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ void AgentReads::on_read(DeliveryTime oldest_queued, std::size_t datagrams, Deli
     // A datagram waiting since the end of the previous read: the gap is the agent's own period.
     if (reads_ > 0 && oldest_queued <= last_read_end_ + kBurstGap) keep_recent(periods_, now - last_read_end_);
     ++reads_;
+    if (read_starts_.size() < kMaxReadsKept) read_starts_.push_back(now);
     this_read_ = 0;
   }
   last_read_end_ = now;
@@ -403,7 +404,8 @@ CapacityBound DeliveryPlan::bound(const AgentReads& reads, DeliveryTime end) con
   }
   b.read_period = *period;
   // Samples of keys beyond the history are counted as if they could all be read: still an upper bound.
-  b.samples = capacity_bound(jobs, start, std::max(end, start), *period, b.datagrams_per_read) +
+  b.samples = capacity_bound(jobs, reads_of_run(reads.read_starts(), start, std::max(end, start), *period),
+                             b.datagrams_per_read) +
               (b.correlated - remembered);
   b.limited = b.samples < b.correlated;
   return b;
@@ -417,16 +419,17 @@ struct PlacedJob {
   std::uint64_t samples;
 };
 
-// Jobs placed on reads (at most per_read each), with a segment tree over the
+// Jobs placed on reads (each with its capacity), with a segment tree over the
 // reads telling, for a range of them, whether one has room and which placed
 // job reaches furthest left and right: what the augmenting search needs.
 class ReadPlacement {
  public:
-  ReadPlacement(const std::vector<PlacedJob>& jobs, long reads, std::size_t per_read)
-      : jobs_(jobs), per_read_(static_cast<long>(per_read)), at_(reads), where_(jobs.size(), -1) {
+  ReadPlacement(const std::vector<PlacedJob>& jobs, std::vector<long> capacity)
+      : jobs_(jobs), capacity_(std::move(capacity)), at_(capacity_.size()), where_(jobs.size(), -1) {
+    const long reads = static_cast<long>(capacity_.size());
     while (size_ < reads) size_ <<= 1;
     tree_.assign(2 * size_, Node{});
-    for (long p = 0; p < reads; ++p) tree_[size_ + p].room = per_read_;
+    for (long p = 0; p < reads; ++p) tree_[size_ + p].room = capacity_[p];
     for (long i = size_ - 1; i >= 1; --i) tree_[i] = combine(tree_[2 * i], tree_[2 * i + 1]);
   }
 
@@ -492,7 +495,7 @@ class ReadPlacement {
   void refresh(long point) {
     Node& leaf = tree_[size_ + point];
     leaf = Node{};
-    leaf.room = per_read_ - static_cast<long>(at_[point].size());
+    leaf.room = capacity_[point] - static_cast<long>(at_[point].size());
     for (int job : at_[point]) {
       if (jobs_[job].lo < leaf.min_lo) leaf.min_lo = jobs_[job].lo, leaf.min_lo_job = job;
       if (jobs_[job].hi > leaf.max_hi) leaf.max_hi = jobs_[job].hi, leaf.max_hi_job = job;
@@ -526,7 +529,7 @@ class ReadPlacement {
   }
 
   const std::vector<PlacedJob>& jobs_;
-  long per_read_;
+  std::vector<long> capacity_;
   long size_ = 1;
   std::vector<Node> tree_;
   std::vector<std::vector<int>> at_;
@@ -535,33 +538,54 @@ class ReadPlacement {
 
 }  // namespace
 
-std::uint64_t capacity_bound(const std::vector<BoundJob>& jobs, DeliveryTime start, DeliveryTime end,
-                             DeliveryDuration period, std::size_t per_read) {
-  std::uint64_t total = 0;
-  for (const auto& j : jobs) total += j.samples;
-  if (period <= DeliveryDuration::zero()) return total;
-  if (per_read == 0 || end < start) return 0;
-  // Past this many reads, neighbouring reads are merged (their capacities
-  // added): every job keeps at least its reads, so it stays an upper bound.
-  constexpr long kMaxReads = 1 << 16;
-  long merge = 1;
-  while ((end - start) / (period * merge) + 1 > kMaxReads) merge *= 2;
-  period *= merge;
-  per_read *= static_cast<std::size_t>(merge);
-  const long reads = (end - start) / period + 1;
+std::vector<DeliveryTime> reads_of_run(const std::vector<DeliveryTime>& seen, DeliveryTime start, DeliveryTime end,
+                                       DeliveryDuration period) {
+  std::vector<DeliveryTime> reads;
+  if (period <= DeliveryDuration::zero() || end < start) return reads;
+  auto fill = [&](DeliveryTime from, DeliveryTime to) {  // a read every period strictly between, if the gap is long
+    if (to - from <= period + period / 2) return;
+    for (DeliveryTime t = from + period; t < to - period / 2; t += period) reads.push_back(t);
+  };
+  DeliveryTime last = start - period;  // as if a read had just happened before the first sample
+  for (DeliveryTime t : seen) {
+    if (t < start || t > end) continue;
+    fill(last, t);
+    reads.push_back(t);
+    last = t;
+  }
+  fill(last, end + period);
+  return reads;
+}
+
+std::uint64_t capacity_bound(const std::vector<BoundJob>& jobs, const std::vector<DeliveryTime>& reads,
+                             std::size_t per_read) {
+  if (per_read == 0 || reads.empty()) return 0;
+  // Past this many reads, neighbouring reads are merged into one group (their
+  // capacities added, any job reaching one of them reaching the group): every
+  // job keeps at least its reads, so it stays an upper bound.
+  constexpr std::size_t kMaxGroups = 1 << 16;
+  const std::size_t merge = (reads.size() + kMaxGroups - 1) / kMaxGroups;
+  std::vector<DeliveryTime> first_of, last_of;
+  std::vector<long> capacity;
+  for (std::size_t i = 0; i < reads.size(); i += merge) {
+    const std::size_t n = std::min(merge, reads.size() - i);
+    first_of.push_back(reads[i]);
+    last_of.push_back(reads[i + n - 1]);
+    capacity.push_back(static_cast<long>(n * per_read));
+  }
   std::vector<PlacedJob> placed;
   for (const auto& j : jobs) {
-    const DeliveryTime until = std::min(j.due, end);
-    if (j.samples == 0 || until < start) continue;
-    const long lo = j.first <= start ? 0 : ((j.first - start) + period - DeliveryDuration(1)) / period;
-    const long hi = (until - start) / period;
+    if (j.samples == 0) continue;
+    // The first group that ends at or after the first sample, the last that begins at or before due.
+    const long lo = std::lower_bound(last_of.begin(), last_of.end(), j.first) - last_of.begin();
+    const long hi = std::upper_bound(first_of.begin(), first_of.end(), j.due) - first_of.begin() - 1;
     if (lo <= hi) placed.push_back({lo, hi, j.samples});
   }
   std::sort(placed.begin(), placed.end(), [](const PlacedJob& a, const PlacedJob& b) { return a.samples > b.samples; });
-  ReadPlacement reads_placement(placed, reads, per_read);
+  ReadPlacement placement(placed, std::move(capacity));
   std::uint64_t carried = 0;
   for (std::size_t i = 0; i < placed.size(); ++i)
-    if (reads_placement.insert(static_cast<int>(i))) carried += placed[i].samples;
+    if (placement.insert(static_cast<int>(i))) carried += placed[i].samples;
   return carried;
 }
 

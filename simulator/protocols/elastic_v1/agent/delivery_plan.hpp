@@ -108,6 +108,9 @@ class AgentReads {
   std::optional<DeliveryTime> next_check() const;
   const Outcomes& outcomes() const { return outcomes_; }
   std::size_t most_read_at_once() const { return most_per_read_; }
+  // When each read seen began (the first kMaxReadsKept).
+  static constexpr std::size_t kMaxReadsKept = 1 << 17;
+  const std::vector<DeliveryTime>& read_starts() const { return read_starts_; }
 
  private:
   struct Unread {
@@ -126,6 +129,7 @@ class AgentReads {
   DeliveryTime last_read_end_{};  // the latest read seen (a read lasts while the agent finds datagrams)
   std::size_t this_read_ = 0, most_per_read_ = 0;
   std::deque<DeliveryDuration> waits_, periods_;  // recent
+  std::vector<DeliveryTime> read_starts_;
   Outcomes outcomes_;
 };
 
@@ -243,16 +247,20 @@ class DeliveryPlan {
 
 // The most samples a sender knowing them all in advance could have had read
 // in time: a key (weight: its samples) can be carried by one datagram read at
-// any read between its first sample and its due; the reads are one every
-// `period` from `start` to `end`, each taking `per_read` datagrams. Exact
-// (greedy by weight over a transversal matroid, augmenting paths over the
-// reads' intervals); an upper bound on what any sender can do, since a sender
-// that splits a key into several datagrams uses more reads for the same samples.
+// any read between its first sample and its due; the agent read at `reads`
+// (ascending), each read taking `per_read` datagrams. Exact (greedy by weight
+// over a transversal matroid, augmenting paths over the reads' intervals);
+// an upper bound on what any sender can do, since a sender that splits a key
+// into several datagrams uses more reads for the same samples.
 struct BoundJob {
   DeliveryTime first, due;
   std::uint64_t samples;
 };
-std::uint64_t capacity_bound(const std::vector<BoundJob>& jobs, DeliveryTime start, DeliveryTime end,
-                             DeliveryDuration period, std::size_t per_read);
+std::uint64_t capacity_bound(const std::vector<BoundJob>& jobs, const std::vector<DeliveryTime>& reads,
+                             std::size_t per_read);
+// The reads a run had: those seen, and where none was seen for longer than
+// 1.5 periods (no datagram of ours waited then), one every `period`.
+std::vector<DeliveryTime> reads_of_run(const std::vector<DeliveryTime>& seen, DeliveryTime start, DeliveryTime end,
+                                       DeliveryDuration period);
 
 }  // namespace tracecorr::elastic_v1::agent

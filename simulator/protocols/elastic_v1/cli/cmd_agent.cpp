@@ -238,8 +238,9 @@ RegisterCommand agent_command(
                      "spec: registration + aggregated counts; ebpf-profiler: no registration, one message per sample")
           ->check(CLI::IsMember({"spec", "ebpf-profiler"}));
       app.add_option("--flush-interval", a->flush_interval_ms,
-                     "Milliseconds between correlation reports (spec; default: a fifth of --samples-delay-ms, at most "
-                     "1000; must be below it)")
+                     "Spec: milliseconds a transaction goes unsampled before its counts are sent (a thread seen "
+                     "leaving it sends them at once; default: a fifth of --samples-delay-ms, at most 1000; must be "
+                     "below it)")
           ->check(CLI::Range(1u, 3600000u));
       app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
           ->check(CLI::IsMember({"bpf", "ptrace"}));
