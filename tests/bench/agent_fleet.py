@@ -82,7 +82,8 @@ def run_agent(tracecorr, pids, args, out):
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start_t
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
+    # 1: a named process gave nothing to correlate (a starved target at 99 Hz); the summary is written.
+    if proc.returncode not in (0, 1) or not out.exists():
         sys.exit(f"agent exit {proc.returncode}: {proc.stderr.read().decode()}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 

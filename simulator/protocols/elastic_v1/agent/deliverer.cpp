@@ -268,7 +268,9 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
       t.reads.sent(o.count, o.due, o.late_after, charge(bytes.size()), now);
       ++t.messages_sent;
       t.samples_sent += o.count;
-      t.sent[{o.key.trace_id, o.key.transaction_id}][o.key.stack_trace_id] += o.count;
+      if (auto listed = t.sent.find({o.key.trace_id, o.key.transaction_id});
+          listed != t.sent.end() || t.sent.size() < kMaxTransactionsListed)
+        t.sent[{o.key.trace_id, o.key.transaction_id}][o.key.stack_trace_id] += o.count;
       return true;
     case SendOutcome::WouldBlock:
       if (spec) {

@@ -55,6 +55,7 @@ class Deliverer {
     std::uint64_t samples_late = 0, samples_unconfirmed = 0, samples_pending = 0;
   };
   using Id = std::uint64_t;  // one per process examined (a pid can be reused)
+  static constexpr std::size_t kMaxTransactionsListed = 65536;  // in sent(), per process
 
   explicit Deliverer(Options options);
   ~Deliverer();

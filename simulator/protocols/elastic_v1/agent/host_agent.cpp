@@ -39,6 +39,9 @@ constexpr auto kContextLookInterval = std::chrono::milliseconds(10);
 // the agents' reads (at most samples-delay-ms: later, it would be late anyway).
 constexpr auto kFinalDeliveryPatience = std::chrono::milliseconds(2000);
 constexpr std::size_t kMaxSpanIdsPerTransaction = 256;
+// Transactions listed per process in the summary (a long run meets millions;
+// the rest are counted, still correlated and sent). Deliverer::sent keeps as many.
+constexpr std::size_t kMaxTransactionsListed = Deliverer::kMaxTransactionsListed;
 
 // The sample's own time (CLOCK_MONOTONIC, as steady_clock): lateness is
 // measured from it, not from when the ring buffer was read.
@@ -87,6 +90,7 @@ struct HostAgent::Process {
   std::map<std::pair<TraceId, SpanId>, Transaction> transactions;
   std::map<RecordBytes, std::uint64_t> records;  // distinct records read (bounded)
   std::uint64_t records_overflow = 0;
+  std::uint64_t transactions_overflow = 0;  // beyond kMaxTransactionsListed: not listed
 
   // Its OpenTelemetry process context, when it publishes one: the header the
   // sampler reads with each sample, and the samples taken since then by the
@@ -371,9 +375,15 @@ void HostAgent::on_sample(const Sample& s) {
   }
   ++p.correlated;
   CorrelationKey key{j.record.trace_id, j.record.transaction_id, stack_trace_id(s.frames)};
-  auto& txn = p.transactions[{key.trace_id, key.transaction_id}];
-  ++txn.samples_read;
-  if (txn.span_ids.size() < kMaxSpanIdsPerTransaction) txn.span_ids.insert(j.record.span_id);
+  auto listed = p.transactions.find({key.trace_id, key.transaction_id});
+  if (listed == p.transactions.end() && p.transactions.size() < kMaxTransactionsListed)
+    listed = p.transactions.try_emplace({key.trace_id, key.transaction_id}).first;
+  if (listed == p.transactions.end()) {
+    ++p.transactions_overflow;
+  } else {
+    ++listed->second.samples_read;
+    if (listed->second.span_ids.size() < kMaxSpanIdsPerTransaction) listed->second.span_ids.insert(j.record.span_id);
+  }
   // Spec: planned (aggregated until its transaction settles); ebpf-profiler: sent now or dropped.
   impl_->deliverer.add(p.delivery, key, s.tid, sample_time(s));
 }
@@ -586,6 +596,7 @@ nlohmann::json HostAgent::summary() const {
     for (const auto& [bytes, n] : p.records) records.push_back({{"hex", hex(bytes)}, {"count", n}});
     j["records"] = records;
     j["records_overflow"] = p.records_overflow;
+    j["transactions_overflow"] = p.transactions_overflow;
     json txns = json::array();
     const auto sent_per_transaction = impl_->deliverer.sent(p.delivery);
     for (const auto& [ids, t] : p.transactions) {
