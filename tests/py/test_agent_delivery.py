@@ -143,6 +143,7 @@ def test_an_agent_polling_every_20ms_applies_nearly_every_sample(tracecorr, tmp_
     assert outcomes["recorded"] >= 0.99 * p["correlated"], (outcomes, p["delivery"])
     reads = p["delivery"]["agent_reads"]
     assert reads["read_period_ms"] is not None and 15 <= reads["read_period_ms"] <= 200, reads
+    assert summary["flush_interval_ms"] == 200, "derived from samples-delay-ms 1000, not contradicting it"
 
 
 def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_carry(tracecorr, tmp_path):

@@ -86,6 +86,8 @@ struct Deliverer::Target {
   DeliveryTime looked{};
   DeliveryTime next_action = DeliveryTime::max();
   std::map<std::pair<TraceId, SpanId>, std::map<StackTraceId, std::uint64_t>> sent;
+  std::size_t stacks_listed = 0;
+  std::uint64_t samples_not_listed = 0;  // sent, beyond the listing's bounds
 };
 
 Deliverer::Deliverer(Options options) : options_(std::move(options)) {
@@ -268,9 +270,7 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
       t.reads.sent(o.count, o.due, o.late_after, charge(bytes.size()), now);
       ++t.messages_sent;
       t.samples_sent += o.count;
-      if (auto listed = t.sent.find({o.key.trace_id, o.key.transaction_id});
-          listed != t.sent.end() || t.sent.size() < kMaxTransactionsListed)
-        t.sent[{o.key.trace_id, o.key.transaction_id}][o.key.stack_trace_id] += o.count;
+      list_sent(t, o);
       return true;
     case SendOutcome::WouldBlock:
       if (spec) {
@@ -291,6 +291,25 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
       return false;
   }
   return false;
+}
+
+// What was sent per (transaction, stack), for the summary: bounded; beyond, counted.
+void Deliverer::list_sent(Target& t, const Offer& o) {
+  auto listed = t.sent.find({o.key.trace_id, o.key.transaction_id});
+  if (listed == t.sent.end() && t.sent.size() < kMaxTransactionsListed && t.stacks_listed < kMaxStacksListed)
+    listed = t.sent.try_emplace({o.key.trace_id, o.key.transaction_id}).first;
+  if (listed == t.sent.end()) {
+    t.samples_not_listed += o.count;
+    return;
+  }
+  auto [stack, added] = listed->second.try_emplace(o.key.stack_trace_id, 0);
+  if (added && ++t.stacks_listed > kMaxStacksListed) {
+    listed->second.erase(stack);
+    --t.stacks_listed;
+    t.samples_not_listed += o.count;
+    return;
+  }
+  stack->second += o.count;
 }
 
 void Deliverer::look(Target& t, DeliveryTime now, bool again) {
@@ -443,6 +462,7 @@ nlohmann::json Deliverer::delivery_json(Id id) const {
   const Target& t = *it->second;
   const auto& o = t.reads.outcomes();
   json j = {{"delivered", {{"messages", t.messages_sent}, {"samples", t.samples_sent}}},
+            {"samples_sent_not_listed", t.samples_not_listed},
             {"read_in_time", counts_json(o.in_time)},
             {"late", counts_json(o.late)},
             {"unconfirmed", counts_json(o.unconfirmed)},

@@ -56,6 +56,7 @@ class Deliverer {
   };
   using Id = std::uint64_t;  // one per process examined (a pid can be reused)
   static constexpr std::size_t kMaxTransactionsListed = 65536;  // in sent(), per process
+  static constexpr std::size_t kMaxStacksListed = 1 << 20;        // (transaction, stack) pairs in sent()
 
   explicit Deliverer(Options options);
   ~Deliverer();
@@ -95,6 +96,7 @@ class Deliverer {
   void look(Target& t, DeliveryTime now, bool again = false);
   bool send_registration(Target& t, DeliveryTime now);
   bool send_one(Target& t, const Offer& offer, DeliveryTime now);
+  void list_sent(Target& t, const Offer& offer);
   void drop_socket(Target& t, const std::string& why);
   void wake();
   std::uint64_t charge(std::size_t datagram_length);
