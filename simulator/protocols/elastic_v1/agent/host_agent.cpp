@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <thread>
 
@@ -35,6 +36,9 @@ constexpr std::size_t kMaxDistinctRecords = 256;  // per process, in the summary
 // read each): often enough that a publication is read while it is current
 // (the SDK frees the one it replaces), without a read per send tick.
 constexpr auto kContextLookInterval = std::chrono::milliseconds(10);
+// The longest the loop examines processes before it polls the sampler again
+// and looks at the clock (a rescan goes on at the next turn).
+constexpr auto kRescanSlice = std::chrono::milliseconds(20);
 // At the end of a run, how long what is pending or unread may still wait for
 // the agents' reads (at most samples-delay-ms: later, it would be late anyway).
 constexpr auto kFinalDeliveryPatience = std::chrono::milliseconds(2000);
@@ -42,6 +46,18 @@ constexpr std::size_t kMaxSpanIdsPerTransaction = 256;
 // Transactions listed per process in the summary (a long run meets millions;
 // the rest are counted, still correlated and sent). Deliverer::sent keeps as many.
 constexpr std::size_t kMaxTransactionsListed = Deliverer::kMaxTransactionsListed;
+
+// How long the calling thread has waited for a CPU while runnable
+// (/proc/thread-self/schedstat, second field), 0 when unreadable: what a
+// loaded machine, not the loop, explains of a late end.
+std::chrono::nanoseconds waited_for_cpu() {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "re");
+  if (!f) return {};
+  unsigned long long running = 0, waiting = 0;
+  const int n = std::fscanf(f, "%llu %llu", &running, &waiting);
+  std::fclose(f);
+  return std::chrono::nanoseconds(n == 2 ? waiting : 0);
+}
 
 // The sample's own time (CLOCK_MONOTONIC, as steady_clock): lateness is
 // measured from it, not from when the ring buffer was read.
@@ -106,11 +122,17 @@ struct HostAgent::Impl {
   std::map<pid_t, Process> processes;
   std::vector<Process> retired;
   std::set<pid_t> not_agents;  // --all: processes without the library (rechecked each scan)
+  std::deque<pid_t> rescan_work;  // the rescan's candidates not examined yet
   std::uint64_t unknown_pid_samples = 0;
   Clock::time_point started;
   double elapsed_s = 0;
   SamplerCounters last_counters;
   std::string sampler_error;
+  // The run's own timeline, for the summary: when sampling stopped, when the final reads ended, and
+  // how long the loop's thread waited for a CPU meanwhile.
+  std::optional<Clock::time_point> sampling_ended, finished;
+  DeliveryDuration final_reads_limit{};
+  std::chrono::nanoseconds loop_waited_for_cpu{};
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
   // Processes that publish no Elastic library but a protocol whose records the
   // sampler reads (OTEP 4947's thread context): listed per thread, nothing sent.
@@ -167,13 +189,24 @@ void HostAgent::rescan() {
   if (options_.all)
     for (pid_t pid : list_processes()) candidates.insert(pid);
   impl_->sampled.rescan();  // retires those that exited or exec'd: examined afresh below
-  for (pid_t pid : candidates) {
+  impl_->rescan_work.assign(candidates.begin(), candidates.end());
+}
+
+// Examines the rescan's candidates until `until`: with --all on a host of
+// thousands of processes a whole rescan takes longer than the loop may stay
+// away from the sampler and the run's end. Returns true when it is done.
+bool HostAgent::continue_rescan(Clock::time_point until) {
+  auto& work = impl_->rescan_work;
+  while (!work.empty() && Clock::now() < until) {
+    const pid_t pid = work.front();
+    work.pop_front();
     auto it = impl_->processes.find(pid);
     if (it != impl_->processes.end())
       refresh(it->second);
     else if (!impl_->sampled.follows(pid))
       examine(pid, std::find(options_.pids.begin(), options_.pids.end(), pid) != options_.pids.end());
   }
+  return work.empty();
 }
 
 void HostAgent::examine(pid_t pid, bool explicit_pid) {
@@ -409,12 +442,18 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   const DeliveryDuration patience =
       std::min<DeliveryDuration>(kFinalDeliveryPatience, std::chrono::milliseconds(options_.samples_delay_ms));
   if (options_.duration) impl_->deliverer.ends_at(end + patience);
+  const auto waited_at_start = waited_for_cpu();
   // Sends happen on the deliverer's thread: this loop only samples and rescans.
+  bool rescanning = false;
   for (;;) {
     auto now = Clock::now();
     if (stop.load() || now >= end) break;
-    if (now >= next_rescan) {
+    if (!rescanning && now >= next_rescan) {
       rescan();
+      rescanning = true;
+    }
+    if (rescanning && continue_rescan(std::min(end, now + kRescanSlice))) {
+      rescanning = false;
       next_rescan = Clock::now() + options_.rescan_interval;
     }
     now = Clock::now();
@@ -423,7 +462,7 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
       impl_->contexts.refresh_all();
       next_context_look = now + kContextLookInterval;
     }
-    const auto wake = std::min({next_rescan, next_summary, end, next_context_look});
+    const auto wake = rescanning ? now : std::min({next_rescan, next_summary, end, next_context_look});
     const auto wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(wake - now), std::chrono::milliseconds(0),
                                  std::chrono::milliseconds(100));
     auto polled = sampler_.poll(callback, wait);
@@ -439,7 +478,11 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   }
   // Whatever the ring buffer still holds, then what is pending goes out and the agents' reads are awaited.
   (void)sampler_.poll(callback, std::chrono::milliseconds(0));
+  impl_->sampling_ended = Clock::now();
+  impl_->loop_waited_for_cpu = waited_for_cpu() - waited_at_start;
+  impl_->final_reads_limit = patience;
   impl_->deliverer.finish(patience);
+  impl_->finished = Clock::now();
   live_summary(true);
   return result;
 }
@@ -648,6 +691,19 @@ nlohmann::json HostAgent::summary() const {
               {"sampler", sampler},
               {"processes", processes}};
   if (!impl_->sampler_error.empty()) out["sampler_error"] = impl_->sampler_error;
+  if (impl_->sampling_ended && impl_->finished) {
+    auto s = [](auto d) { return std::chrono::duration<double>(d).count(); };
+    out["timeline"] = {
+        {"duration_s", options_.duration ? json(s(*options_.duration)) : json(nullptr)},
+        {"sampling_s", s(*impl_->sampling_ended - impl_->started)},
+        {"loop_waited_for_cpu_s", s(impl_->loop_waited_for_cpu)},
+        {"final_reads_s", s(*impl_->finished - *impl_->sampling_ended)},
+        {"final_reads_limit_s", s(impl_->final_reads_limit)},
+        {"means", "sampling_s: from start until the loop stopped sampling (a rescan is examined in slices, so "
+                  "it stops at duration_s unless the machine kept its thread from a CPU: loop_waited_for_cpu_s); "
+                  "final_reads_s: then offering what was pending and awaiting the agents' reads, at most "
+                  "final_reads_limit_s"}};
+  }
   return out;
 }
 

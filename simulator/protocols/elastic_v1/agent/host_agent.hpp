@@ -75,7 +75,8 @@ class HostAgent {
   static std::chrono::milliseconds effective_flush_interval(const AgentOptions& o);
 
  private:
-  void rescan();
+  void rescan();  // retires what exited, lists the candidates; continue_rescan() examines them
+  bool continue_rescan(std::chrono::steady_clock::time_point until);
   void examine(pid_t pid, bool explicit_pid);
   void refresh(Process& p);
   void follow_process_context(Process& p);
