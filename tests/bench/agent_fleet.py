@@ -17,6 +17,8 @@ Per frequency, one line: the agent's wall time for a --duration run, its CPU
 time and peak RSS (wait4), what it correlated, and where it went by its
 summary (read in time / late / unconfirmed / dropped) and by the agents' own
 journals (recorded / unknown_transaction). *timely* = recorded / correlated.
+The summary's timeline splits the wall time: sampling (ends at the duration
+unless the loop's thread was kept from a CPU: *cpu wait*) and the final reads.
 """
 import argparse
 import json
@@ -130,7 +132,7 @@ def one_run(a, frequency, root):
             if e["event"] == "message" and e["kind"] == "correlation":
                 totals[e["outcome"]] += e["count"]
     found = sum(1 for p, _ in elastic + writers if p.pid in by_pid)
-    return found, wall, cpu, rss, totals, summary["totals"]["samples"]
+    return found, wall, cpu, rss, totals, summary["totals"]["samples"], summary["timeline"]
 
 
 def main():
@@ -151,14 +153,16 @@ def main():
           f"tracecorr agent --pid x{a.elastic + a.writers} --duration {a.seconds:g}")
     print(f"# {os.cpu_count()} CPUs, load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
     print(f"{'Hz':>5} {'found':>5} {'wall s':>7} {'CPU s':>6} {'RSS MB':>6} {'samples':>8} {'correl.':>8} "
-          f"{'in time':>8} {'late':>5} {'unconf':>6} {'expired':>7} {'recorded':>8} {'unknown':>7} {'timely%':>7}")
+          f"{'in time':>8} {'late':>5} {'unconf':>6} {'expired':>7} {'recorded':>8} {'unknown':>7} {'timely%':>7} "
+          f"{'sampling s':>10} {'final s':>7} {'cpu wait s':>10}")
     for f in [int(x) for x in a.frequencies.split(",")]:
         with tempfile.TemporaryDirectory(prefix="tcfleet-") as tmp:
-            found, wall, cpu, rss, t, samples = one_run(a, f, Path(tmp))
+            found, wall, cpu, rss, t, samples, timeline = one_run(a, f, Path(tmp))
         timely = 100.0 * t["recorded"] / t["correlated"] if t["correlated"] else 0.0
         print(f"{f:>5} {found:>5} {wall:>7.2f} {cpu:>6.2f} {rss:>6.1f} {samples:>8} {t['correlated']:>8} "
               f"{t['in_time']:>8} {t['late']:>5} {t['unconfirmed']:>6} {t['expired']:>7} {t['recorded']:>8} "
-              f"{t['unknown_transaction']:>7} {timely:>6.2f}%", flush=True)
+              f"{t['unknown_transaction']:>7} {timely:>6.2f}% {timeline['sampling_s']:>10.2f} "
+              f"{timeline['final_reads_s']:>7.2f} {timeline['loop_waited_for_cpu_s']:>10.2f}", flush=True)
 
 
 if __name__ == "__main__":

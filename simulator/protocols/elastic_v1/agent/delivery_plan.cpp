@@ -92,7 +92,10 @@ void AgentReads::abandon() {
 
 DeliveryDuration AgentReads::read_wait() const {
   if (waits_.empty()) return kUnknownReadWait;
-  return *std::max_element(waits_.begin(), waits_.end());
+  // The longest but one: a single stall of the agent (a starved thread) does not make every key look urgent.
+  std::vector<DeliveryDuration> sorted(waits_.begin(), waits_.end());
+  std::sort(sorted.begin(), sorted.end());
+  return sorted.size() >= 4 ? sorted[sorted.size() - 2] : sorted.back();
 }
 
 std::optional<DeliveryDuration> AgentReads::read_period() const {
@@ -262,7 +265,7 @@ struct Candidate {
   DeliveryTime last_read;  // the last read that helps: by due, and before the run ends
   DeliveryTime late_after;
   bool eligible;
-  bool next_read = false;  // the reads to come cannot take it later
+  bool next_read;  // the reads to come cannot take it later
 };
 
 // Job sequencing with deadlines: heaviest first, each to the latest read
@@ -310,12 +313,16 @@ std::vector<Offer> DeliveryPlan::choose(DeliveryTime now, const AgentReads& read
     const Transaction& t = transactions_.at(transaction_of(key));
     const DeliveryTime d = due(t);
     if (d < first_read) continue;  // cannot be read in time: it expires
-    cands.push_back({&key, p.count, d, std::min(d, horizon_), late_after(t),
-                     final || settled(t, now) || now >= d - lead_time});
+    // Settled: complete, worth a datagram now. Urgent: its last chance, complete or not.
+    cands.push_back({&key, p.count, d, std::min(d, horizon_), late_after(t), final || settled(t, now),
+                     now >= d - lead_time});
   }
   if (cands.empty() || limit == 0) return {};
+  // An agent reading at periods: which keys the next read must take is the
+  // placement's to say (over the reads to come); one reading at once: the urgent.
   if (!reads.reads_at_once() && cands.size() > reads.room()) {
     const DeliveryDuration period = reads.read_period().value_or(reads.read_wait());
+    for (auto& c : cands) c.next_read = false;
     if (period > DeliveryDuration::zero())
       place_on_reads(cands, first_read, period, read_margin(reads, period), reads.room(), reads.capacity());
   }

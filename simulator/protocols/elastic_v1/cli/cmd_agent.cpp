@@ -46,11 +46,12 @@ struct AgentArgs {
 };
 
 // Passes the host agent's sampler through, keeping what it delivers (up to a
-// bound) so --html can draw the agent's own samples as flame graphs.
+// bound, and only for --html: a sample with its stack is up to a kilobyte) so
+// --html can draw the agent's own samples as flame graphs.
 class RecordingSampler final : public Sampler {
  public:
   static constexpr std::size_t kMaxKept = 200000;
-  explicit RecordingSampler(Sampler& inner) : inner_(inner) {}
+  RecordingSampler(Sampler& inner, bool keep) : inner_(inner), keep_(keep) {}
   std::string name() const override { return inner_.name(); }
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     return inner_.track(pid, layout, site);
@@ -62,7 +63,7 @@ class RecordingSampler final : public Sampler {
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(
         [&](const Sample& s) {
-          if (kept_.size() < kMaxKept) kept_.push_back(s);
+          if (keep_ && kept_.size() < kMaxKept) kept_.push_back(s);
           callback(s);
         },
         timeout);
@@ -72,6 +73,7 @@ class RecordingSampler final : public Sampler {
 
  private:
   Sampler& inner_;
+  bool keep_;
   std::vector<Sample> kept_;
 };
 
@@ -170,7 +172,7 @@ int run_agent(const AgentArgs& a) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  RecordingSampler recording(**sampler);
+  RecordingSampler recording(**sampler, !a.html_path.empty());
   agent::HostAgent host(o, recording);
   Status st = host.run(g_stop);
   auto summary = host.summary();
