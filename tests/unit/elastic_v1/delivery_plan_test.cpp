@@ -147,6 +147,10 @@ TEST(AgentReads, ARefusalTeachesTheQueuesCapacityAndMoreSeenUnreadRaisesIt) {
   EXPECT_EQ(r.capacity(), 4u) << "a send alone proves nothing: the agent may have read meanwhile";
   r.observe(5 * kCharge, t0 + milliseconds(1));
   EXPECT_EQ(r.capacity(), 5u);
+  for (int i = 0; i < 2; ++i) r.sent(1, t0 + milliseconds(500), kNever, kCharge, t0 + milliseconds(2));
+  r.observe(3 * kCharge, t0 + milliseconds(2));  // the agent read four while the send was refused
+  r.refused();
+  EXPECT_EQ(r.capacity(), 5u) << "a look that saw a read does not tell how full the queue was when refused";
 }
 
 // ---- DeliveryPlan -----------------------------------------------------------------------

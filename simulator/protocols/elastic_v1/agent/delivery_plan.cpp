@@ -47,6 +47,7 @@ void AgentReads::observe(std::uint64_t unread_bytes, DeliveryTime now, bool purg
   }
   if (unread_.empty()) unread_bytes_ = 0;
   if (read > 0 && !purged) on_read(oldest, read, now);
+  last_look_read_ = read > 0;
   // What is still unread now is in the queue now: it holds at least that many (a sent() between two
   // looks may count datagrams the agent already read, so capacity is learned here, not there).
   if (unread_bytes == unread_bytes_) capacity_ = std::max(capacity_, unread_.size());
@@ -81,7 +82,11 @@ void AgentReads::on_read(DeliveryTime oldest_queued, std::size_t datagrams, Deli
   most_per_read_ = std::max(most_per_read_, this_read_);
 }
 
-void AgentReads::refused() { capacity_ = std::max<std::size_t>(1, unread_.size()); }
+void AgentReads::refused() {
+  // What the look right before saw unread is what the queue held, unless the
+  // agent was reading meanwhile (then the refusal came when it held more).
+  if (!last_look_read_) capacity_ = std::max<std::size_t>(1, unread_.size());
+}
 
 void AgentReads::abandon() {
   for (const auto& u : unread_)

@@ -85,7 +85,8 @@ class AgentReads {
   // The socket's unread bytes (SIOCOUTQ) at `now`. `purged`: the agent's
   // socket is gone (its process exited), so what left the queue was not read.
   void observe(std::uint64_t unread_bytes, DeliveryTime now, bool purged = false);
-  // A send was refused (EAGAIN) right after an observe(): the queue holds in_flight() of ours at most.
+  // A send was refused (EAGAIN), and observe() was called right after: the
+  // queue holds in_flight() of ours at most (unless that look saw a read).
   void refused();
   // Nothing more will be seen (end of run, exit): what is unread is unconfirmed.
   void abandon();
@@ -125,6 +126,7 @@ class AgentReads {
   std::deque<Unread> unread_;
   std::uint64_t unread_bytes_ = 0;
   DeliveryTime last_look_{};
+  bool last_look_read_ = false;  // the latest observe() saw a read
   std::uint64_t reads_ = 0;
   DeliveryTime last_read_end_{};  // the latest read seen (a read lasts while the agent finds datagrams)
   std::size_t this_read_ = 0, most_per_read_ = 0;
