@@ -361,15 +361,28 @@ std::uint64_t brute_bound(const std::vector<std::pair<int, int>>& windows, const
   return go(0);
 }
 
-TEST(CapacityBound, ReadsNotSeenAreAssumedOnePerPeriodInTheGaps) {
-  // Seen at 0 and 500 ms; none seen between (no datagram of ours waited): 100..400 are assumed.
-  const auto reads = reads_of_run({t0, t0 + milliseconds(500)}, t0, t0 + milliseconds(700), milliseconds(100));
+TEST(CapacityBound, ReadsNotSeenAreAssumedOnePerPeriodWhileNoneOfOursWaited) {
+  // Seen at 0 and 500 ms; none of ours unread from 50 to 700 ms: 100..400, 600 and 700 are assumed.
+  const std::vector<AgentReads::Stretch> idle{{t0 + milliseconds(50), t0 + milliseconds(700)}};
+  const auto reads = reads_of_run({t0, t0 + milliseconds(500)}, idle, t0, t0 + milliseconds(700), milliseconds(100));
   ASSERT_EQ(reads.size(), 8u);  // 0, 100..400, 500, 600, 700
   EXPECT_EQ(reads[1], t0 + milliseconds(100));
   EXPECT_EQ(reads.back(), t0 + milliseconds(700));
+  // Ours waited unread from 50 ms on and no read came: an agent that did not read, none assumed.
+  EXPECT_EQ(reads_of_run({t0, t0 + milliseconds(500)}, {}, t0, t0 + milliseconds(500), milliseconds(100)).size(), 2u);
   // Seen every 120 ms: none added.
-  EXPECT_EQ(reads_of_run({t0, t0 + milliseconds(120), t0 + milliseconds(240)}, t0, t0 + milliseconds(240),
+  EXPECT_EQ(reads_of_run({t0, t0 + milliseconds(120), t0 + milliseconds(240)}, idle, t0, t0 + milliseconds(240),
                          milliseconds(100)).size(), 3u);
+}
+
+TEST(AgentReads, KnowsWhenNoneOfOursWasUnread) {
+  AgentReads r;
+  r.sent(1, t0 + milliseconds(500), kNever, kCharge, t0 + milliseconds(10));  // idle from the start until then
+  r.observe(0, t0 + milliseconds(30));
+  const auto idle = r.idle(t0 + milliseconds(50));
+  ASSERT_EQ(idle.size(), 2u);
+  EXPECT_EQ(idle[0].second, t0 + milliseconds(10));
+  EXPECT_EQ(idle[1], (AgentReads::Stretch{t0 + milliseconds(30), t0 + milliseconds(50)}));
 }
 
 TEST(CapacityBound, ManyReadsAreMergedAndStillBoundFromAbove) {

@@ -32,6 +32,16 @@ void AgentReads::sent(std::uint64_t samples, DeliveryTime due, DeliveryTime late
                       DeliveryTime now) {
   unread_.push_back({samples, due, late_after, now, charge});
   unread_bytes_ += charge;
+  if (idle_since_) {
+    if (idle_.size() < kMaxReadsKept) idle_.emplace_back(*idle_since_, now);
+    idle_since_.reset();
+  }
+}
+
+std::vector<AgentReads::Stretch> AgentReads::idle(DeliveryTime now) const {
+  std::vector<Stretch> out = idle_;
+  if (idle_since_ && out.size() < kMaxReadsKept) out.emplace_back(*idle_since_, now);
+  return out;
 }
 
 void AgentReads::observe(std::uint64_t unread_bytes, DeliveryTime now, bool purged) {
@@ -45,7 +55,10 @@ void AgentReads::observe(std::uint64_t unread_bytes, DeliveryTime now, bool purg
     unread_bytes_ -= u.charge;
     unread_.pop_front();
   }
-  if (unread_.empty()) unread_bytes_ = 0;
+  if (unread_.empty()) {
+    unread_bytes_ = 0;
+    if (!idle_since_) idle_since_ = now;
+  }
   if (read > 0 && !purged) on_read(oldest, read, now);
   last_look_read_ = read > 0;
   // What is still unread now is in the queue now: it holds at least that many (a sent() between two
@@ -93,6 +106,7 @@ void AgentReads::abandon() {
     if (u.samples > 0) outcomes_.unconfirmed.add(u.samples);
   unread_.clear();
   unread_bytes_ = 0;
+  if (!idle_since_) idle_since_ = last_look_;
 }
 
 DeliveryDuration AgentReads::read_wait() const {
@@ -416,7 +430,7 @@ CapacityBound DeliveryPlan::bound(const AgentReads& reads, DeliveryTime end) con
   }
   b.read_period = *period;
   // Samples of keys beyond the history are counted as if they could all be read: still an upper bound.
-  b.samples = capacity_bound(jobs, reads_of_run(reads.read_starts(), start, std::max(end, start), *period),
+  b.samples = capacity_bound(jobs, reads_of_run(reads.read_starts(), reads.idle(end), start, std::max(end, start), *period),
                              b.datagrams_per_read) +
               (b.correlated - remembered);
   b.limited = b.samples < b.correlated;
@@ -550,13 +564,20 @@ class ReadPlacement {
 
 }  // namespace
 
-std::vector<DeliveryTime> reads_of_run(const std::vector<DeliveryTime>& seen, DeliveryTime start, DeliveryTime end,
-                                       DeliveryDuration period) {
+std::vector<DeliveryTime> reads_of_run(const std::vector<DeliveryTime>& seen,
+                                       const std::vector<AgentReads::Stretch>& idle, DeliveryTime start,
+                                       DeliveryTime end, DeliveryDuration period) {
   std::vector<DeliveryTime> reads;
   if (period <= DeliveryDuration::zero() || end < start) return reads;
+  auto was_idle = [&](DeliveryTime t) {  // idle is in time order
+    auto it = std::upper_bound(idle.begin(), idle.end(), t,
+                               [](DeliveryTime x, const AgentReads::Stretch& s) { return x < s.first; });
+    return it != idle.begin() && t <= std::prev(it)->second;
+  };
   auto fill = [&](DeliveryTime from, DeliveryTime to) {  // a read every period strictly between, if the gap is long
     if (to - from <= period + period / 2) return;
-    for (DeliveryTime t = from + period; t < to - period / 2; t += period) reads.push_back(t);
+    for (DeliveryTime t = from + period; t < to - period / 2; t += period)
+      if (was_idle(t)) reads.push_back(t);
   };
   DeliveryTime last = start - period;  // as if a read had just happened before the first sample
   for (DeliveryTime t : seen) {

@@ -112,6 +112,10 @@ class AgentReads {
   // When each read seen began (the first kMaxReadsKept).
   static constexpr std::size_t kMaxReadsKept = 1 << 17;
   const std::vector<DeliveryTime>& read_starts() const { return read_starts_; }
+  // When none of ours was unread (the first kMaxReadsKept such stretches; the
+  // last one open until `now`): reads then were not seen, not absent.
+  using Stretch = std::pair<DeliveryTime, DeliveryTime>;
+  std::vector<Stretch> idle(DeliveryTime now) const;
 
  private:
   struct Unread {
@@ -132,6 +136,8 @@ class AgentReads {
   std::size_t this_read_ = 0, most_per_read_ = 0;
   std::deque<DeliveryDuration> waits_, periods_;  // recent
   std::vector<DeliveryTime> read_starts_;
+  std::vector<Stretch> idle_;
+  std::optional<DeliveryTime> idle_since_ = DeliveryTime{};  // none unread since (nullopt: some are)
   Outcomes outcomes_;
 };
 
@@ -261,8 +267,11 @@ struct BoundJob {
 std::uint64_t capacity_bound(const std::vector<BoundJob>& jobs, const std::vector<DeliveryTime>& reads,
                              std::size_t per_read);
 // The reads a run had: those seen, and where none was seen for longer than
-// 1.5 periods (no datagram of ours waited then), one every `period`.
-std::vector<DeliveryTime> reads_of_run(const std::vector<DeliveryTime>& seen, DeliveryTime start, DeliveryTime end,
-                                       DeliveryDuration period);
+// 1.5 periods while none of our datagrams was unread (`idle`: a read then
+// leaves no trace), one every `period`. A stretch with datagrams unread and no
+// read is an agent that did not read: no read is assumed there.
+std::vector<DeliveryTime> reads_of_run(const std::vector<DeliveryTime>& seen,
+                                       const std::vector<AgentReads::Stretch>& idle, DeliveryTime start,
+                                       DeliveryTime end, DeliveryDuration period);
 
 }  // namespace tracecorr::elastic_v1::agent
