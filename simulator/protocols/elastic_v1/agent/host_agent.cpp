@@ -462,7 +462,9 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
       impl_->contexts.refresh_all();
       next_context_look = now + kContextLookInterval;
     }
-    const auto wake = rescanning ? now : std::min({next_rescan, next_summary, end, next_context_look});
+    // A backlog: samples come faster than this loop takes them; take the next batch at once.
+    const auto wake =
+        rescanning || sampler_.backlog() ? now : std::min({next_rescan, next_summary, end, next_context_look});
     const auto wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(wake - now), std::chrono::milliseconds(0),
                                  std::chrono::milliseconds(100));
     auto polled = sampler_.poll(callback, wait);
@@ -476,7 +478,8 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
       next_summary = Clock::now() + options_.summary_interval;
     }
   }
-  // Whatever the ring buffer still holds, then what is pending goes out and the agents' reads are awaited.
+  // What the ring buffer still holds (one bounded batch), then what is pending goes out and the agents' reads are
+  // awaited.
   (void)sampler_.poll(callback, std::chrono::milliseconds(0));
   impl_->sampling_ended = Clock::now();
   impl_->loop_waited_for_cpu = waited_for_cpu() - waited_at_start;

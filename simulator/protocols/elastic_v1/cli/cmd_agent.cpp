@@ -68,6 +68,7 @@ class RecordingSampler final : public Sampler {
         },
         timeout);
   }
+  bool backlog() const override { return inner_.backlog(); }
   SamplerCounters counters() const override { return inner_.counters(); }
   const std::vector<Sample>& kept() const { return kept_; }
 
