@@ -53,7 +53,8 @@ TornRead torn(std::uint64_t timestamp, const std::vector<std::uint8_t>& first, c
 
 }  // namespace
 
-ContextWatch::ContextWatch(std::string session, bool watch) : wants_watch_(watch) {
+ContextWatch::ContextWatch(std::string session, bool watch, std::optional<conform::UpdateWaitBounds> wait_for_update)
+    : wants_watch_(watch), wait_bounds_(wait_for_update) {
   facts_.session = std::move(session);
   if (!watch) facts_.watch_unavailable = "this session only reads";
 }
@@ -153,6 +154,7 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
   }
   const std::uint64_t address =
       facts_.first && !facts_.first->mappings.empty() ? facts_.first->mappings.front().mapping.mapping.start : 0;
+  if (address && wait_bounds_) update_wait_ = std::make_unique<conform::UpdateWait>(facts_.judged_pid, *wait_bounds_);
   if (address) reader_ = std::thread([this, pid = facts_.judged_pid, address] { read_until_stopped(pid, address); });
 }
 
@@ -182,6 +184,7 @@ void ContextWatch::read_until_stopped(pid_t pid, std::uint64_t address) {
     ++tally.consistent;
     consistent_ = tally.consistent;
     const std::uint64_t ts = read.header->published_at_ns;
+    if (update_wait_) update_wait_->published(ts);
     auto [it, inserted] = payload_of.try_emplace(ts, read.payload);
     if (inserted) {
       ++tally.timestamps_seen;

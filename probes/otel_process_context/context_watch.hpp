@@ -13,13 +13,15 @@
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
+#include "tracecorr/conform/update_wait.hpp"
 
 namespace tracecorr::otel_process_context {
 
 class ContextWatch final : public conform::SessionPart {
  public:
   // `watch`: follow a launched target with the mapping watch (x86-64 and arm64 hosts).
-  ContextWatch(std::string session, bool watch);
+  // `wait_for_update`: the session lasts until the context is updated (conform::UpdateWait).
+  ContextWatch(std::string session, bool watch, std::optional<conform::UpdateWaitBounds> wait_for_update = std::nullopt);
   ~ContextWatch() override;
 
   void prepare_launch(conform::LaunchSpec& launch) override;
@@ -32,11 +34,16 @@ class ContextWatch final : public conform::SessionPart {
   bool found() const { return facts_.judged_pid != 0; }
   // Consistent reads so far (the scenario may wait for enough of them).
   std::uint64_t consistent_reads() const { return consistent_.load(); }
+  // How long the session waits for an update (nullptr: its window only); the
+  // reader tells it each timestamp it reads.
+  conform::UpdateWait* update_wait() const { return update_wait_.get(); }
 
  private:
   void read_until_stopped(pid_t pid, std::uint64_t address);
 
   bool wants_watch_;
+  std::optional<conform::UpdateWaitBounds> wait_bounds_;
+  std::unique_ptr<conform::UpdateWait> update_wait_;
   ContextFacts facts_;
   std::unique_ptr<conform::MappingWatch> watch_;
   std::thread reader_;

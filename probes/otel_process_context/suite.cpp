@@ -4,6 +4,7 @@
 // reads (back to back while the writer publishes), so the writer runs at full
 // speed against the seqlock (the torture), and it is what an attached target
 // runs.
+#include <algorithm>
 #include <thread>
 
 #include "context_watch.hpp"
@@ -19,9 +20,26 @@ using namespace std::chrono_literals;
 // that updates every few hundred milliseconds to update several times.
 constexpr auto kWatchedWindow = 2500ms;
 constexpr auto kReadWindow = 1500ms;
+// When the rules of updating are judged, the watched session goes on past its
+// window until the writer updates (conform::UpdateWait): an SDK republishes
+// as each worker's tracer starts, seconds into a loaded run. After the first
+// update, long enough for its naming call (Publication::kNamingGrace); without
+// one, this much of the writer's own time after its last publication; never
+// past the ceiling.
+constexpr auto kUpdateSettle = 600ms;
+constexpr auto kUpdateQuiet = 5000ms;
+constexpr auto kUpdateCeiling = 20000ms;
+// The rules judged on updates.
+constexpr const char* kUpdateRules[] = {"PCTX-08", "PCTX-09", "PCTX-14"};
 
 std::chrono::milliseconds scaled(std::chrono::milliseconds d, const conform::ScenarioOptions& o) {
   return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * o.time_scale));
+}
+
+bool judges_updates(const conform::ScenarioOptions& options) {
+  for (const char* id : kUpdateRules)
+    if (options.judges(id)) return true;
+  return false;
 }
 
 class ProcessContextSuite final : public conform::Suite {
@@ -38,10 +56,13 @@ class ProcessContextSuite final : public conform::Suite {
 
   Expected<std::unique_ptr<conform::Session>> open_session(const conform::TargetSpec& target, const std::string& name,
                                                            const conform::ScenarioOptions& options) const override {
-    (void)options;
     conform::SessionSettings settings;
     settings.name = name;  // no library to discover: the context watch chooses the process
-    return conform::Session::open(target, settings, std::make_unique<ContextWatch>(name, name == kWatchedSession));
+    std::optional<conform::UpdateWaitBounds> wait;
+    if (name == kWatchedSession && judges_updates(options))
+      wait = conform::UpdateWaitBounds{scaled(kWatchedWindow, options), scaled(kUpdateSettle, options),
+                                       scaled(kUpdateQuiet, options), std::max(kUpdateCeiling, scaled(kUpdateCeiling, options))};
+    return conform::Session::open(target, settings, std::make_unique<ContextWatch>(name, name == kWatchedSession, wait));
   }
 
   Status run_scenario(conform::Session& session, const conform::ScenarioOptions& options) const override {
@@ -49,10 +70,24 @@ class ProcessContextSuite final : public conform::Suite {
     // session watches it for a while (to its end, if it ends first).
     const auto& watch = context_watch(session);
     if (!watch.found()) return Ok{};
+    if (auto* wait = watch.update_wait()) {
+      wait->start();
+      while (wait->keep_going() && session.target().alive()) std::this_thread::sleep_for(10ms);
+      return Ok{};
+    }
     const auto window = scaled(session.settings().name == kWatchedSession ? kWatchedWindow : kReadWindow, options);
     const auto until = std::chrono::steady_clock::now() + window;
     while (std::chrono::steady_clock::now() < until && session.target().alive()) std::this_thread::sleep_for(10ms);
     return Ok{};
+  }
+
+  // The report says how long the watched session waited for an update, and why it stopped.
+  void session_closed(const conform::Session& session, const conform::ScenarioOptions&, conform::RunResult& run) const override {
+    const auto* watch = session.part<ContextWatch>();
+    const auto* wait = watch ? watch->update_wait() : nullptr;
+    if (!wait || wait->why_ended().empty()) return;
+    run.notes.push_back("session " + session.settings().name + " watched the process context for " +
+                        std::to_string(wait->watched().count()) + " ms: " + wait->why_ended());
   }
 
   bool judged_by_sending(std::string_view) const override { return false; }

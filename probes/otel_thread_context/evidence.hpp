@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,10 +54,13 @@ struct RecordSample {
   std::optional<std::uint64_t> context_published_at;
 };
 
+// One watch of one thread (a thread that gave way to others while it stored
+// nothing may have several, one after the other).
 struct ThreadWatch {
   pid_t tid = 0;
   std::optional<conform::PublishedRecordWatchReport> report;
   std::optional<Error> error;  // the watch could not run on this thread
+  bool requeued = false;       // it gave way and its thread waited for another turn
 };
 
 struct ThreadContextFacts : conform::ProtocolEvidence {
@@ -84,11 +88,15 @@ struct ThreadContextFacts : conform::ProtocolEvidence {
   // differ only when the wall clock was stepped meanwhile (NTP slews both
   // clocks alike). nullopt: not measured (the sampler never ran).
   std::optional<std::int64_t> wall_minus_monotonic_at_start_ns, wall_minus_monotonic_at_end_ns;
-  // The watched session.
+  // The watched session: every watch, in the order they ended.
   std::vector<ThreadWatch> watches;
-  std::string watch_unavailable;  // why there is no watch
+  std::size_t threads_unwatched = 0;  // threads still waiting for a watch when the session ended
+  std::chrono::milliseconds watched_for{0};  // from the first watch to the last one's end
+  std::string watch_ended_because;           // why no more threads were watched (the session's rule)
+  std::string watch_unavailable;      // why there is no watch
 
   static constexpr std::size_t kMaxSamples = 20000;
+  static constexpr std::size_t kMaxWatches = 64;
 };
 
 // The session's facts, or nullptr when it did not run (or ran another suite).

@@ -59,11 +59,15 @@ class Worst {
 std::string thread_text(pid_t tid) { return "thread " + std::to_string(tid); }
 
 // The longest key map published in the session: append-only (TCTX-08), it
-// explains every index any map did.
+// explains every index any map did. A map only the resource carries (TCTX-07
+// fails it) still names the indexes its writer meant.
 const KeyMap* longest_key_map(const ThreadContextFacts& facts) {
   const KeyMap* longest = nullptr;
-  for (const auto& p : facts.publications)
-    if (p.data && p.data->key_map && (!longest || p.data->key_map->size() > longest->size())) longest = &*p.data->key_map;
+  for (const auto& p : facts.publications) {
+    if (!p.data) continue;
+    const KeyMap* map = p.data->key_map ? &*p.data->key_map : p.data->resource_key_map ? &*p.data->resource_key_map : nullptr;
+    if (map && (!longest || map->size() > longest->size())) longest = map;
+  }
   return longest;
 }
 
@@ -122,6 +126,9 @@ class FlagsTally {
                                              " without trace and span ids");
       return;
     }
+    ++named_;
+    if (r.trace_flags != 0) ++flags_set_;
+    if (spans_named_.size() < kFlagsNeverSetSpans) spans_named_.insert({r.trace_id, r.span_id});
     const otlp::ReceivedSpan* span = exported.find(r.trace_id, r.span_id);
     if (!span) {
       ++unexported_;
@@ -140,24 +147,41 @@ class FlagsTally {
   Finding finding(std::size_t spans, bool carry_flags) const {
     if (violation_) return *violation_;
     if (spans == 0)
-      return not_applicable("TCTX-14", "the writer exported no spans to tracecorr's OTLP receiver: the flags a record "
-                                       "must carry are those exported for its span");
+      return unjudged("the writer exported no spans to tracecorr's OTLP receiver: the flags a record must carry are "
+                      "those exported for its span");
     if (!carry_flags)
-      return not_applicable("TCTX-14", "none of the " + std::to_string(spans) + " exported span(s) carries OTLP span "
-                                       "flags (an exporter that predates the field): the flags a record must carry are "
-                                       "unknown");
+      return unjudged("none of the " + std::to_string(spans) + " exported span(s) carries OTLP span flags (an exporter "
+                      "that predates the field): the flags a record must carry are unknown");
     const std::string unmatched = std::to_string(unexported_) + " named a span never exported";
     if (compared_ == 0)
-      return not_applicable("TCTX-14", "no sampled record names an exported span (" + std::to_string(spans) +
-                                           " span(s) received; " + unmatched + ")");
+      return unjudged("no sampled record names an exported span (" + std::to_string(spans) + " span(s) received; " +
+                      unmatched + ")");
     return met("TCTX-14", compared_,
                std::to_string(compared_) + " sampled record(s) named an exported span and carried its flags (" +
                    std::to_string(sampled_) + " sampled, " + std::to_string(compared_ - sampled_) + " not); " + unmatched);
   }
 
  private:
+  // No span to compare with: not applicable, unless the records themselves
+  // make a writer that never sets the sampled bit likely (a warning).
+  Finding unjudged(const std::string& why) const {
+    if (named_ < kFlagsNeverSetRecords || flags_set_ != 0 || spans_named_.size() < kFlagsNeverSetSpans)
+      return not_applicable("TCTX-14", why + " (" + std::to_string(named_) + " valid sampled record(s) named a span, " +
+                                           std::to_string(flags_set_) + " with flags set)");
+    return tolerated("TCTX-14",
+                     "trace_flags was 0 in every one of the " + std::to_string(named_) + " valid sampled records naming a "
+                         "span (at least " + std::to_string(spans_named_.size()) + " spans): a writer that never sets the "
+                         "sampled bit, or one whose every span is unsampled. Not judged against the spans: " + why +
+                         ". Export the writer's spans to tracecorr's receiver (OTEL_EXPORTER_OTLP_ENDPOINT; launch mode "
+                         "sets it) to judge TCTX-14",
+                     {text_evidence("trace_flags of valid records naming a span", "the span's W3C flags (01 when sampled)",
+                                    "00 in all " + std::to_string(named_))});
+  }
+
   std::optional<Finding> violation_;
   std::size_t compared_ = 0, sampled_ = 0, unexported_ = 0;
+  std::size_t named_ = 0, flags_set_ = 0;  // valid records naming a span; those with any flag bit
+  std::set<std::pair<TraceId, SpanId>> spans_named_;  // distinct spans they named, up to kFlagsNeverSetSpans
 };
 
 std::string join_keys(const KeyMap& keys) {
@@ -576,6 +600,29 @@ ThreadVerdicts walk(const conform::PublishedRecordWatchReport& r) {
   return v;
 }
 
+// Two watches of one thread, one after the other.
+void merge(ThreadVerdicts& into, const ThreadVerdicts& more) {
+  into.tid = more.tid;
+  into.swaps += more.swaps, into.flips += more.flips, into.publications += more.publications;
+  into.updates += more.updates, into.growths += more.growths;
+  into.watched_a_record = into.watched_a_record || more.watched_a_record;
+  if (!into.append_breach) into.append_breach = more.append_breach;
+  if (!into.change_breach) into.change_breach = more.change_breach;
+  if (!into.other_writer) into.other_writer = more.other_writer;
+}
+
+// "per thread (swaps/flips): 123 21/0, 124 19/0, 125 0/0; 2 thread(s) never watched"
+std::string per_thread_text(const std::vector<ThreadVerdicts>& threads, std::size_t unwatched) {
+  constexpr std::size_t kShown = 16;
+  std::string s = "per thread (swaps/flips):";
+  for (std::size_t i = 0; i < threads.size() && i < kShown; ++i)
+    s += (i ? ", " : " ") + std::to_string(threads[i].tid) + " " + std::to_string(threads[i].swaps) + "/" +
+         std::to_string(threads[i].flips);
+  if (threads.size() > kShown) s += ", ... (" + std::to_string(threads.size() - kShown) + " more)";
+  if (unwatched) s += "; " + std::to_string(unwatched) + " thread(s) never watched (more threads than watches)";
+  return s;
+}
+
 }  // namespace
 
 std::vector<Finding> judge_publication(const ThreadContextFacts& watched) {
@@ -588,12 +635,15 @@ std::vector<Finding> judge_publication(const ThreadContextFacts& watched) {
   };
   if (watched.not_found) return all("no thread-context writer: " + watched.not_found->message());
   if (!watched.watch_unavailable.empty()) return all("no watch: " + watched.watch_unavailable);
-  std::vector<ThreadVerdicts> threads;
+  // Per thread: a thread that gave way to others has several watches.
+  std::map<pid_t, ThreadVerdicts> by_thread;
   std::string errors;
   for (const auto& w : watched.watches) {
-    if (w.report) threads.push_back(walk(*w.report));
+    if (w.report) merge(by_thread[w.tid], walk(*w.report));
     else if (w.error && errors.empty()) errors = thread_text(w.tid) + ": " + w.error->message();
   }
+  std::vector<ThreadVerdicts> threads;
+  for (auto& [tid, v] : by_thread) threads.push_back(std::move(v));
   if (threads.empty()) return all(watched.watches.empty() ? "no thread was watched" : "no watch ran (" + errors + ")");
 
   std::size_t swaps = 0, flips = 0, publications = 0, updates = 0, growths = 0, records = 0;
@@ -610,7 +660,7 @@ std::vector<Finding> judge_publication(const ThreadContextFacts& watched) {
   }
   const std::string seen = std::to_string(threads.size()) + " thread(s) watched: " + std::to_string(swaps) +
                            " pointer swap(s), " + std::to_string(flips) + " valid flip(s), " + std::to_string(growths) +
-                           " append(s)";
+                           " append(s); " + per_thread_text(threads, watched.threads_unwatched);
   // A watch that saw the writer change (almost) nothing has too few updates
   // to judge by any rule of publication (a writer starved of CPU, or idle
   // while watched): inconclusive, not "no swap seen", which would let a gate

@@ -24,6 +24,13 @@ inline constexpr std::size_t kMinReadsAgainstSpans = 10;
 // writer that makes a hundred, and a mutant whose breach comes with its span
 // switches escaped as "no swap seen". Inconclusive, with the figures.
 inline constexpr std::size_t kMinWatchedChanges = 8;
+// TCTX-14 without exported spans to compare with: a warning when at least
+// this many valid sampled records, naming at least kFlagsNeverSetSpans
+// distinct spans, all carried trace_flags 0 (a writer that never sets the
+// sampled bit; an SDK whose every span is unsampled shows the same, hence a
+// warning, not a failure).
+inline constexpr std::size_t kFlagsNeverSetRecords = 100;
+inline constexpr std::size_t kFlagsNeverSetSpans = 10;
 // TCTX-27: how long after its span's exported end a record may still be
 // read attached (judges.cpp, judge_detach, says why).
 inline constexpr std::chrono::nanoseconds kDetachMargin = std::chrono::milliseconds(50);

@@ -3,8 +3,10 @@
 // and reads their records with the process context's timestamp, as a
 // profiler does; it is what an attached target runs. "watched" follows each
 // thread's stores to its pointer and record with hardware watchpoints.
+#include <algorithm>
 #include <thread>
 
+#include "judges.hpp"
 #include "otel_thread_context/registry.hpp"
 #include "probes.hpp"
 #include "thread_context_watch.hpp"
@@ -22,6 +24,19 @@ constexpr auto kSampledWindow = 1500ms;
 constexpr auto kWatchedWindow = 1500ms;
 // Beyond the window: the readers' own ending.
 constexpr auto kWindowMargin = 5s;
+// Sessions last as long as the writer needs. When TCTX-08 or 10 is judged,
+// the sampled session goes on past its window until the key map is
+// republished (conform::UpdateWait): an SDK appends keys as its workers'
+// tracers start, seconds into a loaded run; after the first republication,
+// kUpdateSettle of the writer's time to sample records using the new keys.
+// The watched session goes on until its watches saw enough of every thread
+// that stores (ThreadContextWatch::watch_threads). Either ends after kQuiet
+// of the writer's own time without what it waits for, and at kCeiling.
+constexpr auto kUpdateSettle = 600ms;
+constexpr auto kQuiet = 5000ms;
+constexpr auto kCeiling = 20000ms;
+
+bool judges_updates(const conform::ScenarioOptions& o) { return o.judges("TCTX-08") || o.judges("TCTX-10"); }
 
 std::chrono::milliseconds scaled(std::chrono::milliseconds d, const conform::ScenarioOptions& o) {
   return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * o.time_scale));
@@ -43,16 +58,37 @@ class ThreadContextSuite final : public conform::Suite {
                                                            const conform::ScenarioOptions& options) const override {
     conform::SessionSettings settings;
     settings.name = name;  // no library to discover by name: the part finds the publisher, then the module
-    const auto window = scaled(name == kSampledSession ? kSampledWindow : kWatchedWindow, options);
-    return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, window));
+    ThreadContextWatch::Lengths lengths;
+    lengths.window = scaled(name == kSampledSession ? kSampledWindow : kWatchedWindow, options);
+    lengths.quiet = scaled(kQuiet, options);
+    lengths.ceiling = std::max(kCeiling, scaled(kCeiling, options));
+    if (name == kSampledSession && judges_updates(options))
+      lengths.wait_for_update = conform::UpdateWaitBounds{lengths.window, scaled(kUpdateSettle, options), lengths.quiet,
+                                                          lengths.ceiling};
+    // TCTX-14 without spans to compare with warns on kFlagsNeverSetRecords records: a starved writer's window may hold fewer.
+    if (name == kSampledSession && options.judges("TCTX-14")) lengths.want_named_records = kFlagsNeverSetRecords;
+    return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, lengths));
   }
 
   Status run_scenario(conform::Session& session, const conform::ScenarioOptions& options) const override {
     // Nothing to drive: the writer's threads publish on their own. The
-    // session lasts until its readers are done (or the target ends).
-    const auto* part = session.part<ThreadContextWatch>();
+    // session lasts until its readers are done (or the target ends), or
+    // until the key map was republished.
+    auto* part = session.part<ThreadContextWatch>();
     if (!part || !part->reading()) return Ok{};
-    const auto until = std::chrono::steady_clock::now() + scaled(kSampledWindow, options) + kWindowMargin;
+    if (part->session_decides()) {
+      auto* wait = part->update_wait();
+      if (wait) wait->start();
+      for (;;) {
+        const bool update = wait && wait->keep_going();
+        // Spans to compare the records with (TCTX-14, 27) need no more than the window's reads.
+        const bool samples = session.receiver().counters().spans == 0 && part->wants_more_samples();
+        if ((!update && !samples) || part->done() || !session.target().alive()) break;
+        std::this_thread::sleep_for(10ms);
+      }
+      return Ok{};
+    }
+    const auto until = std::chrono::steady_clock::now() + std::max(kCeiling, scaled(kCeiling, options)) + kWindowMargin;
     while (!part->done() && std::chrono::steady_clock::now() < until && session.target().alive())
       std::this_thread::sleep_for(10ms);
     return Ok{};
@@ -60,12 +96,26 @@ class ThreadContextSuite final : public conform::Suite {
 
   bool judged_by_sending(std::string_view) const override { return false; }
 
-  // A process context carrying threadlocal.* keys (TCTXR-02).
+  // The report says how long the sampled session waited for the key map to be republished, and why it stopped.
+  void session_closed(const conform::Session& session, const conform::ScenarioOptions&, conform::RunResult& run) const override {
+    const auto* part = session.part<ThreadContextWatch>();
+    if (!part) return;
+    if (const auto* wait = part->update_wait(); wait && !wait->why_ended().empty())
+      run.notes.push_back("session " + session.settings().name + " sampled for " + std::to_string(wait->watched().count()) +
+                          " ms, waiting for the key map to be republished (TCTX-08, 10): " + wait->why_ended());
+    if (auto why = part->sampling_ended_because(); !why.empty())
+      run.notes.push_back("session " + session.settings().name + " sampled past its window: " + why);
+    if (auto how_long = part->watching_summary(); !how_long.empty())
+      run.notes.push_back("session " + session.settings().name + " watched the writer's threads for " + how_long);
+  }
+
+  // A process context carrying threadlocal.* keys (TCTXR-02; in its
+  // resource too, where they are judged misplaced: TCTX-06, 07).
   bool publishes(pid_t pid) const override {
     auto snapshot = process_context::take_snapshot(pid);
     if (!snapshot) return false;
     auto data = reference_data_of(*snapshot);
-    return data && (data->schema_version_value || data->key_map_value);
+    return data && data->announces_thread_context();
   }
   // Its keys live in a process context (OTEP 4719), which that suite also
   // sees: a process publishing thread context is judged for it.

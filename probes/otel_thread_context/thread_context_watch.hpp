@@ -9,21 +9,42 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
+#include "tracecorr/conform/update_wait.hpp"
 #include "tracecorr/tls.hpp"
 
 namespace tracecorr::otel_thread_context {
 
+using Clock = std::chrono::steady_clock;
+
 class ThreadContextWatch final : public conform::SessionPart {
  public:
-  // `window`: how long the sampler or the watches run once the module is found.
-  ThreadContextWatch(std::string session, std::chrono::milliseconds window);
+  // How long the readers run once the module is found.
+  struct Lengths {
+    std::chrono::milliseconds window{0};  // at least
+    // The watched session, past its window: the writer's own time without a
+    // store that ends it, and the ceiling (watch_threads() says when else).
+    std::chrono::milliseconds quiet{0}, ceiling{0};
+    // The sampled session: the sampler runs until the scenario ends, which
+    // waits for the key map to be republished (conform::UpdateWait, told each
+    // publication follow_context() reads). nullopt: the window only.
+    std::optional<conform::UpdateWaitBounds> wait_for_update;
+    // The sampled session, past its window: until this many valid records
+    // naming a span were read (0: the window only), or `quiet` of the
+    // writer's own time, or the ceiling.
+    std::size_t want_named_records = 0;
+  };
+  ThreadContextWatch(std::string session, Lengths lengths);
   ~ThreadContextWatch() override;
 
   void opened(conform::Session& session, std::chrono::steady_clock::time_point deadline) override;
@@ -34,6 +55,19 @@ class ThreadContextWatch final : public conform::SessionPart {
   bool reading() const { return reading_.load(); }
   // The readers are done (their window passed, or the target ended).
   bool done() const { return done_.load(); }
+  // How long the session waits for a publication of the key map (nullptr: the window only).
+  conform::UpdateWait* update_wait() const { return update_wait_.get(); }
+  // The sampled session decides its own length (an update or records to wait for).
+  bool session_decides() const { return update_wait_ || want_named_records_ > 0; }
+  // Whether the sampled session still wants records (its window, then
+  // want_named_records); records why it stopped wanting them. The scenario's thread.
+  bool wants_more_samples();
+  // Why the sampled session stopped wanting records ("" : it did not wait past its window).
+  std::string sampling_ended_because() const;
+  // "1534 ms (4 watch(es)): <why it ended>" ("" : no watch ran).
+  std::string watching_summary() const;
+
+  struct WatchProgress;  // one published-record watch's, as the watched session counts it
 
  private:
   bool find_publisher(conform::Session& session, std::chrono::steady_clock::time_point deadline);
@@ -41,9 +75,20 @@ class ThreadContextWatch final : public conform::SessionPart {
   void sample(std::uint64_t header);
   void watch_threads();
   void add_publication(Publication p);
+  std::string why_watching_ends(std::chrono::steady_clock::duration elapsed, const std::vector<const WatchProgress*>& running,
+                                std::size_t changes_of_finished, const conform::TargetProgress& writer) const;
 
   bool sampled_;
-  std::chrono::milliseconds window_;
+  std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
+  std::size_t want_named_records_ = 0;
+  std::atomic<std::size_t> named_records_{0};  // valid records naming a span, sampled so far
+  std::set<std::pair<TraceId, SpanId>> named_spans_;  // the spans they named (up to the judges' need; mutex_)
+  std::atomic<std::size_t> named_span_count_{0};
+  std::optional<Clock::time_point> sampling_began_;
+  std::unique_ptr<conform::TargetProgress> sampling_progress_;
+  std::string sampling_ended_because_;  // guarded by mutex_
+  std::optional<conform::UpdateWaitBounds> wait_bounds_;
+  std::unique_ptr<conform::UpdateWait> update_wait_;
   ThreadContextFacts facts_;
   std::optional<TlsVariableAccess> access_;
   std::uint64_t context_header_ = 0;  // the judged context's header, which the samples read

@@ -47,6 +47,7 @@ MODELS = [
     ("exe-local-exec", {}, "local-exec", False),
     ("static-pie", {}, "local-exec", False),
     ("musl-dlopen", {}, "tlsdesc-dynamic", True),
+    ("rust-cdylib", {}, "tlsdesc-static", False),  # a Rust cdylib: the variable after std's thread-locals
 ]
 MODEL_IDS = [m + ("-dynamic-tls" if env else "") for m, env, _, _ in MODELS]
 PTRACE_MODELS = [m for m in MODELS if m[0] in ("tlsdesc", "general-dynamic") or m[1]]

@@ -138,6 +138,19 @@ def test_mutant_fails_its_own_rule(runs, mutant):
     assert run.result(mutant["requirement"])["gate_failure"] is True
 
 
+def test_session_waits_for_a_late_publishers_first_update(runs):
+    """A writer that publishes late and first updates 3 s later, from a worker
+    thread: the watched session outlasts its 2.5 s window until the update
+    (conform::UpdateWait), so PCTX-08, 09 and 14 are judged on it, and the
+    report says how long the session watched and why it stopped."""
+    run = runs["variant:late-worker-updates"]
+    for requirement in ("PCTX-08", "PCTX-09", "PCTX-14"):
+        assert run.verdict(requirement) == "pass", run.explain(requirement)
+    waited = [n for n in run.report.get("notes", []) if "watched the process context for" in n]
+    assert waited and "the writer updated" in waited[0], run.report.get("notes")
+    assert int(re.search(r"for (\d+) ms", waited[0]).group(1)) > 2500, waited[0]
+
+
 def test_should_violation_warns_without_strict(runs):
     run = runs["lenient"]
     requirement = next(m["requirement"] for m in MUTANTS if m["name"] == LENIENT_SHOULD_MUTANT)
@@ -146,7 +159,7 @@ def test_should_violation_warns_without_strict(runs):
     assert run.returncode == cs.EXIT_OK, run.explain(requirement)
 
 
-@pytest.mark.parametrize("name", ["payload-after-header", "memfd-without-noexec-seal"])
+@pytest.mark.parametrize("name", ["payload-after-header", "memfd-without-noexec-seal", "late-worker-updates"])
 def test_conforming_variant_passes_every_writer_rule(runs, name):
     run = runs[f"variant:{name}"]
     assert run.returncode == cs.EXIT_OK, run.explain()

@@ -268,6 +268,22 @@ def test_version_1_variant_warns(arch, writers):
     assert any("version 1" in e["text"] for e in w.journal("warning"))
 
 
+@pytest.mark.skipif(HOST_ARCH != "x86_64", reason="runs the x86-64 programs natively")
+def test_late_publisher_updates_once_from_each_worker(writers):
+    """--publish-after-ms publishes late; --worker-updates N starts N threads --worker-start-ms apart after it,
+    each updating the context once as it starts (an SDK whose tracer starts with each worker)."""
+    w = writers(HOST_ARCH, BASE_ARGS + ["--publish-after-ms", "300", "--worker-updates", "3", "--worker-start-ms", "150"])
+    updates = w.wait_journal("update", 3)
+    config, = w.journal("config")
+    published, = w.journal("publish")
+    assert published["t"] - config["t"] >= 300e6
+    gaps = [b["t"] - a["t"] for a, b in zip([published, *updates], updates)]
+    assert all(gap >= 140e6 for gap in gaps), gaps
+    assert [u["count"] for u in updates] == [1, 2, 3]
+    time.sleep(0.3)
+    assert len(w.journal("update")) == 3, "each worker updates once"
+
+
 @pytest.mark.parametrize("arch", ARCHES)
 def test_anonymous_fallback_needs_prctl_naming(arch, writers):
     w = writers(arch, BASE_ARGS + ["--no-memfd"])

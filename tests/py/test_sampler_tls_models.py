@@ -48,6 +48,7 @@ MODELS = [
     ("musl-dlopen", {}, "tlsdesc-dynamic"),
     ("musl-general-dynamic", {}, "general-dynamic"),
     ("musl-static-pie", {}, "local-exec"),
+    ("rust-cdylib", {}, "tlsdesc-static"),  # a Rust cdylib: the variable after std's thread-locals, dlopen()ed
 ]
 
 

@@ -214,6 +214,26 @@ TEST(PublishedRecordWatch, AnotherThreadsStoresIntoThePublishedRecordAreAnotherW
   expect_runs_on(target);
 }
 
+// A caller watching more threads than it has watches ends one early: asked
+// at each poll with the report so far, a "no" ends the watch, which releases
+// the thread as on every other way out.
+TEST(PublishedRecordWatch, TheCallerCanEndAWatchEarly) {
+  Publisher target({kTargetPath, "--pause-us", "200"});
+  ASSERT_TRUE(target.announced());
+  std::size_t asked = 0;
+  const auto began = std::chrono::steady_clock::now();
+  auto report = watch_published_record(target.pid(), target.tid(), test_record_layout(), target.slot_of(), 20s, 5ms,
+                                       [&](const PublishedRecordWatchReport& so_far) {
+                                         EXPECT_FALSE(so_far.states.empty());
+                                         return ++asked < 3;
+                                       });
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_EQ(asked, 3u);
+  EXPECT_EQ(report->ended_because, "the caller ended it");
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 10s);
+  expect_runs_on(target);
+}
+
 TEST(PublishedRecordWatch, AThreadThatDoesNotExistIsAnErrorNamingIt) {
   Publisher target({kTargetPath});
   ASSERT_TRUE(target.announced());

@@ -308,7 +308,16 @@ std::vector<Finding> check_reference_data(const std::optional<ReferenceData>& da
   std::string versions;
   for (auto v : spec::kSchemaVersions) versions += (versions.empty() ? "\"" : " or \"") + std::string(v) + "\"";
 
-  if (!data->schema_version_value)
+  // A key in the resource is where no reader looks for it (TCTXR-01).
+  auto in_resource = [&](const std::string& key) {
+    return std::find(data->keys_in_resource.begin(), data->keys_in_resource.end(), key) != data->keys_in_resource.end();
+  };
+  const std::string misplaced = " is in the process context's resource, not its attributes (OTEP 4719's field 2, where "
+                                "readers take threadlocal.* keys; PCTX-16)";
+  if (!data->schema_version_value && in_resource(version_key))
+    out.push_back(violated("TCTX-06", version_key + misplaced,
+                           {text_evidence(version_key, "in attributes: " + versions, "in the resource")}));
+  else if (!data->schema_version_value)
     out.push_back(violated("TCTX-06", version_key + " is not among the process context's attributes",
                            {text_evidence(version_key, versions, "absent")}));
   else if (!data->schema_version)
@@ -321,7 +330,9 @@ std::vector<Finding> check_reference_data(const std::optional<ReferenceData>& da
                            {text_evidence(version_key, versions, "\"" + *data->schema_version + "\"")}));
 
   const std::string array = "an array of at most " + std::to_string(spec::kMaxKeys) + " strings";
-  if (!data->key_map_value) {
+  if (!data->key_map_value && in_resource(map_key)) {
+    out.push_back(violated("TCTX-07", map_key + misplaced, {text_evidence(map_key, "in attributes: " + array, "in the resource")}));
+  } else if (!data->key_map_value) {
     if (records_carry_entries)
       out.push_back(violated("TCTX-07", map_key + " is not among the process context's attributes, yet records carry attribute entries",
                              {text_evidence(map_key, array, "absent")}));

@@ -163,6 +163,12 @@ ReferenceData reference_data_of(const process_context::Payload& payload) {
     auto keys = v->string_array();
     if (keys && keys->size() <= spec::kMaxKeys) d.key_map = std::move(*keys);
   }
+  d.keys_in_resource = process_context::keys_with_prefix(payload.resource, process_context::kThreadLocalPrefix);
+  if (!d.key_map_value)
+    if (const auto* v = process_context::find_attribute(payload.resource, spec::kAttributeKeyMapKey)) {
+      auto keys = v->string_array();
+      if (keys && keys->size() <= spec::kMaxKeys) d.resource_key_map = std::move(*keys);
+    }
   return d;
 }
 

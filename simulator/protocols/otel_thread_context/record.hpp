@@ -109,6 +109,14 @@ struct ReferenceData {
   std::optional<std::string> schema_version;
   // The key map when the value is an array of at most 256 strings.
   std::optional<KeyMap> key_map;
+  // threadlocal.* keys in the process context's resource (OTEP 4719 field 1),
+  // where no reader looks (TCTXR-01): TCTX-06 and 07 put them in `attributes`.
+  std::vector<std::string> keys_in_resource;
+  // The key map as the resource carries it, when `attributes` carries none:
+  // what the writer meant its records to be read by (key_map stays nullopt).
+  std::optional<KeyMap> resource_key_map;
+  // The writer announces thread context, in either place.
+  bool announces_thread_context() const { return schema_version_value || key_map_value || !keys_in_resource.empty(); }
   // A schema version this reader reads records under (TCTXR-03).
   bool known_schema() const;
 };

@@ -106,11 +106,15 @@ class Watch {
     return Ok{};
   }
 
-  Status run(std::chrono::milliseconds duration, std::chrono::milliseconds poll_interval) {
+  Status run(std::chrono::milliseconds duration, std::chrono::milliseconds poll_interval, const KeepWatching& keep_watching) {
     const auto deadline = Clock::now() + duration;
     for (;;) {
       if (report_.states.size() >= PublishedRecordWatchReport::kMaxStates) {
         report_.ended_because = "max states reached";
+        break;
+      }
+      if (keep_watching && !keep_watching(report_)) {
+        report_.ended_because = "the caller ended it";
         break;
       }
       if (session_.held())
@@ -237,7 +241,8 @@ class Watch {
 
 Expected<PublishedRecordWatchReport> watch_published_record(pid_t pid, pid_t tid, const RecordLayout& layout,
                                                             const SlotOfThread& slot_of, std::chrono::milliseconds duration,
-                                                            std::chrono::milliseconds poll_interval) {
+                                                            std::chrono::milliseconds poll_interval,
+                                                            const KeepWatching& keep_watching) {
   const std::string where = thread_where(pid, tid);
   if (pid <= 0 || tid <= 0) return make_error("pid and tid must be positive", where);
   if (auto st = layout.check(); !st) return st.error().within(where);
@@ -245,6 +250,7 @@ Expected<PublishedRecordWatchReport> watch_published_record(pid_t pid, pid_t tid
   (void)slot_of;
   (void)duration;
   (void)poll_interval;
+  (void)keep_watching;
   return make_error("hardware watchpoints are implemented for x86-64 and arm64 hosts only", where);
 #else
   if (running_under_qemu(pid))
@@ -256,7 +262,7 @@ Expected<PublishedRecordWatchReport> watch_published_record(pid_t pid, pid_t tid
   report.limits = limits_text(tid);
   Watch watch(pid, tid, layout, report);
   if (auto st = watch.begin(slot_of); !st) return st.error().within(where);
-  if (auto st = watch.run(duration, poll_interval); !st) return st.error().within(where);
+  if (auto st = watch.run(duration, poll_interval, keep_watching); !st) return st.error().within(where);
   return report;
 #endif
 }

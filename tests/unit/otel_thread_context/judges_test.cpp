@@ -249,6 +249,32 @@ INSTANTIATE_TEST_SUITE_P(
                     f.publications[0].data->schema_version_value.reset();
                   }),
                   Outcome::Violated, ""},
+        // threadlocal.* keys where no reader looks: the rule that puts them in attributes fails.
+        JudgeCase{"SchemaInTheResource", "TCTX-06", sampled([](auto& f) {
+                    auto& d = *f.publications[0].data;
+                    d.schema_version.reset();
+                    d.schema_version_value.reset();
+                    d.keys_in_resource = {"threadlocal.schema_version"};
+                  }),
+                  Outcome::Violated, "is in the process context's resource, not its attributes", "in the resource"},
+        JudgeCase{"KeyMapInTheResource", "TCTX-07", sampled([](auto& f) {
+                    auto& d = *f.publications[0].data;
+                    d.key_map.reset();
+                    d.key_map_value.reset();
+                    d.resource_key_map = kStartupKeys;
+                    d.keys_in_resource = {"threadlocal.attribute_key_map"};
+                  }),
+                  Outcome::Violated, "threadlocal.attribute_key_map is in the process context's resource"},
+        // Its records are still read by the map the writer meant.
+        JudgeCase{"RecordsJudgedByTheResourcesMap", "TCTX-11", sampled([](auto& f) {
+                    auto& d = *f.publications[0].data;
+                    d.key_map.reset();
+                    d.key_map_value.reset();
+                    d.resource_key_map = kStartupKeys;
+                    d.keys_in_resource = {"threadlocal.attribute_key_map"};
+                    f.samples.push_back(sample(record(1, 1, {0, 3})));
+                  }),
+                  Outcome::Met, ""},
         JudgeCase{"KeyMapAsString", "TCTX-07", sampled([](auto& f) {
                     f.publications[0].data->key_map.reset();
                     f.publications[0].data->key_map_value = otlp::AttributeValue("http.route,http.method");
@@ -299,6 +325,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- TCTX-11..20 ----------------------------------------------------------
 
+// `count` valid records, trace_flags 0, naming kFlagsNeverSetSpans spans in turn.
+void add_unflagged(ThreadContextFacts& f, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    f.samples.push_back(sample(with_byte(record(static_cast<std::uint8_t>(1 + i % kFlagsNeverSetSpans)), 25, 0)));
+}
+
 class RecordJudge : public testing::TestWithParam<JudgeCase> {};
 TEST_P(RecordJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
@@ -336,6 +368,27 @@ INSTANTIATE_TEST_SUITE_P(
                   sampled([](auto& f) { f.samples.push_back(sample(record(1))); },
                           [](SessionEvidence& e) { e.spans.push_back(exported(7, 0x101)); }),
                   Outcome::NotApplicable, "1 named a span never exported"},
+        // No span to compare with: hundreds of valid records naming many spans, none with a flag set,
+        // are a warning (a writer that never sets the sampled bit), not silence.
+        JudgeCase{"FlagsNeverSetWithoutSpans", "TCTX-14", sampled([](auto& f) { add_unflagged(f, kFlagsNeverSetRecords); }),
+                  Outcome::Tolerated, "trace_flags was 0 in every one of the 100 valid sampled records", "00 in all 100"},
+        JudgeCase{"FlagsNeverSetUnderFlaglessExporter", "TCTX-14",
+                  sampled([](auto& f) { add_unflagged(f, kFlagsNeverSetRecords); },
+                          [](SessionEvidence& e) { e.spans.push_back(exported(1, 0)); }),
+                  Outcome::Tolerated, "predates the field"},
+        JudgeCase{"TooFewUnflaggedRecordsToWarn", "TCTX-14",
+                  sampled([](auto& f) { add_unflagged(f, kFlagsNeverSetRecords - 1); }), Outcome::NotApplicable,
+                  "99 valid sampled record(s) named a span, 0 with flags set"},
+        JudgeCase{"TooFewSpansToWarn", "TCTX-14", sampled([](auto& f) {
+                    for (std::size_t i = 0; i < kFlagsNeverSetRecords; ++i)
+                      f.samples.push_back(sample(with_byte(record(static_cast<std::uint8_t>(1 + i % 3)), 25, 0)));
+                  }),
+                  Outcome::NotApplicable, "exported no spans"},
+        JudgeCase{"OneFlagSetIsNoWarning", "TCTX-14", sampled([](auto& f) {
+                    add_unflagged(f, kFlagsNeverSetRecords);
+                    f.samples.push_back(sample(record(200)));
+                  }),
+                  Outcome::NotApplicable, "1 with flags set"},
         JudgeCase{"FlagsWithoutIds", "TCTX-14", sampled([](auto& f) {
                     ThreadContextRecord header;
                     header.valid = 1;
@@ -457,6 +510,19 @@ INSTANTIATE_TEST_SUITE_P(
                     return s;
                   }()),
                   Outcome::Violated, "8 pointer swap(s) and 1 change(s) of valid"},
+        // A thread that gave way to others and was watched again is one thread: its styles add up.
+        JudgeCase{"TwoWatchesOfOneThreadMixingStyles", "TCTX-24", in_session(kWatchedSession, [](ThreadContextFacts& f) {
+                    for (const auto& states : {swaps(), in_place()}) {
+                      PublishedRecordWatchReport r;
+                      r.pid = kWriter;
+                      r.tid = kThread;
+                      r.states = states;
+                      f.watches.push_back({kThread, r, std::nullopt});
+                    }
+                  }),
+                  Outcome::Violated, "8 pointer swap(s) and 8 change(s) of valid"},
+        JudgeCase{"PerThreadCountsInTheReason", "TCTX-24", watched(swaps()), Outcome::Met,
+                  "per thread (swaps/flips): 4243 8/0"},
         JudgeCase{"EntriesBeforeSize", "TCTX-25", watched(append(false)), Outcome::Met, "1 append(s)"},
         JudgeCase{"SizeBeforeEntries", "TCTX-25", watched(append(true)), Outcome::Violated, "appended by the last size store"},
         JudgeCase{"NoAppendNoVerdict", "TCTX-25", watched(swaps()), Outcome::NotApplicable, "no record grew"},

@@ -70,7 +70,8 @@ struct PublishedRecordWatchReport {
   std::size_t other_writer_changes = 0;      // kOtherWriter states
   std::size_t signals_forwarded = 0;         // the target's own signals, re-delivered unchanged
   bool thread_exited = false;
-  std::string ended_because;  // "duration elapsed", "max states reached", "thread exited"
+  // "duration elapsed", "max states reached", "thread exited", "the caller ended it"
+  std::string ended_because;
   std::string limits;         // what this watch could not see, in words
 
   static constexpr std::size_t kMaxStates = 4096;
@@ -79,16 +80,21 @@ struct PublishedRecordWatchReport {
 // Where the thread's pointer slot is, from its thread pointer (read while the
 // thread is held by the watch).
 using SlotOfThread = std::function<Expected<std::uint64_t>(std::uint64_t thread_pointer)>;
+// Asked at each poll interval, from the watching thread, with the report so
+// far: false ends the watch early (a caller with more threads than it can
+// watch at once takes the registers of one that stores nothing to another).
+using KeepWatching = std::function<bool(const PublishedRecordWatchReport& so_far)>;
 
-// Watches thread `tid` of `pid` for `duration` (or until it exits, or until
-// kMaxStates states), reading records by `layout`; `poll_interval` is how
-// often the watched bytes are compared while the thread runs. Seized with
+// Watches thread `tid` of `pid` for `duration` (or until it exits, until
+// kMaxStates states, or until `keep_watching` says no), reading records by
+// `layout`; `poll_interval` is how often the watched bytes are compared while
+// the thread runs. Seized with
 // PTRACE_SEIZE, its own signals re-delivered unchanged; on every way out the
 // registers are cleared and the thread detached. Blocks the calling thread.
 // Errors: the thread cannot be seized or its slot located, the slot is not
 // 8-byte aligned, the host is neither x86-64 nor arm64.
 Expected<PublishedRecordWatchReport> watch_published_record(
     pid_t pid, pid_t tid, const RecordLayout& layout, const SlotOfThread& slot_of, std::chrono::milliseconds duration,
-    std::chrono::milliseconds poll_interval = std::chrono::milliseconds(5));
+    std::chrono::milliseconds poll_interval = std::chrono::milliseconds(5), const KeepWatching& keep_watching = {});
 
 }  // namespace tracecorr::conform

@@ -200,14 +200,14 @@ nlohmann::json reference_json(const Inspection& in) {
   j["key_map"] = r.key_map ? nlohmann::json(*r.key_map) : nlohmann::json(nullptr);
   j["key_map_value"] = r.key_map_value ? nlohmann::json(r.key_map_value->to_display()) : nlohmann::json(nullptr);
   j["key_map_refreshed"] = in.key_map_refreshed;
+  j["keys_in_resource"] = r.keys_in_resource;
   return j;
 }
 
 }  // namespace
 
 bool Inspection::found() const {
-  return module.has_value() ||
-         (reference && (reference->schema_version_value.has_value() || reference->key_map_value.has_value()));
+  return module.has_value() || (reference && reference->announces_thread_context());
 }
 
 Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
@@ -345,6 +345,11 @@ std::string render_text(const Inspection& in) {
       for (std::size_t i = 0; i < r.key_map->size(); ++i) keys += (i ? ", " : "") + std::to_string(i) + "=" + safe((*r.key_map)[i]);
     out += line("key map", r.key_map ? keys : r.key_map_value ? safe(r.key_map_value->to_display()) + " (no array of strings)"
                                                               : std::string("absent"));
+    if (!r.keys_in_resource.empty()) {
+      std::string misplaced;
+      for (const auto& k : r.keys_in_resource) misplaced += (misplaced.empty() ? "" : ", ") + safe(k);
+      out += line("in resource", misplaced + " (readers look in attributes only)");
+    }
   } else if (!in.context_error.empty()) {
     out += line("error", safe(in.context_error));
   }
