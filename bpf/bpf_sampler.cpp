@@ -62,6 +62,7 @@ class BpfSampler final : public Sampler {
     };
     return loader_->poll(timeout, convert);
   }
+  bool backlog() const override { return loader_->backlog(); }
 
   SamplerCounters counters() const override {
     auto c = loader_->counters();

@@ -321,21 +321,37 @@ int SamplerLoader::on_record(void* ctx, void* data, std::size_t size) {
   auto view = parse_sample({static_cast<const std::uint8_t*>(data), size});
   if (!view) {
     ++self->malformed_;
-    return 0;
+    return self->consume_limit_passed() ? kConsumeLimitReached : 0;
   }
   ++self->delivered_;
   if (self->callback_) (*self->callback_)(*view);
-  return 0;
+  return self->consume_limit_passed() ? kConsumeLimitReached : 0;
 }
 
-Expected<std::size_t> SamplerLoader::poll(std::chrono::milliseconds timeout, const Callback& callback) {
+// libbpf has consumed the record (its consumer position is past it) when the
+// callback returns: a negative value stops the consumption there, and is what
+// ring_buffer__poll/consume return.
+bool SamplerLoader::consume_limit_passed() {
+  if (std::chrono::steady_clock::now() < consume_until_) return false;
+  consume_limit_reached_ = true;
+  return true;
+}
+
+Expected<std::size_t> SamplerLoader::poll(std::chrono::milliseconds timeout, const Callback& callback,
+                                          std::chrono::nanoseconds consume_for) {
   callback_ = &callback;
   delivered_ = 0;
+  consume_limit_reached_ = false;
   // The program never wakes us (see sampler.bpf.c): the wait is the drain
-  // interval, then whatever is there is consumed.
+  // interval, then what is there is consumed, for at most consume_for.
+  consume_until_ = std::chrono::steady_clock::now() + timeout + consume_for;
   int n = ring_buffer__poll(ringbuf_, static_cast<int>(timeout.count()));
-  if (n >= 0 || n == -EINTR) n = ring_buffer__consume(ringbuf_);
+  if (!consume_limit_reached_ && (n >= 0 || n == -EINTR)) {
+    consume_until_ = std::chrono::steady_clock::now() + consume_for;
+    n = ring_buffer__consume(ringbuf_);
+  }
   callback_ = nullptr;
+  if (consume_limit_reached_) return delivered_;
   if (n < 0 && n != -EINTR) return make_error("reading the ring buffer failed: " + errno_text(n), "BPF sampler");
   return delivered_;
 }

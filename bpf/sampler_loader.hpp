@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -98,10 +99,17 @@ class SamplerLoader {
   void detach();
   std::size_t attached_cpus() const { return links_.size(); }
 
-  // Consumes ring-buffer records, waiting up to `timeout` for the first.
+  // Consumes ring-buffer records, waiting up to `timeout` for the first, and
+  // for at most `consume_for` once consuming: a consumer slower than the
+  // sampled threads (a host whose CPUs they keep busy, a slow callback) never
+  // sees the ring empty, and libbpf consumes until it is. backlog(): the last
+  // poll stopped at that limit, records may be waiting.
   // Records whose lengths disagree with their size are counted in malformed() and skipped.
   using Callback = std::function<void(const SampleView&)>;
-  Expected<std::size_t> poll(std::chrono::milliseconds timeout, const Callback& callback);
+  static constexpr std::chrono::milliseconds kConsumeLimit{20};
+  Expected<std::size_t> poll(std::chrono::milliseconds timeout, const Callback& callback,
+                             std::chrono::nanoseconds consume_for = kConsumeLimit);
+  bool backlog() const { return consume_limit_reached_; }
 
   std::array<std::uint64_t, TC_CTR_COUNT> counters() const;  // summed over CPUs
   std::uint64_t malformed() const { return malformed_; }
@@ -115,6 +123,8 @@ class SamplerLoader {
  private:
   SamplerLoader() = default;
   static int on_record(void* ctx, void* data, std::size_t size);
+  static constexpr int kConsumeLimitReached = -ECANCELED;  // on_record's stop: no libbpf error of its own
+  bool consume_limit_passed();
   Status write_entry(pid_t pid, const tc_process& value);
 
   ::tc_sampler_bpf* skel_ = nullptr;
@@ -128,6 +138,8 @@ class SamplerLoader {
   std::map<pid_t, tc_process> tracked_;  // what the `tracked` map holds, so one field changes without the others
   const Callback* callback_ = nullptr;
   std::size_t delivered_ = 0;
+  std::chrono::steady_clock::time_point consume_until_{};
+  bool consume_limit_reached_ = false;
   std::uint64_t malformed_ = 0;
 };
 

@@ -101,10 +101,14 @@ class HostAgent:
                flush_interval: float = 0.25) -> dict:
         """Runs libtracecorr's host agent against this process for ``duration`` seconds.
 
-        ``personality="spec"`` registers and aggregates counts; ``"ebpf-profiler"``
-        sends one message per sample (the OTel eBPF profiler's behaviour). The
-        agent uses a connection of its own. Returns its summary (per transaction:
-        ``stack_trace_ids`` {base64url: count sent}, ``samples_sent``, ...).
+        ``personality="spec"`` registers and aggregates counts per (trace,
+        transaction, stack) until the transaction settles (its threads were seen
+        elsewhere, or it went unsampled for ``flush_interval`` seconds);
+        ``"ebpf-profiler"`` sends one message per sample (the OTel eBPF profiler's
+        behaviour). The agent uses a connection of its own. Returns its summary
+        (per transaction: ``stack_trace_ids`` {base64url: count sent},
+        ``samples_sent``, ...; per process ``delivery``: what the agent read in
+        time, late, unconfirmed, dropped, and the capacity bound).
         """
         sampler = make_sampler(reader, frequency_hz)
         agent = _native.HostAgent(sampler, [self.pid], samples_delay_ms=samples_delay_ms, host_id=host_id,

@@ -108,10 +108,14 @@ class Sampler {
   // called again for pid, and untrack() forgets it.
   virtual Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) = 0;
   virtual Status untrack(pid_t pid) = 0;
-  // Delivers the samples taken so far, waiting up to `timeout` for the first.
-  // Returns how many were delivered.
+  // Delivers the samples taken so far, waiting up to `timeout` for the first,
+  // and returns how many were delivered. It returns after a bounded time
+  // however fast samples come (a caller slower than the sampled threads must
+  // still reach its own deadline and stop flag): then backlog() is true, and
+  // more may be waiting (poll again without a wait).
   using Callback = std::function<void(const Sample&)>;
   virtual Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) = 0;
+  virtual bool backlog() const { return false; }
   virtual SamplerCounters counters() const = 0;
 };
 

@@ -341,7 +341,7 @@ Expected<nlohmann::json> sample_records(Sampler& sampler, const std::vector<pid_
       resolver.refresh_all();
       next_context_look = now + kContextLookInterval;
     }
-    const auto wake = std::min({next_rescan, next_context_look, end});
+    const auto wake = sampler.backlog() ? now : std::min({next_rescan, next_context_look, end});
     auto wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()),
                            std::chrono::milliseconds(0), std::chrono::milliseconds(100));
     if (auto polled = sampler.poll(callback, wait); !polled) {
@@ -349,7 +349,7 @@ Expected<nlohmann::json> sample_records(Sampler& sampler, const std::vector<pid_
       break;
     }
   }
-  if (!failure) (void)sampler.poll(callback, std::chrono::milliseconds(0));  // what the ring still holds
+  if (!failure) (void)sampler.poll(callback, std::chrono::milliseconds(0));  // what the ring still holds (one bounded batch)
   if (failure) return *failure;
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& [k, v] : sampler.counters().named()) counters[k] = v;

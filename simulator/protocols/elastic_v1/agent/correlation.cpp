@@ -1,6 +1,5 @@
 #include "elastic_v1/agent/correlation.hpp"
 
-#include <algorithm>
 #include <cstring>
 
 #define XXH_INLINE_ALL
@@ -86,101 +85,6 @@ std::vector<elastic_v1::Correlation> correlation_messages(const CorrelationKey& 
     out.push_back(std::move(m));
   }
   return out;
-}
-
-void Aggregator::add(const CorrelationKey& key, std::uint64_t samples) {
-  if (samples == 0) return;
-  counts_[key] += samples;
-  pending_ += samples;
-}
-
-std::vector<elastic_v1::Correlation> Aggregator::drain() {
-  std::vector<elastic_v1::Correlation> out;
-  for (const auto& [key, count] : counts_) {
-    auto msgs = correlation_messages(key, count);
-    out.insert(out.end(), std::make_move_iterator(msgs.begin()), std::make_move_iterator(msgs.end()));
-  }
-  counts_.clear();
-  pending_ = 0;
-  return out;
-}
-
-// ---- delivery ------------------------------------------------------------------
-
-void DeliveryQueue::erase(std::map<std::pair<Order, CorrelationKey>, Entry>::iterator it) {
-  if (auto k = by_key_.find(it->second.key); k != by_key_.end() && k->second == it->first) by_key_.erase(k);
-  entries_.erase(it);
-}
-
-void DeliveryQueue::add(const CorrelationKey& key, std::uint64_t count, Clock::time_point now, Clock::time_point due) {
-  while (count > 0) {
-    Entry e{key, 0, now, due};
-    if (auto k = by_key_.find(key); k != by_key_.end()) {  // merge into the queued message of this key
-      auto it = entries_.find(k->second);
-      e = it->second;
-      e.due = std::max(e.due, due);
-      erase(it);
-    }
-    auto take = std::min<std::uint64_t>(65535u - e.count, count);
-    e.count = static_cast<std::uint16_t>(e.count + take);
-    count -= take;
-    if (entries_.size() >= capacity_) {
-      // Full: the message with the fewest samples goes, this one or the last queued.
-      auto last = std::prev(entries_.end());
-      if (last->second.count >= e.count) {
-        stats_.queue_full.add(e.count);
-        continue;
-      }
-      stats_.queue_full.add(last->second.count);
-      erase(last);
-    }
-    std::pair<Order, CorrelationKey> id{{-static_cast<int>(e.count), e.due}, key};
-    entries_.emplace(id, e);
-    if (e.count < 65535) by_key_[key] = id;  // a full message takes no more
-  }
-}
-
-void DeliveryQueue::expire(Clock::time_point now) {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    auto next = std::next(it);
-    if (it->second.due < now) {
-      stats_.expired.add(it->second.count);
-      erase(it);
-    }
-    it = next;
-  }
-}
-
-std::optional<DeliveryQueue::Entry> DeliveryQueue::front() const {
-  if (entries_.empty()) return std::nullopt;
-  return entries_.begin()->second;
-}
-
-void DeliveryQueue::sent(Clock::time_point now, std::chrono::milliseconds late_after) {
-  if (entries_.empty()) return;
-  auto it = entries_.begin();
-  stats_.delivered.add(it->second.count);
-  if (now - it->second.queued > late_after) stats_.late.add(it->second.count);
-  erase(it);
-}
-
-void DeliveryQueue::unsendable() {
-  if (entries_.empty()) return;
-  auto it = entries_.begin();
-  stats_.unsendable.add(it->second.count);
-  erase(it);
-}
-
-void DeliveryQueue::abandon() {
-  for (const auto& [id, e] : entries_) stats_.unsendable.add(e.count);
-  entries_.clear();
-  by_key_.clear();
-}
-
-std::uint64_t DeliveryQueue::queued_samples() const {
-  std::uint64_t n = 0;
-  for (const auto& [id, e] : entries_) n += e.count;
-  return n;
 }
 
 }  // namespace tracecorr::elastic_v1::agent

@@ -9,10 +9,12 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <thread>
 
 #include "tracecorr/conform/report.hpp"
+#include "elastic_v1/agent/deliverer.hpp"
 #include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/memory.hpp"
@@ -20,7 +22,6 @@
 #include "tracecorr/process_context_resolver.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/sampled_processes.hpp"
-#include "tracecorr/socket.hpp"
 #include "tracecorr/tls.hpp"
 
 namespace tracecorr::elastic_v1::agent {
@@ -31,21 +32,40 @@ using Clock = std::chrono::steady_clock;
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 constexpr std::size_t kMaxDistinctRecords = 256;  // per process, in the summary
-// While messages wait for the agent's socket, the loop wakes at least this
-// often to offer them (the sampler is polled in between, so it never waits on a send).
-constexpr auto kSendTick = std::chrono::milliseconds(1);
 // How often the loop looks at the process contexts it follows (one 8-byte
 // read each): often enough that a publication is read while it is current
 // (the SDK frees the one it replaces), without a read per send tick.
 constexpr auto kContextLookInterval = std::chrono::milliseconds(10);
-// At the end of a run, how long queued messages may still wait for the socket.
+// The longest the loop examines processes before it polls the sampler again
+// and looks at the clock (a rescan goes on at the next turn).
+constexpr auto kRescanSlice = std::chrono::milliseconds(20);
+// At the end of a run, how long what is pending or unread may still wait for
+// the agents' reads (at most samples-delay-ms: later, it would be late anyway).
 constexpr auto kFinalDeliveryPatience = std::chrono::milliseconds(2000);
-
-bool socket_accepts(int fd) {
-  pollfd p{fd, POLLOUT, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLOUT);
-}
 constexpr std::size_t kMaxSpanIdsPerTransaction = 256;
+// Transactions listed per process in the summary (a long run meets millions;
+// the rest are counted, still correlated and sent). Deliverer::sent keeps as many.
+constexpr std::size_t kMaxTransactionsListed = Deliverer::kMaxTransactionsListed;
+
+// How long the calling thread has waited for a CPU while runnable
+// (/proc/thread-self/schedstat, second field), 0 when unreadable: what a
+// loaded machine, not the loop, explains of a late end.
+std::chrono::nanoseconds waited_for_cpu() {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "re");
+  if (!f) return {};
+  unsigned long long running = 0, waiting = 0;
+  const int n = std::fscanf(f, "%llu %llu", &running, &waiting);
+  std::fclose(f);
+  return std::chrono::nanoseconds(n == 2 ? waiting : 0);
+}
+
+// The sample's own time (CLOCK_MONOTONIC, as steady_clock): lateness is
+// measured from it, not from when the ring buffer was read.
+DeliveryTime sample_time(const Sample& s) {
+  const auto now = DeliveryClock::now();
+  const DeliveryTime taken{std::chrono::nanoseconds(s.time_ns)};
+  return s.time_ns == 0 || taken > now ? now : taken;
+}
 
 std::string hex(const auto& bytes) { return to_hex(std::span<const std::uint8_t>(bytes.data(), bytes.size())); }
 
@@ -67,16 +87,10 @@ struct HostAgent::Process {
   bool tracked = false;
   bool ever_tracked = false;
   std::int64_t tracked_offset = 0;
-  std::optional<AgentSocket> socket;
-  bool registered = false;
   bool exited = false;
   std::string exit_reason;
+  Deliverer::Id delivery = 0;  // its socket, plan and sends (deliverer.hpp)
 
-  Aggregator pending;
-  explicit Process(std::size_t queue_capacity = 4096) : delivery(queue_capacity) {}
-  DeliveryQueue delivery;                 // spec: between the aggregator and the socket
-  Clock::time_point next_send{};          // pacing: sends spread over the flush interval
-  Clock::duration send_spacing{};
   // Counters.
   std::uint64_t samples = 0, correlated = 0;
   std::map<std::string, std::uint64_t> errors;   // reads that failed, records that cannot be trusted
@@ -84,20 +98,15 @@ struct HostAgent::Process {
   // record ("no_record": most JVM threads), a record being updated
   // ("valid_zero", TLS-08), a thread outside any trace ("trace_absent", TLS-09).
   std::map<std::string, std::uint64_t> not_correlated;
-  std::uint64_t registrations_sent = 0, registrations_lost = 0;
-  std::uint64_t messages_sent = 0, samples_sent = 0;
-  std::uint64_t messages_lost = 0, samples_lost = 0;  // ebpf-profiler: EAGAIN (the agent's queue was full), dropped
-  std::uint64_t send_errors = 0, samples_unsendable = 0;  // refused, no socket, exited before the flush
-  // (trace id, transaction id) -> what was read and what was sent.
+  // (trace id, transaction id) -> what was read (what was sent: Deliverer::sent).
   struct Transaction {
     std::uint64_t samples_read = 0;
-    Clock::time_point last_sample{};  // + samples_delay_ms: the earliest the agent may export it
     std::set<SpanId> span_ids;
-    std::map<StackTraceId, std::uint64_t> sent;
   };
   std::map<std::pair<TraceId, SpanId>, Transaction> transactions;
   std::map<RecordBytes, std::uint64_t> records;  // distinct records read (bounded)
   std::uint64_t records_overflow = 0;
+  std::uint64_t transactions_overflow = 0;  // beyond kMaxTransactionsListed: not listed
 
   // Its OpenTelemetry process context, when it publishes one: the header the
   // sampler reads with each sample, and the samples taken since then by the
@@ -106,27 +115,53 @@ struct HostAgent::Process {
 };
 
 struct HostAgent::Impl {
-  Impl(Sampler& sampler, SampledProcesses::Notice notice) : sampled(sampler, contexts, std::move(notice)) {}
+  Impl(Sampler& sampler, SampledProcesses::Notice notice, Deliverer::Options delivery)
+      : sampled(sampler, contexts, std::move(notice)), deliverer(std::move(delivery)) {}
   DiscoveryOptions discovery = elastic_v1::discovery_options();
   LibraryCache cache;
   std::map<pid_t, Process> processes;
   std::vector<Process> retired;
   std::set<pid_t> not_agents;  // --all: processes without the library (rechecked each scan)
+  std::deque<pid_t> rescan_work;  // the rescan's candidates not examined yet
   std::uint64_t unknown_pid_samples = 0;
   Clock::time_point started;
   double elapsed_s = 0;
   SamplerCounters last_counters;
   std::string sampler_error;
+  // The run's own timeline, for the summary: when sampling stopped, when the final reads ended, and
+  // how long the loop's thread waited for a CPU meanwhile.
+  std::optional<Clock::time_point> sampling_ended, finished;
+  DeliveryDuration final_reads_limit{};
+  std::chrono::nanoseconds loop_waited_for_cpu{};
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
   // Processes that publish no Elastic library but a protocol whose records the
   // sampler reads (OTEP 4947's thread context): listed per thread, nothing sent.
   SampledProcesses sampled;
+  // Sends to every Elastic process's socket, on its own thread, at each process's own moments.
+  Deliverer deliverer;
 };
+
+namespace {
+Deliverer::Options delivery_options(const AgentOptions& o, std::function<void(const std::string&)> notice) {
+  Deliverer::Options d;
+  d.personality = o.personality;
+  d.samples_delay_ms = o.samples_delay_ms;
+  d.host_id = o.host_id;
+  d.plan.samples_delay = std::chrono::milliseconds(o.samples_delay_ms);
+  d.plan.settle = HostAgent::effective_flush_interval(o);
+  d.plan.max_keys = std::max<std::size_t>(1, o.delivery_queue_capacity);
+  d.notice = std::move(notice);
+  return d;
+}
+}  // namespace
 
 HostAgent::HostAgent(AgentOptions options, Sampler& sampler)
     : options_(std::move(options)),
       sampler_(sampler),
-      impl_(std::make_unique<Impl>(sampler, [this](const std::string& text) { notice(text); })) {}
+      impl_(std::make_unique<Impl>(sampler, [this](const std::string& text) { notice(text); },
+                                   delivery_options(options_, [this](const std::string& text) { notice(text); }))) {
+  options_.flush_interval = effective_flush_interval(options_);
+}
 HostAgent::~HostAgent() = default;
 
 void HostAgent::notice(const std::string& text) {
@@ -154,13 +189,24 @@ void HostAgent::rescan() {
   if (options_.all)
     for (pid_t pid : list_processes()) candidates.insert(pid);
   impl_->sampled.rescan();  // retires those that exited or exec'd: examined afresh below
-  for (pid_t pid : candidates) {
+  impl_->rescan_work.assign(candidates.begin(), candidates.end());
+}
+
+// Examines the rescan's candidates until `until`: with --all on a host of
+// thousands of processes a whole rescan takes longer than the loop may stay
+// away from the sampler and the run's end. Returns true when it is done.
+bool HostAgent::continue_rescan(Clock::time_point until) {
+  auto& work = impl_->rescan_work;
+  while (!work.empty() && Clock::now() < until) {
+    const pid_t pid = work.front();
+    work.pop_front();
     auto it = impl_->processes.find(pid);
     if (it != impl_->processes.end())
       refresh(it->second);
     else if (!impl_->sampled.follows(pid))
       examine(pid, std::find(options_.pids.begin(), options_.pids.end(), pid) != options_.pids.end());
   }
+  return work.empty();
 }
 
 void HostAgent::examine(pid_t pid, bool explicit_pid) {
@@ -181,8 +227,9 @@ void HostAgent::examine(pid_t pid, bool explicit_pid) {
     return;
   }
   impl_->not_agents.erase(pid);
-  Process p(options_.delivery_queue_capacity);
+  Process p;
   p.pid = pid;
+  p.delivery = impl_->deliverer.open(pid);
   p.start_time = process_start_time(pid);
   p.exec_identity = exec_identity(pid);
   p.explicit_pid = explicit_pid;
@@ -241,21 +288,18 @@ void HostAgent::refresh(Process& p) {
     p.storage_address = *storage_ptr;
     p.storage = std::move(*storage);
     // A new storage means a (re)started agent: talk to it from scratch.
-    p.socket.reset();
-    p.registered = false;
+    impl_->deliverer.disconnect(p.delivery);
   }
 
   // Socket, then registration (MSG-01), before the agent may publish TLS (TLS-06).
-  if (!p.socket) {
-    auto sock = AgentSocket::connect(p.pid, p.storage->socket_file_path);
-    if (!sock) {
-      set_state("cannot connect to the agent socket: " + sock.error().message());
+  if (!impl_->deliverer.connected(p.delivery)) {
+    if (auto connected = impl_->deliverer.connect(p.delivery, p.storage->socket_file_path); !connected) {
+      set_state("cannot connect to the agent socket: " + connected.error().message());
       return;
     }
-    p.socket.emplace(std::move(*sock));
-    p.registered = false;
+  } else if (!ebpf) {
+    impl_->deliverer.register_again(p.delivery);  // one the queue refused
   }
-  if (!ebpf && !p.registered) send_registration(p);
 
   // TLS descriptor: only a static offset can be read through the thread pointer.
   if (!(ebpf && p.tls_read_once)) {
@@ -320,10 +364,7 @@ void HostAgent::retire(pid_t pid, const std::string& why) {
   untrack(p);
   p.exited = true;
   p.exit_reason = why;
-  p.samples_unsendable += p.pending.pending_samples();
-  p.pending.drain();
-  p.delivery.abandon();
-  p.socket.reset();
+  impl_->deliverer.retire(p.delivery);
   notice("pid " + std::to_string(pid) + ": " + why + "; no longer sampled");
   impl_->retired.push_back(std::move(p));
   impl_->processes.erase(it);
@@ -343,6 +384,7 @@ void HostAgent::on_sample(const Sample& s) {
   p.context.count(s, impl_->contexts);
   if (s.error == SampleError::RecordPointerNull) {  // the thread has not published a record: not an error
     ++p.not_correlated["no_record"];
+    impl_->deliverer.left(p.delivery, s.tid, sample_time(s));
     return;
   }
   if (s.error != SampleError::Ok || !s.record) {
@@ -356,6 +398,8 @@ void HostAgent::on_sample(const Sample& s) {
   JudgedRecord j = judge_record(*s.record);
   if (j.verdict == RecordVerdict::ValidZero || j.verdict == RecordVerdict::TraceAbsent) {
     ++p.not_correlated[to_string(j.verdict)];
+    // Outside any trace (TLS-09): the transaction it was in may be complete. Mid-update (TLS-08): nothing known.
+    if (j.verdict == RecordVerdict::TraceAbsent) impl_->deliverer.left(p.delivery, s.tid, sample_time(s));
     return;
   }
   if (j.verdict != RecordVerdict::Correlate) {
@@ -364,65 +408,17 @@ void HostAgent::on_sample(const Sample& s) {
   }
   ++p.correlated;
   CorrelationKey key{j.record.trace_id, j.record.transaction_id, stack_trace_id(s.frames)};
-  auto& txn = p.transactions[{key.trace_id, key.transaction_id}];
-  ++txn.samples_read;
-  txn.last_sample = Clock::now();
-  if (txn.span_ids.size() < kMaxSpanIdsPerTransaction) txn.span_ids.insert(j.record.span_id);
-  if (options_.personality == Personality::EbpfProfiler) {
-    for (const auto& m : correlation_messages(key, 1)) send_correlation(p, m);
+  auto listed = p.transactions.find({key.trace_id, key.transaction_id});
+  if (listed == p.transactions.end() && p.transactions.size() < kMaxTransactionsListed)
+    listed = p.transactions.try_emplace({key.trace_id, key.transaction_id}).first;
+  if (listed == p.transactions.end()) {
+    ++p.transactions_overflow;
   } else {
-    p.pending.add(key);
+    ++listed->second.samples_read;
+    if (listed->second.span_ids.size() < kMaxSpanIdsPerTransaction) listed->second.span_ids.insert(j.record.span_id);
   }
-}
-
-void HostAgent::send_registration(Process& p) {
-  if (!p.socket) return;
-  elastic_v1::Registration r;
-  r.minor = static_cast<std::uint16_t>(elastic_v1::spec::kMsgRegistrationMinor);
-  r.samples_delay_ms = options_.samples_delay_ms;
-  r.host_id = options_.host_id;
-  auto bytes = elastic_v1::encode(r);
-  switch (p.socket->send(bytes)) {
-    case SendOutcome::Sent:
-      p.registered = true;
-      ++p.registrations_sent;
-      break;
-    case SendOutcome::WouldBlock:
-      ++p.registrations_lost;  // retried at the next rescan
-      break;
-    case SendOutcome::Refused:
-      ++p.send_errors;
-      notice("pid " + std::to_string(p.pid) + ": registration refused: " + std::strerror(p.socket->last_errno()));
-      p.socket.reset();  // reconnect at the next rescan
-      break;
-  }
-}
-
-void HostAgent::send_correlation(Process& p, const elastic_v1::Correlation& m) {
-  if (!p.socket) {
-    ++p.send_errors;
-    p.samples_unsendable += m.count;
-    return;
-  }
-  auto bytes = elastic_v1::encode(m);
-  switch (p.socket->send(bytes)) {
-    case SendOutcome::Sent: {
-      ++p.messages_sent;
-      p.samples_sent += m.count;
-      p.transactions[{m.trace_id, m.transaction_id}].sent[m.stack_trace_id] += m.count;
-      break;
-    }
-    case SendOutcome::WouldBlock:
-      ++p.messages_lost;
-      p.samples_lost += m.count;
-      break;
-    case SendOutcome::Refused:
-      ++p.send_errors;
-      p.samples_unsendable += m.count;
-      notice("pid " + std::to_string(p.pid) + ": send refused: " + std::strerror(p.socket->last_errno()));
-      p.socket.reset();
-      break;
-  }
+  // Spec: planned (aggregated until its transaction settles); ebpf-profiler: sent now or dropped.
+  impl_->deliverer.add(p.delivery, key, s.tid, sample_time(s));
 }
 
 std::chrono::milliseconds HostAgent::effective_flush_interval(const AgentOptions& o) {
@@ -433,117 +429,63 @@ std::chrono::milliseconds HostAgent::effective_flush_interval(const AgentOptions
   return o.flush_interval;
 }
 
-// Spec: the aggregated counts join the delivery queue, due when the agent may
-// export their transaction; pump_deliveries() sends them.
-void HostAgent::flush(bool) {
-  const auto now = Clock::now();
-  const auto delay = std::chrono::milliseconds(options_.samples_delay_ms);
-  for (auto& [pid, p] : impl_->processes) {
-    if (p.pending.empty()) continue;
-    if (!p.registered && p.socket) send_registration(p);
-    for (const auto& m : p.pending.drain()) {
-      auto& txn = p.transactions[{m.trace_id, m.transaction_id}];
-      p.delivery.add({m.trace_id, m.transaction_id, m.stack_trace_id}, m.count, now, txn.last_sample + delay);
-    }
-    // Spread this interval's messages over the next one.
-    p.send_spacing = options_.flush_interval / static_cast<long>(std::max<std::size_t>(p.delivery.size(), 1));
-  }
-}
-
-bool HostAgent::pump_deliveries() {
-  const auto now = Clock::now();
-  bool waiting = false;
-  for (auto& [pid, p] : impl_->processes) {
-    if (p.delivery.empty()) continue;
-    p.delivery.expire(now);
-    // Sends owed by the pacing, when the socket was full, may catch up at most one interval.
-    p.next_send = std::max(p.next_send, now - options_.flush_interval);
-    while (p.socket && !p.delivery.empty() && now >= p.next_send && socket_accepts(p.socket->fd())) {
-      auto e = *p.delivery.front();
-      elastic_v1::Correlation m;
-      m.trace_id = e.key.trace_id;
-      m.transaction_id = e.key.transaction_id;
-      m.stack_trace_id = e.key.stack_trace_id;
-      m.count = e.count;
-      auto outcome = p.socket->send(elastic_v1::encode(m));
-      if (outcome == SendOutcome::WouldBlock) break;  // another sender took the room: next tick
-      if (outcome == SendOutcome::Refused) {
-        ++p.send_errors;
-        p.samples_unsendable += e.count;
-        p.delivery.unsendable();
-        notice("pid " + std::to_string(p.pid) + ": send refused: " + std::strerror(p.socket->last_errno()));
-        p.socket.reset();
-        break;
-      }
-      p.delivery.sent(now, options_.flush_interval);
-      ++p.messages_sent;
-      p.samples_sent += e.count;
-      p.transactions[{m.trace_id, m.transaction_id}].sent[m.stack_trace_id] += e.count;
-      p.next_send += p.send_spacing;
-    }
-    waiting = waiting || !p.delivery.empty();
-  }
-  return waiting;
-}
-
 // ---- the loop -------------------------------------------------------------------------
 
 Status HostAgent::run(const std::atomic<bool>& stop) {
   impl_->started = Clock::now();
-  options_.flush_interval = effective_flush_interval(options_);
   const auto end = options_.duration ? impl_->started + *options_.duration : Clock::time_point::max();
   auto next_rescan = impl_->started;
-  auto next_flush = impl_->started + options_.flush_interval;
   auto next_summary = impl_->started + options_.summary_interval;
   auto next_context_look = impl_->started;
   auto callback = [this](const Sample& s) { on_sample(s); };
   Status result = Ok{};
-  bool deliveries_waiting = false;
+  const DeliveryDuration patience =
+      std::min<DeliveryDuration>(kFinalDeliveryPatience, std::chrono::milliseconds(options_.samples_delay_ms));
+  if (options_.duration) impl_->deliverer.ends_at(end + patience);
+  const auto waited_at_start = waited_for_cpu();
+  // Sends happen on the deliverer's thread: this loop only samples and rescans.
+  bool rescanning = false;
   for (;;) {
     auto now = Clock::now();
     if (stop.load() || now >= end) break;
-    if (now >= next_rescan) {
+    if (!rescanning && now >= next_rescan) {
       rescan();
-      next_rescan = now + options_.rescan_interval;
+      rescanning = true;
     }
-    auto wake = std::min({next_rescan, next_flush, next_summary, end});
+    if (rescanning && continue_rescan(std::min(end, now + kRescanSlice))) {
+      rescanning = false;
+      next_rescan = Clock::now() + options_.rescan_interval;
+    }
     now = Clock::now();
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now);
-    wait = std::clamp(wait, std::chrono::milliseconds(0),
-                      deliveries_waiting ? std::chrono::milliseconds(kSendTick) : std::chrono::milliseconds(100));
     // Publications can be read only while current: look before the samples come.
     if (now >= next_context_look) {
       impl_->contexts.refresh_all();
       next_context_look = now + kContextLookInterval;
     }
+    // A backlog: samples come faster than this loop takes them; take the next batch at once.
+    const auto wake =
+        rescanning || sampler_.backlog() ? now : std::min({next_rescan, next_summary, end, next_context_look});
+    const auto wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(wake - now), std::chrono::milliseconds(0),
+                                 std::chrono::milliseconds(100));
     auto polled = sampler_.poll(callback, wait);
     if (!polled) {
       impl_->sampler_error = polled.error().message();
       result = polled.error();
       break;
     }
-    now = Clock::now();
-    if (now >= next_flush) {
-      flush(false);
-      next_flush = now + options_.flush_interval;
-    }
-    deliveries_waiting = pump_deliveries();
-    if (now >= next_summary) {
+    if (Clock::now() >= next_summary) {
       live_summary(false);
-      next_summary = now + options_.summary_interval;
+      next_summary = Clock::now() + options_.summary_interval;
     }
   }
-  // Whatever the ring buffer still holds, then one last report.
+  // What the ring buffer still holds (one bounded batch), then what is pending goes out and the agents' reads are
+  // awaited.
   (void)sampler_.poll(callback, std::chrono::milliseconds(0));
-  flush(true);
-  // What is queued may still arrive in time: offer it a while longer, then give up on it.
-  const auto patience = Clock::now() + std::min<Clock::duration>(kFinalDeliveryPatience,
-                                                                 std::chrono::milliseconds(options_.samples_delay_ms));
-  while (pump_deliveries() && Clock::now() < patience) std::this_thread::sleep_for(kSendTick);
-  for (auto& [pid, p] : impl_->processes) {
-    p.samples_unsendable += p.delivery.queued_samples();
-    p.delivery.abandon();
-  }
+  impl_->sampling_ended = Clock::now();
+  impl_->loop_waited_for_cpu = waited_for_cpu() - waited_at_start;
+  impl_->final_reads_limit = patience;
+  impl_->deliverer.finish(patience);
+  impl_->finished = Clock::now();
   live_summary(true);
   return result;
 }
@@ -552,7 +494,8 @@ void HostAgent::live_summary(bool final_line) {
   impl_->elapsed_s = std::chrono::duration<double>(Clock::now() - impl_->started).count();
   impl_->last_counters = sampler_.counters();
   if (!options_.log) return;
-  std::uint64_t samples = 0, correlated = 0, sent = 0, lost_msgs = 0, lost_samples = 0, late = 0, queued = 0;
+  std::uint64_t samples = 0, correlated = 0, sent = 0, lost_msgs = 0, lost_samples = 0, late = 0, unconfirmed = 0,
+                queued = 0;
   std::map<std::string, std::uint64_t> errors, not_correlated;
   std::size_t sampling = 0, resources = 0, with_context = 0;
   std::uint64_t context_resolved = 0, context_being_written = 0, context_other = 0;
@@ -567,11 +510,13 @@ void HostAgent::live_summary(bool final_line) {
     }
     samples += p.samples;
     correlated += p.correlated;
-    sent += p.samples_sent;
-    lost_msgs += p.messages_lost + p.delivery.stats().expired.messages + p.delivery.stats().queue_full.messages;
-    lost_samples += p.samples_lost + p.delivery.stats().expired.samples + p.delivery.stats().queue_full.samples;
-    late += p.delivery.stats().late.samples;
-    queued += p.delivery.queued_samples() + p.pending.pending_samples();
+    const Deliverer::Figures f = impl_->deliverer.figures(p.delivery);
+    sent += f.samples_sent;
+    lost_msgs += f.messages_lost;
+    lost_samples += f.samples_lost;
+    late += f.samples_late;
+    unconfirmed += f.samples_unconfirmed;
+    queued += f.samples_pending;
     for (const auto& [k, v] : p.errors) errors[k] += v;
     for (const auto& [k, v] : p.not_correlated) not_correlated[k] += v;
   };
@@ -595,15 +540,16 @@ void HostAgent::live_summary(bool final_line) {
                     std::to_string(impl_->sampled.records_read()) + " with a record";
   std::fprintf(options_.log,
                "tracecorr agent: %s%.1fs processes %zu sampling %zu | samples %" PRIu64 " correlated %" PRIu64
-               " | not correlated:%s | errors:%s | delivered %" PRIu64 " samples (%" PRIu64 " late), queued %" PRIu64
-               ", dropped %" PRIu64 " msgs (%" PRIu64 " samples; %s) | sampler lost %" PRIu64 "%s\n",
+               " | not correlated:%s | errors:%s | delivered %" PRIu64 " samples (%" PRIu64 " read late, %" PRIu64
+               " unconfirmed), pending %" PRIu64 ", dropped %" PRIu64 " msgs (%" PRIu64 " samples; %s) | sampler lost %" PRIu64
+               "%s\n",
                final_line ? "final " : "", impl_->elapsed_s, impl_->processes.size() + impl_->retired.size(), sampling,
                samples, correlated, idle_text.empty() ? " none" : idle_text.c_str(),
-               err_text.empty() ? " none" : err_text.c_str(), sent, late, queued, lost_msgs,
+               err_text.empty() ? " none" : err_text.c_str(), sent, late, unconfirmed, queued, lost_msgs,
                lost_samples,
                options_.personality == Personality::EbpfProfiler
                    ? "the ebpf-profiler personality drops on EAGAIN, as that profiler does"
-                   : "past due or queue full",
+                   : "not read-able before due, or too many keys",
                impl_->last_counters.lost, context_text.c_str());
   if (final_line) {
     auto resources_of = [&](const Process& p) {
@@ -650,57 +596,37 @@ std::vector<std::string> HostAgent::nothing_readable() const {
 
 nlohmann::json HostAgent::summary() const {
   using nlohmann::json;
-  json totals = {{"samples", 0},          {"correlated", 0},       {"messages_sent", 0},
-                 {"samples_sent", 0},     {"messages_lost", 0},    {"samples_lost", 0},
+  json totals = {{"samples", 0},          {"correlated", 0},         {"messages_sent", 0},
+                 {"samples_sent", 0},     {"messages_lost", 0},      {"samples_lost", 0},
                  {"send_errors", 0},      {"samples_unsendable", 0}, {"registrations_sent", 0},
-                 {"registrations_lost", 0}, {"unknown_pid_samples", impl_->unknown_pid_samples}};
+                 {"registrations_lost", 0}, {"samples_late", 0},     {"samples_unconfirmed", 0},
+                 {"unknown_pid_samples", impl_->unknown_pid_samples}};
   json errors = json::object(), not_correlated = json::object();
   json processes = json::array();
   auto describe = [&](const Process& p) {
+    const Deliverer::Figures f = impl_->deliverer.figures(p.delivery);
     json j = {{"pid", p.pid},
               {"protocol", std::string(elastic_v1::spec::kProtocol.id)},
               {"state", p.state},
               {"exited", p.exited},
               {"library", p.library ? p.library->path : ""},
-              {"registered", p.registered},
-              {"registrations_sent", p.registrations_sent},
-              {"registrations_lost", p.registrations_lost},
+              {"registered", f.registered},
+              {"registrations_sent", f.registrations_sent},
+              {"registrations_lost", f.registrations_lost},
               {"samples", p.samples},
               {"correlated", p.correlated},
-              {"messages_sent", p.messages_sent},
-              {"samples_sent", p.samples_sent},
-              {"messages_lost", p.messages_lost},
-              {"samples_lost", p.samples_lost},
-              {"send_errors", p.send_errors},
-              {"samples_unsendable", p.samples_unsendable},
+              {"messages_sent", f.messages_sent},
+              {"samples_sent", f.samples_sent},
+              {"messages_lost", f.messages_lost},
+              {"samples_lost", f.samples_lost},
+              {"send_errors", f.send_errors},
+              {"samples_unsendable", f.samples_unsendable},
+              {"samples_late", f.samples_late},
+              {"samples_unconfirmed", f.samples_unconfirmed},
               {"errors", p.errors},
               {"not_correlated", p.not_correlated}};
-    // Where every correlated sample went.
-    const auto& d = p.delivery.stats();
-    auto counts = [](const DeliveryCounts& c) { return json{{"messages", c.messages}, {"samples", c.samples}}; };
-    if (options_.personality == Personality::Spec) {
-      j["messages_lost"] = d.expired.messages + d.queue_full.messages;
-      j["samples_lost"] = d.expired.samples + d.queue_full.samples;
-      j["delivery"] = {{"delivered", counts(d.delivered)},
-                       {"late", counts(d.late)},
-                       {"late_means", "waited longer than a flush interval for the agent's socket to accept"},
-                       {"dropped",
-                        {{"expired", counts(d.expired)},
-                         {"queue_full", counts(d.queue_full)},
-                         {"unsendable", counts(d.unsendable)}}},
-                       {"dropped_causes",
-                        {{"expired", "not accepted by the agent's socket before its transaction's last sample + "
-                                     "samples-delay-ms (the agent may have exported it)"},
-                         {"queue_full", "the bounded user-space queue was full"},
-                         {"unsendable", "no socket, the send was refused, or the process exited"}}}};
-    } else {
-      j["delivery"] = {{"delivered", {{"messages", p.messages_sent}, {"samples", p.samples_sent}}},
-                       {"dropped", {{"eagain", {{"messages", p.messages_lost}, {"samples", p.samples_lost}}}}},
-                       {"dropped_causes",
-                        {{"eagain", "the ebpf-profiler personality sends one message per sample and drops it when "
-                                    "the agent's queue is full (EAGAIN), as the OTel eBPF profiler does: these "
-                                    "losses are that profiler's"}}}};
-    }
+    // Where every correlated sample went, and whether the agent read it in time.
+    j["delivery"] = impl_->deliverer.delivery_json(p.delivery);
     if (p.exited) j["exit_reason"] = p.exit_reason;
     if (p.storage) {
       j["service_name"] = p.storage->service_name;
@@ -716,11 +642,15 @@ nlohmann::json HostAgent::summary() const {
     for (const auto& [bytes, n] : p.records) records.push_back({{"hex", hex(bytes)}, {"count", n}});
     j["records"] = records;
     j["records_overflow"] = p.records_overflow;
+    j["transactions_overflow"] = p.transactions_overflow;
     json txns = json::array();
+    const auto sent_per_transaction = impl_->deliverer.sent(p.delivery);
     for (const auto& [ids, t] : p.transactions) {
       json stacks = json::object();
       std::uint64_t sent = 0;
-      for (const auto& [stack, n] : t.sent) {
+      auto sent_here = sent_per_transaction.find(ids);
+      for (const auto& [stack, n] : sent_here == sent_per_transaction.end() ? std::map<StackTraceId, std::uint64_t>{}
+                                                                            : sent_here->second) {
         stacks[base64url_nopad(std::span<const std::uint8_t>(stack.data(), stack.size()))] = n;
         sent += n;
       }
@@ -735,9 +665,9 @@ nlohmann::json HostAgent::summary() const {
     }
     j["transactions"] = txns;
     for (const char* k : {"samples", "correlated", "messages_sent", "samples_sent", "messages_lost", "samples_lost",
-                          "send_errors", "samples_unsendable", "registrations_sent", "registrations_lost"})
+                          "send_errors", "samples_unsendable", "registrations_sent", "registrations_lost",
+                          "samples_late", "samples_unconfirmed"})
       totals[k] = totals[k].get<std::uint64_t>() + j[k].get<std::uint64_t>();
-    totals["samples_late"] = totals.value("samples_late", std::uint64_t{0}) + d.late.samples;
     for (const auto& [k, v] : p.errors) errors[k] = errors.value(k, std::uint64_t{0}) + v;
     for (const auto& [k, v] : p.not_correlated) not_correlated[k] = not_correlated.value(k, std::uint64_t{0}) + v;
     processes.push_back(std::move(j));
@@ -764,6 +694,19 @@ nlohmann::json HostAgent::summary() const {
               {"sampler", sampler},
               {"processes", processes}};
   if (!impl_->sampler_error.empty()) out["sampler_error"] = impl_->sampler_error;
+  if (impl_->sampling_ended && impl_->finished) {
+    auto s = [](auto d) { return std::chrono::duration<double>(d).count(); };
+    out["timeline"] = {
+        {"duration_s", options_.duration ? json(s(*options_.duration)) : json(nullptr)},
+        {"sampling_s", s(*impl_->sampling_ended - impl_->started)},
+        {"loop_waited_for_cpu_s", s(impl_->loop_waited_for_cpu)},
+        {"final_reads_s", s(*impl_->finished - *impl_->sampling_ended)},
+        {"final_reads_limit_s", s(impl_->final_reads_limit)},
+        {"means", "sampling_s: from start until the loop stopped sampling (a rescan is examined in slices, so "
+                  "it stops at duration_s unless the machine kept its thread from a CPU: loop_waited_for_cpu_s); "
+                  "final_reads_s: then offering what was pending and awaiting the agents' reads, at most "
+                  "final_reads_limit_s"}};
+  }
   return out;
 }
 

@@ -37,12 +37,13 @@ struct AgentOptions {
   std::string host_id;
   Personality personality = Personality::Spec;
   unsigned frequency_hz = 99;  // for the summary; the sampler is configured by its maker
-  // How often aggregated counts are queued for sending (spec). 0: derived
-  // from samples_delay_ms (a fifth of it, at most 1 s), so correlations are
-  // queued well before the agent may export their transaction. A flush
-  // interval that is not below samples_delay_ms is shortened to half of it.
+  // Spec: how long a transaction goes unsampled before its counts are taken
+  // as complete and sent (a thread seen moving on to another record settles
+  // its transaction at once). 0: derived from samples_delay_ms (a fifth of
+  // it, at most 1 s), so counts are sent well before the agent may export
+  // their transaction. One that is not below samples_delay_ms is halved.
   std::chrono::milliseconds flush_interval{0};
-  // Bound on the spec personality's user-space queue (messages per process).
+  // Bound on the spec personality's pending (trace, transaction, stack) keys per process.
   std::size_t delivery_queue_capacity = 4096;
   std::chrono::milliseconds rescan_interval{500};
   std::chrono::milliseconds summary_interval{1000};
@@ -74,19 +75,13 @@ class HostAgent {
   static std::chrono::milliseconds effective_flush_interval(const AgentOptions& o);
 
  private:
-  void rescan();
+  void rescan();  // retires what exited, lists the candidates; continue_rescan() examines them
+  bool continue_rescan(std::chrono::steady_clock::time_point until);
   void examine(pid_t pid, bool explicit_pid);
   void refresh(Process& p);
   void follow_process_context(Process& p);
   void untrack(Process& p);
   void on_sample(const Sample& s);
-  void flush(bool final_flush);
-  void send_registration(Process& p);
-  void send_correlation(Process& p, const elastic_v1::Correlation& m);  // ebpf-profiler: now or never
-  // Spec: sends queued messages while the agent's socket accepts (POLLOUT),
-  // paced over the flush interval; drops those past due. Returns whether any
-  // process still has messages queued.
-  bool pump_deliveries();
   void retire(pid_t pid, const std::string& why);
   void notice(const std::string& text);
   void live_summary(bool final_line);

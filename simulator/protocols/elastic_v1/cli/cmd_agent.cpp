@@ -46,11 +46,12 @@ struct AgentArgs {
 };
 
 // Passes the host agent's sampler through, keeping what it delivers (up to a
-// bound) so --html can draw the agent's own samples as flame graphs.
+// bound, and only for --html: a sample with its stack is up to a kilobyte) so
+// --html can draw the agent's own samples as flame graphs.
 class RecordingSampler final : public Sampler {
  public:
   static constexpr std::size_t kMaxKept = 200000;
-  explicit RecordingSampler(Sampler& inner) : inner_(inner) {}
+  RecordingSampler(Sampler& inner, bool keep) : inner_(inner), keep_(keep) {}
   std::string name() const override { return inner_.name(); }
   Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
     return inner_.track(pid, layout, site);
@@ -62,16 +63,18 @@ class RecordingSampler final : public Sampler {
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(
         [&](const Sample& s) {
-          if (kept_.size() < kMaxKept) kept_.push_back(s);
+          if (keep_ && kept_.size() < kMaxKept) kept_.push_back(s);
           callback(s);
         },
         timeout);
   }
+  bool backlog() const override { return inner_.backlog(); }
   SamplerCounters counters() const override { return inner_.counters(); }
   const std::vector<Sample>& kept() const { return kept_; }
 
  private:
   Sampler& inner_;
+  bool keep_;
   std::vector<Sample> kept_;
 };
 
@@ -170,7 +173,7 @@ int run_agent(const AgentArgs& a) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  RecordingSampler recording(**sampler);
+  RecordingSampler recording(**sampler, !a.html_path.empty());
   agent::HostAgent host(o, recording);
   Status st = host.run(g_stop);
   auto summary = host.summary();
@@ -238,8 +241,9 @@ RegisterCommand agent_command(
                      "spec: registration + aggregated counts; ebpf-profiler: no registration, one message per sample")
           ->check(CLI::IsMember({"spec", "ebpf-profiler"}));
       app.add_option("--flush-interval", a->flush_interval_ms,
-                     "Milliseconds between correlation reports (spec; default: a fifth of --samples-delay-ms, at most "
-                     "1000; must be below it)")
+                     "Spec: milliseconds a transaction goes unsampled before its counts are sent (a thread seen "
+                     "leaving it sends them at once; default: a fifth of --samples-delay-ms, at most 1000; must be "
+                     "below it)")
           ->check(CLI::Range(1u, 3600000u));
       app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
           ->check(CLI::IsMember({"bpf", "ptrace"}));

@@ -1,0 +1,103 @@
+// The host agent's loop reaches its deadline and its stop flag while the
+// sampler always has more: a sampler whose ring buffer never empties (an
+// agent on a host whose CPUs the sampled threads keep busy) returns a bounded
+// batch and says so (Sampler::backlog), and the loop takes the next batch at
+// once instead of waiting, checking its end between batches.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "elastic_v1/agent/host_agent.hpp"
+#include "tracecorr/sampler.hpp"
+
+namespace tracecorr::elastic_v1::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Every poll delivers a batch and leaves more behind, as a ring buffer fed
+// faster than it is read does.
+class NeverEmptySampler final : public Sampler {
+ public:
+  std::string name() const override { return "never-empty"; }
+  Status track(pid_t, const RecordLayout&, PointerSite) override { return Ok{}; }
+  Status track_process_context(pid_t, std::optional<std::uint64_t>) override { return Ok{}; }
+  Status untrack(pid_t) override { return Ok{}; }
+  Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
+    {
+      std::lock_guard lk(mu_);
+      timeouts_.push_back(timeout);
+      if (stopped_ && stopped_->load()) ++polls_after_stop_;
+    }
+    Sample s;
+    s.pid = 0x3fffffff;  // no process this agent follows
+    s.tid = s.pid;
+    for (int i = 0; i < kBatch; ++i) callback(s);
+    std::this_thread::sleep_for(2ms);  // the batch's bounded consumption
+    polled_ = true;
+    return std::size_t{kBatch};
+  }
+  bool backlog() const override { return polled_; }
+  SamplerCounters counters() const override { return {}; }
+
+  void watch(const std::atomic<bool>& stop) { stopped_ = &stop; }
+  std::vector<std::chrono::milliseconds> timeouts() const {
+    std::lock_guard lk(mu_);
+    return timeouts_;
+  }
+  std::size_t polls_after_stop() const {
+    std::lock_guard lk(mu_);
+    return polls_after_stop_;
+  }
+
+ private:
+  static constexpr int kBatch = 64;
+  mutable std::mutex mu_;
+  std::vector<std::chrono::milliseconds> timeouts_;
+  std::size_t polls_after_stop_ = 0;
+  const std::atomic<bool>* stopped_ = nullptr;
+  std::atomic<bool> polled_{false};
+};
+
+AgentOptions quiet_options() {
+  AgentOptions o;
+  o.log = nullptr;
+  o.samples_delay_ms = 50;
+  return o;
+}
+
+TEST(HostAgentLoop, ANeverEmptySamplerEndsAtTheDurationAndIsPolledWithoutWaits) {
+  NeverEmptySampler sampler;
+  AgentOptions o = quiet_options();
+  o.duration = 300ms;
+  HostAgent agent(o, sampler);
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(agent.run(stop));
+  const auto timeouts = sampler.timeouts();
+  ASSERT_GE(timeouts.size(), 2u);
+  // The first poll may wait (nothing known yet); after it, each had a batch waiting.
+  for (std::size_t i = 1; i < timeouts.size(); ++i) EXPECT_EQ(timeouts[i], 0ms) << "poll " << i;
+}
+
+TEST(HostAgentLoop, ANeverEmptySamplerStopsWhenTheFlagIsSet) {
+  NeverEmptySampler sampler;
+  HostAgent agent(quiet_options(), sampler);  // no duration: until stopped (SIGTERM sets the flag)
+  std::atomic<bool> stop{false};
+  sampler.watch(stop);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(200ms);
+    stop = true;
+  });
+  Status st = agent.run(stop);
+  stopper.join();
+  ASSERT_TRUE(st);
+  // The batch in hand when the flag was set, and the final one: no more.
+  EXPECT_LE(sampler.polls_after_stop(), 2u);
+}
+
+}  // namespace
+}  // namespace tracecorr::elastic_v1::agent
