@@ -1,5 +1,6 @@
-// Reading a JSON report (spec/report-schema-v1.json) back into the result
-// model, so `tracecorr report --html` renders what `conform --json` saved.
+// Reading a JSON report (spec/report-schema-v2.json, or a version-1 report:
+// one protocol, no sections) back into the result model, so `tracecorr
+// report --html` renders what `conform --json` saved.
 #include <nlohmann/json.hpp>
 
 #include "figures_json.hpp"
@@ -15,6 +16,7 @@ constexpr std::size_t kMaxReportBytes = 64u << 20;
 constexpr std::size_t kMaxResults = 4096;
 constexpr std::size_t kMaxEvidence = 64;
 constexpr std::size_t kMaxEvidenceBytes = 1u << 20;
+constexpr std::size_t kMaxProtocols = 64;
 
 std::string str(const json& j, const char* key) {
   auto it = j.find(key);
@@ -56,6 +58,27 @@ std::chrono::system_clock::time_point parse_utc(const std::string& text) {
   return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::milliseconds(ms);
 }
 
+// The protocol sections, --only, and the notes (version 2; a version-1
+// report has none: protocols_of() derives its one section).
+void read_sections(const json& doc, RunResult& run) {
+  if (doc.contains("protocols") && doc["protocols"].is_array())
+    for (const auto& p : doc["protocols"]) {
+      if (!p.is_object() || run.protocols.size() >= kMaxProtocols) break;
+      ProtocolRun section;
+      section.id = str(p, "id");
+      section.named = p.contains("named") && p["named"].is_boolean() && p["named"].get<bool>();
+      section.chosen_by = str(p, "chosen_by");
+      section.not_applicable = str(p, "not_applicable");
+      if (!section.id.empty()) run.protocols.push_back(std::move(section));
+    }
+  if (doc.contains("only") && doc["only"].is_array())
+    for (const auto& token : doc["only"])
+      if (token.is_string() && run.only.size() < kMaxResults) run.only.push_back(token.get<std::string>());
+  if (doc.contains("notes") && doc["notes"].is_array())
+    for (const auto& note : doc["notes"])
+      if (note.is_string() && run.notes.size() < kMaxResults) run.notes.push_back(note.get<std::string>());
+}
+
 }  // namespace
 
 Expected<RunResult> parse_json_report(std::string_view text, std::string_view origin) {
@@ -65,10 +88,13 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
                           std::to_string(kMaxReportBytes) + " read", where);
   json doc = json::parse(text.begin(), text.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return make_error("not a JSON object", where);
-  if (str(doc, "schema") != kReportSchema)
-    return make_error("schema is \"" + printable_text(str(doc, "schema")) + "\", not \"" + std::string(kReportSchema) + "\"",
+  const std::string schema = str(doc, "schema");
+  if (schema != kReportSchema && schema != kReportSchemaV1)
+    return make_error("schema is \"" + printable_text(schema) + "\", not \"" + std::string(kReportSchema) + "\" (or \"" +
+                          std::string(kReportSchemaV1) + "\")",
                       where);
   RunResult run;
+  run.schema_version = schema;
   if (doc.contains("tool") && doc["tool"].is_object()) run.tool_version = str(doc["tool"], "version");
   if (doc.contains("target") && doc["target"].is_object()) {
     const auto& t = doc["target"];
@@ -90,6 +116,13 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
     RequirementResult result;
     result.id = str(r, "id");
     if (result.id.empty()) return make_error("no \"id\"", at);
+    // Version 1 names no protocol per result: the registry's, else the run's.
+    result.protocol = str(r, "protocol");
+    if (result.protocol.empty())
+      if (const ProtocolSpec* p = protocol_of_requirement(result.id)) result.protocol = std::string(p->id);
+    if (result.protocol.empty()) result.protocol = run.protocol.substr(0, run.protocol.find(','));
+    if (r.contains("evidence_count") && r["evidence_count"].is_number_unsigned())
+      result.evidence_count = r["evidence_count"].get<std::size_t>();
     auto level = one_of(r, "level", std::array{Level::Must, Level::Should, Level::May}, at);
     if (!level) return level.error();
     result.level = *level;
@@ -152,6 +185,7 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
       if (value.is_number_unsigned()) run.counters[name] = value.get<std::uint64_t>();
     }
   if (doc.contains("figures")) run.figures = figures_from_json(doc["figures"]);
+  read_sections(doc, run);
   return run;
 }
 
