@@ -50,6 +50,12 @@ struct Inspection {
   bool key_map_refreshed = false;  // a record's unknown key made the inspector read the context again (TCTXR-10)
   std::vector<ThreadInspection> threads;
   std::string threads_error;
+  // Variables named like otel_thread_ctx_v1 that discovery passed over.
+  std::vector<PassedOver> passed_over;
+  // The context names a schema this reader does not read (TCTXR-03): what
+  // was seen (other_schema()). Nothing is read and nothing judged: not
+  // applicable, no finding.
+  std::optional<std::string> other_schema;
   std::vector<Finding> findings;  // Violated and Tolerated only: what the writer gets wrong
   // Whether this process shows the protocol: the variable, or threadlocal.* in its context.
   bool found() const;
