@@ -25,8 +25,11 @@ class ElfProbe final : public Probe {
     const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
     if (!s->library) {
+      // Nothing of the protocol at all (a library misnamed but carrying its
+      // symbols is found, and fails ELF-01 on its name): nothing to judge, and
+      // the run's gate errs on a run that judged nothing (exit 3).
       std::string why = s->discovery_error ? s->discovery_error->message() : "no agent library found";
-      return {violated("ELF-01", "no library with the protocol's name or symbols was found: " + why),
+      return {not_applicable("ELF-01", "published nothing: no library with the protocol's name or symbols was found: " + why),
               not_applicable("ELF-02", "no library to examine"), not_applicable("ELF-03", "no library to examine"),
               not_applicable("ELF-04", "no library to examine")};
     }

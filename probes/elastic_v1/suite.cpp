@@ -101,10 +101,11 @@ class ElasticSuite final : public Suite {
 
   bool judged_by_sending(std::string_view requirement) const override { return judged_by_messages(requirement); }
 
-  bool publishes(pid_t pid) const override {
+  Published published(pid_t pid) const override {
     LibraryCache cache;
     auto found = discover_process(pid, discovery_options(), cache);
-    return found && found->has_value();  // a misnamed library with the symbols too: ELF-01 judges its name
+    // A misnamed library with the symbols too: ELF-01 judges its name.
+    return {found && found->has_value() ? Published::Kind::Readable : Published::Kind::No, ""};
   }
   bool reads_thread_pointers() const override { return true; }
   std::vector<std::string> timing_areas() const override { return {"DEFER"}; }

@@ -60,16 +60,23 @@ class ThreadContextSuite final : public conform::Suite {
 
   bool judged_by_sending(std::string_view) const override { return false; }
 
-  // A process context carrying threadlocal.* keys (TCTXR-02).
-  bool publishes(pid_t pid) const override {
+  // A process context carrying threadlocal.* keys (TCTXR-02); under another
+  // schema (TCTXR-03) announced, not read.
+  conform::Published published(pid_t pid) const override {
     auto snapshot = process_context::take_snapshot(pid);
-    if (!snapshot) return false;
+    if (!snapshot) return {};
     auto data = reference_data_of(*snapshot);
-    return data && (data->schema_version_value || data->key_map_value);
+    if (!data || !(data->schema_version_value || data->key_map_value)) return {};
+    LibraryCache cache;
+    if (auto other = other_schema(pid, *data, cache)) return {conform::Published::Kind::Unread, *other};
+    return {conform::Published::Kind::Readable, ""};
   }
-  // Its keys live in a process context (OTEP 4719), which that suite also
-  // sees: a process publishing thread context is judged for it.
-  int detection_rank() const override { return 1; }
+
+  std::string not_applicable(const conform::SessionSet& sessions) const override {
+    for (const auto& name : session_names())
+      if (const auto* f = facts(sessions, name); f && !f->other_schema.empty()) return f->other_schema;
+    return {};
+  }
 };
 
 }  // namespace

@@ -44,6 +44,19 @@ struct ScenarioOptions {
   std::string setting(const std::string& name, const std::string& fallback = "") const;
 };
 
+// What one process shows of a protocol (Suite::published).
+struct Published {
+  enum class Kind {
+    No,        // nothing of it
+    Readable,  // published as the suite reads it
+    Unread,    // announced, under a schema or layout the suite does not read
+  };
+  Kind kind = Kind::No;
+  // Unread: what was seen, for people ("schema nodejs_v1_dev; variable
+  // otel_thread_ctx_nodejs_v1 in /app/lib.so; ..."). Target text, unescaped.
+  std::string seen;
+};
+
 class Suite {
  public:
   virtual ~Suite() = default;
@@ -77,13 +90,18 @@ class Suite {
     (void)options;
     (void)run;
   }
-  // Whether process `pid` publishes this protocol now (its library mapped, its
-  // mapping present): how `--protocol auto` picks the suite for a target.
-  virtual bool publishes(pid_t pid) const = 0;
-  // When several suites answer publishes() for one process, the highest rank
-  // is chosen: a protocol published through another's structure (a thread
-  // context whose keys live in a process context) ranks above it.
-  virtual int detection_rank() const { return 0; }
+  // Whether process `pid` publishes this protocol now (its library mapped,
+  // its mapping present), or announces it under a schema or layout this
+  // suite does not read: how `--protocol auto` chooses the suites to run.
+  virtual Published published(pid_t pid) const = 0;
+  // After the sessions ran: when they found the protocol announced under a
+  // schema or layout this suite does not read, what was seen (the run then
+  // lists it as not applicable and judges none of its requirements: no
+  // failure); "" when it was read (or not found: the probes say so).
+  virtual std::string not_applicable(const SessionSet& sessions) const {
+    (void)sessions;
+    return {};
+  }
   // Whether the suite reads thread pointers (a TLS record): the only suites a
   // qemu-user target with --gdbstub can be for.
   virtual bool reads_thread_pointers() const { return false; }
