@@ -107,6 +107,20 @@ class ElasticSuite final : public Suite {
     // A misnamed library with the symbols too: ELF-01 judges its name.
     return {found && found->has_value() ? Published::Kind::Readable : Published::Kind::No, ""};
   }
+  // No library in any session, and no span exported either: not an agent (or
+  // one the launch lost). An agent that exports spans with the feature
+  // enabled but never maps the library fails ELF-01 instead.
+  std::string published_nothing(const SessionSet& sessions) const override {
+    std::string why;
+    for (const auto& name : all_session_names()) {
+      const SessionEvidence* s = sessions.find(name);
+      if (!s) continue;
+      if (s->library || !s->spans.empty()) return {};
+      if (why.empty())
+        why = "session " + name + ": " + (s->discovery_error ? s->discovery_error->message() : "no agent library found");
+    }
+    return why.empty() ? why : why + "; and no span was exported in any session";
+  }
   bool reads_thread_pointers() const override { return true; }
   std::vector<std::string> timing_areas() const override { return {"DEFER"}; }
 

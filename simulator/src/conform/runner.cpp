@@ -631,6 +631,10 @@ Status judge_suite(SuitePlan& plan, SuiteOutcome& outcome, const std::string& re
         std::string id = f.requirement;
         findings.emplace(std::move(id), std::make_pair(std::move(f), p));
       }
+  // Nothing of the protocol in any session that ran whole: nothing to judge.
+  std::string nothing;
+  if (applicable && outcome.session_errors.empty() && outcome.lost_sessions.empty())
+    nothing = plan.suite->published_nothing(outcome.sessions);
   for (const auto& id : plan.ids) {
     auto result = make_result(id);
     if (!result) return result.error();
@@ -648,6 +652,10 @@ Status judge_suite(SuitePlan& plan, SuiteOutcome& outcome, const std::string& re
       r.reason = "no probe judged this requirement";
     } else {
       judge_one(plan, outcome, it->second.first, *it->second.second, r);
+    }
+    if (!nothing.empty()) {
+      r.verdict = Verdict::Skip;
+      r.reason = "published nothing: " + nothing;
     }
     run.results.push_back(std::move(r));
   }

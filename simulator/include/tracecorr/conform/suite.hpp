@@ -102,6 +102,15 @@ class Suite {
     (void)sessions;
     return {};
   }
+  // After the sessions ran: when the target showed nothing of the protocol in
+  // any of them (a program that is no agent, or one the launch lost), why;
+  // the run then skips every requirement with it as the reason, whatever a
+  // judge made of the nothing seen (a "feature off" that nothing showed on),
+  // and the gate errs on the protocol that judged nothing. "" otherwise.
+  virtual std::string published_nothing(const SessionSet& sessions) const {
+    (void)sessions;
+    return {};
+  }
   // Whether the suite reads thread pointers (a TLS record): the only suites a
   // qemu-user target with --gdbstub can be for.
   virtual bool reads_thread_pointers() const { return false; }
