@@ -49,6 +49,7 @@ std::string status_of(const Sample& s, const RecordLayout& layout) {
 // the summary (at most kMaxResourceKeys); nullopt when pid publishes none
 // that reads and decodes.
 constexpr std::size_t kMaxResourceKeys = 32;
+constexpr std::size_t kMaxResourceValue = 200;
 std::optional<nlohmann::json> context_resource(pid_t pid) {
   auto snapshot = process_context::take_snapshot(pid);
   if (!snapshot) return std::nullopt;
@@ -56,7 +57,10 @@ std::optional<nlohmann::json> context_resource(pid_t pid) {
     if (!m.read.ok() || !m.decoded || !m.decoded->ok()) continue;
     nlohmann::json resource = nlohmann::json::object();
     for (const auto& kv : m.decoded->value().resource)
-      if (resource.size() < kMaxResourceKeys && !resource.contains(kv.key)) resource[kv.key] = kv.value.to_display();
+      if (resource.size() < kMaxResourceKeys && !resource.contains(kv.key)) {
+        const std::string* text = kv.value.as_string();  // a string as itself; other values shown
+        resource[kv.key] = text ? text->substr(0, kMaxResourceValue) : kv.value.to_display(kMaxResourceValue);
+      }
     return resource;
   }
   return std::nullopt;
