@@ -78,7 +78,7 @@ Expected<UniqueFd> open_mapped_file(pid_t pid, const Mapping& m);
 // (elf::LibraryAnalysis::tls_lookalikes): what discovery passed over.
 struct PassedOver {
   std::string path;    // the module, as mapped
-  std::string symbol;  // "otel_thread_ctx_nodejs_v1"
+  std::string symbol;  // the lookalike's name
 };
 std::string describe(const std::vector<PassedOver>& passed_over);  // "X in /a.so, Y in /b" ("" for none)
 

@@ -96,8 +96,8 @@ struct LibraryAnalysis {
   std::optional<std::uint64_t> process_pointer_in_file;
   std::optional<Symbol> tls;
   // Defined dynamic symbols named like the TLS symbol (its stem, the name up
-  // to its last '_', then something else: otel_thread_ctx_nodejs_v1 beside
-  // otel_thread_ctx_v1): a variable a reader looking for the TLS symbol
+  // to its last '_', then something else: a runtime's ctx_node_v1 beside the
+  // protocol's ctx_v1): a variable a reader looking for the TLS symbol
   // passes over, named so that "not found" can say what was there. At most
   // kMaxTlsLookalikes, in .dynsym order.
   std::vector<std::string> tls_lookalikes;

@@ -549,7 +549,7 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     return strings.c_str() + offset;
   };
   out.dynamic_symbol_count = symbols.size();
-  // The TLS symbol's stem ("otel_thread_ctx_"): names sharing it are its lookalikes.
+  // The TLS symbol's stem (up to its last '_'): names sharing it are its lookalikes.
   const std::string_view tls_stem = std::string_view(tls_symbol).substr(0, tls_symbol.rfind('_') + 1);
   std::optional<std::size_t> tls_index;
   for (std::size_t i = 1; i < symbols.size(); ++i) {

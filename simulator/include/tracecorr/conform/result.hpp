@@ -105,7 +105,7 @@ struct ProtocolRun {
   // the detection saw ("a trial launch: pid 42 publishes it").
   std::string chosen_by;
   // Announced but published under a schema or layout tracecorr does not read:
-  // what was seen ("schema nodejs_v1_dev; ..."). Its requirements are skipped
+  // what was seen (the schema string, ...). Its requirements are skipped
   // with this as the reason, never failed; "" when the protocol was read.
   std::string not_applicable;
 };

@@ -52,8 +52,8 @@ struct Published {
     Unread,    // announced, under a schema or layout the suite does not read
   };
   Kind kind = Kind::No;
-  // Unread: what was seen, for people ("schema nodejs_v1_dev; variable
-  // otel_thread_ctx_nodejs_v1 in /app/lib.so; ..."). Target text, unescaped.
+  // Unread: what was seen, for people (the schema string, the variable
+  // found instead, where). Target text, unescaped.
   std::string seen;
 };
 
