@@ -491,6 +491,13 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::KitError, "fewer than the 20 a pass needs"},
         JudgeCase{"NoReadAtAll", "PCTX-10", attached([](auto& f) { f.reads = {}; }), Outcome::KitError,
                   "inconclusive: 0 consistent reads of 0"},
+        // Nothing published: nothing read, and nothing inconclusive about it (PCTX-01 says why).
+        JudgeCase{"NoContextFound", "PCTX-10",
+                  attached([](auto& f) {
+                    f.reads = {};
+                    f.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared");
+                  }),
+                  Outcome::NotApplicable, "no process context was found: no mapping named"},
         JudgeCase{"AttachModeReads", "PCTX-10", attached(), Outcome::Met, "read: 1000 reads in 1500 ms", "", 1000}),
     case_name);
 
