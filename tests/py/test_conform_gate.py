@@ -241,3 +241,38 @@ def test_agent_lists_a_process_context_alone_with_its_resource(tmp_path):
     assert "service.name=gate-fixture" in run.stderr, run.stderr
     # Named, with the protocols looked for: its per-thread records and Elastic's library.
     assert run.returncode == 1 and "otel-thread-context" in run.stderr and "elastic-v1" in run.stderr, run.stderr
+
+
+# ---- attach mode: every protocol the process publishes --------------------------------------------------
+
+def attach_run(pid: int, tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / f"{name}.json"
+    run = subprocess.run([str(cs.TRACECORR), "conform", "--pid", str(pid), "--json", str(report)],
+                         capture_output=True, text=True, timeout=cs.RUN_TIMEOUT_S)
+    return run, json.loads(report.read_text())
+
+
+def test_attach_mode_judges_every_protocol_the_process_publishes(tmp_path):
+    """The OTEP 4947 reference publishes both OTel contexts: an attached run
+    judges both (their attach sessions one after the other, on one process);
+    the Node-schema writer's thread context is listed as not applicable."""
+    proc = started([str(TCTX_WRITER), *WRITER_ARGS], "tlsdesc_v1_dev")
+    try:
+        both, report = attach_run(proc.pid, tmp_path, "both")
+    finally:
+        stop(proc)
+    sections = {p["id"]: p for p in report["protocols"]}
+    assert set(sections) == {"otel-process-context", "otel-thread-context"}, report["protocols"]
+    assert all(p["status"] == "judged" for p in sections.values()), sections
+    assert all(p["chosen_by"] == f"attached: pid {proc.pid} publishes it" for p in sections.values()), sections
+    assert not [r for r in report["results"] if r["verdict"] == "fail"], both.stdout[-4000:]
+    assert both.returncode == cs.EXIT_OK, both.stdout[-4000:]
+    proc = started([str(NODEJS), *WRITER_ARGS], "nodejs_v1_dev")
+    try:
+        node, report = attach_run(proc.pid, tmp_path, "node")
+    finally:
+        stop(proc)
+    sections = {p["id"]: p for p in report["protocols"]}
+    assert sections["otel-thread-context"]["status"] == "not-applicable", sections
+    assert sections["otel-process-context"]["status"] == "judged", sections
+    assert node.returncode == cs.EXIT_OK, node.stdout[-4000:]
