@@ -58,6 +58,68 @@ std::chrono::system_clock::time_point parse_utc(const std::string& text) {
   return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::milliseconds(ms);
 }
 
+// One result of "results": `at` names it in errors; `run` gives a version-1
+// result its protocol.
+Expected<RequirementResult> read_result(const json& r, const std::string& at, const RunResult& run) {
+  if (!r.is_object()) return make_error("not an object", at);
+  RequirementResult result;
+  result.id = str(r, "id");
+  if (result.id.empty()) return make_error("no \"id\"", at);
+  // Version 1 names no protocol per result: the registry's, else the run's.
+  result.protocol = str(r, "protocol");
+  if (result.protocol.empty())
+    if (const ProtocolSpec* p = protocol_of_requirement(result.id)) result.protocol = std::string(p->id);
+  if (result.protocol.empty()) result.protocol = run.protocol.substr(0, run.protocol.find(','));
+  if (r.contains("evidence_count") && r["evidence_count"].is_number_unsigned())
+    result.evidence_count = r["evidence_count"].get<std::size_t>();
+  auto level = one_of(r, "level", std::array{Level::Must, Level::Should, Level::May}, at);
+  if (!level) return level.error();
+  result.level = *level;
+  auto role = one_of(r, "role", std::array{Role::Agent, Role::Profiler}, at);
+  if (!role) return role.error();
+  result.role = *role;
+  result.role_name = str(r, "role_name");
+  auto verdict = one_of(r, "verdict",
+                        std::array{Verdict::Pass, Verdict::Fail, Verdict::Warn, Verdict::Skip, Verdict::Error}, at);
+  if (!verdict) return verdict.error();
+  result.verdict = *verdict;
+  result.area = str(r, "area");
+  result.source = str(r, "source");
+  result.words = str(r, "words");
+  result.reason = str(r, "reason");
+  result.probe = str(r, "probe");
+  result.repeat_command = str(r, "repeat_command");
+  if (r.contains("duration_ms") && r["duration_ms"].is_number())
+    result.duration = std::chrono::nanoseconds(static_cast<std::int64_t>(r["duration_ms"].get<double>() * 1e6));
+  if (r.contains("expectation") && r["expectation"].is_object()) {
+    auto status = one_of(r["expectation"], "status",
+                         std::array{ExpectationStatus::ExpectedFailure, ExpectationStatus::UnexpectedPass,
+                                    ExpectationStatus::NotEvaluated},
+                         at + ".expectation");
+    if (!status) return status.error();
+    result.expectation = *status;
+    result.expectation_reason = str(r["expectation"], "reason");
+  }
+  if (r.contains("evidence") && r["evidence"].is_array()) {
+    for (const auto& e : r["evidence"]) {
+      if (result.evidence.size() >= kMaxEvidence || !e.is_object()) break;
+      Evidence evidence{str(e, "label"), str(e, "expected"), str(e, "actual"), bytes_from_hex(str(e, "bytes_hex")), {}};
+      if (e.contains("fields") && e["fields"].is_array())
+        for (const auto& f : e["fields"]) {
+          if (!f.is_object() || evidence.fields.size() >= 256) break;
+          DecodedField field;
+          field.offset = f.contains("offset") && f["offset"].is_number_unsigned() ? f["offset"].get<std::size_t>() : 0;
+          field.size = f.contains("size") && f["size"].is_number_unsigned() ? f["size"].get<std::size_t>() : 0;
+          field.name = str(f, "name");
+          field.value = str(f, "value");
+          evidence.fields.push_back(std::move(field));
+        }
+      result.evidence.push_back(std::move(evidence));
+    }
+  }
+  return result;
+}
+
 // The protocol sections, --only, and the notes (version 2; a version-1
 // report has none: protocols_of() derives its one section).
 void read_sections(const json& doc, RunResult& run) {
@@ -112,63 +174,9 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
   for (const auto& r : doc["results"]) {
     std::string at = where + ": results[" + std::to_string(index++) + "]";
     if (run.results.size() >= kMaxResults) return make_error("more than " + std::to_string(kMaxResults) + " results", at);
-    if (!r.is_object()) return make_error("not an object", at);
-    RequirementResult result;
-    result.id = str(r, "id");
-    if (result.id.empty()) return make_error("no \"id\"", at);
-    // Version 1 names no protocol per result: the registry's, else the run's.
-    result.protocol = str(r, "protocol");
-    if (result.protocol.empty())
-      if (const ProtocolSpec* p = protocol_of_requirement(result.id)) result.protocol = std::string(p->id);
-    if (result.protocol.empty()) result.protocol = run.protocol.substr(0, run.protocol.find(','));
-    if (r.contains("evidence_count") && r["evidence_count"].is_number_unsigned())
-      result.evidence_count = r["evidence_count"].get<std::size_t>();
-    auto level = one_of(r, "level", std::array{Level::Must, Level::Should, Level::May}, at);
-    if (!level) return level.error();
-    result.level = *level;
-    auto role = one_of(r, "role", std::array{Role::Agent, Role::Profiler}, at);
-    if (!role) return role.error();
-    result.role = *role;
-    result.role_name = str(r, "role_name");
-    auto verdict = one_of(r, "verdict",
-                          std::array{Verdict::Pass, Verdict::Fail, Verdict::Warn, Verdict::Skip, Verdict::Error}, at);
-    if (!verdict) return verdict.error();
-    result.verdict = *verdict;
-    result.area = str(r, "area");
-    result.source = str(r, "source");
-    result.words = str(r, "words");
-    result.reason = str(r, "reason");
-    result.probe = str(r, "probe");
-    result.repeat_command = str(r, "repeat_command");
-    if (r.contains("duration_ms") && r["duration_ms"].is_number())
-      result.duration = std::chrono::nanoseconds(static_cast<std::int64_t>(r["duration_ms"].get<double>() * 1e6));
-    if (r.contains("expectation") && r["expectation"].is_object()) {
-      auto status = one_of(r["expectation"], "status",
-                           std::array{ExpectationStatus::ExpectedFailure, ExpectationStatus::UnexpectedPass,
-                                      ExpectationStatus::NotEvaluated},
-                           at + ".expectation");
-      if (!status) return status.error();
-      result.expectation = *status;
-      result.expectation_reason = str(r["expectation"], "reason");
-    }
-    if (r.contains("evidence") && r["evidence"].is_array()) {
-      for (const auto& e : r["evidence"]) {
-        if (result.evidence.size() >= kMaxEvidence || !e.is_object()) break;
-        Evidence evidence{str(e, "label"), str(e, "expected"), str(e, "actual"), bytes_from_hex(str(e, "bytes_hex")), {}};
-        if (e.contains("fields") && e["fields"].is_array())
-          for (const auto& f : e["fields"]) {
-            if (!f.is_object() || evidence.fields.size() >= 256) break;
-            DecodedField field;
-            field.offset = f.contains("offset") && f["offset"].is_number_unsigned() ? f["offset"].get<std::size_t>() : 0;
-            field.size = f.contains("size") && f["size"].is_number_unsigned() ? f["size"].get<std::size_t>() : 0;
-            field.name = str(f, "name");
-            field.value = str(f, "value");
-            evidence.fields.push_back(std::move(field));
-          }
-        result.evidence.push_back(std::move(evidence));
-      }
-    }
-    run.results.push_back(std::move(result));
+    auto result = read_result(r, at, run);
+    if (!result) return result.error();
+    run.results.push_back(std::move(*result));
   }
   if (doc.contains("expectations") && doc["expectations"].is_array())
     for (const auto& e : doc["expectations"]) {
