@@ -370,6 +370,8 @@ def reference_variants(arch: str = "x86_64") -> dict[str, list[str]]:
         "no-span-flags": [*program, "--no-span-flags"],
         # A full-queue warning worded like a real agent's, without "queue" or "incomplete".
         "warning-in-other-words": [*program, "--full-queue-warning", FULL_QUEUE_WARNING_IN_OTHER_WORDS],
+        # A queue whose size is its own: BUFFER_SIZE=8 holds 9 (EDOT Java's ring of 8 and one peeked).
+        "queue-pow2-plus-one": [*program, "--queue-pow2-plus-one"],
     }
 
 
