@@ -192,7 +192,7 @@ std::optional<std::string> other_schema(pid_t pid, const ReferenceData& data, Li
   else text += "; no " + std::string(spec::kTlsSymbol);
   std::string ours;
   for (auto v : spec::kSchemaVersions) ours += (ours.empty() ? "" : " or ") + std::string(v);
-  return text + "; tracecorr reads records under " + ours + " only (TCTXR-03)";
+  return text + "; the OTEP 4947 reader reads records under " + ours + " only (TCTXR-03)";
 }
 
 NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap& key_map,

@@ -276,7 +276,7 @@ TEST(ThreadReferenceData, AnotherSchemaIsNamedWithWhatWasSeen) {
   ASSERT_TRUE(other);
   EXPECT_EQ(*other,
             "schema nodejs_v1_dev (threadlocal.schema_version in the process context); no otel_thread_ctx_v1; "
-            "tracecorr reads records under tlsdesc_v1_dev or tls_v1 only (TCTXR-03)");
+            "the OTEP 4947 reader reads records under tlsdesc_v1_dev or tls_v1 only (TCTXR-03)");
   // A hostile schema string is bounded.
   other = other_schema(::getpid(), reference_data_of(payload_with(
                                        {{"threadlocal.schema_version", AttributeValue(std::string(5000, 'x'))}})),
