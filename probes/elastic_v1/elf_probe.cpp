@@ -25,8 +25,19 @@ class ElfProbe final : public Probe {
     const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
     if (!s->library) {
+      // An agent that runs (exports spans) with the feature enabled and maps no
+      // library breaks ELF-01. One that shows nothing at all (no span either:
+      // not an agent, or lost by the launch) gives nothing to judge, and the
+      // run's gate errs on it (exit 3). A misnamed library carrying the
+      // symbols is found, and fails ELF-01 on its name.
       std::string why = s->discovery_error ? s->discovery_error->message() : "no agent library found";
-      return {violated("ELF-01", "no library with the protocol's name or symbols was found: " + why),
+      if (s->spans.empty())
+        return {not_applicable("ELF-01", "published nothing: no library with the protocol's name or symbols was found, "
+                                         "and no span was exported: " + why),
+                not_applicable("ELF-02", "no library to examine"), not_applicable("ELF-03", "no library to examine"),
+                not_applicable("ELF-04", "no library to examine")};
+      return {violated("ELF-01", "no library with the protocol's name or symbols was found, while the agent exported " +
+                                     std::to_string(s->spans.size()) + " span(s) with the feature enabled: " + why),
               not_applicable("ELF-02", "no library to examine"), not_applicable("ELF-03", "no library to examine"),
               not_applicable("ELF-04", "no library to examine")};
     }

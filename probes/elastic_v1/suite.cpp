@@ -101,10 +101,25 @@ class ElasticSuite final : public Suite {
 
   bool judged_by_sending(std::string_view requirement) const override { return judged_by_messages(requirement); }
 
-  bool publishes(pid_t pid) const override {
+  Published published(pid_t pid) const override {
     LibraryCache cache;
     auto found = discover_process(pid, discovery_options(), cache);
-    return found && found->has_value();  // a misnamed library with the symbols too: ELF-01 judges its name
+    // A misnamed library with the symbols too: ELF-01 judges its name.
+    return {found && found->has_value() ? Published::Kind::Readable : Published::Kind::No, ""};
+  }
+  // No library in any session, and no span exported either: not an agent (or
+  // one the launch lost). An agent that exports spans with the feature
+  // enabled but never maps the library fails ELF-01 instead.
+  std::string published_nothing(const SessionSet& sessions) const override {
+    std::string why;
+    for (const auto& name : all_session_names()) {
+      const SessionEvidence* s = sessions.find(name);
+      if (!s) continue;
+      if (s->library || !s->spans.empty()) return {};
+      if (why.empty())
+        why = "session " + name + ": " + (s->discovery_error ? s->discovery_error->message() : "no agent library found");
+    }
+    return why.empty() ? why : why + "; and no span was exported in any session";
   }
   bool reads_thread_pointers() const override { return true; }
   std::vector<std::string> timing_areas() const override { return {"DEFER"}; }

@@ -129,7 +129,8 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
     if (misnamed)
       facts_.not_found = make_error(*misnamed + ", a mapping no reader looks for (the names are [anon_shmem:OTEL_CTX], "
                                     "[anon:OTEL_CTX] and /memfd:OTEL_CTX)", where);
-    else
+    facts_.nothing_published = !misnamed;
+    if (!misnamed)
       facts_.not_found = make_error("no mapping named [anon_shmem:OTEL_CTX], [anon:OTEL_CTX] or /memfd:OTEL_CTX appeared in " +
                                         std::to_string(looked_at) + " processes of the target before the deadline" +
                                         (last_error ? " (last error: " + last_error->message() + ")" : ""),

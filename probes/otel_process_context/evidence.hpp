@@ -57,6 +57,11 @@ struct ContextFacts : conform::ProtocolEvidence {
   bool under_qemu_user = false;  // the target is a qemu-user guest (qemu ignores madvise)
   // Why no process context was found in any process of the target (nullopt: found).
   std::optional<Error> not_found;
+  // Not found, and no header anywhere else either (no misnamed mapping): the
+  // target published nothing of the protocol, which judges nothing (PCTX-01
+  // not applicable; the run's gate errs on "nothing judged"), where a header
+  // no reader looks for fails PCTX-01.
+  bool nothing_published = false;
   pid_t judged_pid = 0;
   // process_context::take_snapshot of the judged process when the session
   // opened (the context found) and when it closed.

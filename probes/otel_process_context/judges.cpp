@@ -218,6 +218,12 @@ Finding judge_not_inherited(const ContextFacts& f) {
 
 Finding judge_no_torn_read(const std::vector<const ContextFacts*>& sessions) {
   const std::string id = "PCTX-10";
+  // No context in any session: nothing was read, nothing to be inconclusive about (PCTX-01 says why).
+  const ContextFacts* found = nullptr;
+  const ContextFacts* missing = nullptr;
+  for (const auto* f : sessions)
+    if (f) (f->not_found ? missing : found) = f;
+  if (!found && missing) return not_applicable(id, "no process context was found: " + missing->not_found->message());
   ReadTally all;
   std::string where;
   for (const auto* f : sessions) {

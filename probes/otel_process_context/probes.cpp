@@ -64,9 +64,15 @@ class MappingProbe final : public conform::Probe {
     const auto ran = sessions_run(sessions);
     if (ran.empty()) return none_ran(requirements());
     std::map<std::string, Finding> worst;
+    const bool found_somewhere = std::any_of(ran.begin(), ran.end(), [](const auto* f) { return !f->not_found; });
     for (const auto* f : ran) {
       if (f->not_found) {
-        keep(worst, violated("PCTX-01", f->session + " session: " + f->not_found->message()));
+        // Nothing published judges nothing, unless another session of the same
+        // command found a context: then this one cannot be told apart from a lost launch.
+        const std::string why = f->session + " session: " + f->not_found->message();
+        keep(worst, !f->nothing_published ? violated("PCTX-01", why)
+                    : found_somewhere     ? kit_error("PCTX-01", "published in another session, nothing in this one: " + why)
+                                          : not_applicable("PCTX-01", "published nothing: " + why));
         continue;
       }
       for (const auto* snapshot : {&f->first, &f->last}) {

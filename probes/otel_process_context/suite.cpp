@@ -92,9 +92,9 @@ class ProcessContextSuite final : public conform::Suite {
 
   bool judged_by_sending(std::string_view) const override { return false; }
 
-  bool publishes(pid_t pid) const override {
+  conform::Published published(pid_t pid) const override {
     auto mappings = process_context::discover(pid);
-    return mappings && !mappings->empty();
+    return {mappings && !mappings->empty() ? conform::Published::Kind::Readable : conform::Published::Kind::No, ""};
   }
 };
 

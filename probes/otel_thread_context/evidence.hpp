@@ -70,6 +70,10 @@ struct ThreadContextFacts : conform::ProtocolEvidence {
   // keys in its process context before the deadline (nullopt: one did).
   std::optional<Error> not_found;
   pid_t judged_pid = 0;
+  // The publisher's context names a schema this reader does not read
+  // (TCTXR-03): what was seen (other_schema()); no record is read, and the
+  // suite is not applicable. "" when the schema is one of ours.
+  std::string other_schema;
   // Every distinct publication seen, in the order seen (the first is the one
   // that carried the keys when the process was found).
   std::vector<Publication> publications;

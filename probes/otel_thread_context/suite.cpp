@@ -110,16 +110,23 @@ class ThreadContextSuite final : public conform::Suite {
   }
 
   // A process context carrying threadlocal.* keys (TCTXR-02; in its
-  // resource too, where they are judged misplaced: TCTX-06, 07).
-  bool publishes(pid_t pid) const override {
+  // resource too, where they are judged misplaced: TCTX-06, 07); under
+  // another schema (TCTXR-03) announced, not read.
+  conform::Published published(pid_t pid) const override {
     auto snapshot = process_context::take_snapshot(pid);
-    if (!snapshot) return false;
+    if (!snapshot) return {};
     auto data = reference_data_of(*snapshot);
-    return data && data->announces_thread_context();
+    if (!data || !data->announces_thread_context()) return {};
+    LibraryCache cache;
+    if (auto other = other_schema(pid, *data, cache)) return {conform::Published::Kind::Unread, *other};
+    return {conform::Published::Kind::Readable, ""};
   }
-  // Its keys live in a process context (OTEP 4719), which that suite also
-  // sees: a process publishing thread context is judged for it.
-  int detection_rank() const override { return 1; }
+
+  std::string not_applicable(const conform::SessionSet& sessions) const override {
+    for (const auto& name : session_names())
+      if (const auto* f = facts(sessions, name); f && !f->other_schema.empty()) return f->other_schema;
+    return {};
+  }
 };
 
 }  // namespace

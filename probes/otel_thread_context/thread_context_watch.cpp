@@ -137,15 +137,27 @@ void ThreadContextWatch::opened(conform::Session& session, Clock::time_point dea
   const pid_t pid = facts_.judged_pid;
   LiveProcessMemory memory(pid);
   LibraryCache cache;
+  // TCTXR-03: under another schema the records live elsewhere; none is read.
+  std::optional<ReferenceData> first;  // the context reader may be adding publications meanwhile
+  {
+    std::lock_guard lock(mutex_);
+    first = facts_.publications.front().data;
+  }
+  if (first)
+    if (auto other = other_schema(pid, *first, cache)) {
+      std::lock_guard lock(mutex_);
+      facts_.other_schema = *other;
+      return;
+    }
   for (;;) {  // TCTXR-04: the executable and every mapped library
-    auto found = discover_process(pid, discovery_options(), cache);
+    std::vector<PassedOver> passed_over;
+    auto found = discover_process(pid, discovery_options(), cache, &passed_over);
     if (found && *found) {
       facts_.module = **found;
       break;
     }
     if (Clock::now() >= deadline || !session.target().alive()) {
-      facts_.module_error = found ? make_error(ErrorKind::kNotFound, "no module the process maps defines " +
-                                                                         std::string(spec::kTlsSymbol) + " in its .dynsym",
+      facts_.module_error = found ? make_error(ErrorKind::kNotFound, variable_not_found(passed_over),
                                                "pid " + std::to_string(pid))
                                   : found.error();
       break;

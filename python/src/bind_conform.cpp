@@ -45,6 +45,7 @@ void bind_conform(py::module_& m) {
 
   py::class_<RequirementResult>(m, "RequirementResult", "The verdict on one requirement.")
       .def_readwrite("id", &RequirementResult::id)
+      .def_readwrite("protocol", &RequirementResult::protocol, "The protocol whose registry defines it (\"elastic-v1\").")
       .def_readwrite("level", &RequirementResult::level)
       .def_readwrite("role", &RequirementResult::role)
       .def_readwrite("words", &RequirementResult::words)
@@ -72,6 +73,15 @@ void bind_conform(py::module_& m) {
         "Re-levels a Fail: SHOULD -> WARN (unless strict), MAY -> WARN.");
   m.def("fails_gate", &fails_gate, py::arg("result"), py::arg("strict") = false);
 
+  py::class_<ProtocolRun>(m, "ProtocolRun", "One protocol of a run: how it was chosen, and whether it could be judged.")
+      .def(py::init<>())
+      .def_readwrite("id", &ProtocolRun::id)
+      .def_readwrite("named", &ProtocolRun::named, "Named by --protocol or --only: judging nothing is an error.")
+      .def_readwrite("chosen_by", &ProtocolRun::chosen_by)
+      .def_readwrite("not_applicable", &ProtocolRun::not_applicable,
+                     "What was seen when it was announced under a schema tracecorr does not read; \"\" when read.")
+      .def("__repr__", [](const ProtocolRun& p) { return "<ProtocolRun " + p.id + ">"; });
+
   py::class_<TargetDescription>(m, "TargetDescription")
       .def(py::init<>())
       .def_readwrite("description", &TargetDescription::description)
@@ -88,6 +98,10 @@ void bind_conform(py::module_& m) {
       .def_readwrite("tool_version", &RunResult::tool_version)
       .def_readonly("schema_version", &RunResult::schema_version)
       .def_readwrite("target", &RunResult::target)
+      .def_readwrite("protocol", &RunResult::protocol, "The protocols judged, ids joined by \",\".")
+      .def_readwrite("protocols", &RunResult::protocols, "One ProtocolRun per protocol (a copy: assign back).")
+      .def_readwrite("only", &RunResult::only)
+      .def_readwrite("notes", &RunResult::notes)
       .def_readwrite("personality", &RunResult::personality)
       .def_readwrite("strict", &RunResult::strict)
       .def_readwrite("started", &RunResult::started)
@@ -125,7 +139,24 @@ void bind_conform(py::module_& m) {
       "summary_line", [](const RunResult& run) { return summary_line(summarize(run)); }, py::arg("run"),
       "'12 passed, 1 failed, 2 warnings, 3 skipped, 0 errors'");
   m.def("exit_code", &exit_code, py::arg("run"), py::arg("strict") = false,
-        "The gate: 0 ok, 1 failure or stale expectation, 3 environment error.");
+        "The gate: 0 ok, 1 failure or stale expectation, 3 environment error or nothing judged (see unjudged).");
+  m.def("unjudged", &unjudged, py::arg("run"),
+        "Why the gate cannot pass on what was judged, one line each (the run, a protocol named, an --only token "
+        "that judged nothing); empty when something was judged everywhere it had to be.");
+  m.def("protocols_of", &protocols_of, py::arg("run"),
+        "The run's protocol sections (derived from its results when it has none).");
+  m.def(
+      "protocol_status",
+      [](const RunResult& run, const ProtocolRun& p) { return std::string(protocol_status(run, p)); }, py::arg("run"),
+      py::arg("protocol"), "\"judged\", \"not-applicable\" or \"nothing-judged\".");
+  m.def(
+      "results_of",
+      [](const RunResult& run, const std::string& protocol) {
+        std::vector<RequirementResult> out;
+        for (const auto* r : results_of(run, protocol)) out.push_back(*r);
+        return out;
+      },
+      py::arg("run"), py::arg("protocol"), "The results of one protocol, in registry order (copies).");
   m.def(
       "render_console",
       [](const RunResult& run, bool color, bool show_passes) {
@@ -136,7 +167,7 @@ void bind_conform(py::module_& m) {
       },
       py::arg("run"), py::arg("color") = false, py::arg("show_passes") = true);
   m.def("render_junit", &render_junit, py::arg("run"));
-  m.def("render_json", &render_json, py::arg("run"), "JSON matching spec/report-schema-v1.json.");
+  m.def("render_json", &render_json, py::arg("run"), "JSON matching spec/report-schema-v2.json.");
   m.def("render_html", &render_html, py::arg("run"),
         "One self-contained HTML page: summary, every requirement with its evidence, pictures.");
   m.def(
@@ -187,7 +218,8 @@ void bind_conform(py::module_& m) {
       py::arg("time_scale") = 1.0, py::arg("gdbstub") = "", py::arg("otlp_port") = 0, py::arg("quiet") = true,
       py::arg("protocol") = "", py::arg("options") = std::map<std::string, std::string>{},
       "The `tracecorr conform` run (GIL released). Give command (launch mode) or pid (attach mode); protocol "
-      "(default: the only one) and its suite's options (tracecorr conform --NAME VALUE). "
+      "(default: auto, every one the target publishes; or ids joined by \",\") and the suites' options "
+      "(tracecorr conform --NAME VALUE). "
       "TracecorrError for usage errors (unknown id); environment failures are ERROR verdicts.");
 }
 

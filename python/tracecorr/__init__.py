@@ -29,6 +29,7 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     HAVE_BPF,
     Evidence,
     Level,
+    ProtocolRun,
     ProtocolSpec,
     RECORD_MAX_BYTES,
     RecordLayout,
@@ -54,6 +55,7 @@ from ._tracecorr import (  # noqa: F401  (re-exported)
     resolve_tls_variable,
     summary_line,
     to_hex,
+    unjudged,
     validate_ids,
 )
 from . import protocol as _protocol
@@ -78,9 +80,10 @@ _protocol.load_packages()
 __getattr__ = _protocol.forwarder(__name__)
 
 __all__ = [
-    "HAVE_BPF", "RECORD_MAX_BYTES", "Evidence", "Level", "OtlpReceiver", "ProtocolSpec", "RecordLayout", "Requirement",
+    "HAVE_BPF", "RECORD_MAX_BYTES", "Evidence", "Level", "OtlpReceiver", "ProtocolRun", "ProtocolSpec", "RecordLayout",
+    "Requirement",
     "RequirementResult", "Role", "RunResult", "SendOutcome", "Target", "TlsVariable", "TracecorrError", "Verdict",
     "base64url_decode", "base64url_nopad", "exit_code", "find_requirement", "from_hex", "inspect_process",
     "make_sampler", "protocols", "registry", "render_console", "render_html", "render_json", "render_junit",
-    "requirements", "resolve_tls_variable", "run_conformance", "summary_line", "to_hex", "validate_ids",
+    "requirements", "resolve_tls_variable", "run_conformance", "summary_line", "to_hex", "unjudged", "validate_ids",
 ] + _protocol.exported_names(__name__)

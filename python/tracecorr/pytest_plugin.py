@@ -68,7 +68,7 @@ def pytest_addoption(parser):
     group.addoption("--tracecorr-reader", choices=["auto", "bpf", "ptrace"], default="auto",
                     help="Sampler for host_agent.sample() (auto: bpf when it loads, else ptrace)")
     group.addoption("--tracecorr-report-json", default=None, metavar="FILE",
-                    help="Write requirement verdicts as a tracecorr-report/1 JSON file")
+                    help="Write requirement verdicts as a tracecorr-report/2 JSON file")
     group.addoption("--tracecorr-report-junit", default=None, metavar="FILE",
                     help="Write requirement verdicts as JUnit XML (one testsuite per area)")
     group.addoption("--tracecorr-report-html", default=None, metavar="FILE",

@@ -130,13 +130,15 @@ RegisterCommand conform_command(
       auto a = std::make_shared<ConformArgs>();
       app.add_option("--pid", a->pid, "Attach to a running agent (no restarts: probes needing other settings skip)");
       app.add_option("--junit", a->junit, "Write a JUnit XML report");
-      app.add_option("--json", a->json, "Write a JSON report (schema: spec/report-schema-v1.json)");
+      app.add_option("--json", a->json, "Write a JSON report (schema: spec/report-schema-v2.json)");
       app.add_option("--html", a->html, "Write a self-contained HTML report (verdicts, evidence, pictures)");
       app.add_flag("--strict", a->strict, "A missed SHOULD fails the gate");
       app.add_option("--only", a->only, "Comma-separated requirement ids or areas (ELF,TLS,...) to judge (see tracecorr list)");
       app.add_flag("--observe-only", a->observe_only,
                    "Attach mode: send the agent nothing; requirements judged by messages are skipped");
-      app.add_option("--protocol", a->protocol, "The protocol to judge (see tracecorr list), or auto (the default): the one the target publishes, found by a trial launch");
+      app.add_option("--protocol", a->protocol,
+                     "The protocols to judge, comma-separated (see tracecorr list), or auto (the default): every one "
+                     "the target publishes, found by a trial launch; a protocol named that judges nothing is an error");
       // Each protocol suite's own options; one flag per name.
       for (const auto* suite : suites())
         for (const auto& option : suite->options())

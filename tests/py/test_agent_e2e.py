@@ -322,7 +322,10 @@ def test_agent_says_plainly_when_a_named_process_publishes_nothing_it_can_read(t
         sleeper.kill()
         sleeper.wait()
     assert r.returncode == 1, r.stderr
-    assert f"publishes nothing tracecorr agent can read: pid {sleeper.pid}: no library defining" in r.stderr, r.stderr
+    # The protocols looked for, by name (issue 25): not only Elastic's library.
+    assert (f"nothing sampled: pid {sleeper.pid}: publishes none of the protocols tracecorr agent samples "
+            "(elastic-v1: no library defining") in r.stderr, r.stderr
+    assert "otel-thread-context" in r.stderr and "process context" in r.stderr, r.stderr
 
 
 @pytest.mark.host_wide

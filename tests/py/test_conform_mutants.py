@@ -121,7 +121,7 @@ def test_reference_passes_every_mutant_requirement(runs):
 
 def test_reference_json_report_validates_against_the_schema(runs):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((cs.REPO / "spec" / "report-schema-v1.json").read_text())
+    schema = json.loads((cs.REPO / "spec" / "report-schema-v2.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     report = runs["reference"].report
     assert report is not None

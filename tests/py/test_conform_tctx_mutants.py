@@ -42,6 +42,8 @@ ARCH = "x86_64"
 JOBS = int(os.environ.get("TRACECORR_CONFORM_JOBS", "2"))
 WRITER_RULES = [r["id"] for r in json.loads((cs.REPO / "spec" / f"{PROTOCOL}.json").read_text())["requirements"]
                 if r["role"] == "writer"]
+PCTX_WRITER_RULES = [r["id"] for r in json.loads((cs.REPO / "spec" / "otel-process-context.json").read_text())["requirements"]
+                     if r["role"] == "writer"]
 # The MAY rules: a freedom, never a verdict against the writer (always skipped, with the reason).
 FREEDOMS = {"TCTX-09", "TCTX-18", "TCTX-22", "TCTX-26"}
 # Skipped on a reference run, and why (the words the reason carries).
@@ -83,16 +85,19 @@ def run_all(jobs: dict[str, dict], out: Path) -> dict[str, cs.ConformRun]:
     return cs.run_pool({name: {"protocol": PROTOCOL, **job} for name, job in jobs.items()}, out, JOBS)
 
 
-def problems(run: cs.ConformRun, model: str, skipped: dict[str, str] | None = None) -> list[str]:
+def problems(run: cs.ConformRun, model: str, skipped: dict[str, str] | None = None,
+             only: list[str] | None = None) -> list[str]:
     """What is wrong with a run of the conforming writer: every writer rule
-    passes on evidence, or is skipped for its stated reason."""
+    passes on evidence, or is skipped for its stated reason. `only`: the
+    results of these requirements (a run that judged other protocols too)."""
     if run.report is None:
         return [f"no report (exit {run.returncode}): {run.stderr[-2000:]}"]
-    verdicts = run.verdicts()
+    results = [r for r in run.report["results"] if only is None or r["id"] in only]
+    verdicts = {r["id"]: r["verdict"] for r in results}
     out = []
     if sorted(verdicts) != sorted(WRITER_RULES):
         out.append(f"judged {sorted(verdicts)}, not the writer rules")
-    for r in run.report["results"]:
+    for r in results:
         rid, verdict, reason = r["id"], r["verdict"], r["reason"]
         if rid in FREEDOMS:
             want_skip, why = True, "(MAY)"
@@ -142,7 +147,7 @@ def runs(tmp_path_factory):
                                  "env": DYNAMIC_TLS if name.endswith(":dynamic-tls") else None}
     jobs["in-place"] = {"command": [str(program("tlsdesc")), *reference_args, "--style", "in-place"],
                         "only": None, "strict": False}
-    # --protocol auto (conform's default): the writer also publishes a process context.
+    # --protocol auto (conform's default): the writer also publishes a process context; both are judged.
     jobs["auto"] = {"command": [str(program("tlsdesc")), *reference_args], "only": None, "strict": False,
                     "protocol": None}
     # The Rust-style library writer, its workers starting one by one after the
@@ -206,14 +211,28 @@ def test_in_place_writer_passes_every_writer_rule(runs):
     assert not found, "\n".join(found) + "\n" + run.explain()
 
 
-def test_auto_detection_picks_the_thread_context(runs):
-    """The writer publishes a process context (OTEP 4719) that carries the
-    thread context's keys: --protocol auto judges the thread context."""
+def test_auto_detection_judges_both_otel_contexts(runs):
+    """The writer publishes its key map in a process context (OTEP 4719): a
+    target publishing both OTel contexts. --protocol auto judges both, in one
+    run and one report, and both pass (issue 25)."""
     run = runs["auto"]
     assert run.report is not None, run.explain()
-    assert sorted(run.verdicts()) == sorted(WRITER_RULES), run.explain()
-    assert any("protocol chosen by --protocol auto: otel-thread-context" in n for n in run.report.get("notes", [])), \
-        run.report.get("notes")
+    sections = {p["id"]: p for p in run.report["protocols"]}
+    assert set(sections) == {"otel-process-context", PROTOCOL}, run.report["protocols"]
+    assert all(p["status"] == "judged" and not p["named"] for p in sections.values()), sections
+    by_protocol: dict[str, list[str]] = {}
+    for r in run.report["results"]:
+        by_protocol.setdefault(r["protocol"], []).append(r["id"])
+    assert sorted(by_protocol[PROTOCOL]) == sorted(WRITER_RULES), run.explain()
+    assert sorted(by_protocol["otel-process-context"]) == sorted(PCTX_WRITER_RULES), run.explain()
+    found = problems(run, "tlsdesc", only=WRITER_RULES)
+    assert not found, "\n".join(found) + "\n" + run.explain()
+    bad = [f"{r['id']} {r['verdict']}: {r['reason']}" for r in run.report["results"]
+           if r["protocol"] == "otel-process-context" and r["verdict"] in ("fail", "warn", "error")]
+    assert not bad, "\n".join(bad)
+    assert any(n.startswith("protocols chosen by --protocol auto: otel-process-context") for n in run.report["notes"]), \
+        run.report["notes"]
+    assert run.returncode == cs.EXIT_OK, run.explain()
 
 
 def worker_tids(journal: Path) -> dict[int, set[int]]:

@@ -157,8 +157,10 @@ def test_list_shows_the_registry_and_the_probe_of_each_writer_rule():
     assert {"elastic-profiling-correlation", "opentelemetry-process-context"} <= compiled_in
     assert {r["protocol"] for r in json.loads(everything)} == compiled_in
 
-    # A command that publishes no process context: PCTX-01 fails, nothing passes without evidence.
+    # A command that publishes no process context: nothing to judge, nothing passes without evidence,
+    # and the gate says so (exit 3: no pass on nothing, issue 25).
     run = subprocess.run([str(TRACECORR), "conform", "--protocol", "otel-process-context", "--only", "PCTX-01", "--",
                           "sleep", "30"], capture_output=True, text=True, timeout=WAIT_S * 6)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "no mapping named" in run.stdout
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "published nothing" in run.stdout and "no mapping named" in run.stdout
+    assert "not judged: nothing was judged" in run.stdout

@@ -195,14 +195,48 @@ def test_result_model_renders_through_cpp():
     run.add_result(bad)
     assert tracecorr.exit_code(run) == 0 and tracecorr.exit_code(run, True) == 1
     report = json.loads(tracecorr.render_json(run))
-    jsonschema.validate(report, json.loads((REPO / "spec" / "report-schema-v1.json").read_text()))
+    jsonschema.validate(report, json.loads((REPO / "spec" / "report-schema-v2.json").read_text()))
     assert {r["id"]: r["verdict"] for r in report["results"]} == {"MSG-03": "pass", "SOCK-03": "warn"}
     assert "<testsuite" in tracecorr.render_junit(run)
+    assert {r["protocol"] for r in report["results"]} == {"elastic-v1"}
     page = tracecorr.render_html(run)
     assert 'id="req-MSG-03"' in page and 'id="req-SOCK-03"' in page and 'data-verdict="warn"' in page
     assert "1 passed" in tracecorr.summary_line(run)
     with pytest.raises(tracecorr.TracecorrError):
         _tracecorr.make_result("NOPE-01")
+
+
+def test_result_model_gives_no_pass_on_nothing_and_a_section_per_protocol():
+    """Issue 25: a run whose verdicts are all skips is the gate's error, with the
+    reason; each result names its protocol; sections round-trip."""
+    run = tracecorr.RunResult()
+    skipped = _tracecorr.make_result("TLS-06")
+    skipped.verdict = tracecorr.Verdict.SKIP
+    skipped.reason = "the agent publishes records at once"
+    run.add_result(skipped)
+    assert skipped.protocol == "elastic-v1"
+    assert tracecorr.exit_code(run) == 3
+    (why,) = tracecorr.unjudged(run)
+    assert why.startswith("nothing was judged: 1 skipped of 1 requirement (TLS-06 skip: the agent publishes"), why
+    ok = _tracecorr.make_result("PCTX-02")
+    ok.verdict = tracecorr.Verdict.PASS
+    run.add_result(ok)
+    sections = []
+    for pid, named, seen in (("elastic-v1", True, ""), ("otel-process-context", False, ""),
+                             ("otel-thread-context", False, "schema nodejs_v1_dev")):
+        section = tracecorr.ProtocolRun()
+        section.id, section.named, section.chosen_by, section.not_applicable = pid, named, "test", seen
+        sections.append(section)
+    run.protocols = sections
+    # elastic-v1 was named and judged nothing; the thread context under another schema is only listed.
+    assert tracecorr.unjudged(run) == [
+        "elastic-v1 (test) judged nothing: 1 skipped of 1 requirement (TLS-06 skip: the agent publishes records at once)"]
+    assert [_tracecorr.protocol_status(run, p) for p in run.protocols] == ["nothing-judged", "judged", "not-applicable"]
+    assert [r.id for r in _tracecorr.results_of(run, "otel-process-context")] == ["PCTX-02"]
+    report = json.loads(tracecorr.render_json(run))
+    assert [p["status"] for p in report["protocols"]] == ["nothing-judged", "judged", "not-applicable"]
+    assert report["gate"]["exit_code"] == 3
+    assert "not judged" in tracecorr.render_html(run)
 
 
 # ---- OTLP receiver -----------------------------------------------------------------------------------
@@ -292,7 +326,7 @@ def test_plugin_records_requirement_verdicts(pytester):
     should = next(r for r in report["results"] if r["id"] == "SOCK-03")
     assert "socket blocks" in should["reason"] and should["probe"].endswith("test_should_fails")
     jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate(report, json.loads((REPO / "spec" / "report-schema-v1.json").read_text()))
+    jsonschema.validate(report, json.loads((REPO / "spec" / "report-schema-v2.json").read_text()))
     assert out_junit.read_text().count("<testcase") == 5
     assert all(f'id="req-{i}"' in out_html.read_text() for i in verdicts)
 

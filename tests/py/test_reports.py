@@ -1,5 +1,5 @@
 """Reports parsed by real parsers: JUnit XML with xml.etree, JSON against
-spec/report-schema-v1.json with jsonschema (draft 2020-12).
+spec/report-schema-v2.json with jsonschema (draft 2020-12).
 
 The sample reports come from the GoogleTest `ReportSamples.Write`, which writes
 them into the directory named by TRACECORR_REPORT_SAMPLE_DIR, with the registry
@@ -22,7 +22,7 @@ import pytest
 from build_products import missing
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = REPO / "spec" / "report-schema-v1.json"
+SCHEMA_PATH = REPO / "spec" / "report-schema-v2.json"
 
 
 def unit_test_binary() -> Path | None:
@@ -60,7 +60,7 @@ def registry_ids(samples):
     return {r["id"] for r in json.loads((samples / "registry.json").read_text())["requirements"]}
 
 
-NAMES = ["plain", "expectations", "empty"]
+NAMES = ["plain", "expectations", "empty", "sectioned", "skipped"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -68,7 +68,7 @@ def test_json_report_validates_against_schema(samples, validator, name):
     report = json.loads((samples / f"{name}.json").read_text(encoding="utf-8"))
     errors = sorted(validator.iter_errors(report), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
-    assert report["schema"] == "tracecorr-report/1"
+    assert report["schema"] == "tracecorr-report/2"
 
 
 def test_json_report_ids_come_from_the_registry(samples, registry_ids):
@@ -78,10 +78,12 @@ def test_json_report_ids_come_from_the_registry(samples, registry_ids):
 
 
 def test_json_report_summary_and_gate_agree_with_results(samples):
-    for name, exit_code in [("plain", 1), ("expectations", 1), ("empty", 0)]:
+    # "empty" and "skipped" judged nothing: no pass on nothing (exit 3, with the reason).
+    for name, exit_code in [("plain", 1), ("expectations", 1), ("empty", 3), ("sectioned", 1), ("skipped", 3)]:
         report = json.loads((samples / f"{name}.json").read_text())
         assert report["gate"]["exit_code"] == exit_code, name
         assert report["gate"]["passed"] == (exit_code == 0)
+        assert bool(report["gate"]["unjudged"]) == (name in ("empty", "skipped")), name
     report = json.loads((samples / "expectations.json").read_text())
     by_id = {r["id"]: r for r in report["results"]}
     assert by_id["NAME-02"]["expectation"] == {"status": "xfail", "reason": 'agent <sends> a "string"'}
@@ -92,11 +94,37 @@ def test_json_report_summary_and_gate_agree_with_results(samples):
     assert report["summary"]["stale_expectations"] == 1
 
 
+def test_every_result_names_its_protocol_and_each_protocol_has_a_section(samples):
+    report = json.loads((samples / "sectioned.json").read_text())
+    ids = [p["id"] for p in report["protocols"]]
+    assert ids == ["tracecorr-test", "other-protocol"]
+    assert {r["protocol"] for r in report["results"]} == {"tracecorr-test"}
+    assert [p["status"] for p in report["protocols"]] == ["judged", "not-applicable"]
+    assert report["protocols"][1]["not_applicable"].startswith("schema other_v1_dev")
+    assert report["protocol"] == "tracecorr-test,other-protocol"
+    skipped = json.loads((samples / "skipped.json").read_text())
+    assert skipped["only"] == ["LOAD", "OPTS-02"]
+    assert skipped["gate"]["unjudged"][0].startswith("nothing was judged: 5 skipped of 5 requirements")
+
+
+def test_junit_says_nothing_was_judged(samples):
+    for name in ("empty", "skipped"):
+        root = ET.parse(samples / f"{name}.xml").getroot()
+        gate = root.find("./testsuite[@name='gate']")
+        assert gate is not None, name
+        errors = gate.findall("testcase/error")
+        assert errors and errors[0].get("message").startswith("nothing was judged"), name
+    assert ET.parse(samples / "plain.xml").getroot().find("./testsuite[@name='gate']") is None
+
+
 def test_schema_rejects_what_it_should(samples, validator):
     """The schema is not vacuous: breaking a valid report makes it fail."""
     good = json.loads((samples / "plain.json").read_text())
     breakages = [
-        lambda r: r.__setitem__("schema", "tracecorr-report/2"),
+        lambda r: r.__setitem__("schema", "tracecorr-report/1"),
+        lambda r: r["results"][0].pop("protocol"),
+        lambda r: r["protocols"][0].__setitem__("status", "maybe"),
+        lambda r: r["gate"].pop("unjudged"),
         lambda r: r["results"][0].__setitem__("verdict", "maybe"),
         lambda r: r["results"][0].__setitem__("id", "attr-2"),
         lambda r: r["results"][3]["evidence"][1].__setitem__("bytes_hex", "0g"),

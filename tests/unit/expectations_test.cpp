@@ -89,6 +89,9 @@ TEST(ExpectationsApply, SkippedOrMissingIsNotEvaluated) {
   ASSERT_EQ(run.expectations.size(), 2u);
   EXPECT_EQ(run.expectations[0].status, ExpectationStatus::NotEvaluated);
   EXPECT_EQ(run.expectations[1].status, ExpectationStatus::NotEvaluated);
+  // Not evaluated fails nothing; but a run that judged nothing is no pass (issue 25).
+  EXPECT_EQ(exit_code(run, false), kExitEnvironment);
+  run.results.push_back(result("LOAD-01", Verdict::Pass));
   EXPECT_EQ(exit_code(run, false), kExitOk);
 }
 

@@ -6,6 +6,8 @@
 
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "report_test_support.hpp"
 #include "tracecorr/conform/report.hpp"
 #include "tracecorr/symbols.hpp"
@@ -154,6 +156,43 @@ TEST(HtmlReport, SavedJsonRendersTheSamePage) {
   auto parsed = parse_json_report(render_json(run), "report.json");
   ASSERT_TRUE(parsed.ok()) << parsed.error().message();
   EXPECT_EQ(render_html(*parsed), render_html(run));
+}
+
+TEST(SavedReport, SectionsOnlyAndProtocolsRoundTrip) {
+  RunResult run = test_support::sample_run();
+  run.protocols = {{std::string(tracecorr::test_support::kTestProtocolId), true, "--protocol", ""},
+                   {"other-protocol", true, "--protocol", "schema other_v1_dev"}};
+  run.only = {"LOAD", "OPTS-02"};
+  run.notes = {"session enabled judged pid 4242"};
+  auto parsed = parse_json_report(render_json(run), "report.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  ASSERT_EQ(parsed->protocols.size(), 2u);
+  EXPECT_TRUE(parsed->protocols[1].named);
+  EXPECT_EQ(parsed->protocols[1].chosen_by, "--protocol");
+  EXPECT_EQ(parsed->protocols[1].not_applicable, "schema other_v1_dev");
+  EXPECT_EQ(parsed->only, run.only);
+  EXPECT_EQ(parsed->notes, run.notes);
+  EXPECT_EQ(parsed->results.front().protocol, tracecorr::test_support::kTestProtocolId);
+  EXPECT_EQ(unjudged(*parsed), unjudged(run));
+  EXPECT_EQ(exit_code(*parsed, false), exit_code(run, false));
+  EXPECT_EQ(render_json(*parsed), render_json(run));
+}
+
+TEST(SavedReport, AVersionOneReportIsStillRead) {
+  // What conform wrote before protocol sections: no "protocols", "only" or per-result "protocol".
+  auto doc = nlohmann::ordered_json::parse(render_json(test_support::sample_run()));
+  doc["schema"] = "tracecorr-report/1";
+  doc.erase("protocols");
+  doc.erase("only");
+  doc["gate"].erase("unjudged");
+  for (auto& r : doc["results"]) r.erase("protocol");
+  auto parsed = parse_json_report(doc.dump(), "old.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  EXPECT_EQ(parsed->schema_version, "tracecorr-report/1");
+  EXPECT_TRUE(parsed->protocols.empty());
+  for (const auto& r : parsed->results) EXPECT_EQ(r.protocol, tracecorr::test_support::kTestProtocolId);
+  ASSERT_EQ(protocols_of(*parsed).size(), 1u);
+  EXPECT_EQ(exit_code(*parsed, false), kExitFailure);
 }
 
 TEST(HtmlReport, MalformedJsonIsNamed) {

@@ -103,7 +103,7 @@ TEST(JunitReport, StrictTurnsShouldWarningsIntoFailures) {
 
 TEST(JsonReport, CarriesSchemaSummaryGateAndEvidence) {
   auto doc = nlohmann::json::parse(render_json(sample_run()));
-  EXPECT_EQ(doc["schema"], "tracecorr-report/1");
+  EXPECT_EQ(doc["schema"], "tracecorr-report/2");
   EXPECT_EQ(doc["summary"]["failed"], 1);
   EXPECT_EQ(doc["gate"]["exit_code"], 1);
   EXPECT_EQ(doc["target"]["pid"], 4242);
@@ -114,6 +114,70 @@ TEST(JsonReport, CarriesSchemaSummaryGateAndEvidence) {
   EXPECT_EQ(attr["verdict"], "fail");
   EXPECT_EQ(attr["evidence"][1]["bytes_hex"], "010001004bf92f3577b34da6a3ce929d0e0e4736ff");
   EXPECT_EQ(attr["evidence"][1]["fields"][2]["name"], "trace_id");
+}
+
+// Two protocols: the tests' own, judged, and one found under another schema.
+RunResult sectioned_run() {
+  RunResult run = sample_run();
+  run.protocol = std::string(tracecorr::test_support::kTestProtocolId) + ",other-protocol";
+  run.protocols = {{std::string(tracecorr::test_support::kTestProtocolId), false, "a trial launch: pid 4242 publishes it", ""},
+                   {"other-protocol", false, "a trial launch: pid 4242 announces it", "schema other_v1_dev; variable x"}};
+  return run;
+}
+
+TEST(JsonReport, CarriesAProtocolPerResultAndASectionPerProtocol) {
+  auto doc = nlohmann::json::parse(render_json(sectioned_run()));
+  for (const auto& r : doc["results"]) EXPECT_EQ(r["protocol"], tracecorr::test_support::kTestProtocolId);
+  ASSERT_EQ(doc["protocols"].size(), 2u);
+  EXPECT_EQ(doc["protocols"][0]["status"], "judged");
+  EXPECT_EQ(doc["protocols"][0]["summary"]["failed"], 1);
+  EXPECT_EQ(doc["protocols"][1]["status"], "not-applicable");
+  EXPECT_EQ(doc["protocols"][1]["not_applicable"], "schema other_v1_dev; variable x");
+  EXPECT_EQ(doc["gate"]["unjudged"].size(), 0u);
+}
+
+TEST(JsonReport, NothingJudgedIsInTheGate) {
+  RunResult run = sample_run();
+  for (auto& r : run.results) r.verdict = Verdict::Skip;
+  auto doc = nlohmann::json::parse(render_json(run));
+  EXPECT_EQ(doc["gate"]["exit_code"], 3);
+  ASSERT_EQ(doc["gate"]["unjudged"].size(), 1u);
+  EXPECT_EQ(doc["gate"]["unjudged"][0].get<std::string>().rfind("nothing was judged: 5 skipped of 5", 0), 0u);
+}
+
+TEST(ConsoleReport, ASectionPerProtocolWhenSeveral) {
+  std::string out = render_console(sectioned_run());
+  auto ours = out.find("== " + std::string(tracecorr::test_support::kTestProtocolId));
+  auto other = out.find("== other-protocol (a trial launch: pid 4242 announces it)");
+  ASSERT_NE(ours, std::string::npos) << out;
+  ASSERT_NE(other, std::string::npos) << out;
+  EXPECT_LT(ours, other);
+  EXPECT_NE(out.find("  judged: 1 passed, 1 failed, 1 warnings, 1 skipped, 1 errors"), std::string::npos) << out;
+  EXPECT_NE(out.find("  - not applicable: schema other_v1_dev; variable x (0 requirements not judged)"), std::string::npos)
+      << out;
+  // One protocol: no section headings, as before.
+  EXPECT_EQ(render_console(sample_run()).find("== "), std::string::npos);
+}
+
+TEST(ConsoleReport, SaysWhyNothingWasJudgedBeforeTheSummary) {
+  RunResult run = sample_run();
+  run.results = {test_support::result("OPTS-02", Verdict::Skip, "the agent does not support auto mode")};
+  std::string out = render_console(run);
+  auto line = out.find("not judged: nothing was judged: 1 skipped of 1 requirement (OPTS-02 skip: the agent does not");
+  ASSERT_NE(line, std::string::npos) << out;
+  EXPECT_LT(line, out.find("0 passed, 0 failed, 0 warnings, 1 skipped, 0 errors"));
+}
+
+TEST(JunitReport, NothingJudgedIsAnErrorCase) {
+  RunResult run = sample_run();
+  run.results = {test_support::result("OPTS-02", Verdict::Skip, "not applicable")};
+  std::string xml = render_junit(run);
+  EXPECT_NE(xml.find("<testsuite name=\"gate\" tests=\"1\" failures=\"0\" errors=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("type=\"nothing-judged\""), std::string::npos);
+  EXPECT_NE(xml.find("<testsuites name=\"tracecorr conform\" tests=\"2\" failures=\"0\" errors=\"1\""), std::string::npos)
+      << xml;
+  EXPECT_EQ(render_junit(sample_run()).find("name=\"gate\""), std::string::npos);
+  EXPECT_NE(render_junit(sample_run()).find("<property name=\"protocol\" value=\"tracecorr-test\"/>"), std::string::npos);
 }
 
 // Writes the sample reports that tests/py/test_reports.py validates (it runs
@@ -130,8 +194,13 @@ TEST(ReportSamples, Write) {
   RunResult with_expectations = sample_run();
   apply_expectations(with_expectations, Expectations{1, {{"NAME-02", "agent <sends> a \"string\""}, {"LOAD-01", "stale"}}});
   RunResult empty;
+  RunResult sectioned = sectioned_run();
+  RunResult skipped = sample_run();  // every verdict a skip: the gate's error (exit 3)
+  for (auto& r : skipped.results) r.verdict = Verdict::Skip;
+  skipped.only = {"LOAD", "OPTS-02"};
   for (auto [name, run] : {std::pair{"plain", &plain}, std::pair{"expectations", &with_expectations},
-                           std::pair{"empty", &empty}}) {
+                           std::pair{"empty", &empty}, std::pair{"sectioned", &sectioned},
+                           std::pair{"skipped", &skipped}}) {
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".json"), render_json(*run)).ok());
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".xml"), render_junit(*run)).ok());
     ASSERT_TRUE(write_text_file(out / (std::string(name) + ".txt"), render_console(*run)).ok());

@@ -197,6 +197,7 @@ class Evidence:
 
 class RequirementResult:
     id: str
+    protocol: str
     level: Level
     role: Role
     words: str
@@ -213,6 +214,13 @@ class RequirementResult:
     expectation: ExpectationStatus
     expectation_reason: str
 
+class ProtocolRun:
+    id: str
+    named: bool
+    chosen_by: str
+    not_applicable: str
+    def __init__(self) -> None: ...
+
 class TargetDescription:
     description: str
     pid: Optional[int]
@@ -228,6 +236,10 @@ class RunResult:
     tool_version: str
     schema_version: str
     target: TargetDescription
+    protocol: str
+    protocols: List[ProtocolRun]
+    only: List[str]
+    notes: List[str]
     personality: str
     strict: bool
     started: datetime.datetime
@@ -246,6 +258,10 @@ def fails_gate(result: RequirementResult, strict: bool = False) -> bool: ...
 def summarize(run: RunResult) -> Dict[str, int]: ...
 def summary_line(run: RunResult) -> str: ...
 def exit_code(run: RunResult, strict: bool = False) -> int: ...
+def unjudged(run: RunResult) -> List[str]: ...
+def protocols_of(run: RunResult) -> List[ProtocolRun]: ...
+def protocol_status(run: RunResult, protocol: ProtocolRun) -> str: ...
+def results_of(run: RunResult, protocol: str) -> List[RequirementResult]: ...
 def render_console(run: RunResult, color: bool = False, show_passes: bool = True) -> str: ...
 def render_junit(run: RunResult) -> str: ...
 def render_json(run: RunResult) -> str: ...

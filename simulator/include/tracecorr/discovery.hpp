@@ -74,9 +74,20 @@ class LibraryCache {
 // target's root.
 Expected<UniqueFd> open_mapped_file(pid_t pid, const Mapping& m);
 
+// A symbol named like the TLS symbol looked for, in a module of the process
+// (elf::LibraryAnalysis::tls_lookalikes): what discovery passed over.
+struct PassedOver {
+  std::string path;    // the module, as mapped
+  std::string symbol;  // the lookalike's name
+};
+std::string describe(const std::vector<PassedOver>& passed_over);  // "X in /a.so, Y in /b" ("" for none)
+
 // The agent library in one process, or nullopt when there is none. Errors are
 // reserved for a process that cannot be examined (gone, no permission).
-Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache);
+// `passed_over` (when given) receives the TLS symbol's lookalikes of every
+// module analysed (at most elf::kMaxTlsLookalikes).
+Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache,
+                                                       std::vector<PassedOver>* passed_over = nullptr);
 
 // True once the loader is done with the page holding the process pointer, so
 // that what a read finds there is the agent's. Mapped is not loaded: the

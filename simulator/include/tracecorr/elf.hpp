@@ -95,6 +95,12 @@ struct LibraryAnalysis {
   // a .bss pointer often text of a following section such as .comment).
   std::optional<std::uint64_t> process_pointer_in_file;
   std::optional<Symbol> tls;
+  // Defined dynamic symbols named like the TLS symbol (its stem, the name up
+  // to its last '_', then something else: a runtime's ctx_node_v1 beside the
+  // protocol's ctx_v1): a variable a reader looking for the TLS symbol
+  // passes over, named so that "not found" can say what was there. At most
+  // kMaxTlsLookalikes, in .dynsym order.
+  std::vector<std::string> tls_lookalikes;
   TlsAccess tls_access;
   std::optional<TlsSegment> tls_segment;
   // An executable (ET_EXEC, or ET_DYN flagged DF_1_PIE): its TLS is module 1,
@@ -120,6 +126,8 @@ inline constexpr std::uint64_t kMaxSymbolTableBytes = 16u << 20;    // .dynsym: 
 inline constexpr std::uint64_t kMaxStringTableBytes = 16u << 20;    // .dynstr
 inline constexpr std::uint64_t kMaxRelocationBytes = 32u << 20;     // each RELA section: 1.4 M entries
 }  // namespace layout_limits
+
+inline constexpr std::size_t kMaxTlsLookalikes = 8;
 
 // Either symbol name may be empty (not looked for). Every problem in the file itself
 // (not ELF, truncated, no dynamic symbols) is an Error naming the file.

@@ -69,7 +69,10 @@ class SampledProcesses {
 
   // Asks each registered protocol whether pid (not followed yet) publishes
   // it; true when one does: pid is followed from now on and tracked as soon
-  // as its records can be read. `explicit_pid`: the user named it.
+  // as its records can be read. A process that publishes none but an OTel
+  // process context is followed too, listed with its resource (nothing to
+  // sample until a protocol's records appear: each rescan asks again).
+  // `explicit_pid`: the user named it.
   bool examine(pid_t pid, bool explicit_pid);
   bool follows(pid_t pid) const;
   // Retires followed processes that exited or exec'd (a later examine looks
@@ -86,14 +89,19 @@ class SampledProcesses {
   // Every process ever followed, retired included, in the order first followed.
   nlohmann::json to_json() const;
   // For a process the user named: why it gave nothing (never sampled, or no
-  // thread ever had a record); nullopt when it did, or was never followed.
+  // thread ever had a record, or a process context alone); nullopt when it
+  // did, or was never followed.
   std::optional<std::string> nothing_readable(pid_t pid) const;
   bool ever_followed(pid_t pid) const;
+  // Followed for its process context alone (no protocol's records yet).
+  bool context_only(pid_t pid) const;
 
   struct Process;  // sampled_processes.cpp
 
  private:
   void refresh(Process& p);
+  // Asks each registered protocol for p's records; true when one publishes them.
+  bool adopt(Process& p);
   void retire(Process& p, const std::string& why);
 
   Sampler& sampler_;

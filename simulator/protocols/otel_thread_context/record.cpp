@@ -178,6 +178,29 @@ std::optional<ReferenceData> reference_data_of(const process_context::Snapshot& 
   return std::nullopt;
 }
 
+std::string variable_not_found(const std::vector<PassedOver>& passed_over) {
+  std::string text = "no mapped module defines " + std::string(spec::kTlsSymbol) + " in its .dynsym";
+  if (!passed_over.empty()) text += " (passed over: " + describe(passed_over) + ")";
+  return text;
+}
+
+std::optional<std::string> other_schema(pid_t pid, const ReferenceData& data, LibraryCache& cache) {
+  if (!data.schema_version || data.known_schema()) return std::nullopt;
+  // The schema string is the target's: bounded here, escaped by whoever prints it.
+  constexpr std::size_t kShown = 128;
+  std::string schema = data.schema_version->substr(0, kShown);
+  if (data.schema_version->size() > kShown) schema += "...";
+  std::string text = "schema " + schema + " (" + std::string(spec::kSchemaVersionKey) + " in the process context)";
+  std::vector<PassedOver> passed_over;
+  auto found = discover_process(pid, discovery_options(), cache, &passed_over);
+  if (!passed_over.empty()) text += "; variable " + describe(passed_over);
+  if (found && *found) text += "; " + std::string(spec::kTlsSymbol) + " in " + (*found)->path + " (not read under it)";
+  else text += "; no " + std::string(spec::kTlsSymbol);
+  std::string ours;
+  for (auto v : spec::kSchemaVersions) ours += (ours.empty() ? "" : " or ") + std::string(v);
+  return text + "; the OTEP 4947 reader reads records under " + ours + " only (TCTXR-03)";
+}
+
 NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap& key_map,
                                 const std::function<std::optional<KeyMap>()>& refresh) {
   NamedAttributes out;

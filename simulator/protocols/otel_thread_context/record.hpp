@@ -126,6 +126,22 @@ ReferenceData reference_data_of(const process_context::Payload& payload);
 // nullopt when no mapping has a decoded payload.
 std::optional<ReferenceData> reference_data_of(const process_context::Snapshot& snapshot);
 
+// ---- Another schema (TCTXR-03) ----
+
+// "no mapped module defines otel_thread_ctx_v1 in its .dynsym", naming the
+// lookalike variables discovery passed over when there were any
+// (", only otel_thread_ctx_nodejs_v1 in /app/lib.so").
+std::string variable_not_found(const std::vector<PassedOver>& passed_over);
+// When `data` names a schema this reader does not read (a string other than
+// tlsdesc_v1_dev and tls_v1: TCTXR-03, the records live elsewhere and none
+// is read), what was seen, for people: "schema nodejs_v1_dev; variable
+// otel_thread_ctx_nodejs_v1 in /app/lib.so, no otel_thread_ctx_v1; the OTEP
+// 4947 reader reads records under tlsdesc_v1_dev or tls_v1 only (TCTXR-03)"
+// (another package may read that schema: its own inspector says). nullopt: the
+// schema is one of these, absent or not a string (TCTX-06 judges those).
+// The modules of `pid` are looked at for the variables (through `cache`).
+std::optional<std::string> other_schema(pid_t pid, const ReferenceData& data, LibraryCache& cache);
+
 // ---- Naming the entries (TCTXR-10, 11, 12) ----
 
 struct NamedAttribute {

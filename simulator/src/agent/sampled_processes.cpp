@@ -45,6 +45,39 @@ std::string status_of(const Sample& s, const RecordLayout& layout) {
   return layout.valid(s.record->span()) ? "record" : "record_not_valid";
 }
 
+// The resource of pid's OTel process context, {key: value} for people and
+// the summary (at most kMaxResourceKeys); nullopt when pid publishes none
+// that reads and decodes.
+constexpr std::size_t kMaxResourceKeys = 32;
+constexpr std::size_t kMaxResourceValue = 200;
+std::optional<nlohmann::json> context_resource(pid_t pid) {
+  auto snapshot = process_context::take_snapshot(pid);
+  if (!snapshot) return std::nullopt;
+  for (const auto& m : snapshot->mappings) {
+    if (!m.read.ok() || !m.decoded || !m.decoded->ok()) continue;
+    nlohmann::json resource = nlohmann::json::object();
+    for (const auto& kv : m.decoded->value().resource)
+      if (resource.size() < kMaxResourceKeys && !resource.contains(kv.key)) {
+        const std::string* text = kv.value.as_string();  // a string as itself; other values shown
+        resource[kv.key] = text ? text->substr(0, kMaxResourceValue) : kv.value.to_display(kMaxResourceValue);
+      }
+    return resource;
+  }
+  return std::nullopt;
+}
+
+std::string resource_text(const nlohmann::json& resource) {
+  std::string text;
+  for (const auto& [k, v] : resource.items()) text += (text.empty() ? "" : ", ") + k + "=" + v.get<std::string>();
+  return text.empty() ? "an empty resource" : text;
+}
+
+std::string sampled_protocol_names() {
+  std::string names;
+  for (const SampledProtocol* p : sampled_protocols()) names += (names.empty() ? "" : ", ") + std::string(p->id());
+  return names;
+}
+
 nlohmann::json counts_json(const std::map<std::string, std::uint64_t>& counts) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : counts) j[k] = v;
@@ -107,7 +140,8 @@ struct SampledProcesses::Process {
   std::uint64_t start_time = 0;
   std::string exec_identity;  // changes when the process execs another program
   bool explicit_pid = false;
-  const SampledProtocol* protocol = nullptr;
+  const SampledProtocol* protocol = nullptr;  // nullptr: a process context alone, listed with its resource
+  nlohmann::json resource;                   // that context's resource
   std::unique_ptr<SampledRecords> records;  // set once located
   std::string state;
   bool tracked = false, ever_tracked = false, exited = false;
@@ -133,29 +167,43 @@ SampledProcesses::SampledProcesses(Sampler& sampler, process_context::Publicatio
     : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)) {}
 SampledProcesses::~SampledProcesses() = default;
 
-bool SampledProcesses::examine(pid_t pid, bool explicit_pid) {
-  if (follows(pid) || !process_exists(pid)) return false;
+bool SampledProcesses::adopt(Process& p) {
   for (const SampledProtocol* protocol : sampled_protocols()) {
-    auto located = protocol->locate(pid, cache_);
+    auto located = protocol->locate(p.pid, cache_);
     if (located && !*located) continue;  // not published (yet)
-    if (!process_exists(pid)) return false;  // the error was its going
-    auto p = std::make_unique<Process>();
-    p->pid = pid;
-    p->start_time = process_start_time(pid);
-    p->exec_identity = exec_identity(pid);
-    p->explicit_pid = explicit_pid;
-    p->protocol = protocol;
+    if (!process_exists(p.pid)) return false;  // the error was its going
+    p.protocol = protocol;
     if (located)
-      p->records = std::move(*located);
+      p.records = std::move(*located);
     else
-      p->state = "publishes " + std::string(protocol->id()) + ", but its records cannot be read: " +
-                 located.error().message();
-    if (notice_) notice_("pid " + std::to_string(pid) + ": publishes " + std::string(protocol->id()));
-    processes_.push_back(std::move(p));
-    refresh(*processes_.back());
+      p.state = "publishes " + std::string(protocol->id()) + ", but its records cannot be read: " +
+                located.error().message();
+    if (notice_) notice_("pid " + std::to_string(p.pid) + ": publishes " + std::string(protocol->id()));
     return true;
   }
   return false;
+}
+
+bool SampledProcesses::examine(pid_t pid, bool explicit_pid) {
+  if (follows(pid) || !process_exists(pid)) return false;
+  auto p = std::make_unique<Process>();
+  p->pid = pid;
+  p->start_time = process_start_time(pid);
+  p->exec_identity = exec_identity(pid);
+  p->explicit_pid = explicit_pid;
+  if (!adopt(*p)) {
+    auto resource = context_resource(pid);
+    if (!resource) return false;
+    p->resource = std::move(*resource);
+    p->state = "publishes only an OTel process context (resource " + resource_text(p->resource) +
+               "): no per-thread records of " + sampled_protocol_names() + " to sample";
+    if (notice_) notice_("pid " + std::to_string(pid) + ": " + p->state);
+    processes_.push_back(std::move(p));
+    return true;
+  }
+  processes_.push_back(std::move(p));
+  refresh(*processes_.back());
+  return true;
 }
 
 bool SampledProcesses::follows(pid_t pid) const {
@@ -164,6 +212,13 @@ bool SampledProcesses::follows(pid_t pid) const {
 
 bool SampledProcesses::ever_followed(pid_t pid) const {
   return std::any_of(processes_.begin(), processes_.end(), [&](const auto& p) { return p->pid == pid; });
+}
+
+bool SampledProcesses::context_only(pid_t pid) const {
+  const Process* p = nullptr;
+  for (const auto& q : processes_)
+    if (q->pid == pid) p = q.get();  // the latest
+  return p && !p->protocol;
 }
 
 void SampledProcesses::rescan() {
@@ -186,6 +241,7 @@ void SampledProcesses::refresh(Process& p) {
     p.state = s;
     if (notice_) notice_("pid " + std::to_string(p.pid) + ": " + s);
   };
+  if (!p.protocol && !adopt(p)) return;  // still a process context alone
   if (!p.records) {
     auto located = p.protocol->locate(p.pid, cache_);
     if (!located) {
@@ -288,7 +344,7 @@ nlohmann::json SampledProcesses::to_json() const {
                          {"records_overflow", t.records_overflow}});
     }
     nlohmann::json j = {{"pid", p->pid},
-                        {"protocol", std::string(p->protocol->id())},
+                        {"protocol", p->protocol ? nlohmann::json(std::string(p->protocol->id())) : nlohmann::json(nullptr)},
                         {"state", p->state},
                         {"exited", p->exited},
                         {"records_at", p->records ? p->records->description() : nlohmann::json(nullptr)},
@@ -298,6 +354,7 @@ nlohmann::json SampledProcesses::to_json() const {
                         {"threads", std::move(threads)},
                         {"threads_overflow", p->threads_overflow}};
     if (p->exited) j["exit_reason"] = p->exit_reason;
+    if (!p->protocol) j["process_context_only"] = {{"resource", p->resource}};
     if (auto context = p->context.to_json(); !context.is_null()) j["process_context"] = std::move(context);
     out.push_back(std::move(j));
   }
@@ -310,6 +367,7 @@ std::optional<std::string> SampledProcesses::nothing_readable(pid_t pid) const {
     if (q->pid == pid) p = q.get();  // the latest, when it exec'd and was followed again
   if (!p) return std::nullopt;
   const std::string who = "pid " + std::to_string(pid) + ": ";
+  if (!p->protocol) return who + p->state;
   if (!p->ever_tracked) return who + "never sampled: " + p->state;
   if (p->samples > 0 && p->records_read == 0)
     return who + "sampled " + std::to_string(p->samples) + " times, but none of its threads had a record";

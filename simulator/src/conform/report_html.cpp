@@ -42,11 +42,18 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-// The protocol judged, as its registry names it (the spec this kit judges by).
-std::string protocol_title(const RunResult& run) {
-  const ProtocolSpec* p = find_protocol(run.protocol);
-  if (!p) return run.protocol.empty() ? "?" : run.protocol;
-  return std::string(p->title) + " (" + run.protocol + ")";
+// A protocol judged, as its registry names it (the spec this kit judges by).
+std::string protocol_title(const std::string& id) {
+  const ProtocolSpec* p = find_protocol(id);
+  if (!p) return id.empty() ? "?" : id;
+  return std::string(p->title) + " (" + id + ")";
+}
+
+// What one protocol of the run came to, in a line.
+std::string protocol_outcome(const RunResult& run, const ProtocolRun& p) {
+  if (!p.not_applicable.empty()) return "not applicable: " + p.not_applicable;
+  return std::string(protocol_status(run, p)) + ": " + summary_line(summarize(results_of(run, p.id))) +
+         (p.chosen_by.empty() ? "" : " (" + p.chosen_by + ")");
 }
 
 constexpr const char* kStyle = R"css(
@@ -128,7 +135,9 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
   row("target", run.target.description);
   if (run.target.pid) row("pid", std::to_string(*run.target.pid));
   row("architecture", run.target.arch);
-  row("protocol (spec)", protocol_title(run));
+  const auto sections = protocols_of(run);
+  for (const auto& p : sections)
+    row("protocol (spec)", protocol_title(p.id) + (sections.size() > 1 || !p.not_applicable.empty() ? " — " + protocol_outcome(run, p) : ""));
   row("personality", run.personality);
   row("strict", run.strict ? "yes (a missed SHOULD fails the gate)" : "no");
   row("kit", run.tool_version);
@@ -147,9 +156,12 @@ void summary_section(std::ostringstream& o, const RunResult& run) {
     if (r->verdict == Verdict::Fail || r->verdict == Verdict::Warn || r->verdict == Verdict::Error) attention.push_back(r);
   if (judged) {
     o << "<h3>Needs attention</h3>";
-    if (attention.empty()) o << "<p class=\"note\">Nothing failed, warned or errored.</p>";
+    const auto not_judged = unjudged(run);
+    if (attention.empty() && not_judged.empty()) o << "<p class=\"note\">Nothing failed, warned or errored.</p>";
     else {
       o << "<ul id=\"attention\">";
+      for (const auto& line : not_judged)
+        o << "<li><span class=\"v error\">not judged</span> " << esc(line) << "</li>";
       for (const auto* r : attention)
         o << "<li><span class=\"v " << to_string(r->verdict) << "\">" << to_string(r->verdict) << "</span> <a href=\"#req-"
           << esc(r->id) << "\">" << esc(r->id) << "</a> " << esc(r->reason) << "</li>";
@@ -195,7 +207,13 @@ void requirements_section(std::ostringstream& o, const RunResult& run) {
   o << "<button type=\"button\" id=\"unfold-all\">unfold all</button> <button type=\"button\" id=\"fold-all\">fold "
        "all</button></div>";
   o << "<table><tr><th>id</th><th>level</th><th>verdict</th><th>requirement</th><th>result and evidence</th></tr>";
+  const bool several = protocols_of(run).size() > 1;
+  std::string protocol_shown;
   for (const auto* r : in_registry_order(run)) {
+    if (several && r->protocol != protocol_shown) {  // a heading row per protocol
+      protocol_shown = r->protocol;
+      o << "<tr class=\"protocol\"><th colspan=\"5\">" << esc(protocol_title(r->protocol)) << "</th></tr>";
+    }
     std::string verdict(to_string(r->verdict));
     o << "<tr id=\"req-" << esc(r->id) << "\" class=\"" << verdict << "\" data-verdict=\"" << verdict << "\">"
       << "<td class=\"id\">" << esc(r->id) << "</td><td>" << esc(to_string(r->level)) << "</td><td><span class=\"v "

@@ -1,4 +1,4 @@
-// JSON report, described by spec/report-schema-v1.json.
+// JSON report, described by spec/report-schema-v2.json.
 #include <nlohmann/json.hpp>
 
 #include "figures_json.hpp"
@@ -14,6 +14,26 @@ using json = nlohmann::ordered_json;
 std::string text(std::string_view raw) { return printable_text(raw, true); }
 
 double milliseconds(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+json summary_json(const Summary& s) {
+  return {{"passed", s.passed},   {"failed", s.failed},
+          {"warnings", s.warnings}, {"skipped", s.skipped},
+          {"errors", s.errors},   {"expected_failures", s.expected_failures},
+          {"stale_expectations", s.stale_expectations}};
+}
+
+// One section per protocol: how it was chosen and what it came to.
+json protocols_json(const RunResult& run) {
+  json out = json::array();
+  for (const auto& p : protocols_of(run))
+    out.push_back({{"id", text(p.id)},
+                   {"named", p.named},
+                   {"chosen_by", text(p.chosen_by)},
+                   {"status", protocol_status(run, p)},
+                   {"not_applicable", p.not_applicable.empty() ? json(nullptr) : json(text(p.not_applicable))},
+                   {"summary", summary_json(summarize(results_of(run, p.id)))}});
+  return out;
+}
 
 json evidence_json(const Evidence& e) {
   json fields = json::array();
@@ -39,6 +59,7 @@ std::string render_json(const RunResult& run) {
     if (r->expectation != ExpectationStatus::None)
       expectation = {{"status", to_string(r->expectation)}, {"reason", text(r->expectation_reason)}};
     results.push_back({{"id", text(r->id)},
+                       {"protocol", text(r->protocol)},
                        {"level", to_string(r->level)},
                        {"role", to_string(r->role)},
                        {"role_name", r->role_name.empty() ? std::string(to_string(r->role)) : r->role_name},
@@ -60,6 +81,10 @@ std::string render_json(const RunResult& run) {
     expectations.push_back({{"id", text(e.id)}, {"reason", text(e.reason)}, {"status", to_string(e.status)}});
   json counters = json::object();
   for (const auto& [name, value] : run.counters) counters[text(name)] = value;
+  json unjudged_lines = json::array();
+  for (const auto& line : unjudged(run)) unjudged_lines.push_back(text(line));
+  json only = json::array();
+  for (const auto& token : run.only) only.push_back(text(token));
   json target = {{"description", text(run.target.description)},
                  {"pid", run.target.pid ? json(*run.target.pid) : json(nullptr)},
                  {"arch", text(run.target.arch)}};
@@ -73,10 +98,10 @@ std::string render_json(const RunResult& run) {
       {"started", format_utc(run.started)},
       {"finished", format_utc(run.finished)},
       {"duration_ms", milliseconds(run.finished - run.started)},
-      {"summary",
-       {{"passed", s.passed}, {"failed", s.failed}, {"warnings", s.warnings}, {"skipped", s.skipped},
-        {"errors", s.errors}, {"expected_failures", s.expected_failures}, {"stale_expectations", s.stale_expectations}}},
-      {"gate", {{"exit_code", code}, {"passed", code == kExitOk}}},
+      {"summary", summary_json(s)},
+      {"gate", {{"exit_code", code}, {"passed", code == kExitOk}, {"unjudged", unjudged_lines}}},
+      {"protocols", protocols_json(run)},
+      {"only", only},
       {"results", results},
       {"expectations", expectations},
       {"counters", counters},

@@ -1,6 +1,10 @@
-// JUnit XML: <testsuites>, a <testsuite> per area (registry order), a
-// <testcase> per requirement. Warnings pass (unless they fail a strict gate)
-// and are noted in <system-out>; XFAIL is <skipped>; XPASS is a <failure>.
+// JUnit XML: <testsuites>, a <testsuite> per area (registry order, so the
+// protocols of a multi-protocol run follow each other; each names its
+// protocol), a <testcase> per requirement. Warnings pass (unless they fail a
+// strict gate) and are noted in <system-out>; XFAIL is <skipped>; XPASS is a
+// <failure>. A run that judged nothing where it had to (unjudged()) ends
+// with a testsuite "gate" of one <error> per reason, so a CI that reads only
+// the XML does not pass it either.
 #include <map>
 
 #include "tracecorr/conform/report.hpp"
@@ -69,6 +73,19 @@ Outcome outcome(const RequirementResult& r, bool strict) {
   return Outcome::Passed;
 }
 
+// The reasons the gate cannot pass on what was judged, as errors.
+std::string gate_suite(const RunResult& run) {
+  const auto lines = unjudged(run);
+  if (lines.empty()) return {};
+  std::string out = "  <testsuite name=\"gate\" tests=\"" + std::to_string(lines.size()) + "\" failures=\"0\" errors=\"" +
+                    std::to_string(lines.size()) + "\" skipped=\"0\" time=\"0.000\" timestamp=\"" +
+                    xml(format_utc(run.started)) + "\">\n";
+  for (const auto& line : lines)
+    out += "    <testcase name=\"something judged\" classname=\"tracecorr.gate\" time=\"0.000\">\n      <error message=\"" +
+           xml(line) + "\" type=\"nothing-judged\">" + xml_text(line) + "</error>\n    </testcase>\n";
+  return out + "  </testsuite>\n";
+}
+
 }  // namespace
 
 std::string render_junit(const RunResult& run) {
@@ -96,6 +113,9 @@ std::string render_junit(const RunResult& run) {
     if (!known) areas.emplace_back(area, "");
   }
 
+  const std::size_t unjudged_count = unjudged(run).size();  // the gate suite's errors
+  total.tests += unjudged_count;
+  total.errors += unjudged_count;
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<testsuites name=\"tracecorr conform\" tests=\"" + std::to_string(total.tests) + "\" failures=\"" +
          std::to_string(total.failures) + "\" errors=\"" + std::to_string(total.errors) + "\" skipped=\"" +
@@ -114,7 +134,7 @@ std::string render_junit(const RunResult& run) {
     property(out, "      ", "tool_version", run.tool_version);
     property(out, "      ", "target", run.target.description);
     property(out, "      ", "arch", run.target.arch);
-    property(out, "      ", "protocol", run.protocol);
+    property(out, "      ", "protocol", it->second.front()->protocol.empty() ? run.protocol : it->second.front()->protocol);
     property(out, "      ", "personality", run.personality);
     property(out, "      ", "strict", run.strict ? "true" : "false");
     out += "    </properties>\n";
@@ -123,6 +143,7 @@ std::string render_junit(const RunResult& run) {
              "\" time=\"" + seconds(r->duration) + "\">\n";
       out += "      <properties>\n";
       property(out, "        ", "requirement", r->id);
+      property(out, "        ", "protocol", r->protocol);
       property(out, "        ", "level", to_string(r->level));
       property(out, "        ", "role", to_string(r->role));
       property(out, "        ", "source", r->source);
@@ -162,6 +183,7 @@ std::string render_junit(const RunResult& run) {
     }
     out += "  </testsuite>\n";
   }
+  out += gate_suite(run);
   out += "</testsuites>\n";
   return out;
 }

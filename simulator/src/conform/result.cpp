@@ -32,6 +32,7 @@ Expected<RequirementResult> make_result(std::string_view id) {
   if (!r) return make_error("unknown requirement id \"" + std::string(id) + "\"", "the registered protocols' registries");
   RequirementResult result;
   result.id = r->id;
+  if (const ProtocolSpec* p = protocol_of_requirement(id)) result.protocol = std::string(p->id);
   result.level = r->level;
   result.role = r->role;
   result.role_name = std::string(r->role_name);
@@ -77,8 +78,15 @@ bool fails_gate(const RequirementResult& result, bool strict) {
 }
 
 Summary summarize(const RunResult& run) {
+  std::vector<const RequirementResult*> all;
+  for (const auto& r : run.results) all.push_back(&r);
+  return summarize(all);
+}
+
+Summary summarize(const std::vector<const RequirementResult*>& results) {
   Summary s;
-  for (const auto& r : run.results) {
+  for (const auto* result : results) {
+    const auto& r = *result;
     if (r.expectation == ExpectationStatus::ExpectedFailure) {
       ++s.expected_failures;
       continue;
@@ -104,6 +112,96 @@ std::string summary_line(const Summary& s) {
   return line;
 }
 
+bool judged(const RequirementResult& result) {
+  return result.verdict == Verdict::Pass || result.verdict == Verdict::Fail || result.verdict == Verdict::Warn;
+}
+
+std::vector<ProtocolRun> protocols_of(const RunResult& run) {
+  if (!run.protocols.empty()) return run.protocols;
+  std::vector<ProtocolRun> out;
+  auto add = [&](const std::string& id) {
+    if (!id.empty() && std::none_of(out.begin(), out.end(), [&](const ProtocolRun& p) { return p.id == id; }))
+      out.push_back({id, false, "", ""});
+  };
+  for (const auto* r : in_registry_order(run)) add(r->protocol);
+  if (out.empty()) add(run.protocol.substr(0, run.protocol.find(',')));
+  return out;
+}
+
+std::vector<const RequirementResult*> results_of(const RunResult& run, std::string_view protocol) {
+  const auto sections = protocols_of(run);
+  // A result that names no protocol (built by hand, an old report) is the only protocol's.
+  const bool only_one = sections.size() == 1 && sections.front().id == protocol;
+  std::vector<const RequirementResult*> out;
+  for (const auto* r : in_registry_order(run))
+    if (r->protocol == protocol || (r->protocol.empty() && only_one)) out.push_back(r);
+  return out;
+}
+
+namespace {
+
+constexpr std::size_t kReasonQuoted = 240;
+
+// "28 skipped of 28 requirements (TCTX-01: no module defines ...)": what a
+// set of results that judged nothing shows, with the first one's reason.
+std::string nothing_judged(const std::vector<const RequirementResult*>& results) {
+  if (results.empty()) return "no requirement was selected";
+  std::size_t skipped = 0, errors = 0;
+  for (const auto* r : results) (r->verdict == Verdict::Skip ? skipped : errors) += 1;
+  std::string reason = results.front()->reason;
+  if (reason.size() > kReasonQuoted) reason = reason.substr(0, kReasonQuoted) + "...";
+  std::string counts;
+  if (skipped) counts += std::to_string(skipped) + " skipped";
+  if (errors) counts += (counts.empty() ? "" : ", ") + std::to_string(errors) + " in error";
+  return counts + " of " + std::to_string(results.size()) + " requirement" + (results.size() == 1 ? "" : "s") + " (" +
+         results.front()->id + " " + std::string(to_string(results.front()->verdict)) + ": " + reason + ")";
+}
+
+// Results matching an --only token: the id itself, or every id of the area.
+std::vector<const RequirementResult*> results_for_token(const RunResult& run, const std::string& token) {
+  std::vector<const RequirementResult*> out;
+  for (const auto* r : in_registry_order(run))
+    if (r->id == token || r->area == token) out.push_back(r);
+  return out;
+}
+
+bool any_judged(const std::vector<const RequirementResult*>& results) {
+  return std::any_of(results.begin(), results.end(), [](const RequirementResult* r) { return judged(*r); });
+}
+
+}  // namespace
+
+std::vector<std::string> unjudged(const RunResult& run) {
+  std::vector<const RequirementResult*> all = in_registry_order(run);
+  const auto sections = protocols_of(run);
+  if (!any_judged(all)) {
+    // One line says it all: the run judged nothing, and why.
+    std::string why;
+    for (const auto& p : sections)
+      if (!p.not_applicable.empty()) why += (why.empty() ? "" : "; ") + p.id + " not applicable: " + p.not_applicable;
+    return {"nothing was judged: " + (why.empty() ? nothing_judged(all) : why)};
+  }
+  std::vector<std::string> lines;
+  for (const auto& p : sections) {
+    auto results = results_of(run, p.id);
+    if (any_judged(results)) continue;
+    if (!p.named && !p.not_applicable.empty()) continue;  // found under another schema: listed, not an error
+    lines.push_back(p.id + (p.chosen_by.empty() ? "" : " (" + p.chosen_by + ")") + " judged nothing: " +
+                    (p.not_applicable.empty() ? nothing_judged(results) : "not applicable: " + p.not_applicable));
+  }
+  for (const auto& token : run.only) {
+    auto results = results_for_token(run, token);
+    if (!results.empty() && !any_judged(results))
+      lines.push_back("--only " + token + " judged nothing: " + nothing_judged(results));
+  }
+  return lines;
+}
+
+std::string_view protocol_status(const RunResult& run, const ProtocolRun& protocol) {
+  if (!protocol.not_applicable.empty()) return "not-applicable";
+  return any_judged(results_of(run, protocol.id)) ? "judged" : "nothing-judged";
+}
+
 int exit_code(const RunResult& run, bool strict) {
   bool failed = false, errored = false;
   for (const auto& r : run.results) {
@@ -112,7 +210,7 @@ int exit_code(const RunResult& run, bool strict) {
   }
   for (const auto& e : run.expectations) failed = failed || e.status == ExpectationStatus::UnexpectedPass;
   if (failed) return kExitFailure;
-  if (errored) return kExitEnvironment;
+  if (errored || !unjudged(run).empty()) return kExitEnvironment;
   return kExitOk;
 }
 

@@ -219,7 +219,14 @@ Expected<elf::LibraryAnalysis> LibraryCache::analyze(pid_t pid, const Mapping& m
   return analysis;
 }
 
-Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache) {
+std::string describe(const std::vector<PassedOver>& passed_over) {
+  std::string out;
+  for (const auto& p : passed_over) out += (out.empty() ? "" : ", ") + p.symbol + " in " + p.path;
+  return out;
+}
+
+Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const DiscoveryOptions& o, LibraryCache& cache,
+                                                       std::vector<PassedOver>* passed_over) {
   auto maps = read_maps(pid);
   if (!maps) return maps.error();
 
@@ -273,6 +280,9 @@ Expected<std::optional<AgentLibrary>> discover_process(pid_t pid, const Discover
       best_score = 1;
       continue;
     }
+    if (passed_over)
+      for (const auto& name : analysis->tls_lookalikes)
+        if (passed_over->size() < elf::kMaxTlsLookalikes) passed_over->push_back({c.first->file_path(), name});
     bool defines = (analysis->process_symbol && analysis->process_symbol->defined()) ||
                    (analysis->tls && analysis->tls->defined());
     if (!c.name_matches && !defines) continue;

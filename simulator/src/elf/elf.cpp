@@ -549,6 +549,8 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     return strings.c_str() + offset;
   };
   out.dynamic_symbol_count = symbols.size();
+  // The TLS symbol's stem (up to its last '_'): names sharing it are its lookalikes.
+  const std::string_view tls_stem = std::string_view(tls_symbol).substr(0, tls_symbol.rfind('_') + 1);
   std::optional<std::size_t> tls_index;
   for (std::size_t i = 1; i < symbols.size(); ++i) {
     const GElf_Sym& sym = symbols[i];
@@ -561,6 +563,9 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
     if (tls_symbol == name) {
       keep(out.tls, to_symbol(name, sym));
       if (out.tls->value == sym.st_value && out.tls->section == sym.st_shndx) tls_index = i;
+    } else if (!tls_stem.empty() && sym.st_shndx != SHN_UNDEF && out.tls_lookalikes.size() < kMaxTlsLookalikes &&
+               std::string_view(name).substr(0, tls_stem.size()) == tls_stem) {
+      out.tls_lookalikes.emplace_back(name);
     }
   }
 

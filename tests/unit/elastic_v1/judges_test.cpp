@@ -182,6 +182,32 @@ std::function<void(SessionSet&)> enabled(std::function<void(Draft&)> change = {}
   };
 }
 
+// ---- the suite: nothing published -------------------------------------------
+
+TEST(ElasticSuite, PublishedNothingOnlyWhenNoSessionShowedAnAgent) {
+  const auto* suite = conform::find_suite(elastic_v1::spec::kProtocol.id);
+  ASSERT_NE(suite, nullptr);
+  SessionSet conforming;
+  enabled()(conforming);
+  EXPECT_EQ(suite->published_nothing(conforming), "");
+  SessionSet nothing;
+  enabled([](auto& s) {
+    s.library.reset();
+    s.spans.clear();
+    s.discovery_error = make_error("no library appeared within 10000 ms");
+  })(nothing);
+  EXPECT_EQ(suite->published_nothing(nothing),
+            "session enabled: no library appeared within 10000 ms; and no span was exported in any session");
+  // Spans without a library: an agent that runs and breaks ELF-01, not nothing.
+  SessionSet exporting;
+  enabled([](auto& s) {
+    s.library.reset();
+    s.spans.assign(1, otlp::ReceivedSpan{});
+  })(exporting);
+  EXPECT_EQ(suite->published_nothing(exporting), "");
+  EXPECT_EQ(suite->published_nothing(SessionSet{}), "");
+}
+
 // ---- ELF ----------------------------------------------------------------
 
 class ElfJudge : public testing::TestWithParam<JudgeCase> {};
@@ -192,12 +218,22 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"NameMatches", "ELF-01", enabled(), Outcome::Met, "matches the name pattern"},
         JudgeCase{"MisnamedLibrary", "ELF-01", enabled([](auto& s) { s.library->name_matches = false; }),
                   Outcome::Violated, "does not match"},
+        // Nothing of the protocol at all judges nothing (the run's gate errs on it, issue 25);
+        // a misnamed library, found by its symbols, fails ELF-01 (above).
         JudgeCase{"NoLibraryAtAll", "ELF-01",
                   enabled([](auto& s) {
                     s.library.reset();
                     s.discovery_error = make_error("no library appeared within 10000 ms");
+                    s.spans.clear();
                   }),
-                  Outcome::Violated, "no library appeared"},
+                  Outcome::NotApplicable, "published nothing: no library with the protocol's name or symbols was found, and no span was exported: no library appeared"},
+        JudgeCase{"NoLibraryWhileExporting", "ELF-01",
+                  enabled([](auto& s) {
+                    s.library.reset();
+                    s.discovery_error = make_error("no library appeared within 10000 ms");
+                    s.spans.assign(3, otlp::ReceivedSpan{});
+                  }),
+                  Outcome::Violated, "while the agent exported 3 span(s) with the feature enabled"},
         JudgeCase{"NoLibraryNothingToExamine", "ELF-02", enabled([](auto& s) { s.library.reset(); }),
                   Outcome::NotApplicable, "no library"},
         JudgeCase{"StorageSymbolExported", "ELF-02", enabled(), Outcome::Met, "size 8"},

@@ -491,6 +491,13 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::KitError, "fewer than the 20 a pass needs"},
         JudgeCase{"NoReadAtAll", "PCTX-10", attached([](auto& f) { f.reads = {}; }), Outcome::KitError,
                   "inconclusive: 0 consistent reads of 0"},
+        // Nothing published: nothing read, and nothing inconclusive about it (PCTX-01 says why).
+        JudgeCase{"NoContextFound", "PCTX-10",
+                  attached([](auto& f) {
+                    f.reads = {};
+                    f.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared");
+                  }),
+                  Outcome::NotApplicable, "no process context was found: no mapping named"},
         JudgeCase{"AttachModeReads", "PCTX-10", attached(), Outcome::Met, "read: 1000 reads in 1500 ms", "", 1000}),
     case_name);
 
@@ -712,6 +719,26 @@ INSTANTIATE_TEST_SUITE_P(
                     add(set, read_facts());
                   },
                   Outcome::Violated, "watched session: no mapping named"},
+        // Nothing published at all judges nothing (issue 25: the run's gate errs on it)...
+        JudgeCase{"NothingPublishedAnywhere", "PCTX-01",
+                  [](SessionSet& set) {
+                    for (auto facts : {watched_facts(conforming()), read_facts()}) {
+                      facts.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared in 1 processes");
+                      facts.nothing_published = true;
+                      add(set, facts);
+                    }
+                  },
+                  Outcome::NotApplicable, "published nothing: watched session: no mapping named"},
+        // ...but beside a session that found it, a session that saw nothing cannot be told from a lost launch.
+        JudgeCase{"NothingPublishedInOneSessionOnly", "PCTX-01",
+                  [](SessionSet& set) {
+                    auto watched = watched_facts(conforming());
+                    watched.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared in 1 processes");
+                    watched.nothing_published = true;
+                    add(set, watched);
+                    add(set, read_facts());
+                  },
+                  Outcome::KitError, "published in another session, nothing in this one: watched session"},
         JudgeCase{"OnlyFirstLook", "PCTX-18", attached([](auto& f) { f.last.reset(); }), Outcome::Met, "payload_size", "", 1},
         JudgeCase{"NoLookAtAll", "PCTX-17",
                   attached([](auto& f) {

@@ -2,6 +2,7 @@
 // the test: the header, the entry walk and where it stops, the reader rules
 // TCTXR-07..12 and 16, the reference data, and hostile bytes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <random>
@@ -257,6 +258,38 @@ TEST(ThreadReferenceData, ComesFromTheProcessContextsAttributes) {
   process_context::Payload misplaced;
   misplaced.resource = {{"threadlocal.schema_version", AttributeValue("tls_v1")}};
   EXPECT_FALSE(reference_data_of(misplaced).schema_version_value);
+}
+
+TEST(ThreadReferenceData, AnotherSchemaIsNamedWithWhatWasSeen) {
+  LibraryCache cache;
+  // Ours, absent or not a string: no other schema (TCTX-06 judges the last two).
+  for (const auto& attributes : std::vector<process_context::AttributeList>{
+           {{"threadlocal.schema_version", AttributeValue("tlsdesc_v1_dev")}},
+           {{"threadlocal.schema_version", AttributeValue("tls_v1")}},
+           {{"threadlocal.attribute_key_map", AttributeValue(AttributeValue::Array{AttributeValue("k")})}},
+           {{"threadlocal.schema_version", AttributeValue(std::int64_t{1})}}})
+    EXPECT_FALSE(other_schema(::getpid(), reference_data_of(payload_with(attributes)), cache));
+  // This test process defines no otel_thread_ctx_* variable: the text says so.
+  auto other = other_schema(::getpid(), reference_data_of(payload_with(
+                                            {{"threadlocal.schema_version", AttributeValue("nodejs_v1_dev")}})),
+                            cache);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(*other,
+            "schema nodejs_v1_dev (threadlocal.schema_version in the process context); no otel_thread_ctx_v1; "
+            "the OTEP 4947 reader reads records under tlsdesc_v1_dev or tls_v1 only (TCTXR-03)");
+  // A hostile schema string is bounded.
+  other = other_schema(::getpid(), reference_data_of(payload_with(
+                                       {{"threadlocal.schema_version", AttributeValue(std::string(5000, 'x'))}})),
+                       cache);
+  ASSERT_TRUE(other);
+  EXPECT_LT(other->size(), 400u);
+}
+
+TEST(ThreadReferenceData, NotFoundNamesTheVariablesPassedOver) {
+  EXPECT_EQ(variable_not_found({}), "no mapped module defines otel_thread_ctx_v1 in its .dynsym");
+  EXPECT_EQ(variable_not_found({{"/app/lib.so", "otel_thread_ctx_nodejs_v1"}}),
+            "no mapped module defines otel_thread_ctx_v1 in its .dynsym (passed over: otel_thread_ctx_nodejs_v1 in "
+            "/app/lib.so)");
 }
 
 TEST(ThreadReferenceData, ASnapshotWithoutADecodedPayloadHasNone) {

@@ -4,7 +4,8 @@
 //    actual, bytes with decoded fields, the repeat command) for failures and
 //    warnings, and a summary line "N passed, N failed, N warnings, ...";
 //  - JUnit XML: a testsuite per area, a testcase per requirement;
-//  - JSON matching spec/report-schema-v1.json ("schema": "tracecorr-report/1").
+//  - JSON matching spec/report-schema-v2.json ("schema": "tracecorr-report/2"; a
+//    version-1 report, spec/report-schema-v1.json, is still read back).
 // Evidence comes from the target and is hostile: every renderer escapes or
 // replaces control characters and invalid UTF-8, so the output stays valid
 // (and a terminal stays sane).

@@ -1,10 +1,17 @@
 // The conformance result model: one RequirementResult per requirement judged,
-// gathered in a RunResult that every report (console, JUnit, JSON) renders.
+// gathered in a RunResult that every report (console, JUnit, JSON, HTML)
+// renders. A run judges one protocol or several (ProtocolRun: one section
+// each); every result names its protocol.
 //
 // Verdicts follow the requirement's level: a failed MUST is a Fail; a failed
 // SHOULD is a Warn unless the run is strict; a failed MAY is always a Warn (it
 // is optional by definition). Error means the kit or the environment failed,
 // not the target.
+//
+// No pass on nothing: a run that judged nothing (every verdict a skip or an
+// error), a protocol named on the command line that judged nothing, or an
+// --only token none of whose requirements was judged makes the gate an error
+// (unjudged(), exit 3), whatever the verdicts say.
 #pragma once
 
 #include <chrono>
@@ -23,7 +30,9 @@
 
 namespace tracecorr::conform {
 
-inline constexpr std::string_view kReportSchema = "tracecorr-report/1";
+inline constexpr std::string_view kReportSchema = "tracecorr-report/2";
+// The schema before protocol sections (one protocol per run); still read back.
+inline constexpr std::string_view kReportSchemaV1 = "tracecorr-report/1";
 // The kit's version, as every report names it.
 inline constexpr std::string_view kToolVersion = "tracecorr " TRACECORR_VERSION;
 
@@ -42,6 +51,7 @@ std::string_view to_string(ExpectationStatus status);  // "", "xfail", "xpass", 
 
 struct RequirementResult {
   std::string id;  // "ATTR-02"
+  std::string protocol;  // the protocol whose registry defines it ("elastic-v1"); "" when unknown
   Level level = Level::Must;
   Role role = Role::Agent;
   std::string role_name;  // the registry's word for it ("agent", "writer"); "" when unknown
@@ -85,6 +95,21 @@ struct ExpectationOutcome {
   ExpectationStatus status = ExpectationStatus::NotEvaluated;
 };
 
+// One protocol of a run: how it came to be judged, and whether it could be.
+struct ProtocolRun {
+  std::string id;  // ProtocolSpec::id
+  // Named by the user (--protocol, or --only naming its requirements): a
+  // protocol named that judged nothing fails the gate as an error.
+  bool named = false;
+  // Why it is in the run, for people: "--protocol", "--only TLS-01", or what
+  // the detection saw ("a trial launch: pid 42 publishes it").
+  std::string chosen_by;
+  // Announced but published under a schema or layout tracecorr does not read:
+  // what was seen (the schema string, ...). Its requirements are skipped
+  // with this as the reason, never failed; "" when the protocol was read.
+  std::string not_applicable;
+};
+
 struct TargetDescription {
   std::string description;  // "java -jar app.jar" or "pid 4242"
   std::optional<std::int64_t> pid;
@@ -95,7 +120,14 @@ struct RunResult {
   std::string tool_version;
   std::string schema_version = std::string(kReportSchema);
   TargetDescription target;
-  std::string protocol;     // the protocol judged (ProtocolSpec::id, "elastic-v1")
+  // The protocols judged, ids joined by "," ("elastic-v1"; "otel-process-context,otel-thread-context").
+  std::string protocol;
+  // One section per protocol, in the order judged. Empty in a run made
+  // without them (a schema-1 report read back, a RunResult built by hand):
+  // protocols_of() then derives them from the results.
+  std::vector<ProtocolRun> protocols;
+  // --only as given (requirement ids and areas); each must judge something.
+  std::vector<std::string> only;
   std::string personality;  // which agent behaviour was assumed ("java", "generic", ...)
   bool strict = false;
   std::chrono::system_clock::time_point started{};
@@ -116,10 +148,31 @@ struct Summary {
   std::size_t stale_expectations = 0; // XPASS
 };
 Summary summarize(const RunResult& run);
+Summary summarize(const std::vector<const RequirementResult*>& results);  // one protocol's (results_of)
+// "judged" (some verdict judged its requirement), "not-applicable" (found
+// under a schema or layout tracecorr does not read) or "nothing-judged".
+std::string_view protocol_status(const RunResult& run, const ProtocolRun& protocol);
 // "12 passed, 1 failed, 2 warnings, 3 skipped, 0 errors" (+ ", 1 expected failures, 1 stale expectations" when any).
 std::string summary_line(const Summary& summary);
 
+// A verdict that judged the requirement: pass, fail or warn (skip and error
+// judged nothing).
+bool judged(const RequirementResult& result);
+// The run's protocol sections: run.protocols, or when it has none, one per
+// protocol its results name (run.protocol's first when they name none).
+std::vector<ProtocolRun> protocols_of(const RunResult& run);
+// The results of one protocol (results naming no protocol belong to the
+// run's only one), in registry order.
+std::vector<const RequirementResult*> results_of(const RunResult& run, std::string_view protocol);
+// Why the gate cannot pass on what was judged, one line each: the run judged
+// nothing; a protocol named, or found readable, judged nothing (a protocol
+// found under another schema is listed as not applicable, no error unless
+// named); an --only token none of whose requirements was judged. Empty when
+// something was judged everywhere it had to be.
+std::vector<std::string> unjudged(const RunResult& run);
+
 // The gate. Strict also fails on SHOULD warnings; MAY warnings never fail it.
+// 1 on a failure, else 3 on an error verdict or anything unjudged(), else 0.
 int exit_code(const RunResult& run, bool strict);
 // Whether this result fails the gate (XFAIL does not, XPASS does).
 bool fails_gate(const RequirementResult& result, bool strict);

@@ -44,6 +44,19 @@ struct ScenarioOptions {
   std::string setting(const std::string& name, const std::string& fallback = "") const;
 };
 
+// What one process shows of a protocol (Suite::published).
+struct Published {
+  enum class Kind {
+    No,        // nothing of it
+    Readable,  // published as the suite reads it
+    Unread,    // announced, under a schema or layout the suite does not read
+  };
+  Kind kind = Kind::No;
+  // Unread: what was seen, for people (the schema string, the variable
+  // found instead, where). Target text, unescaped.
+  std::string seen;
+};
+
 class Suite {
  public:
   virtual ~Suite() = default;
@@ -77,13 +90,27 @@ class Suite {
     (void)options;
     (void)run;
   }
-  // Whether process `pid` publishes this protocol now (its library mapped, its
-  // mapping present): how `--protocol auto` picks the suite for a target.
-  virtual bool publishes(pid_t pid) const = 0;
-  // When several suites answer publishes() for one process, the highest rank
-  // is chosen: a protocol published through another's structure (a thread
-  // context whose keys live in a process context) ranks above it.
-  virtual int detection_rank() const { return 0; }
+  // Whether process `pid` publishes this protocol now (its library mapped,
+  // its mapping present), or announces it under a schema or layout this
+  // suite does not read: how `--protocol auto` chooses the suites to run.
+  virtual Published published(pid_t pid) const = 0;
+  // After the sessions ran: when they found the protocol announced under a
+  // schema or layout this suite does not read, what was seen (the run then
+  // lists it as not applicable and judges none of its requirements: no
+  // failure); "" when it was read (or not found: the probes say so).
+  virtual std::string not_applicable(const SessionSet& sessions) const {
+    (void)sessions;
+    return {};
+  }
+  // After the sessions ran: when the target showed nothing of the protocol in
+  // any of them (a program that is no agent, or one the launch lost), why;
+  // the run then skips every requirement with it as the reason, whatever a
+  // judge made of the nothing seen (a "feature off" that nothing showed on),
+  // and the gate errs on the protocol that judged nothing. "" otherwise.
+  virtual std::string published_nothing(const SessionSet& sessions) const {
+    (void)sessions;
+    return {};
+  }
   // Whether the suite reads thread pointers (a TLS record): the only suites a
   // qemu-user target with --gdbstub can be for.
   virtual bool reads_thread_pointers() const { return false; }

@@ -577,11 +577,17 @@ std::vector<std::string> HostAgent::nothing_readable() const {
     for (const auto& r : impl_->retired)
       if (r.pid == pid) p = &r;
     std::string who = "pid " + std::to_string(pid) + ": ";
+    const std::string no_library = std::string(elastic_v1::spec::kProtocol.id) + ": no library defining " +
+                                   std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
+                                   std::string(elastic_v1::spec::kTlsSymbol) + " was mapped while the agent ran";
     if (!p && impl_->sampled.ever_followed(pid)) {
-      if (auto why = impl_->sampled.nothing_readable(pid)) out.push_back(*why);
+      if (auto why = impl_->sampled.nothing_readable(pid))
+        out.push_back(*why + (impl_->sampled.context_only(pid) ? "; " + no_library : std::string()));
     } else if (!p) {
-      out.push_back(who + "no library defining " + std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
-                    std::string(elastic_v1::spec::kTlsSymbol) + " was mapped while the agent ran");
+      std::string others;
+      for (const auto* protocol : sampled_protocols()) others += ", " + std::string(protocol->id());
+      out.push_back(who + "publishes none of the protocols tracecorr agent samples (" + no_library + others +
+                    ": no records published; nor an OTel process context)");
     } else if (!p->ever_tracked) {
       out.push_back(who + "never sampled: " + p->state);
     } else if (p->samples > 0 && p->correlated == 0 && p->not_correlated.count("valid_zero") == 0 &&

@@ -180,7 +180,8 @@ int run_agent(const AgentArgs& a) {
   if (!a.html_path.empty()) {
     std::set<pid_t> elastic;
     for (const auto& p : summary["processes"])
-      if (p["protocol"].get<std::string>() == elastic_v1::spec::kProtocol.id) elastic.insert(p["pid"].get<pid_t>());
+      if (p["protocol"].is_string() && p["protocol"].get<std::string>() == elastic_v1::spec::kProtocol.id)
+        elastic.insert(p["pid"].get<pid_t>());
     auto page = agent_page(a, recording, elastic);
     page.started = started;
     page.finished = std::chrono::system_clock::now();
@@ -210,7 +211,7 @@ int run_agent(const AgentArgs& a) {
   // failure (exit 1), not a silent success: the user pointed us at it.
   auto nothing = host.nothing_readable();
   for (const auto& why : nothing)
-    std::fprintf(stderr, "tracecorr agent: publishes nothing tracecorr agent can read: %s\n",
+    std::fprintf(stderr, "tracecorr agent: nothing sampled: %s\n",
                  conform::printable_text(why).c_str());  // paths and errors come from the target
   return nothing.empty() ? kExitOk : kExitFailure;
 }

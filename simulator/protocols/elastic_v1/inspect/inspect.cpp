@@ -193,7 +193,7 @@ Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
   Inspection out;
   out.pid = pid;
   LibraryCache cache;
-  auto found = discover_process(pid, o.discovery, cache);
+  auto found = discover_process(pid, o.discovery, cache, &out.passed_over);
   if (!found) return found.error();
   if (!*found) return out;
   out.library = std::move(**found);
@@ -487,7 +487,8 @@ class ElasticInspector final : public Inspector {
     report.found = in->library.has_value();
     if (!report.found)
       report.not_found = "no mapped file matches " + std::string(elastic_v1::spec::kLibraryNameRegex) + " or defines " +
-                         std::string(elastic_v1::spec::kProcessStorageSymbol) + " / " + std::string(elastic_v1::spec::kTlsSymbol);
+                         std::string(elastic_v1::spec::kProcessStorageSymbol) + " / " + std::string(elastic_v1::spec::kTlsSymbol) +
+                         (in->passed_over.empty() ? std::string() : " (passed over: " + describe(in->passed_over) + ")");
     report.json = to_json(*in);
     report.text = render_text(*in);
     report.findings = in->findings;

@@ -50,6 +50,7 @@ struct Inspection {
   pid_t pid = 0;
   std::string thread_pointer_source;  // "ptrace", "gdbstub HOST:PORT"
   std::optional<AgentLibrary> library;
+  std::vector<PassedOver> passed_over;  // variables named like the TLS symbol, in modules discovery passed over
   std::string library_error;  // the library is mapped but its ELF could not be analysed
   std::optional<TlsDescriptor> tls;
   std::string tls_error;

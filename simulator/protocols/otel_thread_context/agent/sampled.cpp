@@ -93,6 +93,13 @@ class ThreadContextProtocol final : public SampledProtocol {
   Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache) const override {
     auto found = discover_process(pid, discovery_options(), cache);
     if (!found) return found.error();
+    // Under another schema (TCTXR-03) the records live elsewhere: listed with
+    // what was seen, never read.
+    std::optional<ReferenceData> reference;
+    if (auto snapshot = process_context::take_snapshot(pid)) reference = reference_data_of(*snapshot);
+    if (reference)
+      if (auto other = other_schema(pid, *reference, cache))
+        return make_error(ErrorKind::kUnsupported, "announced under another " + *other, "pid " + std::to_string(pid));
     if (!*found) return std::unique_ptr<SampledRecords>();  // no module defines the variable
     AgentLibrary module = std::move(**found);
     if (!module.analysis_error.empty()) return make_error(module.analysis_error, module.path);
@@ -102,8 +109,6 @@ class ThreadContextProtocol final : public SampledProtocol {
     LiveProcessMemory memory(pid);
     auto access = resolve_tls_access(memory, module, c_library ? *c_library : CLibrary::Unknown);
     if (!access) return access.error();
-    std::optional<ReferenceData> reference;
-    if (auto snapshot = process_context::take_snapshot(pid)) reference = reference_data_of(*snapshot);
     return std::unique_ptr<SampledRecords>(
         std::make_unique<ThreadRecords>(pid, std::move(module), std::move(*access), std::move(reference)));
   }

@@ -239,10 +239,13 @@ Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
   Inspection out;
   out.pid = pid;
   LibraryCache cache;
-  auto found = discover_process(pid, discovery_options(), cache);
+  auto found = discover_process(pid, discovery_options(), cache, &out.passed_over);
   if (!found) return found.error();
   read_reference_data(pid, out);
   bool records_carry_entries = false;
+  // TCTXR-03: under another schema the records live elsewhere; none is read or judged.
+  if (out.reference) out.other_schema = other_schema(pid, *out.reference, cache);
+  if (out.other_schema) return out;
 
   if (*found) {
     out.module = std::move(**found);
@@ -277,8 +280,8 @@ Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
     }
   } else if (out.found()) {
     // The process context announces thread records, yet no module exports the variable.
-    out.findings.push_back(violated("TCTX-01", "the process context carries threadlocal.* keys, but no mapped module defines " +
-                                                   std::string(spec::kTlsSymbol) + " in its .dynsym"));
+    out.findings.push_back(violated("TCTX-01", "the process context carries threadlocal.* keys, but " +
+                                                   variable_not_found(out.passed_over)));
   }
   if (out.found()) add_findings(check_reference_data(out.reference, records_carry_entries), out.findings);
   return out;
@@ -302,6 +305,9 @@ nlohmann::json to_json(const Inspection& in) {
   } else {
     j["variable"] = nullptr;
   }
+  j["passed_over"] = nlohmann::json::array();
+  for (const auto& p : in.passed_over) j["passed_over"].push_back({{"symbol", p.symbol}, {"module", p.path}});
+  j["not_applicable"] = in.other_schema ? nlohmann::json(*in.other_schema) : nlohmann::json(nullptr);
   j["access"] = access_json(in);
   j["process_context"] = reference_json(in);
   j["threads"] = nlohmann::json::array();
@@ -331,14 +337,13 @@ std::string line(const char* label, const std::string& value) {
   return head + value + "\n";
 }
 
-}  // namespace
-
-std::string render_text(const Inspection& in) {
-  if (!in.found()) return {};
-  std::string out = "pid " + std::to_string(in.pid) + "\n";
+// The variable, its module, relocations and access model.
+std::string variable_text(const Inspection& in) {
+  std::string out;
   out += "variable         " + std::string(spec::kTlsSymbol) + "\n";
   if (!in.module) {
-    out += "  not defined in the .dynsym of any mapped module\n";
+    out += "  not defined in the .dynsym of any mapped module" +
+           (in.passed_over.empty() ? std::string() : "; passed over " + safe(describe(in.passed_over))) + "\n";
   } else {
     const auto& m = *in.module;
     out += line("module", safe(m.path) + (m.deleted ? " (deleted)" : "") + (m.elf.executable ? " (executable)" : " (shared library)"));
@@ -359,6 +364,16 @@ std::string render_text(const Inspection& in) {
         out += line("access", "unreadable: " + safe(in.access_error));
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::string render_text(const Inspection& in) {
+  if (!in.found()) return {};
+  std::string out = "pid " + std::to_string(in.pid) + "\n";
+  if (in.other_schema) out += "not applicable   " + safe(*in.other_schema) + "\n";
+  if (!in.other_schema) out += variable_text(in);
   out += "process context  " + (in.context_address ? hex_address(*in.context_address) : std::string("none")) + "\n";
   if (in.reference) {
     const auto& r = *in.reference;
@@ -378,6 +393,7 @@ std::string render_text(const Inspection& in) {
   } else if (!in.context_error.empty()) {
     out += line("error", safe(in.context_error));
   }
+  if (in.other_schema) return out + findings_text(in.findings);
   out += "threads (" + (in.thread_pointer_source.empty() ? std::string("not read") : in.thread_pointer_source) + ")\n";
   if (!in.threads_error.empty()) out += "  error: " + safe(in.threads_error) + "\n";
   for (const auto& t : in.threads) {
@@ -420,8 +436,7 @@ class ThreadContextInspector final : public Inspector {
     InspectReport report;
     report.found = in->found();
     if (!report.found)
-      report.not_found = "no mapped module defines " + std::string(spec::kTlsSymbol) +
-                         " in its .dynsym, and no process context carries threadlocal.* keys";
+      report.not_found = variable_not_found(in->passed_over) + ", and no process context carries threadlocal.* keys";
     report.json = to_json(*in);
     report.text = render_text(*in);
     report.findings = in->findings;

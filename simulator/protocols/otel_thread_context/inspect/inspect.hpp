@@ -51,6 +51,12 @@ struct Inspection {
   std::size_t key_map_reads = 0;   // how often it did: once per look at most (KeyMapRefresher)
   std::vector<ThreadInspection> threads;
   std::string threads_error;
+  // Variables named like otel_thread_ctx_v1 that discovery passed over.
+  std::vector<PassedOver> passed_over;
+  // The context names a schema this reader does not read (TCTXR-03): what
+  // was seen (other_schema()). Nothing is read and nothing judged: not
+  // applicable, no finding.
+  std::optional<std::string> other_schema;
   std::vector<Finding> findings;  // Violated and Tolerated only: what the writer gets wrong
   // Whether this process shows the protocol: the variable, or threadlocal.* in its context.
   bool found() const;
