@@ -58,12 +58,16 @@ struct Watched {
   bool untraced_after = false;
 };
 
-Watched watch(const std::string& order) {
+// `script`: launched through `/bin/sh -c "<script> exec TARGET ..."` (a
+// launch script's commands before its exec); empty: the target itself.
+Watched watch(const std::string& order, const std::string& script = "") {
   auto offset_file = (std::filesystem::temp_directory_path() / ("tc-slot-" + std::to_string(::getpid()) + "-" + order)).string();
   std::filesystem::remove(offset_file);
   std::unique_ptr<SlotWatch> slot_watch;
   LaunchSpec spec;
   spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
+  if (!script.empty())
+    spec.argv = {"/bin/sh", "-c", script + " exec \"$0\" \"$@\"", kTargetPath, offset_file, order, std::to_string(kThreads)};
   spec.before_exec = [&](pid_t pid) {
     auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(),
                                       [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
@@ -116,6 +120,19 @@ TEST(SlotWatch, CatchesARecordFilledInJustAfterItsPointerWasSet) {
     EXPECT_EQ((*p.bytes)[TC_TEST_RECORD_VERSION_OFFSET], 0)
         << "thread " << p.tid << ": the store was seen before the record was set up";
   }
+  EXPECT_TRUE(w.alive_after);
+  EXPECT_TRUE(w.untraced_after);
+  EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
+}
+
+// A launch script runs children before it execs the agent (`/bin/true`, the
+// fork of `HERE=$(cd "$(dirname "$0")" && pwd)`, a subshell): each is
+// followed, and its exit taken, so that the shell waiting for it goes on.
+TEST(SlotWatch, FollowsALaunchScriptWhoseChildrenExitBeforeItsExec) {
+  auto w = watch("ordered", "/bin/true; HERE=$(cd \"$(dirname \"$0\")\" && pwd); ( /bin/true ); cd \"$HERE\" &&");
+  EXPECT_EQ(w.report.publications_seen, static_cast<std::size_t>(kThreads)) << w.report.describe();
+  EXPECT_GE(w.report.threads_started, static_cast<std::size_t>(kThreads + 4)) << w.report.describe();
+  EXPECT_FALSE(w.report.error) << w.report.describe();
   EXPECT_TRUE(w.alive_after);
   EXPECT_TRUE(w.untraced_after);
   EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
