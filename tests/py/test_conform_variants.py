@@ -4,7 +4,8 @@ tests/bench/conform_load.py).
 
 Variants (conform_support.reference_variants): the reference; the socket
 drained only every 200 ms; spans exported in 5 s batches; no span flags; the
-full-queue warning in other words. Each must exit 0 with every requirement
+full-queue warning in other words; a slow start (3 s of CPU before the library
+is loaded). Each must exit 0 with every requirement
 passed on some evidence (the MAY TLS-06 skips), whatever its timing: tracecorr
 judges holds by export order against the session's own baseline, and messages
 from when the agent read them.

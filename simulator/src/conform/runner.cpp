@@ -15,6 +15,7 @@
 
 #include "tracecorr/conform/probe.hpp"
 #include "tracecorr/conform/report.hpp"
+#include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/target.hpp"
 
 namespace tracecorr::conform {
@@ -141,15 +142,20 @@ struct SessionRun {
   std::string loader_view_note;
   RunResult closed;                  // the notes and counters the session adds
   std::optional<ExportBatching> coarse_batching;
+  std::optional<Session::PreflightRun> preflight;  // the process judged was a run before the agent that stays
 };
 
-SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
+SessionRun run_session_once(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name,
+                            const std::vector<std::string>& pass_over) {
   SessionRun r;
   r.name = name;
   const bool attach_mode = o.target.pid.has_value();
   auto started = std::chrono::steady_clock::now();
   say(o, "session " + name + ": " + (attach_mode ? "attaching" : "launching"));
-  auto session = suite.open_session(o.target, name, scenario);
+  TargetSpec target = o.target;
+  target.pass_over = pass_over;
+  target.publishes = [&suite](pid_t pid) { return suite.publishes(pid); };
+  auto session = suite.open_session(target, name, scenario);
   if (!session) {
     r.error = session.error().message();
     say(o, "session " + name + ": " + session.error().message());
@@ -163,6 +169,10 @@ SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOp
   }
   if (auto st = suite.run_scenario(**session, scenario); !st) r.error = st.error().message();
   (*session)->close();
+  r.preflight = (*session)->preflight_run();
+  // What had to be stopped beyond the launched process group, or killed.
+  if (const auto& tree = (*session)->target().stopped_tree(); tree && (!tree->killed.empty() || !tree->left_group.empty()))
+    r.closed.notes.push_back("session " + name + ": " + tree->describe());
   // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
   // a process that is no longer the one judged (a failed SOCK-02 against a
   // vanished socket, 16 passes against a new image): the environment's error.
@@ -190,6 +200,25 @@ SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOp
              std::to_string((*session)->receiver().counters().spans) + " spans received");
   r.evidence = (*session)->evidence();
   return r;
+}
+
+// A session whose judged process turned out to be a run before the agent
+// that stays (a pre-flight `agent --check`) is launched again, passing over
+// it: at most this many times.
+constexpr std::size_t kMaxPassedOver = 2;
+
+SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
+  std::vector<std::string> passed, signatures;
+  for (;;) {
+    SessionRun r = run_session_once(suite, o, scenario, name, signatures);
+    if (!r.preflight || signatures.size() == kMaxPassedOver) {
+      for (const auto& p : passed) r.closed.notes.push_back("session " + name + ": " + p + "; launched again, passing over it");
+      return r;
+    }
+    say(o, "session " + name + ": " + r.preflight->description + "; launching again, passing over it");
+    passed.push_back(r.preflight->description);
+    signatures.push_back(r.preflight->signature);
+  }
 }
 
 Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<std::string>& only, std::string& why) {
@@ -239,9 +268,16 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<
   launch.argv = target.command;
   auto launched = Target::launch(launch);
   if (!launched) return make_error(ErrorKind::kNotFound, "a trial launch failed: " + launched.error().message(), "--protocol auto");
-  const auto deadline = std::chrono::steady_clock::now() + target.discovery_timeout;
+  // As long as a session's discovery would wait: on the target's progress.
+  DiscoveryWait wait(
+      [t = launched->get()] {
+        std::vector<pid_t> pids;
+        for (const auto& p : t->processes()) pids.push_back(p.pid);
+        return pids;
+      },
+      target.discovery);
   std::optional<std::pair<const Suite*, pid_t>> hit;
-  while (!hit && std::chrono::steady_clock::now() < deadline) {
+  while (!hit && !wait.over()) {
     auto tree = (*launched)->processes();
     hit = first_publisher(tree);
     if (!hit && tree.empty()) break;
@@ -249,9 +285,12 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<
   }
   const std::string ended = (*launched)->stop();
   if (hit) return found(*hit, "a trial launch:");
-  return make_error(ErrorKind::kNotFound, "the command published none of the protocols tracecorr knows within " +
-                        std::to_string(target.discovery_timeout.count()) + " ms of a trial launch (it " + ended +
-                        "); name one with --protocol",
+  if (wait.starved())
+    return make_error(ErrorKind::kNotFound,
+                      "inconclusive: a machine too busy to tell what the command publishes: " + wait.figures(),
+                      "--protocol auto");
+  return make_error(ErrorKind::kNotFound, "the command published none of the protocols tracecorr knows in a trial launch (it " +
+                        ended + "; the wait ended: " + wait.figures() + "); name one with --protocol",
                     "--protocol auto");
 }
 

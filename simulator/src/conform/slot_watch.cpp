@@ -177,6 +177,7 @@ class Follower {
       }
     } else if (stop.kind == Stop::Kind::kEventStop && stop.event == PTRACE_EVENT_EXEC) {
       t.armed = t.settled = false;  // a new image: the kernel cleared the debug registers
+      if (s_.settings.on_exec) s_.settings.on_exec(t.pid);
     } else if (stop.kind == Stop::Kind::kSignal) {
       auto signal = t.session->take_signal(stop);
       if (!signal) return fail(signal.error());
