@@ -138,5 +138,43 @@ TEST(SlotWatch, FollowsALaunchScriptWhoseChildrenExitBeforeItsExec) {
   EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
 }
 
+// A watch ended while its target is still starting threads (a session that
+// follows the launch only until discovery, for its execs): every task the
+// watch's thread had attached, those started at clones it had not collected
+// yet included, is let go; none is killed with the watch's thread
+// (PTRACE_O_EXITKILL).
+TEST(SlotWatch, EndedWhileThreadsStartLeavesTheTargetRunning) {
+  constexpr int kManyThreads = 200;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto offset_file = (std::filesystem::temp_directory_path() /
+                        ("tc-slot-early-" + std::to_string(::getpid()) + "-" + std::to_string(attempt)))
+                           .string();
+    std::unique_ptr<SlotWatch> slot_watch;
+    LaunchSpec spec;
+    spec.argv = {kTargetPath, offset_file, "ordered", std::to_string(kManyThreads)};
+    spec.before_exec = [&](pid_t pid) {
+      auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(), [](pid_t, std::uint64_t) {
+        return Expected<std::uint64_t>(make_error("following execs only"));
+      });
+      if (w) slot_watch = std::move(*w);
+    };
+    auto target = Target::launch(spec);
+    ASSERT_TRUE(target && slot_watch);
+    // End the watch as soon as the threads begin.
+    for (auto give_up = std::chrono::steady_clock::now() + 10s;
+         !std::filesystem::exists(offset_file) && std::chrono::steady_clock::now() < give_up;)
+      std::this_thread::sleep_for(100us);
+    auto report = slot_watch->finish(std::chrono::steady_clock::now());
+    slot_watch.reset();
+    for (auto until = std::chrono::steady_clock::now() + 3s;
+         (*target)->alive() && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(20ms);
+    EXPECT_TRUE((*target)->alive()) << "attempt " << attempt << ": the target died after the watch ended ("
+                                    << report.describe() << "): " << (*target)->exit_description().value_or("");
+    EXPECT_TRUE(untraced((*target)->pid())) << "attempt " << attempt;
+    std::filesystem::remove(offset_file);
+  }
+}
+
 }  // namespace
 }  // namespace tracecorr::conform

@@ -365,6 +365,7 @@ bool Target::judge(const TreeProcess& p, std::string why) {
   const std::string sig = signature(p);
   if (std::find(pass_over_.begin(), pass_over_.end(), sig) != pass_over_.end()) {
     passed_over_.push_back(p);
+    passed_over_signature_ = sig;
     return false;
   }
   judged_reason_ = std::move(why);
@@ -375,7 +376,7 @@ bool Target::judge(const TreeProcess& p, std::string why) {
       judged_reason_ += (i ? ", " : "") + std::string("pid ") + std::to_string(passed_over_[i].pid) + " (" +
                         passed_over_[i].comm + ")";
     judged_reason_ += ", which did the same before it: an earlier launch of this session saw a process at its place (" +
-                      signature(passed_over_.front()) + ") exit on its own while the launched tree ran on (a run before "
+                      passed_over_signature_ + ") exit on its own while the launched tree ran on (a run before "
                       "the agent that stays)";
   }
   if (p.pid == judged_pid_) return true;

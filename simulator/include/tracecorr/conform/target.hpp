@@ -160,6 +160,7 @@ class Target {
   std::string stopped_how_;
   std::vector<std::string> pass_over_;
   std::vector<TreeProcess> passed_over_;
+  std::string passed_over_signature_;  // the last one's (its command line is gone once it exits)
   std::string judged_signature_;
   mutable std::mutex members_mutex_;
   mutable std::map<pid_t, std::uint64_t> members_seen_;  // fallback: pid -> start time of every member seen
