@@ -38,11 +38,19 @@ bool read_schedstat(pid_t pid, pid_t tid, std::uint64_t& on_cpu, std::uint64_t& 
   return ok;
 }
 
+// Whether the thread wants to run: runnable (running or waiting for a CPU),
+// or in an uninterruptible sleep (I/O, page faults), not by its own choice.
+bool wants_to_run(pid_t pid, pid_t tid) {
+  const char state = task_state(pid, tid);
+  return state == 'R' || state == 'D';
+}
+
 }  // namespace
 
 std::string TreeProgress::describe() const {
   return "in " + seconds(wall_ms) + " the tree (" + std::to_string(processes) + " process" + (processes == 1 ? "" : "es") +
-         ") ran " + seconds(cpu_ms) + " of CPU, waited " + seconds(run_queue_ms) + " for a CPU and was idle " +
+         ") ran " + seconds(cpu_ms) + " of CPU, waited " + seconds(run_queue_ms) + " for a CPU, was held up " +
+         seconds(held_up_ms) + " (runnable or in an uninterruptible sleep, hardly running) and was idle " +
          seconds(idle_ms) + " since its last exec or new process (" + std::to_string(execs) + " execs or new processes)";
 }
 
@@ -79,6 +87,7 @@ void DiscoveryWait::measure(Clock::time_point now) {
   std::map<pid_t, std::string> images;
   double ran_ns = 0, waited_ns = 0;
   std::size_t events = 0;
+  bool wanting = false;
   for (pid_t pid : tree_()) {
     auto image = image_of(pid);
     if (auto before = images_.find(pid); before == images_.end() || before->second != image) ++events;
@@ -86,6 +95,7 @@ void DiscoveryWait::measure(Clock::time_point now) {
     for (int tid : numbered_entries("/proc/" + std::to_string(pid) + "/task")) {
       ThreadTimes t;
       if (!read_schedstat(pid, tid, t.on_cpu_ns, t.waiting_ns)) continue;
+      wanting = wanting || wants_to_run(pid, tid);
       ThreadTimes base;  // a thread born during the wait: all of its time is the wait's
       if (auto before = threads_.find(tid); before != threads_.end()) base = before->second;
       if (t.on_cpu_ns >= base.on_cpu_ns) ran_ns += static_cast<double>(t.on_cpu_ns - base.on_cpu_ns);
@@ -98,16 +108,18 @@ void DiscoveryWait::measure(Clock::time_point now) {
   progress_.processes = images_.size();
   progress_.cpu_ms += ran_ns / 1e6;
   progress_.run_queue_ms += waited_ns / 1e6;
+  const bool hardly_ran = (ran_ns + waited_ns) / 1e6 < kActiveShare * interval;
+  if (hardly_ran && wanting) progress_.held_up_ms += interval;
   if (events > 0) {
     progress_.execs += events;
     progress_.idle_ms = 0;
-  } else if ((ran_ns + waited_ns) / 1e6 < kActiveShare * interval) {
+  } else if (hardly_ran && !wanting) {
     progress_.idle_ms += interval;
   }
 }
 
 bool DiscoveryWait::starved() const {
-  return ended_ == Ended::kCeiling && progress_.run_queue_ms > progress_.cpu_ms;
+  return ended_ == Ended::kCeiling && progress_.run_queue_ms + progress_.held_up_ms > progress_.cpu_ms;
 }
 
 std::string DiscoveryWait::figures() const {
@@ -117,12 +129,14 @@ std::string DiscoveryWait::figures() const {
     case Ended::kTreeGone: why = "the tree exited"; break;
     case Ended::kCpu: why = "it ran " + seconds(static_cast<double>(limits_.cpu.count())) + " of CPU without publishing it"; break;
     case Ended::kIdle:
-      why = "it was idle (neither running nor waiting for a CPU) " + seconds(static_cast<double>(limits_.idle.count())) +
+      why = "it was idle (not running, not wanting to) " + seconds(static_cast<double>(limits_.idle.count())) +
             " since its last exec or new process";
       break;
     case Ended::kCeiling:
       why = "the wall-clock ceiling of " + seconds(static_cast<double>(limits_.ceiling.count())) + " passed" +
-            (starved() ? " while it waited for a CPU longer than it ran (starved): too busy a machine to tell" : "");
+            (starved() ? " while the target waited for a CPU (or in an uninterruptible sleep) longer than it ran "
+                         "(starved): too busy a machine to tell what it publishes"
+                       : "");
       break;
   }
   return why + "; " + progress_.describe();

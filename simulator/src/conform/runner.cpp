@@ -287,7 +287,7 @@ Expected<const Suite*> detect_suite(const TargetSpec& target, const std::vector<
   if (hit) return found(*hit, "a trial launch:");
   if (wait.starved())
     return make_error(ErrorKind::kNotFound,
-                      "inconclusive: a machine too busy to tell what the command publishes: " + wait.figures(),
+                      "inconclusive: a trial launch: " + wait.figures(),
                       "--protocol auto");
   return make_error(ErrorKind::kNotFound, "the command published none of the protocols tracecorr knows in a trial launch (it " +
                         ended + "; the wait ended: " + wait.figures() + "); name one with --protocol",

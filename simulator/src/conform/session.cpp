@@ -111,8 +111,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
   // A wait that ended at its ceiling while the target was starved proves
   // nothing about what it publishes: no verdict may rest on this session.
   if (wait.starved())
-    return make_error("inconclusive: a machine too busy to tell what the target publishes: " + wait.figures(),
-                      "discovery");
+    return make_error("inconclusive: " + wait.figures(), "discovery");
   s->run_queue_at_open_ = read_run_queue_wait(s->target_->pid());
   s->run_queue_since_ = Clock::now();
   return s;

@@ -10,14 +10,15 @@
 //  - the tree is gone;
 //  - the tree has run `cpu` of CPU time since the wait began without
 //    publishing (far more than any agent needs to load);
-//  - the tree has been idle for `idle` in all: intervals in which it neither
-//    ran nor waited for a CPU (it sleeps or blocks by its own choice); an exec
-//    or a new process in the tree is progress and starts the count again;
+//  - the tree has been idle for `idle` in all: intervals in which it hardly
+//    ran and no thread was runnable or in an uninterruptible sleep (it sleeps
+//    by its own choice); an exec or a new process in the tree is progress and
+//    starts the count again;
 //  - the wall-clock `ceiling` passes (far above a JVM's slow start on a
-//    loaded machine). Ended there while the tree waited for a CPU longer than
-//    it ran, the wait proves nothing: starved() says so, and the session is
-//    an error with the figures, never a verdict that the target publishes
-//    nothing.
+//    loaded machine). Ended there while the tree waited (for a CPU, or in an
+//    uninterruptible sleep) longer than it ran, the wait proves nothing:
+//    starved() says so, and the session is an error with the figures, never
+//    a verdict that the target publishes nothing.
 #pragma once
 
 #include <sys/types.h>
@@ -41,8 +42,12 @@ struct DiscoveryLimits {
 struct TreeProgress {
   double wall_ms = 0;
   double cpu_ms = 0;        // CPU time its threads ran
-  double run_queue_ms = 0;  // time its threads waited for a CPU
-  double idle_ms = 0;       // wall time it neither ran nor waited for a CPU, since the last exec or new process
+  double run_queue_ms = 0;  // time its threads waited for a CPU (schedstat: counted when a thread gets one)
+  // Wall time in which it hardly ran while a thread was runnable or in an
+  // uninterruptible sleep (a thread that never gets a CPU shows no run-queue
+  // wait until it does).
+  double held_up_ms = 0;
+  double idle_ms = 0;       // wall time it neither ran nor wanted to, since the last exec or new process
   std::size_t execs = 0;    // programs exec'd and processes started in it
   std::size_t processes = 0;  // at the last look
   // "in 12.0 s the launched tree (2 processes) ran 3.1 s of CPU, waited 8.2 s for a CPU, was idle 0.5 s; 2 execs or new processes"
