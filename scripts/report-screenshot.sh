@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/report-screenshot.png, the README's picture of the HTML
 # report: a real `tracecorr conform --html` run against the reference fixture,
-# rendered by headless Chromium (Debian's chromium; scripts/setup.sh installs it).
+# rendered by headless Chromium (Debian's chromium; scripts/setup.sh --tests installs it).
 #
 #   scripts/report-screenshot.sh [BUILD_DIR]     (default: build)
 #

@@ -1,20 +1,58 @@
 #!/usr/bin/env bash
-# Installs everything tracecorr needs on Debian 12 (run as root), then builds it.
-# Idempotent: a second run installs nothing and rebuilds only what changed.
+# Installs what tracecorr needs on Debian 12 (run as root), then builds it.
+#
+#   bash scripts/setup.sh           the main job: the packages the CLI and the
+#                                   bundled fixtures build from, then only those
+#                                   (tracecorr, every protocol's reference and
+#                                   mutants, x86-64): a few minutes on 2 CPUs
+#   bash scripts/setup.sh --tests   everything the test command needs besides:
+#                                   GoogleTest, benchmarks, fuzzers, the Python
+#                                   module, arm64 (cross compilers, sysroot, qemu),
+#                                   chromium, the packaging tools; then the whole build
+#   bash scripts/setup.sh --package the main job's and the packaging tools (the
+#                                   Python module, help2man, wheel): scripts/package.sh
+#
+# Idempotent: a second run installs nothing and rebuilds only what changed. Each
+# mode keeps what it finds configured: the main job after --tests builds with the
+# test build's configuration, --tests after the main job adds the tests to the
+# main job's (no DWARF); --package puts the debug information back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(
-  build-essential cmake ninja-build pkg-config git
-  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcap-dev
-  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev libprotobuf-dev protobuf-compiler libxxhash-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-dev python3-pytest python3-jsonschema python3-pip python3-setuptools
-  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
+mode=main
+case "${1:-}" in
+  "") ;;
+  --tests) mode=tests ;;
+  --package) mode=package ;;
+  *) echo "usage: $0 [--tests|--package]" >&2; exit 2 ;;
+esac
+
+# The CLI (BPF sampler included) and the fixtures of every protocol.
+main_packages=(
+  build-essential cmake ninja-build pkg-config python3
+  clang libbpf-dev bpftool libelf-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libmicrohttpd-dev libprotobuf-dev protobuf-compiler libxxhash-dev
   musl-tools  # OTEP 4947's musl fixture models (fixtures/otel_thread_context)
+)
+# scripts/package.sh's: the Python module, man pages, the wheel, dpkg-shlibdeps.
+package_packages=(
+  pybind11-dev python3-dev python3-setuptools python3-wheel python3-pip help2man dpkg-dev file
+)
+# The test command's: unit tests, benchmarks, fuzzers (llvm), the Python module and
+# pytest, the arm64 cross build and its guest, the HTML report's browser.
+test_packages=(
+  git llvm libcap-dev libcpp-httplib-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-pytest python3-jsonschema python3-yaml
+  mmdebstrap  # tests/install/test_deb_in_clean_root.sh
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user qemu-system-arm cpio
   time  # tests/bench/conform_walltime.sh (peak RSS)
   chromium  # tests/py/test_html_report.py and scripts/report-screenshot.sh render the HTML report
 )
+packages=("${main_packages[@]}")
+[ "$mode" != main ] && packages+=("${package_packages[@]}")
+[ "$mode" = tests ] && packages+=("${test_packages[@]}")
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,7 +65,8 @@ if ((${#missing[@]})); then
 fi
 
 # musl for arm64 (the cross-built musl fixture models): a foreign-architecture package.
-if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ] && ! dpkg-query -W -f='${Status}' musl-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
+if [ "$mode" = tests ] && [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ] \
+   && ! dpkg-query -W -f='${Status}' musl-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
   echo "setup: installing musl-dev:arm64"
   export DEBIAN_FRONTEND=noninteractive
   dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
@@ -36,12 +75,39 @@ if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ] && ! dpkg-query -W -f='${Status}' musl-
 fi
 
 # ccache, when the machine has it, makes rebuilds in fresh clones and worktrees cheap.
-launcher=()
+configure=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=/usr/bin/python3)
 if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  configure+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=/usr/bin/python3 "${launcher[@]}" >/dev/null
+if [ "$mode" = tests ]; then
+  configure+=(-DTRACECORR_TESTS=ON -DTRACECORR_PYTHON=ON -DTRACECORR_ARM64_FIXTURES=ON)
+elif [ ! -f build/CMakeCache.txt ]; then
+  # The main job's own build: nothing it does not run (and none of their packages),
+  # the same optimised code without DWARF (a quarter of the compile time, and the
+  # links are of 5 MB instead of 140).
+  configure+=(-DTRACECORR_TESTS=OFF -DTRACECORR_PYTHON=OFF -DTRACECORR_ARM64_FIXTURES=OFF
+              "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG")
+fi
+if [ "$mode" = package ]; then
+  # A package carries the debug information (tracecorr-dbgsym): CMake's own flags again.
+  configure+=(-DTRACECORR_PYTHON=ON -UCMAKE_C_FLAGS_RELWITHDEBINFO -UCMAKE_CXX_FLAGS_RELWITHDEBINFO)
+fi
+cmake -S . -B build -G Ninja "${configure[@]}" >/dev/null
+
+if [ "$mode" != tests ]; then
+  ninja -C build tracecorr_main_job
+  exit 0
+fi
 ninja -C build
+
+# The Node.js thread context's reference writer: Node 24 and 22, @datadog/pprof and dd-trace from npm,
+# into build/njs-node (fixtures/otel_nodejs_thread_context/README.md).
+if ! command -v npm >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >/dev/null
 
 # arm64: a sysroot and a pinned kernel from Debian's arm64 packages, then
 # tracecorr cross-built for the full-system test (tests/py/test_arm64_system.py).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: GoogleTest through ctest, then pytest (unit, end to end, scenarios).
-# Expects scripts/setup.sh to have run. Exit status is non-zero if anything failed.
+# Expects scripts/setup.sh --tests to have run. Exit status is non-zero if anything failed.
 #
 # pytest runs as TRACECORR_TEST_SHARDS processes side by side (default: 4
 # when the CPUs are idle, else 1), each `pytest --shard K/N`: whole modules

@@ -11,8 +11,8 @@ writes is committed. Output, for package PKG (e.g. elastic_v1):
 
 Each layout (Elastic's tls_record, messages, ...; a process context's
 context_header, mapping_names, payload; a thread context's
-thread_context_record, attribute_entry, reference_data, and its tls_variable)
-is checked and turned into constants when the registry has it. A registry names two roles, the side conform judges
+thread_context_record, attribute_entry, reference_data, and its tls_variable;
+a Node.js thread context's discovery_struct and v8_layout) is checked and turned into constants when the registry has it. A registry names two roles, the side conform judges
 (inside the application) first, then the reader outside it.
 """
 import json
@@ -71,6 +71,28 @@ def check(reg: dict) -> None:
     for name in ("thread_context_record", "attribute_entry"):
         if name in lay:
             check_sized_record(name, lay[name])
+    if "discovery_struct" in lay:
+        check_fixed_struct("discovery_struct", lay["discovery_struct"])
+        if "tls_variable" in reg and reg["tls_variable"].get("size") != lay["discovery_struct"]["size"]:
+            sys.exit("gen_registry: tls_variable size is not the discovery_struct's")
+    if "v8_layout" in lay:
+        v8 = lay["v8_layout"]
+        for key in ("max_buckets",):
+            if v8[key] & (v8[key] - 1):
+                sys.exit(f"gen_registry: v8_layout {key} {v8[key]} is not a power of two")
+        if not 0 < v8["chain_cap"] <= 64:
+            sys.exit(f"gen_registry: v8_layout chain_cap {v8['chain_cap']} is not a BPF-sized constant")
+
+
+def check_fixed_struct(name: str, layout: dict) -> None:
+    """A struct of fields contiguous from offset 0, filling size exactly."""
+    at = 0
+    for f in layout["fields"]:
+        if f["offset"] != at:
+            sys.exit(f"gen_registry: {name} field {f['name']} at {f['offset']}, expected {at}")
+        at += f["size"]
+    if at != layout["size"]:
+        sys.exit(f"gen_registry: {name} fields end at {at}, size says {layout['size']}")
 
 
 def check_sized_record(name: str, layout: dict) -> None:
@@ -158,7 +180,22 @@ def constants(reg: dict) -> list:
         c += field_constants("ATTRIBUTE_ENTRY", lay["attribute_entry"]["fields"])
     if "reference_data" in lay:
         c.append(("MAX_KEYS", lay["reference_data"]["max_keys"]))
+    if "tls_variable" in reg and "size" in reg["tls_variable"]:
+        c.append(("TLS_VARIABLE_SIZE", reg["tls_variable"]["size"]))
+    if "discovery_struct" in lay:
+        c.append(("DISCOVERY_SIZE", lay["discovery_struct"]["size"]))
+        c += field_constants("DISCOVERY", lay["discovery_struct"]["fields"])
+    if "v8_layout" in lay:
+        c += [(f"V8_{ident(k)}", v) for k, v in lay["v8_layout"].items() if isinstance(v, int) and v >= 0]
     return c
+
+
+def signed_constants(reg: dict) -> list:
+    """Numbers that may be negative (a V8 layout's sentinels)."""
+    lay = reg.get("layouts", {})
+    if "v8_layout" not in lay:
+        return []
+    return [(f"V8_{ident(k)}", v) for k, v in lay["v8_layout"].items() if isinstance(v, int) and v < 0]
 
 
 def strings(reg: dict) -> list:
@@ -202,6 +239,8 @@ def string_lists(reg: dict) -> list:
     out = []
     if "reference_data" in lay:
         out.append(("SCHEMA_VERSIONS", lay["reference_data"]["schema_versions"]))
+        if "revision_1_layout_keys" in lay["reference_data"]:
+            out.append(("REVISION_1_LAYOUT_KEYS", lay["reference_data"]["revision_1_layout_keys"]))
     return out
 
 
@@ -221,6 +260,8 @@ def write_cxx(reg: dict, raw: str, source: str, package: str, path: Path) -> Non
     ]
     for name, value in constants(reg):
         lines.append(f"inline constexpr std::size_t k{''.join(w.capitalize() for w in name.split('_'))} = {value};")
+    for name, value in signed_constants(reg):
+        lines.append(f"inline constexpr std::int64_t k{''.join(w.capitalize() for w in name.split('_'))} = {value};")
     lines.append("")
     for name, value in strings(reg):
         lines.append(f"inline constexpr std::string_view k{''.join(w.capitalize() for w in name.split('_'))} = {cxx_string(value)};")
@@ -266,8 +307,8 @@ def write_c(reg: dict, source: str, package: str, path: Path) -> None:
         f"#define {guard}",
         "",
     ]
-    for name, value in constants(reg):
-        lines.append(f"#define TC_{name} {value}")
+    for name, value in constants(reg) + signed_constants(reg):
+        lines.append(f"#define TC_{name} ({value})" if value < 0 else f"#define TC_{name} {value}")
     lines.append("")
     for name, value in strings(reg):
         if name == "LIBRARY_NAME_REGEX":

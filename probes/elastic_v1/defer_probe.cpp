@@ -28,6 +28,146 @@ constexpr double kImmediateMs = 400;
 // and a buffered stderr flush, not the agent's shutdown).
 constexpr std::chrono::milliseconds kWarningWithin{2000};
 
+// ---- DEFER-05, unsampled transactions: the frozen queue ---------------------
+//
+// Unsampled transactions are never exported: only the places they take in
+// the deferral queue can show. A queue frozen by a delay longer than the
+// session holds as many transactions as it has places, and a conforming
+// agent fills it with sampled ones only. How many places that is cannot be
+// taken from BUFFER_SIZE: what an agent makes of the size is its own (EDOT
+// Java rounds it up to a power of two and holds one more outside its ring;
+// another may keep a slot free), and an agent that lets unsampled
+// transactions take one place holds exactly as many sampled ones as a
+// conforming agent whose queue is one smaller. Several freezes in one launch
+// cannot tell them apart either (that agent is the smaller queue in each),
+// and timing (a sampled transaction passing because a freed place went to an
+// unsampled one) depends on which transaction happens to end first: luck.
+// So the kit launches the same configuration twice, differing only in the
+// sampler (scenarios.cpp, run_queue_freeze): the all-sampled launch's frozen
+// queue measures the agent's own capacity, and the unsampled launch's must
+// hold as many sampled transactions. An unsampled transaction had the chance
+// to take a place when it ended under the freeze before the last sampled one
+// the queue took in (the queue had room then: nothing leaves a frozen queue);
+// the records say when each ended. With one in four sampled and a queue of 8,
+// dozens do, and an agent of either kind (one place, or every place) holds
+// fewer on every run; a conforming agent holds the same number in both. A
+// pass needs such a chance; a fail needs unsampled transactions that ended
+// before the queue was full, to have taken the places sampled ones lack.
+
+// Held at least this long (export order) and exported only when the agent
+// stopped: it was in the frozen queue. The scenario holds the full queue
+// 1.5 s on; a transaction that passed it is handed over at once.
+constexpr double kFrozenHoldMs = 800;
+// A record is last seen this close before its transaction ends.
+constexpr auto kRecordSlack = std::chrono::milliseconds(50);
+// Transactions that ended this long before the freeze was read may still
+// have been queued under the flush delay when it applied (a slow poller).
+constexpr auto kFlushMargin = std::chrono::milliseconds(500);
+
+// What a launch's frozen queue held when the agent stopped.
+struct QueueFreeze {
+  std::string unjudgeable;  // why it could not be counted ("" when it could)
+  bool late = false;        // ...because it filled too close to the stop: inconclusive
+  std::size_t held = 0;     // sampled spans in it when the agent stopped
+  std::size_t passed = 0;   // sampled transactions that ended under the freeze and passed it
+  std::chrono::system_clock::time_point frozen_from{};  // the freeze was read, plus a margin
+  // The latest end of a held span that ended under the freeze
+  // (frozen_from when none did): the queue still had room until then.
+  std::chrono::system_clock::time_point filled_by{};
+  // The end of the first sampled transaction that passed it: full from then on.
+  std::chrono::system_clock::time_point full_from{};
+  std::string describe() const {
+    auto ms_after = [&](std::chrono::system_clock::time_point t) {
+      return ms(std::chrono::duration<double, std::milli>(t - frozen_from).count());
+    };
+    return "the frozen queue held " + std::to_string(held) + " sampled spans when the agent stopped, the last "
+           "taken in " + ms_after(filled_by) + " after the freeze applied; " + std::to_string(passed) +
+           " passed it at once";
+  }
+};
+
+// The registration that froze the queue (the latest with the freeze's delay).
+const SentRegistration* freeze_registration(const SessionEvidence& s) {
+  const SentRegistration* out = nullptr;
+  for (const auto& r : facts(s).registrations)
+    if (r.sent() && r.message.samples_delay_ms == scenario::kFreezeDelayMs) out = &r;
+  return out;
+}
+
+// A steady-clock instant of the session on the system clock, by the pair of
+// times the registration was sent at.
+std::chrono::system_clock::time_point system_time(const SentRegistration& r, Clock::time_point t) {
+  return r.at_system + std::chrono::duration_cast<std::chrono::system_clock::duration>(t - r.at);
+}
+
+QueueFreeze measure_freeze(const SessionEvidence& s) {
+  QueueFreeze q;
+  const SentRegistration* freeze = freeze_registration(s);
+  if (!freeze || !freeze->taken_up_at || !s.stop_requested_at) {
+    q.unjudgeable = !freeze ? "the registration that freezes the queue could not be sent"
+                    : !freeze->taken_up_at ? "the agent was never seen reading the registration that freezes its queue"
+                                           : "the agent was not stopped by the session";
+    return q;
+  }
+  const auto stop = *s.stop_requested_at;
+  q.frozen_from = q.filled_by = *freeze->taken_up_at + kMargin;
+  // Target::stop's words for an agent that outlived its grace after SIGTERM:
+  // killed, it never exported what its queue held (a starved machine).
+  if (s.target_exit && s.target_exit->find("of SIGTERM; killed") != std::string::npos) {
+    q.late = true;
+    q.unjudgeable = "the agent was killed before it could export what its queue held (" + *s.target_exit + ")";
+    return q;
+  }
+  SpanIndex spans(s.spans);
+  std::optional<std::chrono::system_clock::time_point> first_passed;
+  std::vector<std::chrono::system_clock::time_point> unclear;  // ends of those it cannot tell
+  const otlp::ReceivedSpan* departed = nullptr;
+  // Spans of every kind: a conforming agent holds transactions only, but one
+  // that defers child spans too (DEFER-05's other half) gives them places
+  // alike in both launches. Only a transaction passing shows the queue full.
+  for (const auto& t : spans.spans()) {
+    auto end = SpanIndex::end_time(t);
+    if (!spans.sampled(t) || end + kMargin >= stop) continue;  // ended as the agent was stopped
+    const double hold = spans.held_at_least_ms(t);
+    const bool at_stop = t.received_at_system >= stop, under_freeze = end > q.frozen_from;
+    if (hold >= kFrozenHoldMs && at_stop) {
+      ++q.held;
+      if (under_freeze) q.filled_by = std::max(q.filled_by, end);
+    } else if (hold >= kFrozenHoldMs && under_freeze) {
+      if (!departed) departed = &t;
+    } else if (under_freeze && !at_stop) {
+      if (!spans.is_transaction(t)) continue;
+      ++q.passed;
+      first_passed = first_passed ? std::min(*first_passed, end) : end;
+    } else if (under_freeze) {
+      unclear.push_back(end);
+    }
+  }
+  if (departed) {
+    q.unjudgeable = "the queue did not stay frozen: a span that ended under the freeze was exported before "
+                    "the agent stopped, held at least " + ms(spans.held_at_least_ms(*departed)) +
+                    ", although samples-delay-ms was " + std::to_string(scenario::kFreezeDelayMs) + " (DEFER-02)";
+    return q;
+  }
+  if (first_passed) q.full_from = *first_passed;
+  if (!first_passed) {
+    q.unjudgeable = "the queue never filled: no sampled transaction that ended under the freeze was exported before "
+                    "the agent stopped (" + std::to_string(q.held + unclear.size()) + " ended under it; BUFFER_SIZE=" +
+                    std::to_string(scenario::kFreezeQueueSize) + ", see CONF-05)";
+    return q;
+  }
+  // Once one passed, the frozen queue was full for good: only those that
+  // ended before then could have been in it.
+  auto before_full = std::count_if(unclear.begin(), unclear.end(), [&](auto end) { return end < *first_passed; });
+  if (before_full) {
+    q.late = true;
+    q.unjudgeable = "the queue filled too close to the stop to count: " + std::to_string(before_full) +
+                    " sampled spans that ended before it was full were exported only when the agent stopped, "
+                    "witnessed held less than " + ms(kFrozenHoldMs) + " (" + q.describe() + ")";
+  }
+  return q;
+}
+
 class DeferProbe final : public Probe {
  public:
   std::string name() const override { return "defer"; }
@@ -39,14 +179,15 @@ class DeferProbe final : public Probe {
     return requirement == "DEFER-04" ? 5 : 1;
   }
   std::vector<std::string> sessions() const override {
-    return {kEnabledSession, kDisabledSession, kSmallQueueSession, kUnsampledSession};
+    return {kEnabledSession, kDisabledSession, kSmallQueueSession, kUnsampledSession, kAllSampledSession};
   }
   // The enabled session's holds against the disabled session's baseline;
-  // DEFER-05 adds the unsampled session's queue.
+  // DEFER-05 adds the unsampled and all-sampled sessions' frozen queues.
   std::vector<std::string> sessions_for(const std::string& requirement) const override {
     if (requirement == "DEFER-04") return {kDisabledSession};
     if (requirement == "DEFER-06" || requirement == "DEFER-07") return {kSmallQueueSession};
-    if (requirement == "DEFER-05") return {kEnabledSession, kDisabledSession, kUnsampledSession};
+    if (requirement == "DEFER-05")
+      return {kEnabledSession, kDisabledSession, kUnsampledSession, kAllSampledSession};
     return {kEnabledSession, kDisabledSession};
   }
 
@@ -57,7 +198,8 @@ class DeferProbe final : public Probe {
     } else {
       for (auto& f : not_run({"DEFER-01", "DEFER-02", "DEFER-03", "DEFER-05"})) out.push_back(f);
     }
-    if (const SessionEvidence* u = sessions.find(kUnsampledSession)) merge_unsampled(judge_unsampled(*u), out);
+    if (const SessionEvidence* u = sessions.find(kUnsampledSession))
+      merge_unsampled(judge_unsampled(*u, sessions.find(kAllSampledSession)), out);
     if (const SessionEvidence* s = sessions.find(kDisabledSession))
       out.push_back(judge_disabled(*s));
     else
@@ -218,8 +360,8 @@ class DeferProbe final : public Probe {
     // DEFER-05, children. Export order shows children held behind others; a
     // delay applied to every span alike only shows in arrival times, against
     // the disabled session's (nothing deferred there, same exporter).
-    // Unsampled transactions are never exported: that half is not observable
-    // over OTLP (README, "How tracecorr decides").
+    // Unsampled transactions are never exported: judge_unsampled sees that
+    // half through the places they take in a frozen queue.
     std::optional<Finding> absolute;
     if (children && disabled && !baseline.arrival_ms.empty()) {
       double shift = median(child_arrivals) - baseline.arrival_quantile(0.5);
@@ -262,49 +404,85 @@ class DeferProbe final : public Probe {
                                                                      : std::string())));
   }
 
-  // DEFER-05, unsampled transactions. They are never exported, so their own
-  // timing is invisible; their effect on the queue is not: with BUFFER_SIZE=8
-  // and a 4 s delay the queue's contents freeze, and must be 8 sampled
-  // transactions (held past the stop), however many unsampled ones ended.
-  static Finding judge_unsampled(const SessionEvidence& s) {
-    const RecordEvidence* records = s.records ? &*s.records : nullptr;
-    auto regs = facts(s).registrations;
-    if (!records || regs.empty()) return not_applicable("DEFER-05", "");
+  // DEFER-05, unsampled transactions: the all-sampled launch's frozen queue
+  // against the unsampled launch's (see QueueFreeze above for why).
+  static Finding judge_unsampled(const SessionEvidence& u, const SessionEvidence* all) {
+    const SentRegistration* freeze = freeze_registration(u);
+    if (!freeze) return not_applicable("DEFER-05", "");  // no socket: the other DEFER findings say so
+    if (!u.records)
+      return not_applicable("DEFER-05", "its unsampled half cannot be observed: the records could not be read, so "
+                                        "which transactions were unsampled is unknown");
     std::size_t unsampled = 0;
-    for (const auto& t : records->transactions) unsampled += !t.sampled();
+    for (const auto& t : u.records->transactions) unsampled += !t.sampled();
     if (!unsampled)
-      return not_applicable("DEFER-05", "its unsampled half cannot be observed: the agent published no unsampled "
-                                        "transaction with OTEL_TRACES_SAMPLER=traceidratio 0.25");
-    SpanIndex spans(s.spans);
-    auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
-    auto taken = regs.front().effective_from();
-    std::size_t held = 0, prompt = 0;
-    for (const auto* t : spans.transactions()) {
-      if (!spans.sampled(*t)) continue;
-      double h = spans.held_at_least_ms(*t);
-      if (h >= 1500) ++held;
-      else if (SpanIndex::end_time(*t) > taken + kMargin && h < 1500 && t->received_at_system < stopped) ++prompt;
+      return not_applicable("DEFER-05", std::string("its unsampled half cannot be observed: the agent published no "
+                                                    "unsampled transaction with OTEL_TRACES_SAMPLER=traceidratio ") +
+                                            scenario::kUnsampledRatio);
+    if (!all) return not_applicable("DEFER-05", "its unsampled half needs the all-sampled launch, which did not run");
+    auto capacity = measure_freeze(*all);
+    if (!capacity.unjudgeable.empty()) return unjudged("the all-sampled launch", capacity, *all);
+    if (!capacity.held)
+      return not_applicable("DEFER-05", "its unsampled half cannot be observed: in the all-sampled launch no "
+                                        "transaction held by the frozen queue was exported when the agent stopped, "
+                                        "so what a queue holds cannot be counted (" + capacity.describe() + ")");
+    auto q = measure_freeze(u);
+    if (!q.unjudgeable.empty()) return unjudged("the unsampled launch", q, u);
+    // Unsampled transactions that ended while the unsampled launch's queue
+    // had room (under the freeze, before the last sampled one it took in):
+    // an agent that lets them in took them. And those that could be in it
+    // when it was full: ended from shortly before the freeze was read (the
+    // flush delay may not have let them out yet) until the queue was full.
+    std::size_t chances = 0, candidates = 0;
+    const auto taken_up = *freeze->taken_up_at;
+    for (const auto& t : u.records->transactions) {
+      if (t.sampled()) continue;
+      auto ended = system_time(*freeze, t.last_seen);
+      chances += ended > q.frozen_from && ended + kRecordSlack < q.filled_by;
+      candidates += ended > taken_up - kFlushMargin && ended < q.full_from;
     }
-    const auto size = scenario::kUnsampledQueueSize;
-    if (!prompt || held > size)
-      return not_applicable("DEFER-05", "its unsampled half: the queue of " + std::to_string(size) +
-                                        " did not fill with the BUFFER_SIZE given (" + std::to_string(held) +
-                                        " held, " + std::to_string(prompt) + " passed at once; see CONF-05)");
-    if (held + 1 == size)
-      return kit_error("DEFER-05", "one of the " + std::to_string(size) + " places of the full queue is unaccounted for (" +
-                                       std::to_string(held) + " sampled transactions held, " + std::to_string(prompt) +
-                                       " passed at once): too close to tell on this machine; " +
-                                       baseline_of(s, spans, false).describe());
-    if (held < size)
-      return violated("DEFER-05", "only " + std::to_string(held) + " of the " + std::to_string(size) +
-                                      " places of a full queue held sampled transactions (" + std::to_string(prompt) +
-                                      " passed it at once, " + std::to_string(unsampled) +
-                                      " unsampled transactions seen in the records): unsampled transactions were queued",
-                      {text_evidence("sampled transactions held past a 4 s delay, queue of " + std::to_string(size),
-                                     std::to_string(size), std::to_string(held))});
-    return met("DEFER-05", held, "unsampled transactions left the queue to sampled ones (" + std::to_string(held) +
-                                     " of " + std::to_string(size) + " places held by sampled transactions, " +
-                                     std::to_string(unsampled) + " unsampled seen)" + spans.flags_note());
+    const std::string figures = "all-sampled launch: " + capacity.describe() + "; unsampled launch: " + q.describe() +
+                                ", " + std::to_string(chances) + " unsampled transactions ended while it had room, " +
+                                std::to_string(candidates) + " before it was full";
+    const std::string label = "sampled spans in the frozen queue when the agent stopped (BUFFER_SIZE=" +
+                              std::to_string(scenario::kFreezeQueueSize) + ", samples-delay-ms " +
+                              std::to_string(scenario::kFreezeDelayMs) + ")";
+    if (q.held > capacity.held)
+      return kit_error("DEFER-05", "its unsampled half could not be judged: the unsampled launch's frozen queue held "
+                                   "more sampled spans than the all-sampled launch's, so the queue's size "
+                                   "differs between launches of the same configuration; " + figures);
+    // Fewer: the places the sampled ones lack were taken by transactions
+    // never exported, which ended before the queue was full.
+    if (q.held < capacity.held && !candidates)
+      return kit_error("DEFER-05", "its unsampled half could not be judged: the unsampled launch's frozen queue held "
+                                   "fewer sampled spans than the all-sampled launch's, but no unsampled "
+                                   "transaction ended before it was full to have taken the other places; " + figures);
+    if (q.held < capacity.held)
+      return violated("DEFER-05", std::to_string(capacity.held - q.held) + " of the " +
+                                      std::to_string(capacity.held) + " places of the frozen queue held no sampled "
+                                      "span with unsampled transactions about: unsampled transactions were queued",
+                      {text_evidence(label, std::to_string(capacity.held) + ", as with every transaction sampled",
+                                     std::to_string(q.held) + "; " + figures)});
+    // As many: only a pass when unsampled ones had the chance to take a place.
+    if (!chances)
+      return kit_error("DEFER-05", "its unsampled half could not be judged: no unsampled transaction ended while "
+                                   "the unsampled launch's frozen queue had room, so none had the chance to take a "
+                                   "place; " + figures);
+    return met("DEFER-05", q.held, "unsampled transactions took no place in the deferral queue (its " +
+                                       std::to_string(q.held) + " places held sampled spans, as with every "
+                                       "transaction sampled, though " + std::to_string(chances) +
+                                       " unsampled ones ended while it had room)" + SpanIndex(u.spans).flags_note());
+  }
+
+  // A launch whose frozen queue could not be counted: when time was short (a
+  // starved or slow target) the answer is inconclusive, with the run queue's
+  // figures; when the agent did not freeze or fill it, the half is not
+  // observable on this agent.
+  static Finding unjudged(const std::string& launch, const QueueFreeze& q, const SessionEvidence& s) {
+    const bool starved = s.run_queue_wait && s.run_queue_wait->starved();
+    if (q.late || starved)
+      return kit_error("DEFER-05", "its unsampled half could not be judged: in " + launch + " " + q.unjudgeable +
+                                       (s.run_queue_wait ? "; " + s.run_queue_wait->describe() : std::string()));
+    return not_applicable("DEFER-05", "its unsampled half cannot be observed: in " + launch + " " + q.unjudgeable);
   }
 
   // The children's finding and the unsampled half's, as one DEFER-05.
@@ -318,8 +496,7 @@ class DeferProbe final : public Probe {
     // A half that could not be judged leaves DEFER-05 inconclusive: an agent
     // that breaks only that half would otherwise pass on the other.
     if (unsampled.outcome == Finding::Outcome::KitError && children.outcome == Finding::Outcome::Met) {
-      unsampled.reason = "inconclusive: " + children.reason + ", but the unsampled half could not be judged: " +
-                         unsampled.reason;
+      unsampled.reason = "inconclusive: " + children.reason + "; but " + unsampled.reason;
       children = std::move(unsampled);
       return;
     }

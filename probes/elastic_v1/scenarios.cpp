@@ -506,15 +506,70 @@ Status run_small_queue(Session& s, const ScenarioOptions& o) {
   return Ok{};
 }
 
-// DEFER-05's unsampled half: a long delay freezes the queue's contents; they
-// must be the sampled transactions only.
-Status run_unsampled(Session& s, const ScenarioOptions& o) {
+// When the latest registration was read, waiting up to `patience` for it;
+// nullopt when it was not read by then (the judges leave its effect out).
+std::optional<std::chrono::system_clock::time_point> latest_taken_up(Session& s, Millis patience) {
+  auto give_up = Clock::now() + patience;
+  for (;;) {
+    auto regs = channel(s).registrations();
+    if (regs.empty() || !regs.back().sent()) return std::nullopt;
+    if (regs.back().taken_up_at) return regs.back().taken_up_at;
+    if (Clock::now() >= give_up || launched_target_died(s)) return std::nullopt;
+    s.sleep(10ms);
+  }
+}
+
+// Whether a transaction that ended after `after` has been exported: with the
+// freeze's delay in force, it passed a full queue. A transaction is a span the
+// records named as one (a child's parent may still be held, so "its parent
+// was not exported" would take children for transactions), or a root span.
+bool transaction_exported_after(Session& s, std::chrono::system_clock::time_point after) {
+  std::set<SpanId> transactions;
+  if (const auto* records = s.records())
+    for (const auto& t : records->transactions()) transactions.insert(t.transaction_id);
+  auto after_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(after.time_since_epoch()).count());
+  return s.receiver().wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        return std::any_of(spans.begin(), spans.end(), [&](const otlp::ReceivedSpan& sp) {
+          return sp.end_unix_nano > after_ns && (!sp.parent_span_id || transactions.count(sp.span_id));
+        });
+      },
+      Millis(0));
+}
+
+// DEFER-05's unsampled half, alike in the unsampled and all-sampled sessions
+// (they differ only in the sampler): a short delay empties the queue, then a
+// delay longer than the session freezes it. It fills, from empty, with the
+// transactions that end next, and nothing leaves it until the agent stops;
+// the judge counts the sampled transactions it held in each launch.
+Status run_queue_freeze(Session& s, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
-  s.sleep(scaled(o, 300ms));
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
-                                   unique_host_id("tracecorr-host-unsampled")),
-                      "DEFER-05");
-  s.sleep(scaled(o, 3000ms));
+  if (!channel(s).can_send()) return Ok{};
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFlushDelayMs,
+                                            unique_host_id("tracecorr-host-flush")),
+                               "DEFER-05");
+  // Whatever the default delay (1 s) queued has left by then, whether the
+  // agent applies a new delay to queued transactions or only to later ones.
+  auto flushed = latest_taken_up(s, 3000ms);
+  auto flush_until = (flushed ? *flushed : std::chrono::system_clock::now()) + scaled(o, scenario::kFlushWait);
+  s.sleep(std::max(Millis(0), std::chrono::duration_cast<Millis>(flush_until - std::chrono::system_clock::now())));
+  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFreezeDelayMs,
+                                            unique_host_id("tracecorr-host-freeze")),
+                               "DEFER-05");
+  auto frozen = latest_taken_up(s, 3000ms);
+  if (!frozen) return Ok{};
+  // The queue is full once a transaction that ended under the freeze was
+  // exported; everything it holds ended before that one. They are held on
+  // for kFreezeWitnessed more, so that spans ending meanwhile witness each
+  // hold (the judge's export-order measure), then await_next_export brings
+  // those spans in. A starved or slow target fills it late: the patience
+  // bounds the wait, and the judge says what it could not tell.
+  auto give_up = Clock::now() + scaled(o, scenario::kFreezeFillPatience);
+  auto full_after = *frozen + scenario::kFreezeMargin;
+  while (!transaction_exported_after(s, full_after) && Clock::now() < give_up && !launched_target_died(s))
+    s.sleep(20ms);
+  s.sleep(scaled(o, scenario::kFreezeWitnessed));
   return Ok{};
 }
 
@@ -554,7 +609,8 @@ bool sends_messages(const ScenarioOptions& o) {
 }
 
 std::vector<std::string> all_session_names() {
-  return {kEnabledSession, kDisabledSession, kAutoSession, kSmallQueueSession, kOwnHostIdSession, kUnsampledSession};
+  return {kEnabledSession,    kDisabledSession,  kAutoSession,      kSmallQueueSession,
+          kOwnHostIdSession, kUnsampledSession, kAllSampledSession};
 }
 
 SessionSettings session_settings(const std::string& name, const ScenarioOptions& options) {
@@ -569,13 +625,19 @@ SessionSettings session_settings(const std::string& name, const ScenarioOptions&
   s.watch_tls_slots = name == kEnabledSession && options.judges("TLS-01");
   if (name == kAutoSession) s.env[enabled] = "auto";
   if (name == kSmallQueueSession) s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kSmallQueueSize);
-  if (name == kUnsampledSession) {
+  if (name == kUnsampledSession || name == kAllSampledSession) {
     s.env[enabled] = "true";
-    s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kUnsampledQueueSize);
-    s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
-    // One in four sampled: an agent that queues unsampled transactions then
-    // holds about 2 sampled of 8, never the 7 that is too close to call.
-    s.env["OTEL_TRACES_SAMPLER_ARG"] = "0.25";
+    s.env[std::string(elastic_v1::spec::kEnvBufferSize)] = std::to_string(scenario::kFreezeQueueSize);
+    // The two launches differ only here. One in four sampled: unsampled
+    // transactions end between the sampled ones that fill the queue, so an
+    // agent that lets them in has one there when it freezes.
+    if (name == kUnsampledSession) {
+      s.env["OTEL_TRACES_SAMPLER"] = "traceidratio";
+      s.env["OTEL_TRACES_SAMPLER_ARG"] = scenario::kUnsampledRatio;
+    } else {
+      s.env["OTEL_TRACES_SAMPLER"] = "always_on";
+      s.unset_env.push_back("OTEL_TRACES_SAMPLER_ARG");
+    }
   }
   if (name == kOwnHostIdSession) {
     s.unset_env.push_back(enabled);
@@ -616,7 +678,7 @@ Status run_scenario(Session& session, const ScenarioOptions& options) {
   if (name == kAutoSession) st = run_auto(session, options);
   if (name == kSmallQueueSession) st = run_small_queue(session, options);
   if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
-  if (name == kUnsampledSession) st = run_unsampled(session, options);
+  if (name == kUnsampledSession || name == kAllSampledSession) st = run_queue_freeze(session, options);
   if (name == kEnabledSession && !session.launched() && !channel(session).registrations().empty() && channel(session).can_send()) {
     // A live service: whatever the scenario registered, leave the user's values in force.
     auto settings = settings_of(options);

@@ -9,8 +9,11 @@
 //   auto         ENABLED=auto: nothing correlated or buffered before registration
 //   small-queue  BUFFER_SIZE=2 and a long delay: the queue fills
 //   own-host-id  the agent has a host.id of its own; ENABLED unset (the default)
-//   unsampled    OTEL_TRACES_SAMPLER=traceidratio 0.5, BUFFER_SIZE=8, a long delay:
-//                do unsampled transactions take the queue's places? (DEFER-05)
+//   unsampled    OTEL_TRACES_SAMPLER=traceidratio 0.25, BUFFER_SIZE=8: the queue
+//                emptied, then frozen by a delay longer than the session
+//   all-sampled  the same with every transaction sampled: how many sampled
+//                transactions that frozen queue holds when no unsampled one
+//                competes (DEFER-05: do unsampled transactions take places?)
 #pragma once
 
 #include <chrono>
@@ -33,6 +36,7 @@ inline constexpr const char* kAutoSession = "auto";
 inline constexpr const char* kSmallQueueSession = "small-queue";
 inline constexpr const char* kOwnHostIdSession = "own-host-id";
 inline constexpr const char* kUnsampledSession = "unsampled";
+inline constexpr const char* kAllSampledSession = "all-sampled";
 
 // How tracecorr's host agent sends correlations during the scenarios.
 using agent::Personality;
@@ -70,7 +74,17 @@ inline constexpr std::uint32_t kSecondDelayMs = 600;   // registration at minor 
 inline constexpr std::uint32_t kFinalDelayMs = 300;    // after the boundary registrations
 inline constexpr std::uint32_t kLongDelayMs = 4000;    // small-queue: longer than the session
 inline constexpr unsigned kSmallQueueSize = 2;
-inline constexpr unsigned kUnsampledQueueSize = 8;
+// DEFER-05's queue freeze (the unsampled and all-sampled sessions). The size
+// asked for: what an agent makes of it (EDOT Java rounds up to a power of two
+// and holds one more outside its ring) is measured, not assumed.
+inline constexpr unsigned kFreezeQueueSize = 8;
+inline constexpr const char* kUnsampledRatio = "0.25";
+inline constexpr std::uint32_t kFlushDelayMs = 20;                // empties the queue
+inline constexpr std::chrono::milliseconds kFlushWait{1300};       // the default 1 s delay's last transaction has left
+inline constexpr std::uint32_t kFreezeDelayMs = 30000;            // longer than the session: nothing leaves the queue
+inline constexpr std::chrono::milliseconds kFreezeMargin{150};     // after the freeze was read: it applies
+inline constexpr std::chrono::milliseconds kFreezeFillPatience{8000};
+inline constexpr std::chrono::milliseconds kFreezeWitnessed{1500};  // held on after the queue was seen full
 inline constexpr const char* kOwnHostId = "tracecorr-own-host";
 inline constexpr const char* kTruncatedHostId = "tracecorr-truncated";
 // MSG-07: a registration longer than a 1024-byte receive buffer (EDOT Java's),

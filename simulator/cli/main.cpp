@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
 
 #include "command.hpp"
 
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
   using namespace tracecorr;  // exit codes
   CLI::App app{"tracecorr: conformance kit and host-agent simulator for profiler-to-tracer trace correlation"};
   app.require_subcommand(1);
+  // "tracecorr X.Y.Z", the first line help2man reads for the man pages' version.
+  app.set_version_flag("--version", std::string("tracecorr ") + TRACECORR_VERSION);
   std::map<CLI::App*, std::function<int()>> runners;
   for (auto& c : registered_commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
@@ -26,6 +29,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -373,6 +373,8 @@ def reference_variants(arch: str = "x86_64") -> dict[str, list[str]]:
         # A slow start: 3 s of its own CPU before it loads the library (a JVM; many seconds of a busy
         # machine, beside stress-ng: tests/bench/slow_start_stress.sh). Discovery waits on its progress.
         "slow-start": [*program, "--start-cpu-ms", "3000"],
+        # A queue whose size is its own: BUFFER_SIZE=8 holds 9 (EDOT Java's ring of 8 and one peeked).
+        "queue-pow2-plus-one": [*program, "--queue-pow2-plus-one"],
     }
 
 

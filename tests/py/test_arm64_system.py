@@ -201,7 +201,7 @@ def guest_conform_run(result: arm64_guest.BootResult, job_name: str) -> cs.Confo
     if problems or not pctx_jobs():
         pytest.fail("the arm64 conform runs cannot run:\n  " + "\n  ".join(
             problems or [f"the arm64 {PACKAGE} fixtures ({PROGRAM}, mutants.json) are not built under "
-                         f"{cs.BUILD}/fixtures/arm64: run scripts/setup.sh"]), pytrace=False)
+                         f"{cs.BUILD}/fixtures/arm64: run scripts/setup.sh --tests"]), pytrace=False)
     return arm64_vm.conform_run(result, next(j for j in [*pctx_jobs(), *elastic_jobs()] if j.name == job_name))
 
 

@@ -335,6 +335,8 @@ def test_list_names_the_probe_of_every_agent_requirement():
     # The launches `--only ID` runs: those its judge reads, a subset of the suite's sessions.
     sessions = {r["id"]: r["sessions"] for r in listed["requirements"]}
     assert sessions["DEFER-04"] == ["disabled"] and sessions["MSG-02"] == ["enabled", "small-queue"]
+    # DEFER-05's unsampled half compares two frozen queues that differ only in the sampler.
+    assert sessions["DEFER-05"] == ["enabled", "disabled", "unsampled", "all-sampled"]
     assert all(sessions[r["id"]] for r in listed["requirements"] if r["role"] == "agent")
     assert all(sessions[r["id"]] == [] for r in listed["requirements"] if r["role"] != "agent")
     # Otherwise the registry itself, unchanged.

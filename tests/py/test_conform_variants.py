@@ -4,8 +4,9 @@ tests/bench/conform_load.py).
 
 Variants (conform_support.reference_variants): the reference; the socket
 drained only every 200 ms; spans exported in 5 s batches; no span flags; the
-full-queue warning in other words; a slow start (3 s of CPU before the library
-is loaded). Each must exit 0 with every requirement
+full-queue warning in other words; a queue whose size is its own (BUFFER_SIZE
+rounded up to a power of two, plus one, as EDOT Java); a slow start (3 s of CPU
+before the library is loaded). Each must exit 0 with every requirement
 passed on some evidence (the MAY TLS-06 skips), whatever its timing: tracecorr
 judges holds by export order against the session's own baseline, and messages
 from when the agent read them.
@@ -64,3 +65,11 @@ def test_batching_exporter_is_judged_by_hold_not_arrival(runs):
 def test_absent_flags_are_named_not_guessed(runs):
     run = runs["no-span-flags"]
     assert "no span flags" in run.result("DEFER-01")["reason"], run.explain("DEFER-01")
+
+
+def test_queue_size_is_measured_not_assumed(runs):
+    """DEFER-05's unsampled half counts the agent's own queue: BUFFER_SIZE=8
+    holds 9 transactions in both launches, and that is a pass."""
+    run = runs["queue-pow2-plus-one"]
+    assert run.verdict("DEFER-05") == "pass", run.explain("DEFER-05")
+    assert "its 9 places held sampled spans" in run.result("DEFER-05")["reason"], run.explain("DEFER-05")

@@ -3,7 +3,7 @@ the corpus kept in the repo: a crash, a sanitizer report, a leak or a harness
 assertion fails the test. The long run is tests/bench/fuzz_run.sh.
 
 The harnesses are built by the main build (option TRACECORR_FUZZ, on whenever
-clang is installed, as scripts/setup.sh does) into <build>/fuzz/bin/.
+clang is installed, as scripts/setup.sh --tests does) into <build>/fuzz/bin/.
 """
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ ARTIFACTS = BUILD / "test-artifacts"
 
 
 def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    # Not a skip: the page must be proven in a browser, and scripts/setup.sh installs one.
-    assert CHROMIUM, "Debian's chromium is not installed: run scripts/setup.sh"
+    # Not a skip: the page must be proven in a browser, and scripts/setup.sh --tests installs one.
+    assert CHROMIUM, "Debian's chromium is not installed: run scripts/setup.sh --tests"
     # --no-sandbox: tests run as root; a throwaway profile so runs never share state.
     profile = Path(os.environ.get("TMPDIR", "/tmp")) / f"tracecorr-chromium-{os.getpid()}"
     argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",

@@ -70,7 +70,7 @@ def missing_payload(elastic_fixture: bool = True) -> list[str]:
         problems.append(f"arm64 tracecorr {tracecorr} is not built: run scripts/arm64/build-tracecorr.sh")
     fixture = elastic_fixture_dir() / arm64_guest.FIXTURE_EXECUTABLE
     if elastic_fixture and not fixture.is_file():
-        problems.append(f"arm64 reference fixture {fixture} is not built: run scripts/setup.sh (the normal build "
+        problems.append(f"arm64 reference fixture {fixture} is not built: run scripts/setup.sh --tests (the normal build "
                         "cross-builds fixtures/ for arm64)")
     return problems
 

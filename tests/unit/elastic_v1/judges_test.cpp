@@ -861,26 +861,88 @@ std::function<void(SessionSet&)> registered_deferral(std::uint32_t delay_ms, std
   };
 }
 
-// DEFER-05's unsampled half, beside deferral()'s enabled and disabled
-// sessions: the unsampled session (queue of 8, a 4 s delay taken up first)
-// where the records showed unsampled transactions too, and the first `held`
-// of 40 sampled transactions were held 4 s while the rest passed at once.
-std::function<void(SessionSet&)> unsampled_queue(int held) {
+// DEFER-05's unsampled half: one launch's frozen queue. A registration
+// with the freeze's delay, read at t0; from t0 + 200 ms a sampled
+// transaction ends every 100 ms (40 in all); the first `held` wait in the
+// queue until the agent is stopped at t0 + 5 s, the rest pass at once.
+// `unsampled_at`: when the records last saw each unsampled transaction
+// (relative to t0). `released`: the first held one is handed over after
+// 2 s instead, before the stop (an agent that did not keep the delay).
+// `held_children`: child spans held in the queue with them (an
+// agent that defers child spans too).
+struct Freeze {
+  int held = 8;
+  std::vector<std::chrono::milliseconds> unsampled_at;
+  std::chrono::milliseconds stop{5000};
+  std::optional<RunQueueWait> run_queue;
+  bool released = false;
+  int held_children = 0;
+};
+
+Draft frozen_queue(const std::string& name, const Freeze& f) {
+  auto s = conforming_session(name);
+  const auto t0_steady = std::chrono::steady_clock::now() - 40s;
+  const auto t0 = std::chrono::system_clock::now() - 40s;
+  auto flush = taken_up_registration(t0 - 2s, "");
+  flush.at = t0_steady - 2s;
+  flush.message.samples_delay_ms = scenario::kFlushDelayMs;
+  auto freeze = taken_up_registration(t0, "");
+  freeze.at = t0_steady;
+  freeze.message.samples_delay_ms = scenario::kFreezeDelayMs;
+  freeze.sequence = 2;
+  s.registrations = {flush, freeze};
+  const auto stop = t0 + f.stop;
+  auto first = t0 + 200ms;
+  s.spans = handed_over(first, 40, 100ms, [=](int i) {
+    auto end = first + i * 100ms;
+    if (i == 0 && f.released) return 2000ms;
+    return i < f.held ? std::chrono::duration_cast<std::chrono::milliseconds>(stop - end) : 0ms;
+  }, std::nullopt);
+  for (int i = 0; i < f.held_children; ++i) {
+    auto child = s.spans.back();
+    child.span_id.fill(static_cast<std::uint8_t>(0xC0 + i));
+    child.parent_span_id = s.spans.front().span_id;
+    child.trace_id = s.spans.front().trace_id;
+    child.end_unix_nano = Traffic::unix_ns(first + 50ms + i * 100ms);
+    child.received_at_system = stop + 30ms;
+    s.spans.push_back(child);
+  }
+  s.stop_requested_at = stop;
+  s.run_queue_wait = f.run_queue;
+  s.records = RecordEvidence{};
+  for (std::size_t i = 0; i < f.unsampled_at.size(); ++i) {
+    SeenTransaction unsampled;
+    unsampled.transaction_id.fill(static_cast<std::uint8_t>(0x30 + i));
+    unsampled.trace_flags = 0;
+    unsampled.first_seen = t0_steady + f.unsampled_at[i] - 40ms;
+    unsampled.last_seen = t0_steady + f.unsampled_at[i];
+    s.records->transactions.push_back(unsampled);
+  }
+  return s;
+}
+
+// Beside deferral()'s enabled and disabled sessions (children at once): the
+// all-sampled launch and the unsampled launch.
+std::function<void(SessionSet&)> unsampled_queue(Freeze all_sampled, Freeze unsampled) {
   return [=](SessionSet& set) {
     deferral(1100ms, 0ms, 0ms)(set);
-    auto s = conforming_session(kUnsampledSession);
-    auto t0 = std::chrono::system_clock::now() - 40s;
-    s.registrations = {taken_up_registration(t0 - 1s, "")};
-    s.registrations.front().message.samples_delay_ms = scenario::kLongDelayMs;
-    s.records = RecordEvidence{};
-    SeenTransaction unsampled;
-    unsampled.transaction_id.fill(0x33);
-    unsampled.trace_flags = 0;
-    s.records->transactions = {unsampled};
-    s.spans = handed_over(t0, 40, 100ms, [=](int i) { return i < held ? 4000ms : 0ms; }, std::nullopt);
-    s.stop_requested_at = t0 + 20s;
-    set.add(s.done());
+    set.add(frozen_queue(kAllSampledSession, all_sampled).done());
+    set.add(frozen_queue(kUnsampledSession, unsampled).done());
   };
+}
+
+// Unsampled transactions ending while the queue fills (it is full from the
+// held-th sampled transaction on).
+const std::vector<std::chrono::milliseconds> kWhileFilling = {180ms, 300ms, 450ms};
+
+// A target whose threads waited most of the session for a CPU.
+RunQueueWait starved() {
+  RunQueueWait w;
+  w.threads = 2;
+  w.total_ms = 3000;
+  w.max_thread_ms = 1600;
+  w.wall_ms = 2000;
+  return w;
 }
 
 class DeferJudge : public testing::TestWithParam<JudgeCase> {};
@@ -901,12 +963,57 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"DisabledMeansNothingDeferred", "CONF-01", deferral(1100ms, 0ms, 0ms), Outcome::Met, "nothing deferred"},
         JudgeCase{"DisabledStillDeferring", "CONF-01", deferral(1100ms, 0ms, 1100ms), Outcome::Violated,
                   "with ENABLED=false transactions were still deferred"},
-        JudgeCase{"UnsampledLeaveTheQueueToSampled", "DEFER-05", unsampled_queue(8), Outcome::Met,
-                  "unsampled transactions left the queue to sampled ones"},
-        JudgeCase{"UnsampledTakeQueuePlaces", "DEFER-05", unsampled_queue(5), Outcome::Violated,
-                  "unsampled transactions were queued"},
-        JudgeCase{"OnePlaceUnaccountedFor", "DEFER-05", unsampled_queue(7), Outcome::KitError,
-                  "could not be judged"},
+        JudgeCase{"UnsampledLeaveTheQueueToSampled", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling}), Outcome::Met,
+                  "unsampled transactions took no place in the deferral queue (its 8 places held sampled "
+                  "spans, as with every transaction sampled, though 3 unsampled ones ended while it had room)"},
+        // The agent's own capacity, whatever BUFFER_SIZE asked (EDOT Java's ring of 8 and one peeked).
+        JudgeCase{"CapacityIsTheAgentsOwn", "DEFER-05", unsampled_queue({9}, {9, kWhileFilling}), Outcome::Met,
+                  "its 9 places held sampled spans"},
+        // An agent that defers child spans too gives them places alike in both launches (the
+        // children's half judges that): the places are counted in spans.
+        JudgeCase{"ChildSpansTakePlacesInBoth", "DEFER-05",
+                  unsampled_queue({.held = 5, .held_children = 3}, {.held = 6, .unsampled_at = kWhileFilling,
+                                                                    .held_children = 2}),
+                  Outcome::Met, "its 8 places held sampled spans"},
+        JudgeCase{"UnsampledTakeOnePlace", "DEFER-05", unsampled_queue({8}, {7, kWhileFilling}), Outcome::Violated,
+                  "1 of the 8 places of the frozen queue held no sampled span with unsampled transactions "
+                  "about: unsampled transactions were queued"},
+        JudgeCase{"UnsampledTakeEveryPlace", "DEFER-05", unsampled_queue({8}, {2, kWhileFilling}), Outcome::Violated,
+                  "6 of the 8 places"},
+        // Unsampled transactions only after the queue was full: no chance to take a place, no verdict.
+        JudgeCase{"NoUnsampledWhileItHadRoom", "DEFER-05", unsampled_queue({8}, {8, {1500ms, 2000ms}}),
+                  Outcome::KitError,
+                  "no unsampled transaction ended while the unsampled launch's frozen queue had room"},
+        // Fewer held, but nothing unexported ended before the queue was full to hold the other places.
+        JudgeCase{"FewerWithNoUnsampledAbout", "DEFER-05", unsampled_queue({8}, {7, {1500ms, 2000ms}}),
+                  Outcome::KitError, "but no unsampled transaction ended before it was full"},
+        // Every place but the first went to unsampled transactions: the last sampled one taken in
+        // ended before any unsampled one, yet they ended before the queue was seen full.
+        JudgeCase{"UnsampledFilledTheQueueFirst", "DEFER-05", unsampled_queue({8}, {1, {250ms, 400ms}}),
+                  Outcome::Violated, "7 of the 8 places"},
+        JudgeCase{"AgentIgnoresTheSampler", "DEFER-05", unsampled_queue({8}, {8, {}}), Outcome::Met,
+                  "the agent published no unsampled transaction with OTEL_TRACES_SAMPLER=traceidratio 0.25"},
+        // Stopped 300 ms after the queue filled, on a starved machine: the last held transactions are
+        // witnessed held only 100 .. 400 ms. Inconclusive, with the run queue's figures.
+        JudgeCase{"StarvedTargetFilledLate", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling, 1300ms, starved()}),
+                  Outcome::KitError, "the queue filled too close to the stop to count: 7 sampled spans that "
+                                     "ended before it was full"},
+        JudgeCase{"StarvedTargetFiguresNamed", "DEFER-05", unsampled_queue({8}, {8, kWhileFilling, 1300ms, starved()}),
+                  Outcome::KitError, "2 target threads waited 3000 ms in run queues in total"},
+        // Killed after its grace on a starved machine: what the queue held was never exported.
+        JudgeCase{"KilledBeforeItCouldFlush", "DEFER-05",
+                  [](SessionSet& set) {
+                    deferral(1100ms, 0ms, 0ms)(set);
+                    auto all = frozen_queue(kAllSampledSession, {0});
+                    all.target_exit = "stopped by tracecorr: did not stop within 2000 ms of SIGTERM; killed";
+                    set.add(all.done());
+                    set.add(frozen_queue(kUnsampledSession, {8, kWhileFilling}).done());
+                  },
+                  Outcome::KitError, "the agent was killed before it could export what its queue held"},
+        // An agent that released a transaction under the 30 s delay: its queue never froze.
+        JudgeCase{"QueueDidNotStayFrozen", "DEFER-05",
+                  unsampled_queue({.held = 8, .released = true}, {8, kWhileFilling}), Outcome::Met,
+                  "in the all-sampled launch the queue did not stay frozen"},
         JudgeCase{"RegisteredDelayHonoured", "DEFER-02", registered_deferral(300, 350ms), Outcome::Met,
                   "1 registrations' delays honoured"},
         JudgeCase{"RegisteredDelayIgnored", "DEFER-02", registered_deferral(300, 1100ms), Outcome::Violated,
