@@ -509,8 +509,16 @@ std::string Target::stop(std::chrono::milliseconds grace) {
   tree.processes = members.size();
   for (const auto& m : members)
     if (!m.in_group) tree.left_group.push_back(m);
-  auto signalled = signal_tree(members, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + grace;
+  // The judged agent first, alone: a wrapper between it and tracecorr
+  // (runuser, su) answers SIGTERM by killing its child 2 s later, cutting
+  // short the agent's shutdown flush that the judges read.
+  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_) {
+    send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
+    while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto signalled = signal_tree(members, SIGTERM);
   wait_for_exit(signalled, deadline);
   // Members forked since the scan got the group's SIGTERM, or none: look again.
   auto left = processes();
