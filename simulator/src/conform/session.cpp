@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/threadptr.hpp"
@@ -441,17 +442,30 @@ void Session::close() {
 void Session::look_for_preflight_run() {
   if (!target_spec_.publishes || target_->judged_reason().empty()) return;
   const pid_t judged = target_->pid();
-  for (const auto& p : target_->processes()) {
-    if (p.pid == judged || !target_spec_.publishes(p.pid)) continue;
-    auto lived = std::chrono::duration_cast<Millis>(Clock::now() - opened_at_).count();
-    preflight_run_ = PreflightRun{
-        "pid " + std::to_string(judged) + " (" + target_->judged_signature() + "), judged, " +
-            exit_description_.value_or("exited") + " before the session ended (" + std::to_string(lived) +
-            " ms after it opened) while the launched tree ran on, and pid " + std::to_string(p.pid) + " (" + p.comm +
-            ") of that tree publishes the protocol: a run before the agent that stays",
-        target_->judged_signature()};
-    return;
-  }
+  const auto lived = std::chrono::duration_cast<Millis>(Clock::now() - opened_at_).count();
+  // The tree reaches the agent that stays only after the run before it has
+  // exited (`timeout 3 AGENT --check; exec AGENT`: the shell execs then):
+  // wait for it on the tree's progress, not the clock.
+  DiscoveryWait wait(
+      [this] {
+        std::vector<pid_t> pids;
+        for (const auto& p : target_->processes()) pids.push_back(p.pid);
+        return pids;
+      },
+      target_spec_.discovery);
+  do {
+    for (const auto& p : target_->processes()) {
+      if (p.pid == judged || !target_spec_.publishes(p.pid)) continue;
+      preflight_run_ = PreflightRun{
+          "pid " + std::to_string(judged) + " (" + target_->judged_signature() + "), judged, " +
+              exit_description_.value_or("exited") + " before the session ended (" + std::to_string(lived) +
+              " ms after it opened) while the launched tree ran on, and pid " + std::to_string(p.pid) + " (" +
+              p.comm + ") of that tree publishes the protocol: a run before the agent that stays",
+          target_->judged_signature()};
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!wait.over());
 }
 
 void Session::set_stack_samples(StackSamples samples) {
