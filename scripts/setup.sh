@@ -42,6 +42,7 @@ package_packages=(
 # pytest, the arm64 cross build and its guest, the HTML report's browser.
 test_packages=(
   git llvm libcap-dev libcpp-httplib-dev
+  libgrpc++-dev protobuf-compiler-grpc  # OTLP profiles over gRPC (simulator/src/profiles; main_packages once the agent exports)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-pytest python3-jsonschema python3-yaml
   mmdebstrap  # tests/install/test_deb_in_clean_root.sh

@@ -16,7 +16,7 @@ build=${TRACECORR_BUILD:-build}
 seconds=${1:-60}
 shift $(( $# > 0 ? 1 : 0 ))
 fuzzers=("$@")
-((${#fuzzers[@]})) || fuzzers=(message storage_record maps elf otlp_protobuf otlp_json gzip process_context)
+((${#fuzzers[@]})) || fuzzers=(message storage_record maps elf otlp_protobuf otlp_json gzip process_context otlp_profiles json_lines)
 out=${TRACECORR_FUZZ_OUT:-$(mktemp -d /tmp/tracecorr-fuzz-XXXXXX)}
 
 echo "# $seconds s per fuzzer, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); findings in $out"

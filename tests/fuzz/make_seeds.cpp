@@ -7,6 +7,7 @@
 
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/process_context.hpp"
+#include "tracecorr/profiles/encode.hpp"
 #include "elastic_v1/wire.hpp"
 
 namespace fs = std::filesystem;
@@ -114,6 +115,27 @@ int main(int argc, char** argv) {
                          otlp::AttributeValue(otlp::AttributeValue::KvList{{"0", otlp::AttributeValue("http.route")}})}};
   seed("process_context", "payload", process_context::encode_payload(context));
   seed("process_context", "empty", std::string_view());
+
+  // OTLP profiles: two threads, aggregated timestamps, a link, a stack, a value.
+  std::vector<profiles::ProfileSample> samples(3);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    samples[i].pid = 4242;
+    samples[i].tid = 4243 + static_cast<std::int64_t>(i % 2);
+    samples[i].time = profiles::SampleTime{1'700'000'000'000'000'000ull + i};
+    samples[i].link = profiles::SampleLink{spans[0].trace_id, spans[0].span_id};
+    samples[i].resource = std::make_shared<const otlp::Attributes>(
+        otlp::Attributes{{"service.name", otlp::AttributeValue("checkout")}});
+  }
+  samples[2].value = 3;
+  samples[2].stack = std::make_shared<const profiles::Stack>(profiles::Stack{0x401000, 0x402000});
+  seed("otlp_profiles", "three-samples", profiles::encode_profiles(samples));
+  seed("otlp_profiles", "empty", std::string_view());
+  seed("json_lines", "full",
+       R"({"time_unix_nano": "1718000000123456789", "pid": 4242, "tid": 4243, "trace_id": )"
+       R"("4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "flags": 1, "value": 2, "stack": [4198400, )"
+       R"("0x402000"], "attributes": {"thread.name": "worker-1", "tags": ["a"], "kv": {"k": true}}, "resource": )"
+       R"({"service.name": "checkout"}})");
+  seed("json_lines", "smallest", R"({"time_monotonic_nano": 123, "pid": 1, "tid": 2})");
 
   for (int i = 2; i < argc; ++i) {
     std::ifstream in(argv[i], std::ios::binary);

@@ -14,7 +14,8 @@ import pytest
 
 from build_products import BUILD, REPO
 CORPUS = REPO / "tests" / "fuzz" / "corpus"
-FUZZERS = ["message", "storage_record", "maps", "elf", "otlp_protobuf", "otlp_json", "gzip", "process_context"]
+FUZZERS = ["message", "storage_record", "maps", "elf", "otlp_protobuf", "otlp_json", "gzip", "process_context",
+           "otlp_profiles", "json_lines"]
 # Each run stops at whichever comes first; together they keep the suite's
 # added time to about 15 s on a loaded 2-core machine (libFuzzer adds ~1 s per run).
 SECONDS_PER_FUZZER = 1

@@ -261,10 +261,27 @@ struct ReceiverCounters {
   std::uint64_t rejected_total() const;
 };
 
+// Another OTLP signal served beside /v1/traces, on the same port and within
+// the same bounds (request line and headers, connections, request time, body,
+// bytes in flight, gzip): OTLP profiles at /v1development/profiles
+// (profiles/http_route.hpp), as a collector serves every signal on 4318.
+class ExportRoute {
+ public:
+  virtual ~ExportRoute() = default;
+  virtual std::string path() const = 0;  // "/v1development/profiles"
+  // Called once per POST to path(), on the receiver's thread, before it
+  // answers. `body`: the export, whole, its Content-Encoding undone, within
+  // the limits; null when the receiver turned it away already
+  // (request.rejected says why). To refuse a body, set request.rejected,
+  // http_status (4xx) and response_message; left alone, it is answered 200.
+  virtual void handle(ReceivedRequest& request, const std::string_view* body) = 0;
+};
+
 struct ReceiverOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: an ephemeral port
   ReceiverLimits limits;
+  std::vector<std::shared_ptr<ExportRoute>> routes;  // requests to these paths are theirs, not spans
 };
 
 class OtlpReceiver {

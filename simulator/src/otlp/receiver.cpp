@@ -121,6 +121,7 @@ BodyEncoding body_encoding(std::string_view header_value) {
 
 // One request being received: headers seen, body collected so far.
 struct Upload {
+  ExportRoute* route = nullptr;  // null: /v1/traces
   ReceivedRequest request;
   std::string type;  // media type, lower case
   BodyEncoding encoding = BodyEncoding::Identity;
@@ -217,12 +218,15 @@ struct OtlpReceiver::Server {
     auto* upload = static_cast<Upload*>(*con_cls);
     if (!upload) {
       // Headers are complete; the body (if any) follows in later calls.
-      if (std::strcmp(url, "/v1/traces") != 0)
-        return respond(connection, 404, "only /v1/traces is served\n", "text/plain") ? MHD_YES : MHD_NO;
+      ExportRoute* route = self->route_for(url);
+      if (!route && std::strcmp(url, "/v1/traces") != 0)
+        return respond(connection, 404, "only " + self->served_paths() + " served\n", "text/plain") ? MHD_YES : MHD_NO;
       if (std::strcmp(method, "POST") != 0)
-        return respond(connection, 405, "only POST is supported on /v1/traces\n", "text/plain", "POST") ? MHD_YES
-                                                                                                          : MHD_NO;
+        return respond(connection, 405, "only POST is supported on " + printable(url) + "\n", "text/plain", "POST")
+                   ? MHD_YES
+                   : MHD_NO;
       upload = new Upload;
+      upload->route = route;
       *con_cls = upload;
       ReceivedRequest& request = upload->request;
       request.received_at = std::chrono::steady_clock::now();
@@ -277,6 +281,17 @@ struct OtlpReceiver::Server {
 
   // Undoes the encoding, decodes, answers and records one export.
   bool finish(MHD_Connection* connection, Upload& upload);
+
+  ExportRoute* route_for(const char* url) const {
+    for (const auto& route : owner->options_.routes)
+      if (route->path() == url) return route.get();
+    return nullptr;
+  }
+  std::string served_paths() const {
+    std::string paths = "/v1/traces";
+    for (const auto& route : owner->options_.routes) paths += ", " + route->path();
+    return paths + (owner->options_.routes.empty() ? " is" : " are");
+  }
 };
 
 bool OtlpReceiver::Server::finish(MHD_Connection* connection, Upload& upload) {
@@ -289,7 +304,10 @@ bool OtlpReceiver::Server::finish(MHD_Connection* connection, Upload& upload) {
     request.http_status = http_status;
     request.response_message = message;
     answered = answer_error(connection, http_status, request.encoding, message);
-    owner->record(std::move(request), {});
+    if (upload.route)
+      upload.route->handle(request, nullptr);
+    else
+      owner->record(std::move(request), {});
     return answered;
   };
 
@@ -331,6 +349,11 @@ bool OtlpReceiver::Server::finish(MHD_Connection* connection, Upload& upload) {
   }
   request.decoded_bytes = body.size();
   request.body_prefix = std::string(body.substr(0, ReceivedRequest::kBodyPrefixBytes));
+  if (upload.route) {  // another signal: the route decodes and keeps it
+    upload.route->handle(request, &body);
+    if (request.rejected) return answer_error(connection, request.http_status, request.encoding, request.response_message);
+    return respond(connection, 200, "", kProtobufType);
+  }
 
   DecodedExport decoded = *request.encoding == Encoding::Protobuf ? decode_protobuf(body, limits)
                                                                   : decode_json(body, limits);
