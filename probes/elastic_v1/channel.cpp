@@ -1,5 +1,7 @@
 #include "channel.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <filesystem>
 
 #include "elastic_v1/registry.hpp"
+#include "tracecorr/procfs.hpp"
 
 namespace tracecorr::elastic_v1 {
 namespace {
@@ -38,11 +41,24 @@ constexpr auto kCapacityDrainPause = std::chrono::milliseconds(1);
 // How long the capacity measurement waits for the agent to read what the
 // scenario left queued (a slow poller takes one poll interval).
 constexpr auto kCapacityQueueEmptyPatience = std::chrono::milliseconds(2000);
-std::string make_socket_dir() {
-  std::string tmpl = "/tmp/tracecorr-sock-XXXXXX";
+// Anyone may make a socket in it (the agent may drop its privileges before
+// it does: `runuser -u nobody`, a container's `setpriv --reuid`), no one may
+// list it, and only a socket's owner may remove it (sticky), like /tmp's own
+// rules for the sockets agents make there by default.
+constexpr mode_t kSocketDirMode = 01733;
+// Bound on the agent's line quoted in the report.
+constexpr std::size_t kMaxQuotedLine = 300;
+
+std::string make_socket_dir(const std::string& parent) {
+  std::string tmpl = parent + "/tracecorr-sock-XXXXXX";
   if (!mkdtemp(tmpl.data())) return "/tmp";
-  chmod(tmpl.c_str(), 0755);
+  chmod(tmpl.c_str(), kSocketDirMode);
   return tmpl;
+}
+
+std::string process_name(pid_t pid) {
+  auto st = read_process_stat(pid);
+  return "pid " + std::to_string(pid) + (st ? " (" + st->comm + ")" : "");
 }
 
 }  // namespace
@@ -53,13 +69,89 @@ Channel::~Channel() {
 }
 
 void Channel::prepare_launch(conform::LaunchSpec& launch) {
-  socket_dir_ = make_socket_dir();
+  socket_dir_ = make_socket_dir(socket_dir_parent_);
   launch.env.emplace(std::string(elastic_v1::spec::kEnvEnabled), "true");  // the settings' own value wins
   launch.env[std::string(elastic_v1::spec::kEnvSocketDir)] = socket_dir_;
+  // The agent reads the path in its own root: a container's, after `chroot`.
+  // Held at each exec of the launched tree, before the new program runs,
+  // that root gets the directory too.
+  launch.on_exec = [this](pid_t pid) { make_socket_dir_in_root_of(pid, "at its exec"); };
+}
+
+void Channel::make_socket_dir_in_root_of(pid_t pid, const std::string& when) {
+  if (socket_dir_.empty() || socket_dir_ == "/tmp") return;
+  struct stat ours{}, theirs{};
+  if (::stat("/", &ours) != 0 || ::stat(("/proc/" + std::to_string(pid) + "/root/").c_str(), &theirs) != 0) return;
+  if (ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) return;
+  std::lock_guard lock(roots_mutex_);
+  for (const auto& r : roots_)
+    if (r.dev == theirs.st_dev && r.ino == theirs.st_ino) return;
+  RootDir root;
+  root.dev = theirs.st_dev;
+  root.ino = theirs.st_ino;
+  const auto path = std::filesystem::path(socket_dir_);
+  const std::string parent = path.parent_path().string(), name = path.filename().string();
+  const std::string where = process_name(pid) + ", whose root is not tracecorr's (a container)";
+  auto parent_fd = open_in_target_root(pid, parent, O_PATH | O_DIRECTORY);
+  if (!parent_fd) {
+    socket_dir_unusable_ = "the agent's root has no " + parent + " to make " + socket_dir_ + " in (" + where + "): " +
+                           parent_fd.error().message() + "; name a directory valid in the agent's root with --socket-dir";
+    roots_.push_back(std::move(root));
+    return;
+  }
+  root.parent = std::move(*parent_fd);
+  struct stat made{};
+  if (::mkdirat(root.parent.get(), name.c_str(), 0700) == 0) {
+    root.made = true;
+    (void)::fchmodat(root.parent.get(), name.c_str(), kSocketDirMode, 0);
+    socket_dir_roots_.push_back("made in the root of " + where + ", " + when);
+    if (when != "at its exec")
+      socket_dir_unusable_ = socket_dir_ + " was made in the root of " + where + " only " + when +
+                             ", after the agent had started";
+  } else if (::fstatat(root.parent.get(), name.c_str(), &made, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(made.st_mode) ||
+             made.st_uid != 0) {
+    socket_dir_unusable_ = socket_dir_ + " could not be made in the root of " + where + ": " +
+                           std::strerror(errno == 0 ? EEXIST : errno) + " (something else is there)";
+  }
+  roots_.push_back(std::move(root));
+}
+
+void Channel::remove_socket_dirs_in_roots() {
+  std::lock_guard lock(roots_mutex_);
+  const std::string name = std::filesystem::path(socket_dir_).filename().string();
+  for (auto& r : roots_) {
+    if (!r.made) continue;
+    // What the agent left in it (its socket), then the directory; nothing
+    // that resolves elsewhere is followed.
+    int fd = ::openat(r.parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      if (DIR* dir = ::fdopendir(fd)) {
+        std::vector<std::string> entries;
+        while (dirent* e = ::readdir(dir))
+          if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) entries.emplace_back(e->d_name);
+        for (const auto& e : entries) (void)::unlinkat(::dirfd(dir), e.c_str(), 0);
+        ::closedir(dir);
+      } else {
+        ::close(fd);
+      }
+    }
+    (void)::unlinkat(r.parent.get(), name.c_str(), AT_REMOVEDIR);
+    r.made = false;
+  }
+}
+
+// The last line the agent printed that names the socket directory.
+std::optional<std::string> Channel::complaint_about_socket_dir() const {
+  if (!session_ || socket_dir_.empty()) return std::nullopt;
+  std::optional<std::string> last;
+  for (const auto& line : session_->target_output_lines())
+    if (line.text.find(socket_dir_) != std::string::npos) last = line.text.substr(0, kMaxQuotedLine);
+  return last;
 }
 
 void Channel::library_found(conform::Session& session) {
   session_ = &session;
+  if (session.launched()) make_socket_dir_in_root_of(session.pid(), "when its library was found");
   if (!session.library() || !session.library()->process_pointer_addr) return;
   pointer_address_ = *session.library()->process_pointer_addr;
   sight_storage();  // the state at the earliest moment we can see
@@ -67,11 +159,11 @@ void Channel::library_found(conform::Session& session) {
   storage_thread_ = std::thread([this] { watch_storage(); });
 }
 
-void Channel::opened(conform::Session& session, Clock::time_point deadline) {
+void Channel::opened(conform::Session& session, conform::DiscoveryWait& wait) {
+  (void)wait;  // the storage follows the library at once: its own short wait (storage_wait_)
   session_ = &session;
   if (!session.library()) return;
-  auto wait = std::min(storage_wait_, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
-  if (wait_for_storage(wait)) connect_socket();
+  if (wait_for_storage(storage_wait_)) connect_socket();
 }
 
 void Channel::stop_watching() {
@@ -80,6 +172,9 @@ void Channel::stop_watching() {
 }
 
 void Channel::closed() {
+  // Nothing published: the agent's own words about the directory it was given.
+  if (!socket_dir_removed_ && !storage()) socket_dir_complaint_ = complaint_about_socket_dir();
+  remove_socket_dirs_in_roots();
   if (!socket_dir_.empty() && socket_dir_ != "/tmp" && !socket_dir_removed_) {
     std::error_code ignored;
     std::filesystem::remove_all(socket_dir_, ignored);
@@ -90,6 +185,12 @@ void Channel::closed() {
 std::shared_ptr<const conform::ProtocolEvidence> Channel::evidence() const {
   auto f = std::make_shared<SessionFacts>();
   f->socket_dir = socket_dir_;
+  {
+    std::lock_guard lock(roots_mutex_);
+    f->socket_dir_roots = socket_dir_roots_;
+    f->socket_dir_unusable = socket_dir_unusable_;
+  }
+  f->socket_dir_complaint = socket_dir_complaint_;
   f->storage_sightings = storage_sightings();
   f->socket_facts = socket_facts_;
   f->socket_error = socket_error_;

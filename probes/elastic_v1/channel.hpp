@@ -28,12 +28,14 @@ class Channel final : public conform::SessionPart {
  public:
   // storage_wait: how long opening waits for the process storage (short
   // where the settings say the agent publishes none).
-  explicit Channel(Millis storage_wait) : storage_wait_(storage_wait) {}
+  // socket_dir_parent: where the session's socket directory is made (--socket-dir).
+  Channel(Millis storage_wait, std::string socket_dir_parent)
+      : storage_wait_(storage_wait), socket_dir_parent_(std::move(socket_dir_parent)) {}
   ~Channel() override;
 
   void prepare_launch(conform::LaunchSpec& launch) override;
   void library_found(conform::Session& session) override;
-  void opened(conform::Session& session, Clock::time_point deadline) override;
+  void opened(conform::Session& session, conform::DiscoveryWait& wait) override;
   void stop_watching() override;
   void closed() override;
   std::shared_ptr<const conform::ProtocolEvidence> evidence() const override;
@@ -73,16 +75,33 @@ class Channel final : public conform::SessionPart {
  private:
   void sight_storage();
   void watch_storage();
+  // The socket directory made in `pid`'s root too when that root is not
+  // tracecorr's (a container's): at the process's exec, or as soon as seen.
+  void make_socket_dir_in_root_of(pid_t pid, const std::string& when);
+  void remove_socket_dirs_in_roots();
+  std::optional<std::string> complaint_about_socket_dir() const;
   void connect_socket();
   SentMessage transmit(std::vector<std::uint8_t> datagram, std::string requirement, std::string label,
                        Millis patience);
   const SentMessage& store(SentMessage m);
 
   Millis storage_wait_;
+  std::string socket_dir_parent_;
   conform::Session* session_ = nullptr;  // set by library_found; the session owns this part
   std::uint64_t pointer_address_ = 0;    // &process storage pointer in the judged process
   std::string socket_dir_;
   bool socket_dir_removed_ = false;
+  struct RootDir {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    UniqueFd parent;  // the socket directory's parent, resolved in that root
+    bool made = false;
+  };
+  mutable std::mutex roots_mutex_;  // on_exec runs on the slot watch's thread
+  std::vector<RootDir> roots_;
+  std::vector<std::string> socket_dir_roots_;
+  std::optional<std::string> socket_dir_unusable_;
+  std::optional<std::string> socket_dir_complaint_;
   std::optional<AgentSocket> socket_;
   conform::TakeUpClock take_up_;
   bool pacing_abandoned_ = false;  // see kPaceEvery (channel.cpp)

@@ -87,6 +87,16 @@ struct SocketCapacity {
 
 struct SessionFacts : conform::ProtocolEvidence {
   std::string socket_dir;  // launch mode: the directory the agent was told to use
+  // The same directory made in other roots than tracecorr's (a container's,
+  // after `chroot`): where, and when ("at its exec", "when its library was found").
+  std::vector<std::string> socket_dir_roots;
+  // Why the directory could not be given to the agent in its own root (its
+  // root has no parent directory for it, ...), or was made there only after
+  // the agent had started: the kit's shortfall, not the agent's.
+  std::optional<std::string> socket_dir_unusable;
+  // The last line the agent printed naming that directory, when it published
+  // nothing: most likely why (bounded; the target's own words).
+  std::optional<std::string> socket_dir_complaint;
   std::vector<StorageSighting> storage_sightings;
   // The socket (examined when the session connected, while the target was
   // alive) and what tracecorr sent through it.

@@ -22,6 +22,22 @@ Evidence sighting_evidence(const StorageSighting& s, const std::string& label, s
 
 bool nul_terminated(const std::string& s) { return !s.empty() && s.back() == '\0'; }
 
+// Nothing published: the agent's fault, unless the socket directory tracecorr
+// handed it could not serve it (a container's root without it, made too late);
+// either way the agent's own words about that directory are quoted.
+std::vector<Finding> nothing_published(const SessionFacts& f) {
+  std::string said;
+  if (f.socket_dir_complaint) said = "; the agent said: \"" + *f.socket_dir_complaint + "\"";
+  std::vector<Finding> out;
+  if (f.socket_dir_unusable)
+    out.push_back(kit_error("PROC-01", "nothing was published, and the socket directory tracecorr gave the agent could not "
+                                       "serve it: " + *f.socket_dir_unusable + said));
+  else
+    out.push_back(violated("PROC-01", "the process storage pointer stayed 0 for the whole session: nothing was published" + said));
+  for (const char* id : {"PROC-02", "PROC-03", "PROC-04"}) out.push_back(not_applicable(id, "nothing published"));
+  return out;
+}
+
 class ProcProbe final : public Probe {
  public:
   std::string name() const override { return "proc"; }
@@ -37,10 +53,7 @@ class ProcProbe final : public Probe {
     std::vector<const StorageSighting*> published;
     for (const auto& x : sightings)
       if (x.pointer != 0) published.push_back(&x);
-    if (published.empty())
-      return {violated("PROC-01", "the process storage pointer stayed 0 for the whole session: nothing was published"),
-              not_applicable("PROC-02", "nothing published"), not_applicable("PROC-03", "nothing published"),
-              not_applicable("PROC-04", "nothing published")};
+    if (published.empty()) return nothing_published(facts(*s));
 
     std::vector<Finding> out;
     const StorageSighting& first = *published.front();

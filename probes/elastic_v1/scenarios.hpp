@@ -49,6 +49,8 @@ struct Settings {
   // test value (a 2^32-1 ms delay, a made-up host-id) stays in a live service.
   std::uint32_t restore_samples_delay_ms = 1000;  // the spec's default
   std::string restore_host_id;                    // default: this machine's id
+  // Launch mode: where each session's socket directory is made (--socket-dir).
+  std::string socket_dir_parent = "/tmp";
 };
 Expected<Settings> parse_settings(const ScenarioOptions& options);
 // Parsed settings; the defaults when they do not parse (the suite's check()

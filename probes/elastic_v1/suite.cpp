@@ -1,5 +1,6 @@
 // Elastic v1's conformance suite (conform::Suite): its sessions, scenarios,
 // probes and notes, registered with the engine by register_protocol().
+#include <filesystem>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,6 +53,20 @@ std::string capacity_note(const std::optional<SocketCapacity>& cap, bool sent_an
          ", " + loss(1000);
 }
 
+// What the report says of the socket directory: where it was made besides
+// tracecorr's root, and, when the agent published nothing, its words about it.
+void note_socket_dir(const Session& session, RunResult& run) {
+  const auto evidence = std::static_pointer_cast<const SessionFacts>(channel(session).evidence());
+  const auto& f = *evidence;
+  const std::string prefix = "session " + session.settings().name + ": ";
+  for (const auto& where : f.socket_dir_roots) run.notes.push_back(prefix + "socket directory " + f.socket_dir + " " + where);
+  if (!f.socket_dir_complaint && !(f.socket_dir_unusable && !f.storage())) return;
+  std::string note = prefix + "the agent published nothing";
+  if (f.socket_dir_unusable) note += "; the socket directory tracecorr gave it could not serve it: " + *f.socket_dir_unusable;
+  if (f.socket_dir_complaint) note += "; it said of " + f.socket_dir + ": \"" + *f.socket_dir_complaint + "\"";
+  run.notes.push_back(note);
+}
+
 class ElasticSuite final : public Suite {
  public:
   const ProtocolSpec& protocol() const override { return elastic_v1::spec::kProtocol; }
@@ -61,7 +76,11 @@ class ElasticSuite final : public Suite {
             {"samples-delay-ms",
              "Attach mode: the samples-delay-ms of the registration left in force when the run ends (default 1000)",
              ""},
-            {"host-id", "Attach mode: the host-id of the registration left in force (default: /etc/machine-id)", ""}};
+            {"host-id", "Attach mode: the host-id of the registration left in force (default: /etc/machine-id)", ""},
+            {"socket-dir",
+             "Launch mode: the directory each session's socket directory for the agent is made in (default /tmp); "
+             "name one the agent's own root shows at the same path when it runs in a container",
+             ""}};
   }
 
   Status check(const ScenarioOptions& options) const override {
@@ -92,7 +111,8 @@ class ElasticSuite final : public Suite {
 
   Expected<std::unique_ptr<Session>> open_session(const TargetSpec& target, const std::string& name,
                                                   const ScenarioOptions& options) const override {
-    return Session::open(target, session_settings(name, options), std::make_unique<Channel>(storage_wait(name)));
+    return Session::open(target, session_settings(name, options),
+                         std::make_unique<Channel>(storage_wait(name), settings_of(options).socket_dir_parent));
   }
 
   Status run_scenario(Session& session, const ScenarioOptions& options) const override {
@@ -127,6 +147,7 @@ class ElasticSuite final : public Suite {
   void session_closed(const Session& session, const ScenarioOptions& options, RunResult& run) const override {
     const auto& name = session.settings().name;
     const auto& ch = channel(session);
+    note_socket_dir(session, run);
     if (!session.launched()) {
       auto settings = settings_of(options);
       auto regs = ch.registrations();
@@ -176,6 +197,12 @@ Expected<Settings> parse_settings(const ScenarioOptions& options) {
   }
   auto host = options.settings.find("host-id");
   s.restore_host_id = host != options.settings.end() ? host->second : machine_id();
+  if (auto dir = options.setting("socket-dir"); !dir.empty()) {
+    std::error_code ec;
+    if (dir.front() != '/' || !std::filesystem::is_directory(dir, ec))
+      return make_error("not an existing directory given by its absolute path: \"" + dir + "\"", "--socket-dir");
+    s.socket_dir_parent = dir;
+  }
   return s;
 }
 

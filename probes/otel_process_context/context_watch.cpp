@@ -70,7 +70,7 @@ void ContextWatch::prepare_launch(conform::LaunchSpec& launch) {
   };
 }
 
-void ContextWatch::opened(conform::Session& session, Clock::time_point deadline) {
+void ContextWatch::opened(conform::Session& session, conform::DiscoveryWait& wait) {
   facts_.launched = session.launched();
   if (!session.launched() && wants_watch_) facts_.watch_unavailable = "attach mode: the context was published before tracecorr attached";
   // The publisher may be any process of the launched tree (a script that
@@ -112,11 +112,12 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
         if (misnamed_is_final) break;
         continue;
       }
-      session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") maps " + mappings->front().mapping.path);
+      if (!session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") maps " + mappings->front().mapping.path))
+        continue;  // a run before the agent that stays
       facts_.judged_pid = p.pid;
       break;
     }
-    if (found() || misnamed_is_final || Clock::now() >= deadline || tree.empty()) break;
+    if (found() || misnamed_is_final || wait.over() || tree.empty()) break;
     std::this_thread::sleep_for(kFindInterval);
   }
   if (!found() && !misnamed_is_final)
@@ -132,7 +133,8 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
     facts_.nothing_published = !misnamed;
     if (!misnamed)
       facts_.not_found = make_error("no mapping named [anon_shmem:OTEL_CTX], [anon:OTEL_CTX] or /memfd:OTEL_CTX appeared in " +
-                                        std::to_string(looked_at) + " processes of the target before the deadline" +
+                                        std::to_string(looked_at) + " processes of the target: discovery waited until " +
+                                        wait.figures() +
                                         (last_error ? " (last error: " + last_error->message() + ")" : ""),
                                     where);
     return;
@@ -150,7 +152,7 @@ void ContextWatch::opened(conform::Session& session, Clock::time_point deadline)
       facts_.first = std::move(*snapshot);
       if (published) break;
     }
-    if (Clock::now() >= deadline || !session.target().alive()) break;
+    if (wait.over() || !session.target().alive()) break;
     std::this_thread::sleep_for(kFindInterval);
   }
   const std::uint64_t address =

@@ -25,7 +25,7 @@ class ContextWatch final : public conform::SessionPart {
   ~ContextWatch() override;
 
   void prepare_launch(conform::LaunchSpec& launch) override;
-  void opened(conform::Session& session, std::chrono::steady_clock::time_point deadline) override;
+  void opened(conform::Session& session, conform::DiscoveryWait& wait) override;
   void stop_watching() override;
   void closed() override {}
   std::shared_ptr<const conform::ProtocolEvidence> evidence() const override;

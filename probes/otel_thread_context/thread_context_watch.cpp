@@ -73,7 +73,7 @@ void ThreadContextWatch::add_publication(Publication p) {
 }
 
 // TCTXR-02: no symbol is looked for until a process context names the keys.
-bool ThreadContextWatch::find_publisher(conform::Session& session, Clock::time_point deadline) {
+bool ThreadContextWatch::find_publisher(conform::Session& session, conform::DiscoveryWait& wait) {
   std::size_t looked_at = 0;
   std::optional<Error> last_error;
   for (;;) {
@@ -89,8 +89,9 @@ bool ThreadContextWatch::find_publisher(conform::Session& session, Clock::time_p
       if (!data || !data->announces_thread_context()) continue;
       const auto& mapping = *std::find_if(snapshot->mappings.begin(), snapshot->mappings.end(),
                                           [](const auto& m) { return m.decoded && m.decoded->ok(); });
-      session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") publishes threadlocal.* keys in " +
-                                    mapping.mapping.mapping.path);
+      if (!session.target().judge(p, "pid " + std::to_string(p.pid) + " (" + p.comm + ") publishes threadlocal.* keys in " +
+                                         mapping.mapping.mapping.path))
+        continue;  // a run before the agent that stays
       facts_.judged_pid = p.pid;
       if (wait_bounds_) update_wait_ = std::make_unique<conform::UpdateWait>(p.pid, *wait_bounds_);
       add_publication({mapping.read.header->published_at_ns, *data, std::nullopt});
@@ -98,12 +99,13 @@ bool ThreadContextWatch::find_publisher(conform::Session& session, Clock::time_p
       context_reader_ = std::thread([this] { follow_context(context_header_); });
       return true;
     }
-    if (Clock::now() >= deadline || tree.empty()) break;
+    if (wait.over() || tree.empty()) break;
     std::this_thread::sleep_for(kFindInterval);
   }
   facts_.not_found = make_error("no process context carrying threadlocal.schema_version or "
                                 "threadlocal.attribute_key_map appeared in " +
-                                    std::to_string(looked_at) + " processes of the target before the deadline" +
+                                    std::to_string(looked_at) + " processes of the target: discovery waited until " +
+                                    wait.figures() +
                                     (last_error ? " (last error: " + last_error->message() + ")" : ""),
                                 "pid " + std::to_string(session.pid()));
   return false;
@@ -131,9 +133,9 @@ void ThreadContextWatch::follow_context(std::uint64_t header) {
   }
 }
 
-void ThreadContextWatch::opened(conform::Session& session, Clock::time_point deadline) {
+void ThreadContextWatch::opened(conform::Session& session, conform::DiscoveryWait& wait) {
   facts_.launched = session.launched();
-  if (!find_publisher(session, deadline)) return;
+  if (!find_publisher(session, wait)) return;
   const pid_t pid = facts_.judged_pid;
   LiveProcessMemory memory(pid);
   LibraryCache cache;
@@ -156,7 +158,7 @@ void ThreadContextWatch::opened(conform::Session& session, Clock::time_point dea
       facts_.module = **found;
       break;
     }
-    if (Clock::now() >= deadline || !session.target().alive()) {
+    if (wait.over() || !session.target().alive()) {
       facts_.module_error = found ? make_error(ErrorKind::kNotFound, variable_not_found(passed_over),
                                                "pid " + std::to_string(pid))
                                   : found.error();
@@ -173,7 +175,7 @@ void ThreadContextWatch::opened(conform::Session& session, Clock::time_point dea
       facts_.access_model = to_string(access->model);
       break;
     }
-    if (access.error().kind != ErrorKind::kNotReady || Clock::now() >= deadline || !session.target().alive()) {
+    if (access.error().kind != ErrorKind::kNotReady || wait.over() || !session.target().alive()) {
       facts_.access_error = access.error();
       break;
     }

@@ -47,7 +47,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   ThreadContextWatch(std::string session, Lengths lengths);
   ~ThreadContextWatch() override;
 
-  void opened(conform::Session& session, std::chrono::steady_clock::time_point deadline) override;
+  void opened(conform::Session& session, conform::DiscoveryWait& wait) override;
   void stop_watching() override;
   std::shared_ptr<const conform::ProtocolEvidence> evidence() const override;
 
@@ -70,7 +70,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   struct WatchProgress;  // one published-record watch's, as the watched session counts it
 
  private:
-  bool find_publisher(conform::Session& session, std::chrono::steady_clock::time_point deadline);
+  bool find_publisher(conform::Session& session, conform::DiscoveryWait& wait);
   void follow_context(std::uint64_t header);
   void sample(std::uint64_t header);
   void watch_threads();

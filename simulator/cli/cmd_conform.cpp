@@ -2,6 +2,7 @@
 //
 //   tracecorr conform [options] -- CMD ARGS...   launch mode (restarts CMD per session)
 //   tracecorr conform [options] --pid PID        attach mode (one session, no restarts)
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +31,7 @@ struct ConformArgs {
   double duration = 0;
   unsigned jobs = 0;
   int otlp_port = 0;
+  double discovery_ceiling = 0;  // seconds; 0: DiscoveryLimits' default
 };
 
 std::vector<std::string> split_ids(const std::string& text) {
@@ -72,6 +74,8 @@ int run_conform(const ConformArgs& a) {
     return kExitUsage;
   }
   if (a.duration > 0) o.scenario.time_scale = a.duration / kDefaultMainSessionSeconds;
+  if (a.discovery_ceiling > 0)
+    o.target.discovery.ceiling = std::chrono::milliseconds(static_cast<long long>(a.discovery_ceiling * 1000));
 
   std::optional<Expectations> expectations;
   if (!a.expect.empty() && (std::filesystem::exists(a.expect) || !a.update_expectations)) {
@@ -150,6 +154,9 @@ RegisterCommand conform_command(
       app.add_option("--expect", a->expect, "Expectations file: ids expected to fail, each with a reason");
       app.add_flag("--update-expectations", a->update_expectations, "Rewrite --expect with the current failures");
       app.add_option("--duration", a->duration, "Seconds for the main session's phases (default 5; longer is steadier)");
+      app.add_option("--discovery-ceiling", a->discovery_ceiling,
+                     "Seconds discovery waits at most, however the target progresses (default 300; it ends sooner on "
+                     "the target's own CPU and idle time)");
       app.add_option("--jobs", a->jobs, "Sessions run at once (default: two per CPU, one when the machine is already busy); reports keep the session order");
       app.add_option("--gdbstub", a->gdbstub, "HOST:PORT of qemu-user's gdbstub, for arm64 agents under qemu-aarch64 -g");
       app.add_option("--otlp-port", a->otlp_port, "Fixed port for tracecorr's OTLP receiver (attach mode)");

@@ -378,6 +378,9 @@ def reference_variants(arch: str = "x86_64") -> dict[str, list[str]]:
         "no-span-flags": [*program, "--no-span-flags"],
         # A full-queue warning worded like a real agent's, without "queue" or "incomplete".
         "warning-in-other-words": [*program, "--full-queue-warning", FULL_QUEUE_WARNING_IN_OTHER_WORDS],
+        # A slow start: 3 s of its own CPU before it loads the library (a JVM; many seconds of a busy
+        # machine, beside stress-ng: tests/bench/slow_start_stress.sh). Discovery waits on its progress.
+        "slow-start": [*program, "--start-cpu-ms", "3000"],
         # A queue whose size is its own: BUFFER_SIZE=8 holds 9 (EDOT Java's ring of 8 and one peeked).
         "queue-pow2-plus-one": [*program, "--queue-pow2-plus-one"],
     }

@@ -5,7 +5,8 @@ tests/bench/conform_load.py).
 Variants (conform_support.reference_variants): the reference; the socket
 drained only every 200 ms; spans exported in 5 s batches; no span flags; the
 full-queue warning in other words; a queue whose size is its own (BUFFER_SIZE
-rounded up to a power of two, plus one, as EDOT Java). Each must exit 0 with every requirement
+rounded up to a power of two, plus one, as EDOT Java); a slow start (3 s of CPU
+before the library is loaded). Each must exit 0 with every requirement
 passed on some evidence (the MAY TLS-06 skips), whatever its timing: tracecorr
 judges holds by export order against the session's own baseline, and messages
 from when the agent read them.

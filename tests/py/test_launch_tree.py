@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 import conform_support as cs
+import launch_support as ls
+from build_products import package_fixture_program
 
 REFERENCE = cs.fixture_program("x86_64")
+THREAD_CONTEXT_WRITER = package_fixture_program("otel_thread_context", "otel-tctx-writer", "x86_64").parent / "tlsdesc" / "otel-tctx-writer"
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(not (cs.TRACECORR.exists() and REFERENCE.exists()),
@@ -106,3 +109,60 @@ def test_target_stop_does_not_wait_for_an_orphan_holding_the_output_pipe():
         time.sleep(0.05)
     assert not alive(helper), "the helper in the launched process group survived stop()"
     target.release()
+
+
+# Issue 29: launched processes that try to outlive the run. Each escape is a
+# `sleep` renamed to the run's tag (`exec -a`), counted before and after.
+ESCAPE = """bash -c 'exec -a "$TAG" sleep 300'"""
+ESCAPES = {
+    # A double fork into a new session: the middle process exits, init adopts the rest.
+    "setsid-double-fork": f"( setsid {ESCAPE} & ) ; exec \"$FIXTURE\" --service-name \"$TAG\"",
+    # A process group of its own, in the launched session.
+    "new-process-group": "( /usr/bin/python3 -c 'import os; os.setpgid(0, 0); "
+                         "os.execvp(\"bash\", [\"bash\", \"-c\", \"exec -a \\\"$TAG\\\" sleep 300\"])' & ) ; "
+                         "exec \"$FIXTURE\" --service-name \"$TAG\"",
+    # 70 levels of forks, each waiting for the next; the deepest leaves into a new session.
+    "chain-70-deep": f"chain() {{ if [ \"$1\" -gt 0 ]; then chain $(( $1 - 1 )) & wait; else setsid {ESCAPE}; fi; }}\n"
+                     "chain 70 &\nexec \"$FIXTURE\" --service-name \"$TAG\"",
+}
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_nothing_the_run_launched_outlives_it(escape, tmp_path):
+    tag = ls.unique_tag(escape)
+    assert not ls.tagged(tag)
+    script = tmp_path / "run-agent.sh"
+    script.write_text("#!/bin/bash\n" + ESCAPES[escape] + "\n")
+    script.chmod(0o755)
+    report_path = tmp_path / "report.json"
+    argv = [str(cs.TRACECORR), "conform", "--json", str(report_path), "--only", "ELF-01,PROC-01", "--", str(script)]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_BOUND_S,
+                         env=dict(os.environ, FIXTURE=str(REFERENCE), TAG=tag))
+    assert run.returncode == cs.EXIT_OK, (run.stdout[-3000:], run.stderr[-3000:])
+    left = ls.left_running(tag)
+    assert not left, f"{len(left)} processes of the launched tree still run after conform: {sorted(left)}"
+    notes = json.loads(report_path.read_text())["notes"]
+    stopped = [n for n in notes if "had left the launched process group" in n]
+    assert stopped, notes
+
+
+@pytest.mark.skipif(not THREAD_CONTEXT_WRITER.exists(), reason=cs.missing_reason(str(THREAD_CONTEXT_WRITER)))
+def test_a_writer_that_forks_and_setsids_its_children_leaves_none_of_them(tmp_path):
+    tag = ls.unique_tag("tctx-setsid-children")
+    children = 8
+    wrapper = ("import os, sys\n"
+               f"for _ in range({children}):\n"
+               "    if os.fork() == 0:\n"
+               "        os.setsid()\n"
+               f"        os.execvp('bash', ['bash', '-c', 'exec -a {tag} sleep 300'])\n"
+               "os.execv(sys.argv[1], sys.argv[1:])\n")
+    report_path = tmp_path / "report.json"
+    argv = [str(cs.TRACECORR), "conform", "--json", str(report_path), "--protocol", "otel-thread-context",
+            "--only", "TCTX-01", "--", "/usr/bin/python3", "-c", wrapper, str(THREAD_CONTEXT_WRITER),
+            "--service-name", tag]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_BOUND_S)
+    assert run.returncode == cs.EXIT_OK, (run.stdout[-3000:], run.stderr[-3000:])
+    left = ls.left_running(tag)
+    assert not left, f"{len(left)} of the writer's {children} children still run after conform: {sorted(left)}"
+    notes = json.loads(report_path.read_text())["notes"]
+    assert any("had left the launched process group" in n for n in notes), notes

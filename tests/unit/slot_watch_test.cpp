@@ -58,12 +58,16 @@ struct Watched {
   bool untraced_after = false;
 };
 
-Watched watch(const std::string& order) {
+// `script`: launched through `/bin/sh -c "<script> exec TARGET ..."` (a
+// launch script's commands before its exec); empty: the target itself.
+Watched watch(const std::string& order, const std::string& script = "") {
   auto offset_file = (std::filesystem::temp_directory_path() / ("tc-slot-" + std::to_string(::getpid()) + "-" + order)).string();
   std::filesystem::remove(offset_file);
   std::unique_ptr<SlotWatch> slot_watch;
   LaunchSpec spec;
   spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
+  if (!script.empty())
+    spec.argv = {"/bin/sh", "-c", script + " exec \"$0\" \"$@\"", kTargetPath, offset_file, order, std::to_string(kThreads)};
   spec.before_exec = [&](pid_t pid) {
     auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(),
                                       [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
@@ -119,6 +123,57 @@ TEST(SlotWatch, CatchesARecordFilledInJustAfterItsPointerWasSet) {
   EXPECT_TRUE(w.alive_after);
   EXPECT_TRUE(w.untraced_after);
   EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
+}
+
+// A launch script runs children before it execs the agent (`/bin/true`, the
+// fork of `HERE=$(cd "$(dirname "$0")" && pwd)`, a subshell): each is
+// followed, and its exit taken, so that the shell waiting for it goes on.
+TEST(SlotWatch, FollowsALaunchScriptWhoseChildrenExitBeforeItsExec) {
+  auto w = watch("ordered", "/bin/true; HERE=$(cd \"$(dirname \"$0\")\" && pwd); ( /bin/true ); cd \"$HERE\" &&");
+  EXPECT_EQ(w.report.publications_seen, static_cast<std::size_t>(kThreads)) << w.report.describe();
+  EXPECT_GE(w.report.threads_started, static_cast<std::size_t>(kThreads + 4)) << w.report.describe();
+  EXPECT_FALSE(w.report.error) << w.report.describe();
+  EXPECT_TRUE(w.alive_after);
+  EXPECT_TRUE(w.untraced_after);
+  EXPECT_EQ(count_of(w.output, "usr1 1"), static_cast<std::size_t>(kThreads)) << w.output;
+}
+
+// A watch ended while its target is still starting threads (a session that
+// follows the launch only until discovery, for its execs): every task the
+// watch's thread had attached, those started at clones it had not collected
+// yet included, is let go; none is killed with the watch's thread
+// (PTRACE_O_EXITKILL).
+TEST(SlotWatch, EndedWhileThreadsStartLeavesTheTargetRunning) {
+  constexpr int kManyThreads = 200;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto offset_file = (std::filesystem::temp_directory_path() /
+                        ("tc-slot-early-" + std::to_string(::getpid()) + "-" + std::to_string(attempt)))
+                           .string();
+    std::unique_ptr<SlotWatch> slot_watch;
+    LaunchSpec spec;
+    spec.argv = {kTargetPath, offset_file, "ordered", std::to_string(kManyThreads)};
+    spec.before_exec = [&](pid_t pid) {
+      auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(), [](pid_t, std::uint64_t) {
+        return Expected<std::uint64_t>(make_error("following execs only"));
+      });
+      if (w) slot_watch = std::move(*w);
+    };
+    auto target = Target::launch(spec);
+    ASSERT_TRUE(target && slot_watch);
+    // End the watch as soon as the threads begin.
+    for (auto give_up = std::chrono::steady_clock::now() + 10s;
+         !std::filesystem::exists(offset_file) && std::chrono::steady_clock::now() < give_up;)
+      std::this_thread::sleep_for(100us);
+    auto report = slot_watch->finish(std::chrono::steady_clock::now());
+    slot_watch.reset();
+    for (auto until = std::chrono::steady_clock::now() + 3s;
+         (*target)->alive() && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(20ms);
+    EXPECT_TRUE((*target)->alive()) << "attempt " << attempt << ": the target died after the watch ended ("
+                                    << report.describe() << "): " << (*target)->exit_description().value_or("");
+    EXPECT_TRUE(untraced((*target)->pid())) << "attempt " << attempt;
+    std::filesystem::remove(offset_file);
+  }
 }
 
 }  // namespace

@@ -440,6 +440,11 @@ class WatchSession {
     for (;;) {
       int status = 0;
       if (leader_exited()) {  // a zombie leader is its parent's to reap (tracecorr's Target, for a launched one)
+        // Unless its parent is another process (a shell's `/bin/true`, a
+        // launch script's command substitution): that parent is told of the
+        // exit only once the tracer has taken its own notice of it, and would
+        // otherwise wait for its child forever.
+        if (!parent_is_us()) (void)::waitpid(tid_, &status, __WALL | WNOHANG);
         attached_ = held_ = false;
         return Stop{Stop::Kind::kExited};
       }
@@ -639,6 +644,12 @@ class WatchSession {
   // A thread-group leader's exit is looked at without reaping it: waitpid on
   // it would also take the exit status from its real parent, which may be
   // this very process.
+  // Whether this process is the traced one's real parent (its launcher).
+  bool parent_is_us() const {
+    auto st = read_process_stat(pid_);
+    return st && st->ppid == ::getpid();
+  }
+
   bool leader_exited() {
     if (tid_ != pid_) return false;
     siginfo_t info{};

@@ -16,6 +16,7 @@
 
 #include "tracecorr/conform/probe.hpp"
 #include "tracecorr/conform/report.hpp"
+#include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/target.hpp"
 
 namespace tracecorr::conform {
@@ -145,6 +146,7 @@ struct SessionRun {
   RunResult closed;                  // the notes and counters the session adds
   std::optional<ExportBatching> coarse_batching;
   std::optional<std::string> attacked;  // what reached its receiver from outside the judged tree
+  std::optional<Session::PreflightRun> preflight;  // the process judged was a run before the agent that stays
 };
 
 // What came to the session's receiver from outside the judged process tree:
@@ -186,13 +188,17 @@ void note_attached_exports(const RunOptions& o, const Session& s, SessionRun& r)
   r.coarse_batching = batching;
 }
 
-SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
+SessionRun run_session_once(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name,
+                            const std::vector<std::string>& pass_over) {
   SessionRun r;
   r.name = name;
   const bool attach_mode = o.target.pid.has_value();
   auto started = std::chrono::steady_clock::now();
   say(o, "session " + name + ": " + (attach_mode ? "attaching" : "launching"));
-  auto session = suite.open_session(o.target, name, scenario);
+  TargetSpec target = o.target;
+  target.pass_over = pass_over;
+  target.publishes = [&suite](pid_t pid) { return suite.published(pid).kind == Published::Kind::Readable; };
+  auto session = suite.open_session(target, name, scenario);
   if (!session) {
     r.error = session.error().message();
     say(o, "session " + name + ": " + session.error().message());
@@ -206,6 +212,10 @@ SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOp
   }
   if (auto st = suite.run_scenario(**session, scenario); !st) r.error = st.error().message();
   (*session)->close();
+  r.preflight = (*session)->preflight_run();
+  // What had to be stopped beyond the launched process group, or killed.
+  if (const auto& tree = (*session)->target().stopped_tree(); tree && (!tree->killed.empty() || !tree->left_group.empty()))
+    r.closed.notes.push_back("session " + name + ": " + tree->describe());
   // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
   // a process that is no longer the one judged (a failed SOCK-02 against a
   // vanished socket, 16 passes against a new image): the environment's error.
@@ -223,6 +233,25 @@ SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOp
              std::to_string((*session)->receiver().counters().spans) + " spans received");
   r.evidence = (*session)->evidence();
   return r;
+}
+
+// A session whose judged process turned out to be a run before the agent
+// that stays (a pre-flight `agent --check`) is launched again, passing over
+// it: at most this many times.
+constexpr std::size_t kMaxPassedOver = 2;
+
+SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
+  std::vector<std::string> passed, signatures;
+  for (;;) {
+    SessionRun r = run_session_once(suite, o, scenario, name, signatures);
+    if (!r.preflight || signatures.size() == kMaxPassedOver) {
+      for (const auto& p : passed) r.closed.notes.push_back("session " + name + ": " + p + "; launched again, passing over it");
+      return r;
+    }
+    say(o, "session " + name + ": " + r.preflight->description + "; launching again, passing over it");
+    passed.push_back(r.preflight->description);
+    signatures.push_back(r.preflight->signature);
+  }
 }
 
 // ---- which protocols: --protocol auto -----------------------------------------------
@@ -314,8 +343,15 @@ Expected<std::vector<DetectedProtocol>> detect_in_trial_launch(const TargetSpec&
   launch.argv = target.command;
   auto launched = Target::launch(launch);
   if (!launched) return make_error(ErrorKind::kNotFound, "a trial launch failed: " + launched.error().message(), "--protocol auto");
+  // As long as a session's discovery would wait: on the target's progress.
+  DiscoveryWait wait(
+      [t = launched->get()] {
+        std::vector<pid_t> pids;
+        for (const auto& p : t->processes()) pids.push_back(p.pid);
+        return pids;
+      },
+      target.discovery);
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + target.discovery_timeout;
   std::vector<Sighting> seen;
   std::optional<Clock::time_point> first_at;
   std::uint64_t cpu_at_first = 0, cpu_now = 0;
@@ -337,14 +373,15 @@ Expected<std::vector<DetectedProtocol>> detect_in_trial_launch(const TargetSpec&
                       cpu_now - cpu_at_first >= static_cast<std::uint64_t>(std::chrono::nanoseconds(kMoreProtocolsCpu).count())) ||
                      now - *first_at >= kMoreProtocolsWallMax))
       break;
-    if (!first_at && now >= deadline) break;
+    if (!first_at && wait.over()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(first_at ? 50 : 20));
   }
   const std::string ended = (*launched)->stop();
+  if (seen.empty() && wait.starved())
+    return make_error(ErrorKind::kNotFound, "inconclusive: a trial launch: " + wait.figures(), "--protocol auto");
   if (seen.empty())
-    return make_error(ErrorKind::kNotFound, "the command published none of the protocols tracecorr knows within " +
-                          std::to_string(target.discovery_timeout.count()) + " ms of a trial launch (it " + ended +
-                          "); name one with --protocol",
+    return make_error(ErrorKind::kNotFound, "the command published none of the protocols tracecorr knows in a trial launch (it " +
+                          ended + "; the wait ended: " + wait.figures() + "); name one with --protocol",
                       "--protocol auto");
   if (auto missing = not_seen_of(all, seen); !missing.empty() && first_at)
     note = "--protocol auto: the trial launch watched " + std::to_string((cpu_now - cpu_at_first) / 1000000) +

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/tcp_peer.hpp"
@@ -74,41 +75,57 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     hand_session_token(launch, s->session_token_);
     launch.unset_env = settings.unset_env;
     for (const auto& name : settings.unset_env) launch.env.erase(name);
-    if (settings.watch_tls_slots) s->prepare_slot_watch(launch);
+    // The slot watch follows every exec; a part that must act at an exec
+    // (on_exec) gets the same follower with nothing to arm.
+    if (settings.watch_tls_slots || launch.on_exec) s->prepare_slot_watch(launch, !settings.watch_tls_slots);
     auto launched = Target::launch(launch);
     if (!launched) return launched.error();
     s->target_ = std::move(*launched);
+    s->target_->pass_over(spec.pass_over);
   }
   if (s->target_->launched()) s->admission_->follow(s->target_.get());
   s->opened_at_ = Clock::now();
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // until discovery picks the agent
 
-  auto deadline = s->opened_at_ + spec.discovery_timeout;
+  // Every wait for what the target publishes ends on its own progress.
+  s->discovery_wait_ = std::make_unique<DiscoveryWait>(
+      [target = s->target_.get()] {
+        std::vector<pid_t> pids;
+        for (const auto& p : target->processes()) pids.push_back(p.pid);
+        return pids;
+      },
+      spec.discovery);
+  auto& wait = *s->discovery_wait_;
   // qemu-user -g holds the guest at its first instruction until a debugger
   // attaches, and serves one connection for the process's life: connect
   // before anything waits for the guest to run (discovery would wait for a
   // library that is never loaded), let it run, and keep the connection for
   // the record watcher's thread pointers.
   if (!spec.gdbstub.empty()) {
-    if (auto st = s->connect_gdbstub(deadline); !st) return st.error();  // nothing can run: the environment's fault
+    if (auto st = s->connect_gdbstub(wait); !st) return st.error();  // nothing can run: the environment's fault
   }
   // A protocol without an agent library (a process-wide mapping, say) leaves
   // the discovery options empty and chooses the judged process itself (opened()).
   if (!settings.discovery.name_regex.empty())
-    if (auto st = s->discover(deadline); !st) s->discovery_error_ = st.error();
+    if (auto st = s->discover(wait); !st) s->discovery_error_ = st.error();
   s->memory_ = std::make_unique<LiveProcessMemory>(s->target_->pid());  // the process judged
   if (s->library_ && s->part_) s->part_->library_found(*s);
   // The record watcher reads thread pointers by ptrace: the slot watch must
-  // have let go of every thread first.
+  // have let go of every thread first. Without a library it has nothing to watch.
   if (s->slot_watch_) {
-    s->slot_watch_report_ = s->slot_watch_->finish(deadline);
+    auto report = s->slot_watch_->finish(s->library_ && !s->following_execs_only_ ? wait.ceiling() : Clock::now());
+    if (!s->following_execs_only_) s->slot_watch_report_ = std::move(report);
     s->slot_watch_.reset();
   }
   if (s->library_ && (s->library_->tls_descriptor_addr ||
                       (s->library_->elf.tls && s->library_->elf.tls->thread_local_storage()))) {
-    if (auto st = s->attach_tls(deadline); !st) s->tls_error_ = st.error();
+    if (auto st = s->attach_tls(wait); !st) s->tls_error_ = st.error();
   }
-  if (s->part_) s->part_->opened(*s, deadline);
+  if (s->part_) s->part_->opened(*s, wait);
+  // A wait that ended at its ceiling while the target was starved proves
+  // nothing about what it publishes: no verdict may rest on this session.
+  if (wait.starved())
+    return make_error("inconclusive: " + wait.figures(), "discovery");
   s->run_queue_at_open_ = read_run_queue_wait(s->target_->pid());
   s->run_queue_since_ = Clock::now();
   return s;
@@ -181,8 +198,9 @@ std::string why_chosen(const TreeProcess& chosen, const AgentLibrary& library, c
     text = who + ", the launched process itself, maps " + library.path;
   else
     text = who + (chosen.depth > 0 ? ", a descendant " + std::to_string(chosen.depth) + " deep of the launched pid "
-                                   : ", a process in the launched session (reparented away from) pid ") +
-           std::to_string(launched) + ", maps " + library.path;
+                                   : ", started by the launched pid ") +
+           std::to_string(launched) + (chosen.depth > 0 ? "" : " and reparented away from it (a double fork or setsid)") +
+           ", maps " + library.path;
   if (tree.size() > 1)
     text += with_library == 1 ? "; it is the only one of the " + std::to_string(tree.size()) +
                                     " processes in the launched tree that does"
@@ -193,25 +211,31 @@ std::string why_chosen(const TreeProcess& chosen, const AgentLibrary& library, c
 
 }  // namespace
 
-Status Session::discover(Clock::time_point deadline) {
+Status Session::discover(DiscoveryWait& wait) {
   // The agent may be the launched process or any descendant (a launch script
   // that does not exec, a wrapper that forks): look for the library in every
-  // process of the tree, parents first, and judge the first that loads it.
+  // process of the tree, parents first, and judge the first that loads it
+  // (and is not to be passed over: a run before the agent that stays).
   const auto& options = settings_.discovery;
   LibraryCache cache;
   std::optional<Error> last_error;
+  auto passed_over = [&](pid_t pid) {
+    const auto& passed = target_->passed_over();
+    return std::any_of(passed.begin(), passed.end(), [&](const TreeProcess& p) { return p.pid == pid; });
+  };
   // The launched process first, alone (kTreeScanDelay), then the whole tree.
   std::vector<TreeProcess> tree{TreeProcess{target_->launched_pid(), 0, 0, "", true}};
   if (auto st = read_process_stat(target_->launched_pid())) tree.front().comm = st->comm;
   auto next_tree_scan = Clock::now() + kTreeScanDelay;
-  while (Clock::now() < deadline) {
+  while (!wait.over()) {
     if (Clock::now() >= next_tree_scan) {
       tree = target_->processes();
       next_tree_scan = Clock::now() + kTreeScanInterval;
     }
     std::size_t with_library = 0;
-    std::optional<std::pair<TreeProcess, AgentLibrary>> settled;
+    std::vector<std::pair<TreeProcess, AgentLibrary>> settled;
     for (const auto& p : tree) {
+      if (passed_over(p.pid)) continue;
       auto found = discover_process(p.pid, options, cache);
       if (!found) {
         last_error = found.error();
@@ -222,15 +246,15 @@ Status Session::discover(Clock::time_point deadline) {
       if (!library_) library_ = **found;  // a library without the process symbol: keep looking a while, it may still load
       // Until the loader is done with that page the pointer (and the TLS
       // descriptor) show unrelated file bytes.
-      if (!settled && (*found)->process_pointer_addr && process_pointer_settled(**found, LiveProcessMemory(p.pid)))
-        settled.emplace(p, **found);
+      if ((*found)->process_pointer_addr && process_pointer_settled(**found, LiveProcessMemory(p.pid)))
+        settled.emplace_back(p, **found);
     }
-    if (settled) {
-      library_ = settled->second;
-      target_->judge(settled->first, why_chosen(settled->first, settled->second, tree, with_library, target_->launched_pid(),
-                                                     target_->launched()));
-      return Ok{};
-    }
+    for (const auto& [p, library] : settled)
+      if (target_->judge(p, why_chosen(p, library, tree, with_library, target_->launched_pid(), target_->launched()))) {
+        library_ = library;
+        return Ok{};
+      }
+    if (library_ && passed_over(library_->pid)) library_.reset();
     if (tree.empty() && !target_alive()) break;
     std::this_thread::sleep_for(kDiscoveryPollInterval);
   }
@@ -247,9 +271,8 @@ Status Session::discover(Clock::time_point deadline) {
   std::string symbols = options.process_symbol.empty()  ? options.tls_symbol
                         : options.tls_symbol.empty()     ? options.process_symbol
                                                          : options.process_symbol + " or " + options.tls_symbol;
-  return make_error("no library defining " + symbols + " appeared within " +
-                        std::to_string(target_spec_.discovery_timeout.count()) + " ms" + looked_in +
-                        (last_error ? " (last error: " + last_error->message() + ")" : ""),
+  return make_error("no library defining " + symbols + " appeared" + looked_in + ": discovery waited until " +
+                        wait.figures() + (last_error ? " (last error: " + last_error->message() + ")" : ""),
                     "pid " + std::to_string(pid()));
 }
 
@@ -290,24 +313,34 @@ namespace {
 
 }  // namespace
 
-void Session::prepare_slot_watch(LaunchSpec& launch) {
+void Session::prepare_slot_watch(LaunchSpec& launch, bool execs_only) {
   if (!target_spec_.gdbstub.empty() || runs_under_qemu_user(launch.argv)) {
-    slot_watch_unavailable_ = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";
+    if (!execs_only)
+      slot_watch_unavailable_ = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";
     return;
   }
-  launch.before_exec = [this](pid_t pid) {
+  following_execs_only_ = execs_only;
+  launch.before_exec = [this, on_exec = launch.on_exec, execs_only](pid_t pid) {
     auto cache = std::make_shared<LibraryCache>();
+    // The session ends the watch when discovery gives up; until then a slow
+    // start (a JVM on a loaded machine) may take any time to load the library.
+    SlotWatch::Settings watch_settings;
+    watch_settings.until_located = target_spec_.discovery.ceiling;
+    watch_settings.on_exec = on_exec;
     auto watch = SlotWatch::follow_launch(
         pid, settings_.record_layout,
-        [cache, options = settings_.discovery, layout = settings_.record_layout](pid_t p, std::uint64_t tp) {
+        [cache, options = settings_.discovery, layout = settings_.record_layout, execs_only](pid_t p, std::uint64_t tp)
+            -> Expected<std::uint64_t> {
+          if (execs_only) return make_error("the launch is followed for its execs only");
           return locate_tls_slot(*cache, options, layout, p, tp);
-        });
+        },
+        watch_settings);
     if (watch) slot_watch_ = std::move(*watch);
-    else slot_watch_unavailable_ = watch.error().message();  // e.g. a host without hardware watchpoints
+    else if (!execs_only) slot_watch_unavailable_ = watch.error().message();  // e.g. a host without hardware watchpoints
   };
 }
 
-Status Session::attach_tls(Clock::time_point deadline) {
+Status Session::attach_tls(DiscoveryWait& wait) {
   auto detected = detect_c_library(pid(), library_->elf.machine);
   const CLibrary c_library = detected ? *detected : CLibrary::Unknown;
   for (;;) {
@@ -326,7 +359,7 @@ Status Session::attach_tls(Clock::time_point deadline) {
       break;
     }
     // Only the loader's relocation is worth waiting for.
-    if (access.error().kind != ErrorKind::kNotReady || Clock::now() >= deadline || !target_alive()) {
+    if (access.error().kind != ErrorKind::kNotReady || wait.over() || !target_alive()) {
       if (tls_descriptor_) return Ok{};  // evidence: a descriptor no reader can follow
       return descriptor_error ? *descriptor_error : access.error();
     }
@@ -346,7 +379,7 @@ Status Session::attach_tls(Clock::time_point deadline) {
   return Ok{};
 }
 
-Status Session::connect_gdbstub(Clock::time_point deadline) {
+Status Session::connect_gdbstub(DiscoveryWait& wait) {
   auto endpoint = parse_host_port(target_spec_.gdbstub);
   if (!endpoint) return endpoint.error().within("--gdbstub");
   // qemu listens only once it has started: retry refused connections.
@@ -356,7 +389,7 @@ Status Session::connect_gdbstub(Clock::time_point deadline) {
       gdbstub_ = std::move(*gdb);
       break;
     }
-    if (Clock::now() >= deadline || !target_alive())
+    if (wait.over() || !target_alive())
       return gdb.error().within("connecting to qemu's gdbstub for the thread pointers");
     std::this_thread::sleep_for(Millis(20));
   }
@@ -416,6 +449,7 @@ void Session::close() {
   gdbstub_.reset();
   if (target_ && target_->launched() && closed_output_.empty()) {
     bool was_alive = target_alive();
+    if (!was_alive) look_for_preflight_run();
     if (auto now = read_run_queue_wait(target_->pid()); !now.empty()) {
       RunQueueWait w;
       w.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - run_queue_since_).count();
@@ -439,6 +473,35 @@ void Session::close() {
     if (closed_output_.empty()) closed_output_ = " ";  // marks the session closed
   }
   if (part_) part_->closed();
+}
+
+void Session::look_for_preflight_run() {
+  if (!target_spec_.publishes || target_->judged_reason().empty()) return;
+  const pid_t judged = target_->pid();
+  const auto lived = std::chrono::duration_cast<Millis>(Clock::now() - opened_at_).count();
+  // The tree reaches the agent that stays only after the run before it has
+  // exited (`timeout 3 AGENT --check; exec AGENT`: the shell execs then):
+  // wait for it on the tree's progress, not the clock.
+  DiscoveryWait wait(
+      [this] {
+        std::vector<pid_t> pids;
+        for (const auto& p : target_->processes()) pids.push_back(p.pid);
+        return pids;
+      },
+      target_spec_.discovery);
+  do {
+    for (const auto& p : target_->processes()) {
+      if (p.pid == judged || !target_spec_.publishes(p.pid)) continue;
+      preflight_run_ = PreflightRun{
+          "pid " + std::to_string(judged) + " (" + target_->judged_signature() + "), judged, " +
+              exit_description_.value_or("exited") + " before the session ended (" + std::to_string(lived) +
+              " ms after it opened) while the launched tree ran on, and pid " + std::to_string(p.pid) + " (" +
+              p.comm + ") of that tree publishes the protocol: a run before the agent that stays",
+          target_->judged_signature()};
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!wait.over());
 }
 
 void Session::set_stack_samples(StackSamples samples) {

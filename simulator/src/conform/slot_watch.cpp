@@ -134,6 +134,7 @@ class Follower {
         pause = std::chrono::microseconds(20);
       }
     }
+    take_in_unseen_tasks();
     for (auto& [tid, t] : threads_) count_unarmed(t);
     threads_.clear();  // each session disarms and detaches
     s_.settled = true;
@@ -177,6 +178,7 @@ class Follower {
       }
     } else if (stop.kind == Stop::Kind::kEventStop && stop.event == PTRACE_EVENT_EXEC) {
       t.armed = t.settled = false;  // a new image: the kernel cleared the debug registers
+      if (s_.settings.on_exec) s_.settings.on_exec(t.pid);
     } else if (stop.kind == Stop::Kind::kSignal) {
       auto signal = t.session->take_signal(stop);
       if (!signal) return fail(signal.error());
@@ -250,6 +252,30 @@ class Follower {
       handle(t, *stop);
       if (auto st = t.session->resume(); !st) return fail(st.error());
     }
+  }
+
+  // The watch is ending while the target may still be starting threads: a
+  // thread stopped at a clone, fork or vfork event this watch has not
+  // collected has a new task already attached to this watch's thread, which
+  // no session knows. Left attached, it would be killed when this thread
+  // exits (PTRACE_O_EXITKILL), and its process with it. So every running
+  // thread is stopped once and each new task it started taken in (they have
+  // not run: they start nothing), before all are released.
+  void take_in_unseen_tasks() {
+    for (auto& [tid, t] : threads_) {
+      if (t.session->held()) continue;
+      auto stop = t.session->interrupt(kInterruptBound);
+      if (!stop || stop->kind != Stop::Kind::kEventStop) continue;
+      if (stop->event != PTRACE_EVENT_CLONE && stop->event != PTRACE_EVENT_FORK && stop->event != PTRACE_EVENT_VFORK)
+        continue;
+      if (auto child = t.session->event_message()) {
+        pid_t pid = stop->event == PTRACE_EVENT_CLONE ? thread_group_of(*child, t.pid) : *child;
+        adopted_.emplace(*child, FollowedThread{WatchSession::adopt(pid, *child), pid});
+        ++report_.threads_started;
+      }
+    }
+    for (auto& [tid, t] : adopted_) threads_.emplace(tid, std::move(t));
+    adopted_.clear();
   }
 
   void count_unarmed(const FollowedThread& t) {

@@ -1,7 +1,5 @@
 #include "tracecorr/conform/target.hpp"
 
-#include "tracecorr/procfs.hpp"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <fstream>
 #include <set>
 
 #include "tracecorr/procfs.hpp"
@@ -26,8 +26,16 @@ namespace {
 constexpr std::size_t kOutputLimit = 4 << 20;
 // After SIGKILL, how long the tree gets to disappear before stop() gives up waiting.
 constexpr auto kKillWait = std::chrono::milliseconds(2000);
-// Bound on the parent-chain walk (a chain longer than this is not followed).
-constexpr int kMaxTreeDepth = 64;
+// Depth given to members whose parent links do not lead to the launched
+// process (reparented to init or to tracecorr): sorted last.
+constexpr int kMaxTreeDepth = 1 << 20;
+// Bound on the members a fallback tree remembers (pid -> start time).
+constexpr std::size_t kMaxMembersSeen = 1 << 16;
+
+// The launched pids of every live Target of this process: an orphan the
+// fallback hold adopted (tracecorr is its child subreaper) is no launch.
+std::mutex live_launches_mutex;
+std::set<pid_t> live_launches;
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with " + std::to_string(WEXITSTATUS(status));
@@ -97,13 +105,12 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   int exec_pipe[2];  // reports an exec failure to the parent
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) return make_error(std::strerror(errno), "pipe for exec status");
   UniqueFd exec_read(exec_pipe[0]), exec_write(exec_pipe[1]);
-  UniqueFd gate_read, gate_write;  // holds the child before its exec while before_exec runs
-  if (spec.before_exec) {
-    int gate[2];
-    if (pipe2(gate, O_CLOEXEC) != 0) return make_error(std::strerror(errno), "pipe for the launch gate");
-    gate_read.reset(gate[0]);
-    gate_write.reset(gate[1]);
-  }
+  // Holds the child before its exec while it is put in the tree's hold and
+  // before_exec runs: nothing it starts can be born outside the hold.
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) return make_error(std::strerror(errno), "pipe for the launch gate");
+  UniqueFd gate_read(gate[0]), gate_write(gate[1]);
+  auto hold = TreeHold::create();
 
   pid_t pid = fork();
   if (pid < 0) return make_error(std::strerror(errno), "fork");
@@ -119,14 +126,12 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
     dup2(write_end.get(), STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    if (gate_read) {
-      gate_write.reset();
-      char go = 0;
-      ssize_t r;
-      do r = read(gate_read.get(), &go, 1);
-      while (r < 0 && errno == EINTR);
-      if (r != 1) _exit(127);  // tracecorr went away before letting it run
-    }
+    gate_write.reset();
+    char go = 0;
+    ssize_t r;
+    do r = read(gate_read.get(), &go, 1);
+    while (r < 0 && errno == EINTR);
+    if (r != 1) _exit(127);  // tracecorr went away before letting it run
     execvpe(argv[0], argv.data(), envp.data());
     int err = errno;
     (void)!write(exec_write.get(), &err, sizeof err);
@@ -134,13 +139,12 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   }
   write_end.reset();
   exec_write.reset();
-  if (gate_write) {
-    gate_read.reset();
-    spec.before_exec(pid);
-    const char go = 1;
-    (void)!write(gate_write.get(), &go, 1);
-    gate_write.reset();
-  }
+  gate_read.reset();
+  hold->adopt(pid);
+  if (spec.before_exec) spec.before_exec(pid);
+  const char go = 1;
+  (void)!write(gate_write.get(), &go, 1);
+  gate_write.reset();
   int exec_errno = 0;
   ssize_t n = read(exec_read.get(), &exec_errno, sizeof exec_errno);
   if (n == sizeof exec_errno) {
@@ -150,6 +154,11 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
 
   std::unique_ptr<Target> t(new Target());
   t->pid_ = t->judged_pid_ = pid;
+  t->hold_ = std::move(hold);
+  {
+    std::lock_guard lock(live_launches_mutex);
+    live_launches.insert(pid);
+  }
   t->launched_ = true;
   t->command_ = join(spec.argv);
   t->started_ = std::chrono::steady_clock::now();
@@ -174,6 +183,8 @@ Expected<std::unique_ptr<Target>> Target::attach(pid_t pid) {
 Target::~Target() {
   if (launched_) stop(std::chrono::milliseconds(1000));
   end_output_capture();
+  std::lock_guard lock(live_launches_mutex);
+  live_launches.erase(pid_);
 }
 
 void Target::drain_output() {
@@ -230,48 +241,149 @@ void Target::end_output_capture() {
   if (output_thread_.joinable()) output_thread_.join();
 }
 
+namespace {
+
+bool live(const ProcessStat& st) { return st.state != 'Z' && st.state != 'X'; }
+
+// The members as TreeProcesses, each with its depth below `root` by parent
+// links among the members (-1 where they lead elsewhere: reparented away),
+// parents before children, orphans last.
+std::vector<TreeProcess> tree_of(const std::map<pid_t, ProcessStat>& members, pid_t root) {
+  std::map<pid_t, int> depth;
+  for (const auto& [pid, st] : members) {
+    std::vector<pid_t> path;
+    int base = -1;
+    for (pid_t at = pid; path.size() <= members.size(); ) {
+      if (auto known = depth.find(at); known != depth.end()) {
+        base = known->second;
+        break;
+      }
+      path.push_back(at);
+      if (at == root) {
+        base = 0;
+        path.pop_back();
+        depth[root] = 0;
+        break;
+      }
+      auto it = members.find(at);
+      if (it == members.end() || it == members.find(it->second.ppid)) break;
+      at = it->second.ppid;
+    }
+    // `path` runs from pid up to (not including) the ancestor of known depth.
+    for (std::size_t i = 0; i < path.size(); ++i)
+      depth[path[i]] = base < 0 ? -1 : base + static_cast<int>(path.size() - i);
+  }
+  std::vector<TreeProcess> out;
+  for (const auto& [pid, st] : members)
+    out.push_back(TreeProcess{pid, st.ppid, depth.count(pid) ? depth[pid] : -1, st.comm, st.pgrp == root});
+  std::sort(out.begin(), out.end(), [](const TreeProcess& a, const TreeProcess& b) {
+    auto key = [](const TreeProcess& p) { return p.depth < 0 ? kMaxTreeDepth : p.depth; };
+    return std::make_pair(key(a), a.pid) < std::make_pair(key(b), b.pid);
+  });
+  return out;
+}
+
+}  // namespace
+
 std::vector<TreeProcess> Target::processes() const {
   if (!launched_) {
     auto st = read_process_stat(pid_);
     if (!st) return {};
     return {TreeProcess{pid_, st->ppid, 0, st->comm, true}};
   }
-  // The launched process leads its own process group (setpgid): members are
-  // the processes of that group, and descendants that left it (their own
-  // setsid or setpgid).
-  std::map<pid_t, ProcessStat> all;
-  for (int pid : numbered_entries("/proc"))
-    if (auto st = read_process_stat(pid); st && st->state != 'Z' && st->state != 'X') all.emplace(pid, *st);
-  std::vector<TreeProcess> out;
-  for (const auto& [pid, st] : all) {
-    int depth = -1;  // unknown: its parent chain does not reach the launched process (an orphan)
-    pid_t at = pid;
-    for (int d = 0; d <= kMaxTreeDepth; ++d) {
-      if (at == pid_) {
-        depth = d;
-        break;
-      }
-      auto it = all.find(at);
-      if (it == all.end() || it->second.ppid <= 1) break;
-      at = it->second.ppid;
-    }
-    if (depth < 0 && st.pgrp != pid_) continue;
-    out.push_back(TreeProcess{pid, st.ppid, depth, st.comm, st.pgrp == pid_});
-  }
-  // Parents before children; orphans (reparented away) last.
-  std::sort(out.begin(), out.end(), [](const TreeProcess& a, const TreeProcess& b) {
-    auto key = [](const TreeProcess& p) { return p.depth < 0 ? kMaxTreeDepth + 1 : p.depth; };
-    return std::make_pair(key(a), a.pid) < std::make_pair(key(b), b.pid);
-  });
-  return out;
+  if (stopped_tree_) return {};
+  if (hold_)
+    if (auto members = hold_->members()) return held_processes(*members);
+  return followed_processes();
 }
 
-void Target::judge(const TreeProcess& p, std::string why) {
+std::vector<TreeProcess> Target::held_processes(const std::vector<pid_t>& members) const {
+  std::map<pid_t, ProcessStat> stats;
+  for (pid_t pid : members)
+    if (auto st = read_process_stat(pid); st && live(*st)) stats.emplace(pid, *st);
+  return tree_of(stats, pid_);
+}
+
+std::vector<TreeProcess> Target::followed_processes() const {
+  std::map<pid_t, ProcessStat> all;
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (int pid : numbered_entries("/proc"))
+    if (auto st = read_process_stat(pid); st && live(*st)) {
+      all.emplace(pid, *st);
+      children[st->ppid].push_back(pid);
+    }
+  std::set<pid_t> other_launches;
+  {
+    std::lock_guard lock(live_launches_mutex);
+    other_launches = live_launches;
+  }
+  other_launches.erase(pid_);
+  std::lock_guard lock(members_mutex_);
+  auto seen = [&](pid_t pid, const ProcessStat& st) {
+    auto it = members_seen_.find(pid);
+    return it != members_seen_.end() && it->second == st.start_time;
+  };
+  // Where the tree is found: the launched process, its group, the members
+  // seen before (their parent may have exited), and orphans adopted by
+  // tracecorr that are no other launch's: this tree's when it was seen, or
+  // when no other launch is live to claim it.
+  std::deque<pid_t> queue;
+  for (const auto& [pid, st] : all) {
+    const bool adopted = st.ppid == ::getpid() && pid != pid_ && !other_launches.count(pid) &&
+                         (seen(pid, st) || other_launches.empty());
+    if (pid == pid_ || st.pgrp == pid_ || seen(pid, st) || adopted) queue.push_back(pid);
+  }
+  std::map<pid_t, ProcessStat> members;
+  while (!queue.empty()) {
+    pid_t pid = queue.front();
+    queue.pop_front();
+    if (members.count(pid) || other_launches.count(pid)) continue;
+    members.emplace(pid, all.at(pid));
+    for (pid_t child : children[pid]) queue.push_back(child);
+  }
+  for (const auto& [pid, st] : members)
+    if (members_seen_.size() < kMaxMembersSeen) members_seen_[pid] = st.start_time;
+  return tree_of(members, pid_);
+}
+
+std::string Target::signature(const TreeProcess& p) {
+  constexpr std::size_t kMaxCommandLine = 512;
+  std::ifstream in("/proc/" + std::to_string(p.pid) + "/cmdline");
+  std::string command(kMaxCommandLine, '\0');
+  in.read(command.data(), static_cast<std::streamsize>(command.size()));
+  command.resize(static_cast<std::size_t>(in.gcount()));
+  while (!command.empty() && command.back() == '\0') command.pop_back();
+  std::replace(command.begin(), command.end(), '\0', ' ');
+  return "depth " + std::to_string(p.depth) + ": " + command;
+}
+
+bool Target::judge(const TreeProcess& p, std::string why) {
+  auto already = [&] {
+    return std::any_of(passed_over_.begin(), passed_over_.end(), [&](const TreeProcess& q) { return q.pid == p.pid; });
+  };
+  if (already()) return false;
+  const std::string sig = signature(p);
+  if (std::find(pass_over_.begin(), pass_over_.end(), sig) != pass_over_.end()) {
+    passed_over_.push_back(p);
+    passed_over_signature_ = sig;
+    return false;
+  }
   judged_reason_ = std::move(why);
-  if (p.pid == judged_pid_) return;
+  judged_signature_ = sig;
+  if (!passed_over_.empty()) {
+    judged_reason_ += "; passed over ";
+    for (std::size_t i = 0; i < passed_over_.size(); ++i)
+      judged_reason_ += (i ? ", " : "") + std::string("pid ") + std::to_string(passed_over_[i].pid) + " (" +
+                        passed_over_[i].comm + ")";
+    judged_reason_ += ", which did the same before it: an earlier launch of this session saw a process at its place (" +
+                      passed_over_signature_ + ") exit on its own while the launched tree ran on (a run before "
+                      "the agent that stays)";
+  }
+  if (p.pid == judged_pid_) return true;
   judged_pid_ = p.pid;
   judged_pidfd_.reset();
   if (p.pid != pid_) judged_pidfd_.reset(open_pidfd(p.pid));
+  return true;
 }
 
 // Only ever reaps termination. waitid(WEXITED) alone is not enough: the kernel
@@ -342,40 +454,127 @@ std::optional<std::string> Target::exit_description() {
   return describe_status(*wait_status_);
 }
 
-std::vector<UniqueFd> Target::signal_tree(int sig) {
+std::vector<UniqueFd> Target::signal_tree(const std::vector<TreeProcess>& members, int sig) {
   std::vector<UniqueFd> fds;
   bool group = false;
-  for (const auto& p : processes()) {
+  for (const auto& p : members) {
     UniqueFd fd(open_pidfd(p.pid));
     if (!fd) continue;  // gone since the scan
     group = group || p.in_group;
-    if (!p.in_group) send_pidfd_signal(fd.get(), sig);
+    send_pidfd_signal(fd.get(), sig);
     fds.push_back(std::move(fd));
   }
-  // The group as one (atomic for its members, including any forked since the scan).
+  // The group as one too: its members forked since the scan.
   if (group) kill(-pid_, sig);
   return fds;
 }
 
+namespace {
+
+std::string list_processes(const std::vector<TreeProcess>& processes) {
+  constexpr std::size_t kNamed = 8;
+  std::string text;
+  for (std::size_t i = 0; i < processes.size() && i < kNamed; ++i)
+    text += (i ? ", " : "") + std::string("pid ") + std::to_string(processes[i].pid) + " (" + processes[i].comm + ")";
+  if (processes.size() > kNamed) text += " and " + std::to_string(processes.size() - kNamed) + " more";
+  return text;
+}
+
+}  // namespace
+
+std::string StoppedTree::describe() const {
+  std::string text = "stopped " + std::to_string(processes) + " process" + (processes == 1 ? "" : "es") +
+                     " of the launched tree (held by " + hold + ")";
+  if (!left_group.empty())
+    text += "; " + std::to_string(left_group.size()) + " had left the launched process group (setsid or setpgid): " +
+            list_processes(left_group);
+  if (!killed.empty())
+    text += "; still running after SIGTERM and the grace, killed: " + list_processes(killed);
+  if (survivors > 0) text += "; " + std::to_string(survivors) + " still ran after SIGKILL";
+  return text;
+}
+
+std::string Target::hold_description() const {
+  if (stopped_tree_) return stopped_tree_->hold;
+  return hold_ ? hold_->description() : std::string();
+}
+
 std::string Target::stop(std::chrono::milliseconds grace) {
   if (!launched_) return "left running (attached)";
+  if (stopped_tree_) return stopped_how_;
   const bool judged_alive = alive();
-  std::string how;
-  auto members = signal_tree(SIGTERM);
-  auto running = wait_for_exit(members, std::chrono::steady_clock::now() + grace);
-  if (running > 0) {
-    auto killed = signal_tree(SIGKILL);
-    wait_for_exit(killed, std::chrono::steady_clock::now() + kKillWait);
-    how = "did not stop within " + std::to_string(grace.count()) + " ms of SIGTERM; killed";
+  StoppedTree tree;
+  tree.hold = hold_description();
+  auto members = processes();
+  tree.processes = members.size();
+  for (const auto& m : members)
+    if (!m.in_group) tree.left_group.push_back(m);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  // The judged agent first, alone: a wrapper between it and tracecorr
+  // (runuser, su) answers SIGTERM by killing its child 2 s later, cutting
+  // short the agent's shutdown flush that the judges read.
+  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_) {
+    send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
+    while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto signalled = signal_tree(members, SIGTERM);
+  wait_for_exit(signalled, deadline);
+  // Members forked since the scan got the group's SIGTERM, or none: look again.
+  auto left = processes();
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    left = processes();
+  }
+  if (!left.empty()) {
+    tree.killed = left;
+    tree.survivors = kill_tree();
   }
   if (!wait_status_) {
     if (auto status = reap(true)) wait_status_ = status;
   }
+  reap_adopted_orphans();
+  stopped_tree_ = std::move(tree);
+  hold_.reset();  // the cgroup is empty: removed
   end_output_capture();
-  if (!how.empty()) return how;
-  if (!judged_alive) return exit_description().value_or("exited");
-  if (judged_pid_ != pid_) return "pid " + std::to_string(judged_pid_) + " stopped by SIGTERM";
-  return exit_description().value_or("stopped");
+  if (!stopped_tree_->killed.empty())
+    stopped_how_ = "did not stop within " + std::to_string(grace.count()) + " ms of SIGTERM; killed " +
+                   list_processes(stopped_tree_->killed);
+  else if (!judged_alive)
+    stopped_how_ = exit_description().value_or("exited");
+  else if (judged_pid_ != pid_)
+    stopped_how_ = "pid " + std::to_string(judged_pid_) + " stopped by SIGTERM";
+  else
+    stopped_how_ = exit_description().value_or("stopped");
+  return stopped_how_;
+}
+
+std::size_t Target::kill_tree() {
+  if (hold_ && hold_->is_cgroup()) return hold_->kill_all(kKillWait);
+  // The fallback: SIGKILL what is found, until nothing is (a member forking
+  // meanwhile is found at the next look).
+  const auto deadline = std::chrono::steady_clock::now() + kKillWait;
+  for (;;) {
+    auto left = processes();
+    if (left.empty()) return 0;
+    if (std::chrono::steady_clock::now() >= deadline) return left.size();
+    auto fds = signal_tree(left, SIGKILL);
+    wait_for_exit(fds, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+  }
+}
+
+void Target::reap_adopted_orphans() {
+  // Orphans adopted by tracecorr (the fallback's child subreaper) are its
+  // children now: their exits are taken here, one by one, never by a wait
+  // for any child (which could take another launch's status).
+  std::lock_guard lock(members_mutex_);
+  for (const auto& [pid, start] : members_seen_) {
+    if (pid == pid_) continue;
+    auto st = read_process_stat(pid);
+    if (!st || st->ppid != ::getpid() || st->start_time != start) continue;
+    siginfo_t info{};
+    (void)waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG);
+  }
 }
 
 std::string Target::output() const {

@@ -267,6 +267,21 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"CompleteWhenPublished", "PROC-01", enabled(), Outcome::Met, "complete and unchanged"},
         JudgeCase{"NeverPublished", "PROC-01", enabled([](auto& s) { s.storage_sightings = {sighting(0, {})}; }),
                   Outcome::Violated, "stayed 0"},
+        // The agent's own words about the socket directory it was given are quoted.
+        JudgeCase{"NeverPublishedAndSaidWhy", "PROC-01",
+                  enabled([](auto& s) {
+                    s.storage_sightings = {sighting(0, {})};
+                    s.socket_dir_complaint = "cannot create the profiler socket /tmp/tracecorr-sock-x/a.sock: Read-only file system";
+                  }),
+                  Outcome::Violated, "the agent said: \"cannot create the profiler socket"},
+        // A directory the agent's root never had in time is the kit's shortfall: an error, with the agent's words.
+        JudgeCase{"NeverPublishedSocketDirectoryUnusable", "PROC-01",
+                  enabled([](auto& s) {
+                    s.storage_sightings = {sighting(0, {})};
+                    s.socket_dir_unusable = "the agent's root has no /tmp to make /tmp/tracecorr-sock-x in";
+                    s.socket_dir_complaint = "cannot create the profiler socket /tmp/tracecorr-sock-x/a.sock: No such file or directory";
+                  }),
+                  Outcome::KitError, "could not serve it: the agent's root has no /tmp"},
         JudgeCase{"ChangedAfterPublishing", "PROC-01",
                   enabled([](auto& s) {
                     auto later = storage_fields();

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "tracecorr/conform/export_admission.hpp"
+#include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/session_evidence.hpp"
 #include "tracecorr/conform/session_part.hpp"
 #include "tracecorr/conform/slot_watch.hpp"
@@ -57,7 +59,14 @@ struct TargetSpec {
   std::optional<pid_t> pid;                 // attach mode
   std::string gdbstub;                      // "HOST:PORT": thread pointers from qemu-user's gdbstub
   std::uint16_t otlp_port = 0;              // 0: ephemeral (launch mode); attach mode needs a fixed one
-  std::chrono::milliseconds discovery_timeout{10000};
+  // How long discovery waits, by the target's own progress (discovery_wait.hpp).
+  DiscoveryLimits discovery;
+  // Launch mode: processes to pass over (Target::pass_over, by signature):
+  // runs of the agent before the one that stays, learned from an earlier launch.
+  std::vector<std::string> pass_over;
+  // Whether a process publishes the protocol under test (the suite's answer):
+  // tells a run that exited before the agent that stays (preflight_run()).
+  std::function<bool(pid_t)> publishes;
 };
 
 // Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
@@ -129,6 +138,19 @@ class Session {
   void set_stack_samples(StackSamples samples);
   std::optional<StackSamples> stack_samples() const;
 
+  // How discovery's wait went (the target's progress while it waited).
+  const DiscoveryWait* discovery_wait() const { return discovery_wait_.get(); }
+  // Launch mode: the process judged exited on its own before the session
+  // ended while another process of the launched tree publishes the protocol
+  // (a pre-flight run, `timeout 5 agent --check; exec agent`): what was seen.
+  // The session judged the wrong process; the runner launches it again,
+  // passing over that one (TargetSpec::pass_over).
+  struct PreflightRun {
+    std::string description;  // what was seen, for the notes
+    std::string signature;    // Target::signature() of the process judged: pass it over next time
+  };
+  const std::optional<PreflightRun>& preflight_run() const { return preflight_run_; }
+
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
@@ -142,10 +164,12 @@ class Session {
  private:
   Session() = default;
   Status start_receiver(const TargetSpec& spec);
-  Status discover(Clock::time_point deadline);
-  Status connect_gdbstub(Clock::time_point deadline);
-  Status attach_tls(Clock::time_point deadline);
-  void prepare_slot_watch(LaunchSpec& launch);
+  Status discover(DiscoveryWait& wait);
+  Status connect_gdbstub(DiscoveryWait& wait);
+  Status attach_tls(DiscoveryWait& wait);
+  // execs_only: the watch only follows the launch for LaunchSpec::on_exec (no slot is armed, no report kept).
+  void prepare_slot_watch(LaunchSpec& launch, bool execs_only);
+  void look_for_preflight_run();
 
   SessionSettings settings_;
   TargetSpec target_spec_;
@@ -162,10 +186,13 @@ class Session {
   std::unique_ptr<RecordWatcher> watcher_;
   std::unique_ptr<SlotWatch> slot_watch_;
   std::optional<SlotWatchReport> slot_watch_report_;
+  bool following_execs_only_ = false;
   std::string slot_watch_unavailable_;
   std::unique_ptr<SessionPart> part_;
   std::optional<std::string> exit_description_;
   std::string closed_output_;
+  std::unique_ptr<DiscoveryWait> discovery_wait_;
+  std::optional<PreflightRun> preflight_run_;
 
   mutable std::mutex mutex_;
   std::vector<Expected<UpdateOrderReport>> update_order_reports_;

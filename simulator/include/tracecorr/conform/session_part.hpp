@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 
+#include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/target.hpp"
 
 namespace tracecorr::conform {
@@ -32,11 +33,12 @@ class SessionPart {
   // (session.library(), session.memory()). Watches that must see the agent's
   // first moments start here, before the TLS readers settle.
   virtual void library_found(Session& session) { (void)session; }
-  // Opening is over (TLS descriptor read, record watcher running); the
-  // deadline is the session's discovery deadline.
-  virtual void opened(Session& session, std::chrono::steady_clock::time_point deadline) {
+  // Opening is over (TLS descriptor read, record watcher running). A part
+  // that waits for what the target publishes waits while `wait.over()` is
+  // false: the session's discovery wait, judged by the target's progress.
+  virtual void opened(Session& session, DiscoveryWait& wait) {
     (void)session;
-    (void)deadline;
+    (void)wait;
   }
   // The target is about to be stopped: end every thread that reads it.
   virtual void stop_watching() {}

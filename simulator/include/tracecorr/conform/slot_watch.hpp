@@ -77,6 +77,9 @@ class SlotWatch {
     std::chrono::milliseconds after_located{2000};
     // Before any slot is located (a library that is never loaded).
     std::chrono::milliseconds until_located{10000};
+    // Called with each followed process held at its exec (PTRACE_EVENT_EXEC),
+    // before the new program runs its first instruction (LaunchSpec::on_exec).
+    std::function<void(pid_t)> on_exec;
   };
 
   // Seizes `pid`, a process tracecorr forked that has not exec'd yet, from

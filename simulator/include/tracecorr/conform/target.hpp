@@ -3,12 +3,15 @@
 //
 // A launched command is often not the agent itself: a shell script that
 // starts `java ...` without exec, a wrapper that forks the agent two deep,
-// helpers (`sleep 300 &`) that outlive their parent. So a launched target is
-// a process *tree*: the launched process gets a session and process group of
-// its own, and every process in that session or descending from it belongs
-// to the tree. The session picks the process that loads the agent library
-// (judge()); stop() stops the whole tree; output capture ends when the tree
-// is stopped, never waiting for end-of-file from a pipe an orphan still holds.
+// a `setsid` that leaves the launched session, helpers (`sleep 300 &`) that
+// outlive their parent. So a launched target is a process *tree*: every
+// process the launched command starts, whatever session or group it moves
+// to, held in a TreeHold (tree_hold.hpp: a cgroup of its own). The launched
+// process gets a process group of its own (not a session: autogroups are per
+// session). The session picks the process that loads the agent library
+// (judge()); stop() ends the whole tree and says what it had to kill; output
+// capture ends when the tree is stopped, never waiting for end-of-file from a
+// pipe an orphan still holds.
 #pragma once
 
 #include <sys/types.h>
@@ -24,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracecorr/conform/tree_hold.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/fd.hpp"
 
@@ -37,6 +41,11 @@ struct LaunchSpec {
   // (e.g. to seize it and follow every thread it will start); the child execs
   // once it returns, whatever it returns.
   std::function<void(pid_t)> before_exec;
+  // Called with a process of the launched tree held at an exec, before the
+  // new program runs (its root is the one it will run in: a container's,
+  // after `chroot`), when the launch is followed by ptrace (the session's slot
+  // watch, or a follower the session starts for this alone).
+  std::function<void(pid_t)> on_exec;
 };
 
 // One line of a launched target's output.
@@ -52,6 +61,18 @@ struct TreeProcess {
   int depth = 0;            // 0: the launched process; 1: its child; ...
   std::string comm;         // the kernel's short name (hostile: bounded, not printable-checked)
   bool in_group = true;     // still in the launched process group (false: it made its own)
+};
+
+// How stop() ended a launched tree: for the report, which names what had to be killed.
+struct StoppedTree {
+  std::string hold;                    // TreeHold::description()
+  std::size_t processes = 0;           // live members when the stop began
+  std::vector<TreeProcess> left_group;  // members that had left the launched process group (setsid, setpgid)
+  std::vector<TreeProcess> killed;      // still running `grace` after SIGTERM: killed
+  std::size_t survivors = 0;           // still running after the kill (none, unless the kernel would not)
+  // "stopped 3 processes of the launched tree (held by cgroup ...); 1 had left its process group: ...;
+  // killed after the grace: pid 4312 (sleep)"
+  std::string describe() const;
 };
 
 class Target {
@@ -75,8 +96,20 @@ class Target {
   // The launched process and its live descendants, parents before children
   // (launched mode; attach mode: just the attached process).
   std::vector<TreeProcess> processes() const;
-  // Judge `p` (a member of processes()) from now on; `why` says why it was chosen.
-  void judge(const TreeProcess& p, std::string why);
+  // Judge `p` (a member of processes()) from now on; `why` says why it was
+  // chosen. False: `p` is to be passed over (pass_over()), and the caller
+  // looks on.
+  bool judge(const TreeProcess& p, std::string why);
+  // Pass over processes with these signatures (signature()): an earlier
+  // launch of the same command saw such a process exit on its own while the
+  // launched tree ran on (a pre-flight run of the agent before the one that stays).
+  void pass_over(std::vector<std::string> signatures) { pass_over_ = std::move(signatures); }
+  const std::vector<TreeProcess>& passed_over() const { return passed_over_; }
+  // What tells a process of one launch from the same place in the next: its
+  // depth in the tree and its command line ("depth 2: timeout 0.5 agent --check").
+  static std::string signature(const TreeProcess& p);
+  // The judged process's signature, taken when it was judged.
+  const std::string& judged_signature() const { return judged_signature_; }
   const std::string& judged_reason() const { return judged_reason_; }
 
   // Whether the judged process is still running.
@@ -92,6 +125,10 @@ class Target {
   // that left it, then SIGKILL to whatever remains after `grace`. Ends the
   // output capture. Returns how the judged process ended.
   std::string stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // What the stop did (launch mode, once stopped).
+  const std::optional<StoppedTree>& stopped_tree() const { return stopped_tree_; }
+  // How the launched tree is held (TreeHold::description(); empty in attach mode).
+  std::string hold_description() const;
 
   std::string output() const;  // stdout and stderr, interleaved as read
   // The same, line by line, each with when its first byte was read.
@@ -105,11 +142,28 @@ class Target {
   // The wait status (as waitpid encodes it) once the launched process has terminated.
   std::optional<int> reap(bool block);
   bool launched_process_alive();
-  // Sends `sig` to the process group and to each member outside it; returns
-  // pidfds of the members signalled (to wait on).
-  std::vector<UniqueFd> signal_tree(int sig);
+  // Sends `sig` to the process group and to each member; returns pidfds of
+  // the members signalled (to wait on).
+  std::vector<UniqueFd> signal_tree(const std::vector<TreeProcess>& members, int sig);
+  // The tree without a cgroup (TreeHold's fallback): the process group, what
+  // descends from it or from a member seen before, and orphans adopted by
+  // tracecorr (their child subreaper) that are this tree's.
+  std::vector<TreeProcess> followed_processes() const;
+  std::vector<TreeProcess> held_processes(const std::vector<pid_t>& members) const;
+  // SIGKILL to every member (the cgroup's at once); how many still run after kKillWait.
+  std::size_t kill_tree();
+  void reap_adopted_orphans();
 
   pid_t pid_ = -1;          // launched (or attached) process
+  std::unique_ptr<TreeHold> hold_;  // launch mode, until stopped
+  std::optional<StoppedTree> stopped_tree_;
+  std::string stopped_how_;
+  std::vector<std::string> pass_over_;
+  std::vector<TreeProcess> passed_over_;
+  std::string passed_over_signature_;  // the last one's (its command line is gone once it exits)
+  std::string judged_signature_;
+  mutable std::mutex members_mutex_;
+  mutable std::map<pid_t, std::uint64_t> members_seen_;  // fallback: pid -> start time of every member seen
   pid_t judged_pid_ = -1;
   UniqueFd judged_pidfd_;   // when the judged process is not our child
   std::string judged_reason_;
