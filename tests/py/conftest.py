@@ -21,6 +21,9 @@
   by the seconds tests/py/shard_weights.json gives them (scripts/shard-weights.py
   writes it from TRACECORR_TEST_CPU_REPORT files; a module it lacks weighs
   DEFAULT_SHARD_WEIGHT_S).
+- tests/py/known_failures.txt: tests known to fail, each marked
+  xfail(strict=True) with its issue: they still run, a listed test that passes
+  fails the run (the list is stale), and any failure not listed fails it.
 - arm64_vm_run: the one arm64 guest boot of the run, with the jobs of every VM
   test module that has a test selected (tests/support/arm64_vm.py).
 """
@@ -82,7 +85,28 @@ def deal_shards(weights: dict[str, float], n: int) -> list[set[str]]:
     return [members for _, _, members in shards]
 
 
+KNOWN_FAILURES = Path(__file__).with_name("known_failures.txt")
+
+
+def known_failures() -> dict[str, str]:
+    """node id -> why it is known to fail (known_failures.txt)."""
+    known = {}
+    for line in KNOWN_FAILURES.read_text().splitlines() if KNOWN_FAILURES.exists() else []:
+        node, _, why = line.partition("#")
+        if node.strip():
+            known[node.strip()] = why.strip() or "listed in known_failures.txt"
+    return known
+
+
+def mark_known_failures(items) -> None:
+    known = known_failures()
+    for item in items:
+        if item.nodeid in known:
+            item.add_marker(pytest.mark.xfail(strict=True, reason="known failure, issue " + known[item.nodeid]))
+
+
 def pytest_collection_modifyitems(config, items):
+    mark_known_failures(items)
     if not config.getoption("--shard"):
         return
     k, n = parse_shard(config.getoption("--shard"))
