@@ -40,6 +40,7 @@ import pytest
 import arm64_vm
 import build_products
 import conform_support
+from known_failures import known_failures
 
 _OWN_BASETEMP = None
 SHARD_WEIGHTS = Path(__file__).with_name("shard_weights.json")
@@ -83,19 +84,6 @@ def deal_shards(weights: dict[str, float], n: int) -> list[set[str]]:
         members.add(group)
         shards[i] = (load + weights[group], i, members)
     return [members for _, _, members in shards]
-
-
-KNOWN_FAILURES = Path(__file__).with_name("known_failures.txt")
-
-
-def known_failures() -> dict[str, str]:
-    """node id -> why it is known to fail (known_failures.txt)."""
-    known = {}
-    for line in KNOWN_FAILURES.read_text().splitlines() if KNOWN_FAILURES.exists() else []:
-        node, _, why = line.partition("#")
-        if node.strip():
-            known[node.strip()] = why.strip() or "listed in known_failures.txt"
-    return known
 
 
 def mark_known_failures(items) -> None:

@@ -4,13 +4,13 @@ tracking anything."""
 import re
 from pathlib import Path
 
-import conftest
+from known_failures import known_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_known_failure_names_an_existing_test_and_an_issue():
-    known = conftest.known_failures()
+    known = known_failures()
     for node, why in known.items():
         module, _, test = node.partition("::")
         source = ROOT / module
