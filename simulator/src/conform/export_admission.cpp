@@ -99,7 +99,7 @@ otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const so
     if (!diag) return {false, false, "a peer tracecorr cannot identify (" + diag.error().message() + ")"};
     diag_ = std::move(*diag);
   }
-  auto socket = tcp_peer_socket(diag_->get(), local, peer);
+  auto socket = tcp_peer_socket(diag_->get(), local, peer, network_namespace_of_);
   if (!socket && socket.error().kind == ErrorKind::kNotFound) return {false, true, "a peer whose socket is gone"};
   if (!socket) return {false, false, "a peer tracecorr cannot identify (" + socket.error().message() + ")"};
   // Closed by its process before we accepted (an exporter that gave up waiting, its thread interrupted).
