@@ -3,6 +3,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "tracecorr/conform/report.hpp"
@@ -48,6 +50,13 @@ std::vector<pid_t> root_and_descendants(pid_t root) {
   return out;
 }
 
+// What /proc/PID/exe names ("" when unreadable): changes at each exec.
+std::string executable_of(pid_t pid) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  return ec ? std::string() : exe.string();
+}
+
 std::string describe_process(pid_t pid) {
   auto st = read_process_stat(pid);
   struct stat dir {};
@@ -80,6 +89,37 @@ std::vector<pid_t> ExportAdmission::tree(bool fresh) {
   return tree_;
 }
 
+void ExportAdmission::remember_lineage(pid_t exporter) {
+  if (lineage_.count(exporter) || lineage_.size() >= kMaxExportersRemembered) return;
+  std::vector<Ancestor> chain{{exporter, executable_of(exporter)}};
+  pid_t at = exporter;
+  for (int depth = 0; depth < kMaxDepth && at > 1; ++depth) {
+    auto st = read_process_stat(at);
+    if (!st) break;
+    at = st->ppid;
+    chain.push_back({at, executable_of(at)});
+  }
+  lineage_.emplace(exporter, std::move(chain));
+}
+
+void ExportAdmission::judged(pid_t pid) {
+  std::lock_guard lock(mutex_);
+  judged_ = Ancestor{pid, executable_of(pid)};
+}
+
+bool ExportAdmission::exported_by_judged(pid_t exporter) const {
+  std::lock_guard lock(mutex_);
+  if (exporter == 0 || !judged_) return true;
+  auto it = lineage_.find(exporter);
+  if (it == lineage_.end()) return exporter == judged_->pid || lineage_.size() >= kMaxExportersRemembered;
+  // The judged pid in the exporter's chain, running the judged program then:
+  // the same pid before its exec (a shell running `AGENT --check` before it
+  // execs AGENT) is another program, and its children are not the agent's.
+  return std::any_of(it->second.begin(), it->second.end(), [&](const Ancestor& a) {
+    return a.pid == judged_->pid && (a.executable.empty() || judged_->executable.empty() || a.executable == judged_->executable);
+  });
+}
+
 std::string ExportAdmission::name_owner(std::uint64_t socket_inode, uid_t socket_uid) {
   const std::string whose = "a process of uid " + std::to_string(socket_uid) + " outside the judged tree";
   if (owners_named_ >= otlp::ReceiverCounters::kForeignPeersNamed) return whose;
@@ -105,9 +145,13 @@ otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const so
   // Closed by its process before we accepted (an exporter that gave up waiting, its thread interrupted).
   if (socket->inode == 0) return {false, true, "a peer whose socket no process holds (" + tcp_state_name(socket->state) + ")"};
   if (attached_ || target_) {
-    if (holder_of_socket(socket->inode, tree(false))) return {true, false, ""};
+    auto holder = holder_of_socket(socket->inode, tree(false));
     const bool may_list_again = Clock::now() - tree_read_at_ >= kTreeMissInterval;
-    if (may_list_again && holder_of_socket(socket->inode, tree(true))) return {true, false, ""};
+    if (!holder && may_list_again) holder = holder_of_socket(socket->inode, tree(true));
+    if (holder) {
+      remember_lineage(*holder);
+      return {true, false, "", *holder};
+    }
   }
   return {false, false, name_owner(socket->inode, socket->uid)};
 }

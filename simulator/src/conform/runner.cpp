@@ -156,6 +156,13 @@ void note_foreign_exports(const Session& s, const std::string& name, SessionRun&
   r.closed.counters["exports_refused." + name] = c.foreign_exports;
   r.closed.counters["connections_refused." + name] = c.foreign_connections;
   r.closed.counters["connections_abandoned." + name] = c.connections_abandoned;
+  // A run of the agent before the one that stays exports with its settings.
+  const auto others = s.other_exporters();
+  r.closed.counters["spans_not_judged." + name] = others.spans;
+  if (others.spans)
+    r.closed.notes.push_back("session " + name + ": " + others.describe() + " of the launched tree, not the judged pid " +
+                             std::to_string(s.pid()) + " or a descendant of it (a run before the agent "
+                             "that stays, say): counted in no verdict");
   if (c.exports_by_token)
     r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
                              " exports came from outside the launched tree with the session token the agent was "

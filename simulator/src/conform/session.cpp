@@ -122,6 +122,7 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     if (auto st = s->attach_tls(wait); !st) s->tls_error_ = st.error();
   }
   if (s->part_) s->part_->opened(*s, wait);
+  if (s->admission_) s->admission_->judged(s->target_->pid());  // chosen by now: only its exports count
   // A wait that ended at its ceiling while the target was starved proves
   // nothing about what it publishes: no verdict may rest on this session.
   if (wait.starved())
@@ -514,6 +515,24 @@ std::optional<StackSamples> Session::stack_samples() const {
   return stack_samples_;
 }
 
+std::string Session::OtherExporters::describe() const {
+  std::string text;
+  for (const auto& [pid, n] : spans_by_pid)
+    text += (text.empty() ? "" : ", ") + std::to_string(n) + (text.empty() ? " spans from pid " : " from pid ") +
+            std::to_string(pid);
+  return text;
+}
+
+Session::OtherExporters Session::other_exporters() const {
+  OtherExporters out;
+  for (const auto& span : receiver_->spans())
+    if (!admission_->exported_by_judged(span.exporter_pid)) {
+      ++out.spans;
+      ++out.spans_by_pid[span.exporter_pid];
+    }
+  return out;
+}
+
 SessionEvidence Session::evidence() const {
   SessionEvidence e;
   e.name = settings_.name;
@@ -536,7 +555,8 @@ SessionEvidence Session::evidence() const {
   e.target_output = target_output();
   e.target_output_lines = target_output_lines();
   e.target_exit = target_exit();
-  e.spans = receiver_->spans();
+  for (auto& span : receiver_->spans())
+    if (admission_->exported_by_judged(span.exporter_pid)) e.spans.push_back(std::move(span));
   e.stack_samples = stack_samples();
   if (part_) e.protocol = part_->evidence();
   return e;

@@ -155,7 +155,18 @@ class Session {
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
   // Everything observed, as plain data for the judges (after close()).
+  // Its spans are the judged process's and its descendants' only
+  // (ExportAdmission::exported_by): see other_exporters().
   SessionEvidence evidence() const;
+  // Spans received from processes of the launched tree other than the judged
+  // one and its descendants (a run of the agent before the one that stays),
+  // which no verdict counts: how many, from whom.
+  struct OtherExporters {
+    std::size_t spans = 0;
+    std::map<pid_t, std::size_t> spans_by_pid;
+    std::string describe() const;  // "93 spans from pid 4242, 12 from pid 4250"
+  };
+  OtherExporters other_exporters() const;
   std::string target_output() const { return closed_output_.empty() ? target_->output() : closed_output_; }
   std::vector<OutputLine> target_output_lines() const { return target_->output_lines(); }
   std::optional<std::string> target_exit() const { return exit_description_; }
