@@ -21,6 +21,11 @@
   by the seconds tests/py/shard_weights.json gives them (scripts/shard-weights.py
   writes it from TRACECORR_TEST_CPU_REPORT files; a module it lacks weighs
   DEFAULT_SHARD_WEIGHT_S).
+- tests/py/known_failures.txt: tests known to fail, each marked
+  xfail(strict=True) with its issue: they still run, a listed test that passes
+  fails the run (the list is stale), and any failure not listed fails it.
+  Lines marked "flaky N:" are intermittent failures, quarantined as non-strict
+  xfails (XFAIL or XPASS in the summary), each a bug still to find.
 - arm64_vm_run: the one arm64 guest boot of the run, with the jobs of every VM
   test module that has a test selected (tests/support/arm64_vm.py).
 """
@@ -37,6 +42,7 @@ import pytest
 import arm64_vm
 import build_products
 import conform_support
+from known_failures import known_failures
 
 _OWN_BASETEMP = None
 SHARD_WEIGHTS = Path(__file__).with_name("shard_weights.json")
@@ -82,7 +88,18 @@ def deal_shards(weights: dict[str, float], n: int) -> list[set[str]]:
     return [members for _, _, members in shards]
 
 
+def mark_known_failures(items) -> None:
+    known = known_failures()
+    for item in items:
+        if item.nodeid in known:
+            why = known[item.nodeid]
+            flaky = why.startswith("flaky ")
+            item.add_marker(pytest.mark.xfail(strict=not flaky,
+                                              reason=("intermittent, issue " + why[6:]) if flaky else "known failure, issue " + why))
+
+
 def pytest_collection_modifyitems(config, items):
+    mark_known_failures(items)
     if not config.getoption("--shard"):
         return
     k, n = parse_shard(config.getoption("--shard"))

@@ -236,14 +236,14 @@ def test_auto_detection_judges_both_otel_contexts(runs):
 
 
 def worker_tids(journal: Path) -> dict[int, set[int]]:
-    """pid -> the tids of its workers, from a writer's journal (both sessions' processes write to it)."""
-    pid_of_run, tids = None, {}
+    """pid -> the tids of its workers, from a writer's journal. Both sessions'
+    processes write to it, at once when the sessions overlap: each thread
+    event names its own process."""
+    tids: dict[int, set[int]] = {}
     for line in journal.read_text().splitlines():
         event = json.loads(line)
-        if event["event"] == "config":
-            pid_of_run = event["pid"]
-        elif event["event"] == "thread" and pid_of_run is not None:
-            tids.setdefault(pid_of_run, set()).add(event["tid"])
+        if event["event"] == "thread":
+            tids.setdefault(event["pid"], set()).add(event["tid"])
     return tids
 
 
