@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -363,11 +364,14 @@ bool Target::judge(const TreeProcess& p, std::string why) {
   };
   if (already()) return false;
   const std::string sig = signature(p);
-  if (std::find(pass_over_.begin(), pass_over_.end(), sig) != pass_over_.end()) {
+  auto run = std::find_if(pass_over_.begin(), pass_over_.end(), [&](const PassOver& r) { return r.signature == sig; });
+  if (run != pass_over_.end()) {
     passed_over_.push_back(p);
-    passed_over_signature_ = sig;
+    passed_over_pidfds_.emplace_back(open_pidfd(p.pid));
+    passed_over_seen_ = run->seen;
     return false;
   }
+  if (!passed_over_running().empty()) return false;
   judged_reason_ = std::move(why);
   judged_signature_ = sig;
   if (!passed_over_.empty()) {
@@ -375,15 +379,34 @@ bool Target::judge(const TreeProcess& p, std::string why) {
     for (std::size_t i = 0; i < passed_over_.size(); ++i)
       judged_reason_ += (i ? ", " : "") + std::string("pid ") + std::to_string(passed_over_[i].pid) + " (" +
                         passed_over_[i].comm + ")";
-    judged_reason_ += ", which did the same before it: an earlier launch of this session saw a process at its place (" +
-                      passed_over_signature_ + ") exit on its own while the launched tree ran on (a run before "
-                      "the agent that stays)";
+    judged_reason_ += ", which did the same before it and exited on its own: " + passed_over_seen_ +
+                      " (a run before the agent that stays)";
   }
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(p.pid) + "/exe", ec);
+  judged_executable_ = ec ? std::string() : exe.string();
   if (p.pid == judged_pid_) return true;
   judged_pid_ = p.pid;
   judged_pidfd_.reset();
   if (p.pid != pid_) judged_pidfd_.reset(open_pidfd(p.pid));
   return true;
+}
+
+std::string Target::passed_over_running() const {
+  for (std::size_t i = 0; i < passed_over_.size(); ++i)
+    if (passed_over_pidfds_[i] && !pidfd_exited(passed_over_pidfds_[i].get()))
+      return "pid " + std::to_string(passed_over_[i].pid) + " (" + passed_over_[i].comm + ")";
+  return "";
+}
+
+bool Target::terminate_judged(std::chrono::milliseconds grace) {
+  if (!launched_ || stopped_tree_ || judged_pid_ == pid_ || !judged_pidfd_ || !alive()) return false;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
+  while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  judged_terminated_ = pidfd_exited(judged_pidfd_.get());
+  return judged_terminated_;
 }
 
 // Only ever reaps termination. waitid(WEXITED) alone is not enough: the kernel
@@ -502,7 +525,7 @@ std::string Target::hold_description() const {
 std::string Target::stop(std::chrono::milliseconds grace) {
   if (!launched_) return "left running (attached)";
   if (stopped_tree_) return stopped_how_;
-  const bool judged_alive = alive();
+  const bool judged_alive = alive() || judged_terminated_;
   StoppedTree tree;
   tree.hold = hold_description();
   auto members = processes();
@@ -513,7 +536,7 @@ std::string Target::stop(std::chrono::milliseconds grace) {
   // The judged agent first, alone: a wrapper between it and tracecorr
   // (runuser, su) answers SIGTERM by killing its child 2 s later, cutting
   // short the agent's shutdown flush that the judges read.
-  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_) {
+  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_ && !judged_terminated_) {
     send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
     while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
