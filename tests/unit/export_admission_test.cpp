@@ -13,9 +13,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "tracecorr/conform/target.hpp"
 #include "tracecorr/fd.hpp"
 
 namespace tracecorr::conform {
@@ -117,6 +120,67 @@ TEST(ExportAdmission, BeforeAnyProcessIsJudgedEveryAdmittedExportCounts) {
   EXPECT_TRUE(admission.exported_by_judged(verdict.pid));
   end(shell, verdict.pid);
 }
+
+// Launch mode: `exec setsid AGENT` (setsid forks, the child makes a new
+// session, the launched process exits at once) leaves the agent outside the
+// launched session and group, reparented away before anything listed the tree:
+// its connection is still the tree's, in either hold, while another launch of
+// the same tracecorr lives (the fallback must not take it for that one's).
+class SetsidExporter : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (*GetParam()) ::setenv("TRACECORR_TREE_HOLD", GetParam(), 1);
+    else ::unsetenv("TRACECORR_TREE_HOLD");
+  }
+  void TearDown() override { ::unsetenv("TRACECORR_TREE_HOLD"); }
+};
+
+std::unique_ptr<Target> launch_target(const std::string& script) {
+  LaunchSpec spec;
+  spec.argv = {"/bin/bash", "-c", script};
+  auto t = Target::launch(spec);
+  EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+TEST_P(SetsidExporter, IsAdmittedAsTheLaunchedTrees) {
+  auto other = launch_target("exec sleep 30");  // another session's launch, live
+  ASSERT_TRUE(other);
+  Listener listener;
+  auto target = launch_target("exec setsid bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(listener.port) +
+                              "; exec sleep 30'");
+  ASSERT_TRUE(target);
+  ExportAdmission admission;
+  admission.follow(target.get());
+  auto verdict = listener.check_next(admission);
+  EXPECT_TRUE(verdict.of_target) << verdict.who << " (held by " << target->hold_description() << ")";
+  EXPECT_NE(verdict.pid, target->launched_pid());
+  admission.judged(verdict.pid);
+  EXPECT_TRUE(admission.exported_by_judged(verdict.pid));
+  admission.follow(nullptr);
+  target->stop(std::chrono::milliseconds(500));
+  other->stop(std::chrono::milliseconds(500));
+}
+
+// Two exporters of the tree born one right after the other: the second's
+// connection comes within the tree listing's refresh interval of the first's.
+TEST_P(SetsidExporter, ASecondExporterBornRightAfterTheFirstIsAdmitted) {
+  Listener listener;
+  const std::string connect = "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(listener.port) + "; exec sleep 30";
+  auto target = launch_target("bash -c '" + connect + "' & sleep 0.02; bash -c '" + connect + "' & wait");
+  ASSERT_TRUE(target);
+  ExportAdmission admission;
+  admission.follow(target.get());
+  auto first = listener.check_next(admission);
+  EXPECT_TRUE(first.of_target) << first.who;
+  auto second = listener.check_next(admission);
+  EXPECT_TRUE(second.of_target) << second.who;
+  admission.follow(nullptr);
+  target->stop(std::chrono::milliseconds(500));
+}
+
+INSTANTIATE_TEST_SUITE_P(Holds, SetsidExporter, ::testing::Values("", "subreaper"),
+                         [](const auto& info) { return std::string(*info.param ? "Subreaper" : "Cgroup"); });
 
 }  // namespace
 }  // namespace tracecorr::conform

@@ -17,13 +17,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The tree is listed again when older than this, and at once (but not more
-// often than kTreeMissInterval) when a peer is not in it: a process forked
-// since the last listing exports too. Each listing reads every /proc/PID/stat:
-// a flood of foreign connections must not make the receiver's thread do it
-// more than a few times a second.
+// The tree is listed again when older than this, and at once when a peer is
+// not in it: a process forked since the last listing exports too (a second
+// worker forked right after the first, a restarted agent). Each listing reads
+// every member's /proc/PID/stat (the fallback hold: every process's): a flood
+// of foreign connections must not make the receiver's thread do it more than
+// a few times a second. So misses re-list from a bucket: kMissListingsBurst at
+// once (a burst of new exporters), refilled at kMissListingsPerSecond.
 constexpr auto kTreeInterval = std::chrono::milliseconds(500);
-constexpr auto kTreeMissInterval = std::chrono::milliseconds(100);
+constexpr double kMissListingsBurst = 16;
+constexpr double kMissListingsPerSecond = 10;
 constexpr int kMaxDepth = 64;
 // Naming a foreign peer's process looks through every process's descriptors:
 // on the receiver's thread, so bounded (a few per session, this long each).
@@ -78,9 +81,18 @@ void ExportAdmission::follow(const Target* target) {
   tree_read_at_ = {};
 }
 
+bool ExportAdmission::may_list_again() {
+  const auto now = Clock::now();
+  const double refill = std::chrono::duration<double>(now - miss_listings_refilled_at_).count() * kMissListingsPerSecond;
+  miss_listings_ = std::min(kMissListingsBurst, miss_listings_ + refill);
+  miss_listings_refilled_at_ = now;
+  if (miss_listings_ < 1) return false;
+  miss_listings_ -= 1;
+  return true;
+}
+
 std::vector<pid_t> ExportAdmission::tree(bool fresh) {
-  const auto age = Clock::now() - tree_read_at_;
-  if (age < (fresh ? kTreeMissInterval : kTreeInterval)) return tree_;
+  if (!fresh && Clock::now() - tree_read_at_ < kTreeInterval) return tree_;
   tree_.clear();
   if (attached_) tree_ = root_and_descendants(*attached_);
   else if (target_)
@@ -146,8 +158,7 @@ otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const so
   if (socket->inode == 0) return {false, true, "a peer whose socket no process holds (" + tcp_state_name(socket->state) + ")"};
   if (attached_ || target_) {
     auto holder = holder_of_socket(socket->inode, tree(false));
-    const bool may_list_again = Clock::now() - tree_read_at_ >= kTreeMissInterval;
-    if (!holder && may_list_again) holder = holder_of_socket(socket->inode, tree(true));
+    if (!holder && may_list_again()) holder = holder_of_socket(socket->inode, tree(true));
     if (holder) {
       remember_lineage(*holder);
       return {true, false, "", *holder};

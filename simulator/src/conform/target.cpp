@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -37,6 +38,28 @@ constexpr std::size_t kMaxMembersSeen = 1 << 16;
 // fallback hold adopted (tracecorr is its child subreaper) is no launch.
 std::mutex live_launches_mutex;
 std::set<pid_t> live_launches;
+
+// Each launch's environment carries a mark of its own: an orphan the fallback
+// hold adopted that it never saw (`exec setsid AGENT`: the launched process
+// exits as soon as it has forked the agent) is told to be this launch's, and
+// not another live one's, by the environment it started with.
+constexpr const char* kLaunchMarkVariable = "TRACECORR_LAUNCH";
+std::atomic<unsigned> launches_made{0};
+// Bound on the environment read from an orphan (it is the target's: hostile).
+constexpr std::size_t kMaxEnvironRead = 256 << 10;
+
+bool carries_launch_mark(pid_t pid, const std::string& mark) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string environ_text(kMaxEnvironRead, '\0');
+  in.read(environ_text.data(), static_cast<std::streamsize>(environ_text.size()));
+  environ_text.resize(static_cast<std::size_t>(in.gcount()));
+  const std::string entry = std::string(kLaunchMarkVariable) + "=" + mark;
+  for (std::size_t at = environ_text.find(entry); at != std::string::npos; at = environ_text.find(entry, at + 1))
+    if ((at == 0 || environ_text[at - 1] == '\0') &&
+        (at + entry.size() == environ_text.size() || environ_text[at + entry.size()] == '\0'))
+      return true;
+  return false;
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with " + std::to_string(WEXITSTATUS(status));
@@ -94,6 +117,8 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   }
   for (const auto& name : spec.unset_env) env.erase(name);
   for (const auto& [k, v] : spec.env) env[k] = v;
+  const std::string mark = std::to_string(::getpid()) + "-" + std::to_string(++launches_made);
+  env[kLaunchMarkVariable] = mark;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -161,6 +186,7 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
     live_launches.insert(pid);
   }
   t->launched_ = true;
+  t->launch_mark_ = mark;
   t->command_ = join(spec.argv);
   t->started_ = std::chrono::steady_clock::now();
   t->output_fd_ = std::move(read_end);
@@ -326,12 +352,13 @@ std::vector<TreeProcess> Target::followed_processes() const {
   };
   // Where the tree is found: the launched process, its group, the members
   // seen before (their parent may have exited), and orphans adopted by
-  // tracecorr that are no other launch's: this tree's when it was seen, or
-  // when no other launch is live to claim it.
+  // tracecorr that are no other launch's: this tree's when it was seen, when
+  // no other launch is live to claim it, or when it started with this
+  // launch's mark in its environment.
   std::deque<pid_t> queue;
   for (const auto& [pid, st] : all) {
     const bool adopted = st.ppid == ::getpid() && pid != pid_ && !other_launches.count(pid) &&
-                         (seen(pid, st) || other_launches.empty());
+                         (seen(pid, st) || other_launches.empty() || carries_launch_mark(pid, launch_mark_));
     if (pid == pid_ || st.pgrp == pid_ || seen(pid, st) || adopted) queue.push_back(pid);
   }
   std::map<pid_t, ProcessStat> members;

@@ -56,7 +56,8 @@ class ExportAdmission {
   bool exported_by_judged(pid_t exporter) const;
 
  private:
-  std::vector<pid_t> tree(bool fresh);
+  std::vector<pid_t> tree(bool fresh);  // fresh: listed now, whatever the age of the last listing
+  bool may_list_again();                 // a miss may list the tree now (a bucket of listings)
   std::string name_owner(std::uint64_t socket_inode, uid_t socket_uid);
   void remember_lineage(pid_t exporter);
 
@@ -72,6 +73,8 @@ class ExportAdmission {
   std::string diag_error_;
   std::vector<pid_t> tree_;
   std::chrono::steady_clock::time_point tree_read_at_{};
+  double miss_listings_ = 16;  // the bucket (export_admission.cpp: kMissListingsBurst)
+  std::chrono::steady_clock::time_point miss_listings_refilled_at_ = std::chrono::steady_clock::now();
   struct Ancestor {
     pid_t pid = 0;
     std::string executable;  // /proc/PID/exe then

@@ -190,6 +190,7 @@ class Target {
   UniqueFd judged_pidfd_;   // when the judged process is not our child
   std::string judged_reason_;
   bool launched_ = false;
+  std::string launch_mark_;  // TRACECORR_LAUNCH in the launched environment (target.cpp)
   std::string command_;
   std::chrono::steady_clock::time_point started_{};
   std::optional<int> wait_status_;
