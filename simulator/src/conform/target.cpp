@@ -430,6 +430,7 @@ bool Target::terminate_judged(std::chrono::milliseconds grace) {
   if (!launched_ || stopped_tree_ || judged_pid_ == pid_ || !judged_pidfd_ || !alive()) return false;
   const auto deadline = std::chrono::steady_clock::now() + grace;
   send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
+  judged_sigtermed_ = true;  // stop() does not send it again, nor wait for it twice
   while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   judged_terminated_ = pidfd_exited(judged_pidfd_.get());
@@ -563,7 +564,7 @@ std::string Target::stop(std::chrono::milliseconds grace) {
   // The judged agent first, alone: a wrapper between it and tracecorr
   // (runuser, su) answers SIGTERM by killing its child 2 s later, cutting
   // short the agent's shutdown flush that the judges read.
-  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_ && !judged_terminated_) {
+  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_ && !judged_sigtermed_) {
     send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
     while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -183,7 +183,8 @@ class Target {
   std::string passed_over_seen_;  // what the earlier launch saw of the last one (its command line is gone once it exits)
   std::string judged_signature_;
   std::string judged_executable_;
-  bool judged_terminated_ = false;  // terminate_judged() ended it
+  bool judged_sigtermed_ = false;   // terminate_judged() sent it SIGTERM
+  bool judged_terminated_ = false;  // and it exited within the grace
   mutable std::mutex members_mutex_;
   mutable std::map<pid_t, std::uint64_t> members_seen_;  // fallback: pid -> start time of every member seen
   pid_t judged_pid_ = -1;
