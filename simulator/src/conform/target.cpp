@@ -334,11 +334,16 @@ std::vector<TreeProcess> Target::held_processes(const std::vector<pid_t>& member
 std::vector<TreeProcess> Target::followed_processes() const {
   std::map<pid_t, ProcessStat> all;
   std::map<pid_t, std::vector<pid_t>> children;
-  for (int pid : numbered_entries("/proc"))
-    if (auto st = read_process_stat(pid); st && live(*st)) {
-      all.emplace(pid, *st);
-      children[st->ppid].push_back(pid);
-    }
+  // Twice: /proc is listed before the stats are read, and a process forked
+  // in between whose parent exited meanwhile (`exec setsid AGENT`: the
+  // launched process forks the agent and exits at once) is in neither look
+  // but the second.
+  for (int look = 0; look < 2; ++look)
+    for (int pid : numbered_entries("/proc"))
+      if (auto st = all.count(pid) ? std::nullopt : read_process_stat(pid); st && live(*st)) {
+        all.emplace(pid, *st);
+        children[st->ppid].push_back(pid);
+      }
   std::set<pid_t> other_launches;
   {
     std::lock_guard lock(live_launches_mutex);
