@@ -198,7 +198,10 @@ Finding judge_not_inherited(const ContextFacts& f) {
   std::size_t evidence = 0;
   if (f.watch)
     for (const auto& e : f.watch->events) {
-      if (e.kind != conform::MappingWatchEvent::Kind::kFork || e.pid != f.judged_pid) continue;
+      // A fork before the mapping existed, or a child in the parent's own
+      // address space until its exec (vfork, posix_spawn), can inherit nothing.
+      if (e.kind != conform::MappingWatchEvent::Kind::kFork || e.pid != f.judged_pid || !e.address || e.child_shares_memory)
+        continue;
       if (e.child_has_mapping)
         return violated(id, "a child forked by pid " + std::to_string(e.pid) + " (pid " + std::to_string(e.child) +
                                 ") inherited the mapping " + e.child_mapping_name,

@@ -113,7 +113,7 @@ class ThreadContextSuite final : public conform::Suite {
   // resource too, where they are judged misplaced: TCTX-06, 07); under
   // another schema (TCTXR-03) announced, not read.
   conform::Published published(pid_t pid) const override {
-    auto snapshot = process_context::take_snapshot(pid);
+    auto snapshot = process_context::take_contents_snapshot(pid);
     if (!snapshot) return {};
     auto data = reference_data_of(*snapshot);
     if (!data || !data->announces_thread_context()) return {};

@@ -80,7 +80,7 @@ bool ThreadContextWatch::find_publisher(conform::Session& session, conform::Disc
     auto tree = session.target().processes();
     looked_at = std::max(looked_at, tree.size());
     for (const auto& p : tree) {
-      auto snapshot = process_context::take_snapshot(p.pid);
+      auto snapshot = process_context::take_contents_snapshot(p.pid);
       if (!snapshot) {
         last_error = snapshot.error();
         continue;

@@ -40,6 +40,7 @@ void bind_process(py::module_& m) {
         InspectRequest o;
         o.read_threads = read_threads;
         o.check_socket_reachable = check_socket_reachable;
+        o.want_text = false;
         // As `tracecorr inspect --json`: one protocol's document, or one member per protocol.
         nlohmann::json by_protocol = nlohmann::json::object();
         for (const auto* inspector : inspectors()) {

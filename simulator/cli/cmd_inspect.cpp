@@ -49,6 +49,8 @@ int run_inspect(const InspectArgs& a) {
   const pid_t pid = a.pid;
   InspectRequest options;
   options.read_threads = !a.no_threads;
+  options.want_json = a.json;
+  options.want_text = !a.json;
   std::unique_ptr<ThreadPointerSource> gdb;
   if (!a.gdbstub.empty()) {
     auto hp = parse_host_port(a.gdbstub);
@@ -89,13 +91,14 @@ int run_inspect(const InspectArgs& a) {
       std::fprintf(stderr, "tracecorr inspect: cannot read pid %d: %s\n", pid, safe(report.error().message()).c_str());
       return kExitEnvironment;
     }
-    by_protocol[std::string(inspector->protocol())] = report->json;
+    // Moved, never copied: 2000 threads make megabytes of JSON.
+    by_protocol[std::string(inspector->protocol())] = std::move(report->json);
     if (report->found) found.emplace_back(inspector, std::move(*report));
     else looked_for.push_back(std::string(inspector->protocol()) + ": " + report->not_found);
   }
   // One protocol: its inspection as the document (what tools read); several:
   // one member per protocol.
-  auto document = by_protocol.size() == 1 ? by_protocol.begin().value() : by_protocol;
+  nlohmann::json document = by_protocol.size() == 1 ? std::move(by_protocol.begin().value()) : std::move(by_protocol);
   if (a.json) std::puts(conform::make_utf8(document).dump(2).c_str());
   if (found.empty()) {
     std::string what;

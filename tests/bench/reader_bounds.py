@@ -7,10 +7,16 @@ by the kit, not by the target. Numbers for BENCHMARKS.md, never assertions.
    mapping was read and decoded (400 x 1 MiB: 1.65 GB, 2000: std::bad_alloc).
 2. The OTEP 4947 writer's key-outside-map mutant with THREADS threads, each
    record carrying a key index outside the key map: before, every record
-   took a whole new snapshot (2000 threads: 41 to over 60 s).
+   took a whole new snapshot (2000 threads: 41 to over 60 s). Beside it the
+   reference writer, whose keys are all in the map: the same threads cost
+   the same.
 
-Each inspect runs as a child of this script; its wall time and peak RSS
-(ru_maxrss) are what is printed. Usage (root, from the repository):
+Each inspect runs as a child of this script; its wall time, CPU time (user +
+system, ru_utime + ru_stime: the kit's own cost, which the machine's load
+stretches into wall time) and peak RSS (ru_maxrss) are what is printed. The
+2000-thread writers (idle threads wake every 5 ms) keep both CPUs of a small
+machine busy by themselves: the load average is printed before and after.
+Usage (root, from the repository):
 
     /usr/bin/python3 tests/bench/reader_bounds.py [--build build] [--runs 3]
 """
@@ -25,20 +31,23 @@ import time
 from pathlib import Path
 
 
-def timed(argv: list[str]) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in MiB, stdout) of one run."""
+def timed(argv: list[str]) -> tuple[float, int, str, float]:
+    """(wall seconds, peak RSS in MiB, stdout, CPU seconds) of one run."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, f"{argv} exited {status}"
-    return time.monotonic() - started, usage.ru_maxrss // 1024, out.decode(errors="replace")
+    return (time.monotonic() - started, usage.ru_maxrss // 1024, out.decode(errors="replace"),
+            usage.ru_utime + usage.ru_stime)
 
 
-def row(label: str, runs: list[tuple[float, int, str]]) -> None:
+def row(label: str, runs: list[tuple[float, int, str, float]]) -> None:
     walls = sorted(r[0] for r in runs)
+    cpus = sorted(r[3] for r in runs)
     rss = max(r[1] for r in runs)
-    print(f"| {label} | {walls[len(walls) // 2]:.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}) | {rss} MiB |")
+    print(f"| {label} | {walls[len(walls) // 2]:.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}) | "
+          f"{cpus[len(cpus) // 2]:.2f} s | {rss} MiB | {os.getloadavg()[0]:.1f} |")
 
 
 def context_mappings(build: Path, cli: str, mappings: int, payload: int, runs: int) -> None:
@@ -57,8 +66,10 @@ def context_mappings(build: Path, cli: str, mappings: int, payload: int, runs: i
         proc.wait()
 
 
-def key_outside_map(build: Path, cli: str, threads: int, runs: int) -> None:
-    program = build / "fixtures" / "x86_64" / "otel_thread_context" / "mutants" / "key-outside-map" / "otel-tctx-writer"
+def thread_records(build: Path, cli: str, threads: int, runs: int, mutant: str | None) -> None:
+    """`mutant` "key-outside-map" (every record's key index outside the map), or None: the reference."""
+    fixtures = build / "fixtures" / "x86_64" / "otel_thread_context"
+    program = (fixtures / "mutants" / mutant if mutant else fixtures / "reference" / "tlsdesc") / "otel-tctx-writer"
     journal = Path(f"/tmp/tracecorr-bench-journal-{os.getpid()}.jsonl")
     journal.unlink(missing_ok=True)
     proc = subprocess.Popen([str(program), "--threads", str(threads), "--hold", "--busy-percent", "0"], stdout=subprocess.DEVNULL,
@@ -73,6 +84,7 @@ def key_outside_map(build: Path, cli: str, threads: int, runs: int) -> None:
         missing = sum(1 for t in doc["threads"] if t["record"] and t["record"]["unknown_keys"])
         row(f"`inspect --json`, {threads} threads, {missing} records with a key outside the map "
             f"(key map read {doc['process_context']['key_map_reads']}x)", results)
+        row(f"`inspect`, {threads} threads (as above, text)", [timed([cli, "inspect", str(proc.pid)]) for _ in range(runs)])
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -86,11 +98,12 @@ def main() -> None:
     a = parser.parse_args()
     cli = str((a.build / "bin" / "tracecorr").resolve())
     print(f"load average before: {os.getloadavg()[0]:.1f}")
-    print("| what | wall time (median of %d) | peak RSS |" % a.runs)
-    print("|---|---|---|")
+    print("| what | wall time (median of %d) | CPU time (median) | peak RSS | load after |" % a.runs)
+    print("|---|---|---|---|---|")
     for mappings in (400, 2000):
         context_mappings(a.build, cli, mappings, 1 << 20, a.runs)
-    key_outside_map(a.build, cli, 2000, a.runs)
+    thread_records(a.build, cli, 2000, a.runs, "key-outside-map")
+    thread_records(a.build, cli, 2000, a.runs, None)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -9,7 +9,10 @@ host is not the agent's. The reference of each protocol passes its full suite:
   it runs), and the report says where;
 - OTEP 4719 and OTEP 4947: the process context and the thread-context
   variable are read through the container's root, the spans arrive on the
-  host's loopback (the container shares the network namespace).
+  host's loopback (the container shares the network namespace);
+- OTEP 4719's mapping watch follows the agent into the container
+  (`unshare --fork` forks it, without exec, into a pid namespace where it is
+  pid 1): the mutants of the rules only the watch decides fail there too.
 
 Nothing the run launched is left running (each fixture carries a tag).
 """
@@ -65,6 +68,28 @@ def test_process_context_reference_passes_in_a_container(tmp_path):
     found = process_context_problems(run)
     assert not found, "\n".join(found) + "\n" + run.explain()
     assert run.returncode == cs.EXIT_OK, run.explain()
+
+
+# The rules the mapping watch decides, by store (PCTX-07), by system call
+# (PCTX-13) and by fork (PCTX-11: the writer forks inside the container).
+WATCHED_MUTANTS = ["timestamp-first", "no-prctl-on-publish", "no-dontfork"]
+
+
+@pytest.mark.parametrize("name", WATCHED_MUTANTS)
+def test_process_context_mutant_fails_its_rule_in_a_container(name, tmp_path):
+    mutants = json.loads((cs.fixture_dir("x86_64") / "otel_process_context" / "mutants" / "mutants.json").read_text())
+    mutant = next(m for m in mutants["mutants"] if m["name"] == name)
+    requirement = mutant["requirement"]
+    tag = ls.unique_tag(f"container-{name}")
+    program = package_fixture_program("otel_process_context", "otel-ctx-writer", "x86_64", name)
+    root = ls.make_root(tmp_path / "root")
+    run = cs.run_conform(ls.container_command(root, [str(program), *mutant["args"], "--service-name", tag]),
+                         only=[requirement], strict=True, out_dir=tmp_path / "out", protocol="otel-process-context",
+                         retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
+    assert not ls.left_running(tag), "the run left processes of the container running"
+    assert run.report, run.explain()
+    assert run.verdict(requirement) == cs.expected_violation_verdict(requirement, strict=True), run.explain(requirement)
+    assert run.returncode == cs.EXIT_FAILURE, run.explain(requirement)
 
 
 def test_thread_context_reference_passes_in_a_container(tmp_path):

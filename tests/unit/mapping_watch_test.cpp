@@ -5,12 +5,14 @@
 // mapping. The writer must then run to its end, untraced.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tracecorr/conform/mapping_watch.hpp"
 #include "tracecorr/conform/target.hpp"
@@ -29,10 +31,15 @@ struct Watched {
   std::string ended;
 };
 
-Watched watch(const std::string& order, bool dontfork) {
+// `wrapper`: run before the writer's own argv (a command that starts it as a
+// child and waits, as `unshare --fork` and launch scripts without exec do).
+Watched watch(const std::string& order, bool dontfork, std::vector<std::string> wrapper = {},
+              std::vector<std::string> more = {}) {
   std::unique_ptr<MappingWatch> mapping_watch;
   LaunchSpec spec;
-  spec.argv = {kTargetPath, order, dontfork ? "1" : "0"};
+  spec.argv = std::move(wrapper);
+  for (std::string arg : {kTargetPath, order, std::string(dontfork ? "1" : "0")}) spec.argv.push_back(arg);
+  spec.argv.insert(spec.argv.end(), more.begin(), more.end());
   spec.before_exec = [&](pid_t pid) {
     MappingWatch::Settings settings;
     settings.is_watched_mapping = [](const std::string& name) { return name.rfind("/memfd:TC_WATCHED", 0) == 0; };
@@ -118,6 +125,56 @@ TEST(MappingWatch, SeesAFieldWrittenBeforeTheOthersAndAnInheritedMapping) {
   ASSERT_EQ(forks.size(), 1u) << w.report.describe();
   EXPECT_TRUE(forks[0].child_has_mapping);
   EXPECT_EQ(forks[0].child_mapping_name.rfind("/memfd:TC_WATCHED", 0), 0u) << forks[0].child_mapping_name;
+}
+
+// The writer is not the launched process but its child (grandchild): a
+// wrapper forks it and waits, without exec. The watch follows the fork, sees
+// the mapping appear in the child and every store, and still lets the writer's
+// own child go at its first stop. In a pid namespace of its own the writer is
+// pid 1 there, and its pids in the report are the host's.
+void expect_followed_into_child(const std::vector<std::string>& wrapper) {
+  auto w = watch("last", /*dontfork=*/true, wrapper);
+  EXPECT_EQ(w.ended, "exited with 0") << w.output;
+  EXPECT_FALSE(w.report.error) << w.report.describe();
+  auto mapped = of_kind(w.report, Kind::kMapped);
+  ASSERT_EQ(mapped.size(), 1u) << w.report.describe();
+  const pid_t writer = mapped[0].pid;
+  EXPECT_GE(w.report.threads_armed, 1u) << w.report.describe();
+  auto stores = of_kind(w.report, Kind::kStore);
+  ASSERT_EQ(stores.size(), 4u) << w.report.describe();
+  for (const auto& e : stores) EXPECT_EQ(e.pid, writer);
+  auto forks = of_kind(w.report, Kind::kFork);
+  ASSERT_GE(forks.size(), 2u) << "the wrapper's fork and the writer's: " << w.report.describe();
+  EXPECT_NE(forks.front().pid, writer) << "the wrapper forked the writer";
+  EXPECT_EQ(forks.front().child, writer);
+  EXPECT_EQ(forks.front().address, 0u) << "no watched mapping in the wrapper";
+  EXPECT_EQ(forks.back().pid, writer);
+  EXPECT_EQ(forks.back().address, mapped[0].address);
+  EXPECT_FALSE(forks.back().child_has_mapping) << forks.back().child_mapping_name;
+  EXPECT_NE(w.output.find("done"), std::string::npos) << w.output;
+}
+
+TEST(MappingWatch, FollowsAWrapperThatForksTheWriterWithoutExec) {
+  expect_followed_into_child({"/bin/sh", "-c", "\"$0\" \"$@\"; exit $?"});
+}
+
+TEST(MappingWatch, FollowsTheWriterIntoAPidNamespaceOfItsOwn) {
+  if (::access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/unshare";
+  expect_followed_into_child({"/usr/bin/unshare", "--pid", "--fork"});
+}
+
+// posix_spawn (as system() and popen() start commands) runs the child in the
+// parent's own address space until its exec: it shares the mapping, it does
+// not inherit it, and the watch says so.
+TEST(MappingWatch, TellsASpawnedChildInTheParentsMemoryFromAFork) {
+  auto w = watch("last", /*dontfork=*/true, {}, {"spawn"});
+  EXPECT_EQ(w.ended, "exited with 0") << w.output;
+  auto forks = of_kind(w.report, Kind::kFork);
+  ASSERT_EQ(forks.size(), 2u) << w.report.describe();
+  EXPECT_FALSE(forks[0].child_shares_memory);
+  EXPECT_TRUE(forks[1].child_shares_memory);
+  EXPECT_FALSE(forks[1].child_has_mapping);
+  EXPECT_NE(w.output.find("done"), std::string::npos) << w.output;
 }
 
 }  // namespace

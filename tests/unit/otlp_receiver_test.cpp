@@ -545,6 +545,36 @@ TEST(OtlpReceiverAdmission, AGonePeerIsClosedAndNotCountedAsForeign) {
   EXPECT_TRUE(f.receiver->spans().empty());
 }
 
+// What the judged tree itself sends is never an attack, however broken:
+// malformed and oversized exports and a burst of connections are its own
+// doing, counted and judged (MSG rules, timing rules), and timing verdicts may
+// blame its exporter. Only a connection from outside the tree makes one.
+TEST(OtlpReceiverAdmission, TheTreesOwnFloodAndMalformedExportsAreNoAttack) {
+  ReceiverOptions options;
+  options.limits.max_body_bytes = 1024;
+  options.check_peer = [](const sockaddr_storage&, const sockaddr_storage&) { return PeerVerdict{true, false, ""}; };
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  const std::string garbage = "\xff\xff\xff\xff not protobuf";
+  for (int i = 0; i < 20; ++i) {
+    int fd = attack::connect_to((*receiver)->port());
+    ASSERT_GE(fd, 0);
+    const std::string request = i % 2 ? "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                                        "Content-Length: " + std::to_string(garbage.size()) + "\r\n\r\n" + garbage
+                                      : "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                                        "Content-Length: 1000000\r\n\r\n";
+    ASSERT_GT(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), 0);
+    char buffer[64];
+    EXPECT_GT(::recv(fd, buffer, sizeof buffer, 0), 0);
+    ::close(fd);
+  }
+  auto counters = (*receiver)->counters();
+  EXPECT_EQ(counters.rejected[RejectReason::MalformedBody], 10u);
+  EXPECT_EQ(counters.rejected[RejectReason::BodyTooLarge], 10u);
+  EXPECT_EQ(counters.foreign_connections, 0u);
+  EXPECT_FALSE(counters.attacked());
+}
+
 // One local user cannot hold the receiver: beyond max_foreign_connections,
 // foreign connections are closed at once, and the target is still served.
 TEST(OtlpReceiverAdmission, ForeignConnectionsBeyondTheirPoolAreClosedAtOnce) {

@@ -21,6 +21,11 @@ struct InspectRequest {
   ThreadPointerSource* thread_pointers = nullptr;
   bool read_threads = true;           // stop threads to read their thread pointers
   bool check_socket_reachable = true; // try a non-blocking connect (nothing is sent)
+  // The forms the caller prints (InspectReport::json, ::text): a process
+  // with thousands of threads makes megabytes of either, so only those asked
+  // for are made; the other stays empty.
+  bool want_json = true;
+  bool want_text = true;
 };
 
 struct InspectReport {

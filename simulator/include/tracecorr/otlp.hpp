@@ -274,7 +274,14 @@ struct ReceiverCounters {
   std::uint64_t connections_abandoned = 0;  // peers gone before their connection was accepted (PeerVerdict::gone)
   std::vector<std::string> foreign_peers;  // who they were, the first kForeignPeersNamed distinct
   static constexpr std::size_t kForeignPeersNamed = 4;
-  // Something outside the judged tree connected: export timing may be its doing.
+  // Something outside the judged tree connected: export timing may be its
+  // doing. Every foreign export, well-formed or not, and every foreign flood
+  // comes on a foreign connection, so this is all the receiver can tell of an
+  // attack. Never counted here: what the judged tree itself sends (a flood,
+  // malformed or oversized exports, connections it lets time out: its own
+  // doing, judged by the MSG rules and the timing rules), and connections whose
+  // peer was gone before the accept (connections_abandoned: nobody's to name;
+  // a forger that closes before the accept sends nothing that is read).
   bool attacked() const { return foreign_connections > 0; }
   // "37 connections (12 closed at once) and 25 exports from outside the judged process tree, from pid 4242 (forger) uid 1000"
   std::string describe_foreign() const;

@@ -71,11 +71,18 @@ std::vector<ContextMapping> find_context_mappings(const std::vector<Mapping>& ma
 // counted, never read.
 inline constexpr std::size_t kMaxMappingsRead = 4;
 
+// Whether dont_fork is read. /proc/PID/smaps walks the page tables of every
+// mapping listed before the context's (a process with 2000 threads: 2000
+// stacks, the costliest read of an inspect), and only the fork rule (PCTX-11)
+// needs it: a reader of the context's contents (OTEP 4947's reference data,
+// the key map) skips it.
+enum class DontFork { kRead, kSkip };
+
 // find_context_mappings over /proc/PID/maps, with dont_fork from /proc/PID/smaps
 // for the first kMaxMappingsRead of them (read only when a mapping was found,
-// and only as far as needed). Errors: the process cannot be read (gone,
-// permission).
-Expected<std::vector<ContextMapping>> discover(pid_t pid);
+// and only as far as needed; kSkip: left unknown). Errors: the process cannot
+// be read (gone, permission).
+Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork = DontFork::kRead);
 
 // Mappings that hold a header with the signature but are not named as a
 // context (a writer that named its memfd otherwise, or never named its
@@ -277,10 +284,13 @@ struct Snapshot {
   std::uint64_t clock_tick_ns = 0;  // the resolution of process_start_boottime_ns
 };
 
-// discover(pid), then read_context and decode_payload for the first
+// discover(pid, dont_fork), then read_context and decode_payload for the first
 // kMaxMappingsRead mappings (the others counted in mappings_found). Errors: the
 // process cannot be read at all (gone, permission).
-Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read = {}, const DecodeLimits& decode = {});
+Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read = {}, const DecodeLimits& decode = {},
+                                 DontFork dont_fork = DontFork::kRead);
+// The context's contents only (dont_fork unknown): take_snapshot(pid, {}, {}, DontFork::kSkip).
+inline Expected<Snapshot> take_contents_snapshot(pid_t pid) { return take_snapshot(pid, {}, {}, DontFork::kSkip); }
 
 // CLOCK_BOOTTIME now, in nanoseconds.
 std::uint64_t boottime_ns();

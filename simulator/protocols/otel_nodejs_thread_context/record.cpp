@@ -144,7 +144,7 @@ NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap&
 }
 
 std::optional<KeyMap> current_key_map(pid_t pid) {
-  auto snapshot = process_context::take_snapshot(pid);
+  auto snapshot = process_context::take_contents_snapshot(pid);
   if (!snapshot) return std::nullopt;
   auto data = reference_data_of(*snapshot);
   return data ? data->key_map : std::nullopt;

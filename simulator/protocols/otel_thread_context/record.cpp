@@ -258,7 +258,7 @@ std::string value_text(std::span<const std::uint8_t> value) {
 }
 
 std::optional<KeyMap> current_key_map(pid_t pid) {
-  auto snapshot = process_context::take_snapshot(pid);
+  auto snapshot = process_context::take_contents_snapshot(pid);
   if (!snapshot) return std::nullopt;
   auto data = reference_data_of(*snapshot);
   return data ? data->key_map : std::nullopt;
@@ -286,7 +286,7 @@ nlohmann::json record_json(const ThreadContextRecord& r, const NamedAttributes* 
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& e : r.entries)
     entries.push_back({{"offset", e.offset}, {"key", e.key}, {"value", value_text(e.value)}});
-  j["entries"] = entries;
+  j["entries"] = std::move(entries);
   nlohmann::json attributes = nlohmann::json::array();
   nlohmann::json unknown = nlohmann::json::array();
   if (named) {
@@ -294,8 +294,8 @@ nlohmann::json record_json(const ThreadContextRecord& r, const NamedAttributes* 
       attributes.push_back({{"key", a.key}, {"index", a.index}, {"value", value_text(a.value)}, {"occurrences", a.occurrences}});
     for (auto i : named->unknown_indexes) unknown.push_back(i);
   }
-  j["attributes"] = attributes;
-  j["unknown_keys"] = unknown;
+  j["attributes"] = std::move(attributes);
+  j["unknown_keys"] = std::move(unknown);
   return j;
 }
 

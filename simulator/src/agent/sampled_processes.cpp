@@ -51,7 +51,7 @@ std::string status_of(const Sample& s, const RecordLayout& layout) {
 constexpr std::size_t kMaxResourceKeys = 32;
 constexpr std::size_t kMaxResourceValue = 200;
 std::optional<nlohmann::json> context_resource(pid_t pid) {
-  auto snapshot = process_context::take_snapshot(pid);
+  auto snapshot = process_context::take_contents_snapshot(pid);
   if (!snapshot) return std::nullopt;
   for (const auto& m : snapshot->mappings) {
     if (!m.read.ok() || !m.decoded || !m.decoded->ok()) continue;

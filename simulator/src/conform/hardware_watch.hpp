@@ -615,6 +615,14 @@ class WatchSession {
     return SignalStop{SignalStop::Kind::kCameFirst, *next, hits};
   }
 
+  // A stop met while interrupting the thread on the way out (release(), a
+  // watch collecting the tasks it has not seen): the target's own signal is
+  // handed back at the detach; ours (a watchpoint's or a step's SIGTRAP) is not.
+  void keep_targets_signal(const Stop& stop) {
+    if (stop.kind == Stop::Kind::kSignal)
+      resume_signal_ = is_our_trap(stop) || is_our_spent_trap(stop) || is_our_step(stop) ? 0 : stop.signal;
+  }
+
   // Clears the debug registers and detaches; the thread runs on (or stays in
   // its group-stop) with any signal it was due. Never fails loudly: it runs
   // on error paths and in the destructor.
@@ -624,8 +632,7 @@ class WatchSession {
       // Running, or listening in a group-stop: stop it so its registers can be written.
       auto stop = interrupt(kReleasePatience);
       if (!stop || !attached_) return;  // gone, or unstoppable: nothing more can be done
-      if (stop->kind == Stop::Kind::kSignal)
-        resume_signal_ = is_our_trap(*stop) || is_our_spent_trap(*stop) || is_our_step(*stop) ? 0 : stop->signal;
+      keep_targets_signal(*stop);
     }
     if (armed_) {
       (void)registers_.clear();

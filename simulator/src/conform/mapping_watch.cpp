@@ -3,6 +3,7 @@
 // (registers cleared, detached) on every way out.
 #include "tracecorr/conform/mapping_watch.hpp"
 
+#include <linux/kcmp.h>
 #include <sys/syscall.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "followed_tree.hpp"
 #include "hardware_watch.hpp"
 #include "tracecorr/maps.hpp"
 #include "tracecorr/memory.hpp"
@@ -80,7 +82,6 @@ namespace {
 
 using namespace hardware_watch;
 
-constexpr auto kInterruptBound = std::chrono::seconds(2);
 constexpr std::uint64_t kChunk = 8;
 
 // The first mapping of `pid` the predicate accepts (the maps text is the
@@ -105,83 +106,64 @@ struct FollowedThread {
   std::unique_ptr<WatchSession> session;
   pid_t pid = 0;
   bool armed = false;
-  bool release_at_first_stop = false;  // a forked child: looked at, then let go
+  bool release_at_first_stop = false;  // the writer's own child: looked at, then let go
   std::optional<__ptrace_syscall_info> entry;  // the system call it is in, from its entry stop
 };
 
+// Whether `child` runs in `parent`'s own address space (a vfork, posix_spawn's
+// CLONE_VM|CLONE_VFORK, as glibc's system() and popen() start commands): it
+// inherits nothing, it shares. kcmp(KCMP_VM) says; without it, a vfork event.
+bool shares_memory(pid_t parent, pid_t child, const Stop& stop) {
+  const long same = ::syscall(SYS_kcmp, parent, child, KCMP_VM, 0, 0);
+  if (same >= 0) return same == 0;
+  return stop.event == PTRACE_EVENT_VFORK;
+}
+
 class Follower {
  public:
-  explicit Follower(MappingWatch::State& state) : s_(state) {}
+  explicit Follower(MappingWatch::State& state) : s_(state), tree_(/*syscall_stops=*/true) {}
 
   Status seize_root() {
-    auto root = std::make_unique<WatchSession>(s_.root, s_.root);
-    constexpr unsigned long kFollow = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                                      PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD;
-    if (auto st = root->seize(kFollow); !st) return st;
-    // Stopped once, so that it runs on under PTRACE_SYSCALL (a seized task
-    // keeps running as it was until its first stop).
-    root->set_syscall_stops(true);
-    auto stop = root->interrupt(kInterruptBound);
-    if (!stop) return stop.error();
-    if (stop->kind == Stop::Kind::kExited) return make_error("the process exited before it could be watched", root->where());
-    if (auto st = root->resume(); !st) return st;
-    threads_[s_.root] = FollowedThread{std::move(root), s_.root};
+    if (auto st = tree_.seize_root(s_.root); !st) return st;
     count([](auto& r) { ++r.threads_followed; });
     return Ok{};
   }
 
   void run() {
-    auto pause = std::chrono::microseconds(20);
+    IdlePause pause(std::chrono::microseconds(500));
     for (;;) {
       if (s_.end_requested) {
         set_ended("ended by the session");
         break;
       }
-      if (threads_.empty()) {
+      if (tree_.empty()) {
         set_ended("every followed thread exited");
         break;
       }
-      const auto now = Clock::now();
-      bool any = false;
-      for (auto it = threads_.begin(); it != threads_.end();) {
-        auto stop = it->second.session->next_stop(now);
-        if (!stop) {
-          ++it;
-          continue;
-        }
-        any = true;
-        if (stop->kind == Stop::Kind::kExited) {
-          it = threads_.erase(it);
-          continue;
-        }
-        if (it->second.release_at_first_stop) {
-          it->second.session->release();
-          it = threads_.erase(it);
-          continue;
-        }
-        handle(it->second, *stop);
-        if (auto st = it->second.session->resume(); !st) return fail(st.error());
-        ++it;
-      }
-      for (auto& [tid, t] : adopted_) threads_.emplace(tid, std::move(t));
-      adopted_.clear();
-      if (!to_arm_.empty()) arm_running_threads();
+      auto any = tree_.pass([this](FollowedThread& t, const Stop& stop) { return on_stop(t, stop); },
+                            [](const FollowedThread&) {});
       if (!any) {
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(500));
-      } else {
-        pause = std::chrono::microseconds(20);
+        fail(any.error());
+        break;
       }
+      if (!to_arm_.empty()) arm_running_threads();
+      pause.after(*any);
     }
-    threads_.clear();  // each session disarms and detaches
+    tree_.take_in_unseen_tasks();
+    tree_.clear();  // each session disarms and detaches
   }
 
  private:
+  AfterStop on_stop(FollowedThread& t, const Stop& stop) {
+    if (t.release_at_first_stop) return AfterStop::kRelease;
+    handle(t, stop);
+    return AfterStop::kResume;
+  }
+
   void handle(FollowedThread& t, const Stop& stop) {
     switch (stop.kind) {
       case Stop::Kind::kEventStop:
-        if (stop.event == PTRACE_EVENT_CLONE) adopt_thread(t);
-        else if (stop.event == PTRACE_EVENT_FORK || stop.event == PTRACE_EVENT_VFORK) adopt_fork(t);
+        if (starts_a_task(stop)) adopt(t, stop);
         else if (stop.event == PTRACE_EVENT_EXEC) exec_seen(t);
         break;
       case Stop::Kind::kSyscall:
@@ -203,34 +185,39 @@ class Follower {
     if (!t.armed && watched_.count(t.pid)) arm(t);
   }
 
-  void adopt_thread(FollowedThread& parent) {
-    auto tid = parent.session->event_message();
-    if (!tid) return;
-    auto session = WatchSession::adopt(thread_group_of(*tid, parent.pid), *tid);
-    session->set_syscall_stops(true);
-    adopted_.emplace(*tid, FollowedThread{std::move(session), parent.pid});
+  // A new thread is followed (armed at its first stop when its process's
+  // mapping is watched), and so is a new process whose parent holds no watched
+  // mapping: it may be the agent itself, started by a wrapper that forks and
+  // does not exec (`unshare --fork`, a shell running its last command as a
+  // child). A process forked by the publisher is the writer's own: whether it
+  // inherited the mapping is read now (its address space is complete when the
+  // parent reports the fork), and it is let go at its first stop (its stores
+  // are not the parent's).
+  void adopt(FollowedThread& parent, const Stop& stop) {
+    FollowedThread* child = tree_.adopt_new_task(parent, stop);
+    if (!child) return;
+    const bool new_process = child->pid != parent.pid;
+    if (new_process) fork_seen(parent, child->pid, stop);
+    if (new_process && watched_.count(parent.pid)) {
+      child->release_at_first_stop = true;
+      return;
+    }
     count([](auto& r) { ++r.threads_followed; });
   }
 
-  // The child's address space is complete when the parent reports the fork:
-  // whether it inherited the mapping is read now, and the child is let go at
-  // its first stop (its own stores are not the parent's).
-  void adopt_fork(FollowedThread& parent) {
-    auto child = parent.session->event_message();
-    if (!child) return;
+  void fork_seen(const FollowedThread& parent, pid_t child, const Stop& stop) {
     MappingWatchEvent e = event(MappingWatchEvent::Kind::kFork, parent);
-    e.child = *child;
+    e.child = child;
+    e.child_shares_memory = shares_memory(parent.pid, child, stop);
     if (auto it = watched_.find(parent.pid); it != watched_.end()) {
       e.address = it->second;
-      if (auto name = mapping_at(*child, it->second)) {
-        e.child_has_mapping = true;
-        e.child_mapping_name = *name;
-      }
+      if (!e.child_shares_memory)
+        if (auto name = mapping_at(child, it->second)) {
+          e.child_has_mapping = true;
+          e.child_mapping_name = *name;
+        }
     }
     record(std::move(e));
-    FollowedThread f{WatchSession::adopt(*child, *child), *child};
-    f.release_at_first_stop = true;
-    adopted_.emplace(*child, std::move(f));
   }
 
   void exec_seen(FollowedThread& t) {
@@ -271,7 +258,7 @@ class Follower {
     e.mapping_name = found->path;
     e.bytes = read_watched(t.pid, found->start);
     record(std::move(e));
-    for (auto& [tid, other] : threads_)
+    for (auto& [tid, other] : tree_.tasks())
       if (other.pid == t.pid && tid != t.session->tid()) to_arm_.insert(tid);
   }
 
@@ -291,8 +278,8 @@ class Follower {
   // is stopped once to be armed.
   void arm_running_threads() {
     for (pid_t tid : std::set<pid_t>(to_arm_)) {
-      auto it = threads_.find(tid);
-      if (it == threads_.end() || it->second.armed) {
+      auto it = tree_.tasks().find(tid);
+      if (it == tree_.tasks().end() || it->second.armed) {
         to_arm_.erase(tid);
         continue;
       }
@@ -362,9 +349,8 @@ class Follower {
   }
 
   MappingWatch::State& s_;
-  std::map<pid_t, FollowedThread> threads_;
-  std::map<pid_t, FollowedThread> adopted_;  // met during a pass, joined after it
-  std::map<pid_t, std::uint64_t> watched_;   // process -> the watched mapping's start
+  FollowedTree<FollowedThread> tree_;
+  std::map<pid_t, std::uint64_t> watched_;  // process -> the watched mapping's start
   std::set<pid_t> to_arm_;
 };
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "followed_tree.hpp"
 #include "hardware_watch.hpp"
 #include "tracecorr/memory.hpp"
 
@@ -77,7 +78,6 @@ namespace {
 using namespace hardware_watch;
 
 constexpr auto kArmRetryInterval = std::chrono::milliseconds(20);
-constexpr auto kInterruptBound = std::chrono::seconds(2);
 constexpr char kPublishedFirst[] = "published before its slot could be watched";
 
 struct FollowedThread {
@@ -91,12 +91,12 @@ struct FollowedThread {
 
 class Follower {
  public:
-  explicit Follower(SlotWatch::State& state) : s_(state), report_(state.report) {}
+  explicit Follower(SlotWatch::State& state) : s_(state), report_(state.report), tree_(/*syscall_stops=*/false) {}
 
   void run() {
     const auto began = Clock::now();
     last_activity_ = began;
-    auto pause = std::chrono::microseconds(20);
+    IdlePause pause(std::chrono::microseconds(1000));
     auto next_arm_retry = began + kArmRetryInterval;
     for (;;) {
       const auto now = Clock::now();
@@ -104,48 +104,30 @@ class Follower {
         report_.ended_because = *why;
         break;
       }
-      bool any = false;
-      for (auto it = threads_.begin(); it != threads_.end();) {
-        auto stop = it->second.session->next_stop(now);
-        if (!stop) {
-          ++it;
-          continue;
-        }
-        any = true;
-        if (stop->kind == Stop::Kind::kExited) {
-          count_unarmed(it->second);
-          it = threads_.erase(it);
-          continue;
-        }
-        handle(it->second, *stop);
-        if (auto st = it->second.session->resume(); !st) return fail(st.error());
-        ++it;
+      auto any = tree_.pass(
+          [this](FollowedThread& t, const Stop& stop) {
+            handle(t, stop);
+            return AfterStop::kResume;
+          },
+          [this](const FollowedThread& t) { count_unarmed(t); });
+      if (!any) {
+        fail(any.error());
+        break;
       }
-      for (auto& [tid, t] : adopted_) threads_.emplace(tid, std::move(t));
-      adopted_.clear();
       if (now >= next_arm_retry) {
         arm_late_threads();
         next_arm_retry = Clock::now() + kArmRetryInterval;
       }
-      if (!any) {
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(1000));
-      } else {
-        pause = std::chrono::microseconds(20);
-      }
+      pause.after(*any);
     }
-    take_in_unseen_tasks();
-    for (auto& [tid, t] : threads_) count_unarmed(t);
-    threads_.clear();  // each session disarms and detaches
+    report_.threads_started += tree_.take_in_unseen_tasks();
+    for (auto& [tid, t] : tree_.tasks()) count_unarmed(t);
+    tree_.clear();  // each session disarms and detaches
     s_.settled = true;
   }
 
   Status seize_root() {
-    auto root = std::make_unique<WatchSession>(s_.root, s_.root);
-    constexpr unsigned long kFollow = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                                      PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL;
-    if (auto st = root->seize(kFollow); !st) return st;
-    threads_[s_.root] = FollowedThread{std::move(root), s_.root};
+    if (auto st = tree_.seize_root(s_.root); !st) return st;
     ++report_.threads_started;
     return Ok{};
   }
@@ -153,7 +135,7 @@ class Follower {
  private:
   std::optional<std::string> reason_to_end(Clock::time_point began, Clock::time_point now) const {
     if (s_.end_requested) return "ended by the session";
-    if (threads_.empty()) return "every followed thread exited";
+    if (tree_.empty()) return "every followed thread exited";
     if (!located_at_) {
       if (now - began >= s_.settings.until_located)
         return "no thread's slot could be located within " + std::to_string(s_.settings.until_located.count()) + " ms";
@@ -167,12 +149,9 @@ class Follower {
   }
 
   void handle(FollowedThread& t, const Stop& stop) {
-    if (stop.kind == Stop::Kind::kEventStop &&
-        (stop.event == PTRACE_EVENT_CLONE || stop.event == PTRACE_EVENT_FORK || stop.event == PTRACE_EVENT_VFORK)) {
+    if (starts_a_task(stop)) {
       // The new task is attached already and reports its own first stop.
-      if (auto tid = t.session->event_message()) {
-        pid_t pid = stop.event == PTRACE_EVENT_CLONE ? thread_group_of(*tid, t.pid) : *tid;
-        adopted_.emplace(*tid, FollowedThread{WatchSession::adopt(pid, *tid), pid});
+      if (tree_.adopt_new_task(t, stop)) {
         ++report_.threads_started;
         last_activity_ = Clock::now();
       }
@@ -243,7 +222,7 @@ class Follower {
       if (inserted) it->second = s_.locate(pid, 0).ok();
       return it->second;
     };
-    for (auto& [tid, t] : threads_) {
+    for (auto& [tid, t] : tree_.tasks()) {
       if (t.settled || t.session->held()) continue;
       if (!can_locate(t.pid)) continue;
       auto stop = t.session->interrupt(kInterruptBound);
@@ -252,30 +231,6 @@ class Follower {
       handle(t, *stop);
       if (auto st = t.session->resume(); !st) return fail(st.error());
     }
-  }
-
-  // The watch is ending while the target may still be starting threads: a
-  // thread stopped at a clone, fork or vfork event this watch has not
-  // collected has a new task already attached to this watch's thread, which
-  // no session knows. Left attached, it would be killed when this thread
-  // exits (PTRACE_O_EXITKILL), and its process with it. So every running
-  // thread is stopped once and each new task it started taken in (they have
-  // not run: they start nothing), before all are released.
-  void take_in_unseen_tasks() {
-    for (auto& [tid, t] : threads_) {
-      if (t.session->held()) continue;
-      auto stop = t.session->interrupt(kInterruptBound);
-      if (!stop || stop->kind != Stop::Kind::kEventStop) continue;
-      if (stop->event != PTRACE_EVENT_CLONE && stop->event != PTRACE_EVENT_FORK && stop->event != PTRACE_EVENT_VFORK)
-        continue;
-      if (auto child = t.session->event_message()) {
-        pid_t pid = stop->event == PTRACE_EVENT_CLONE ? thread_group_of(*child, t.pid) : *child;
-        adopted_.emplace(*child, FollowedThread{WatchSession::adopt(pid, *child), pid});
-        ++report_.threads_started;
-      }
-    }
-    for (auto& [tid, t] : adopted_) threads_.emplace(tid, std::move(t));
-    adopted_.clear();
   }
 
   void count_unarmed(const FollowedThread& t) {
@@ -291,8 +246,7 @@ class Follower {
   static constexpr std::uint64_t kWatchChunk = 8;
   SlotWatch::State& s_;
   SlotWatchReport& report_;
-  std::map<pid_t, FollowedThread> threads_;
-  std::map<pid_t, FollowedThread> adopted_;  // met during a pass, joined after it
+  FollowedTree<FollowedThread> tree_;
   std::set<pid_t> located_pids_;
   std::optional<Clock::time_point> located_at_;
   Clock::time_point last_activity_;

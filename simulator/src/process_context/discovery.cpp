@@ -46,11 +46,11 @@ std::vector<ContextMapping> find_context_mappings(const std::vector<Mapping>& ma
   return found;
 }
 
-Expected<std::vector<ContextMapping>> discover(pid_t pid) {
+Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork) {
   auto maps = read_maps(pid);
   if (!maps) return maps.error();
   auto found = find_context_mappings(*maps);
-  if (found.empty()) return found;
+  if (found.empty() || dont_fork == DontFork::kSkip) return found;
   std::vector<std::uint64_t> starts;
   for (const auto& f : found)
     if (starts.size() < kMaxMappingsRead) starts.push_back(f.mapping.start);

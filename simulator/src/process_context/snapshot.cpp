@@ -6,8 +6,8 @@
 
 namespace tracecorr::process_context {
 
-Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read, const DecodeLimits& decode) {
-  auto mappings = discover(pid);
+Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read, const DecodeLimits& decode, DontFork dont_fork) {
+  auto mappings = discover(pid, dont_fork);
   if (!mappings) return mappings.error();
   Snapshot out;
   out.pid = pid;

@@ -144,12 +144,30 @@ class PtraceSource final : public ThreadPointerSource {
 // Per tracer thread: ptrace attachments belong to the thread that made them.
 thread_local std::vector<pid_t> parked;
 
+using Clock = std::chrono::steady_clock;
+
+// A thread that has not stopped this long after its interrupt is slow: its
+// run-queue wait is read then, to say at the deadline whether it was starved.
+// Most threads stop at once, and reading every thread's schedstat (2000
+// threads: 2000 files) would cost more than stopping them.
+constexpr auto kSlowToStop = std::chrono::milliseconds(20);
+
 // One thread of a read_each_stopped round: interrupted, not yet stopped.
 struct Interrupted {
   std::size_t index = 0;  // into the round's tids
   pid_t tid = 0;
-  std::optional<std::uint64_t> run_queue_wait_at_interrupt;
+  Clock::time_point at;   // interrupted
+  bool slow = false;      // still not stopped kSlowToStop after `at`
+  std::optional<std::uint64_t> run_queue_wait_when_slow;
 };
+
+void look_at_slow_threads(std::vector<Interrupted>& waiting, Clock::time_point now) {
+  for (auto& w : waiting)
+    if (!w.slow && now - w.at >= kSlowToStop) {
+      w.slow = true;
+      w.run_queue_wait_when_slow = thread_run_queue_wait_ns(w.tid);
+    }
+}
 
 // Seizes and interrupts `tid`; an Error when it cannot be (gone, refused).
 Status interrupt(pid_t tid) {
@@ -189,17 +207,18 @@ Status read_and_release(pid_t tid, int status, const ThreadPointerSource::Stoppe
 
 std::vector<Status> PtraceSource::read_each_stopped(const std::vector<pid_t>& tids, const StoppedRead& read,
                                                     std::chrono::milliseconds deadline) {
-  using Clock = std::chrono::steady_clock;
   reap_parked_attachments();
   std::vector<Status> out(tids.size(), Status(Ok{}));
   const auto end = Clock::now() + deadline;
+  // No thread is interrupted too late to be looked at as slow before the deadline.
+  const auto last_interrupt = end - std::min<Clock::duration>(kSlowToStop, deadline / 2);
   std::vector<Interrupted> waiting;
   std::size_t next = 0;
   auto pause = std::chrono::microseconds(5);
   while (next < tids.size() || !waiting.empty()) {
-    for (; next < tids.size() && waiting.size() < kStopWindow && Clock::now() < end; ++next) {
+    for (; next < tids.size() && waiting.size() < kStopWindow && Clock::now() < last_interrupt; ++next) {
       if (auto st = interrupt(tids[next]); !st) out[next] = st.error();
-      else waiting.push_back({next, tids[next], thread_run_queue_wait_ns(tids[next])});
+      else waiting.push_back({next, tids[next], Clock::now()});
     }
     bool progressed = false;
     std::erase_if(waiting, [&](const Interrupted& w) {
@@ -211,7 +230,10 @@ std::vector<Status> PtraceSource::read_each_stopped(const std::vector<pid_t>& ti
                            : read_and_release(w.tid, status, read, &PtraceSource::stopped_thread_pointer);
       return true;
     });
-    if (Clock::now() < end) {
+    const auto now = Clock::now();
+    look_at_slow_threads(waiting, now);
+    const bool none_to_wait_for = waiting.empty() && now >= last_interrupt;  // the rest come too late
+    if (now < end && !none_to_wait_for) {
       if (progressed) {
         pause = std::chrono::microseconds(5);
       } else if (!waiting.empty()) {
@@ -223,8 +245,8 @@ std::vector<Status> PtraceSource::read_each_stopped(const std::vector<pid_t>& ti
     // The deadline: what has not stopped is named by its state, and parked.
     for (const auto& w : waiting) {
       std::optional<std::uint64_t> waited;
-      if (auto now = thread_run_queue_wait_ns(w.tid); now && w.run_queue_wait_at_interrupt)
-        waited = *now - std::min(*now, *w.run_queue_wait_at_interrupt);
+      if (auto now = thread_run_queue_wait_ns(w.tid); now && w.run_queue_wait_when_slow)
+        waited = *now - std::min(*now, *w.run_queue_wait_when_slow);
       out[w.index] = make_error(not_stopping_reason(w.tid, deadline, waited), thread_name(w.tid));
       park_unstopped(w.tid);
     }

@@ -1,9 +1,12 @@
 /* A writer for mapping_watch_test: publishes four 8-byte fields at the head of
  * a memfd mapping named TC_WATCHED from a second thread, the last field last
  * ("last") or first ("first"), names the mapping by prctl, then forks a child
- * that exits at once. argv: order, dontfork (0|1). */
+ * that exits at once, and with "spawn" also runs /bin/true by posix_spawn (a
+ * child in the parent's own address space until its exec, as glibc's system()
+ * starts one). argv: order, dontfork (0|1) [, spawn]. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,7 +41,7 @@ static void *publish(void *unused)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3)
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "spawn") == 0))
         return 2;
     last_field_first = strcmp(argv[1], "first") == 0;
     int fd = memfd_create("TC_WATCHED", MFD_CLOEXEC);
@@ -59,6 +62,13 @@ int main(int argc, char **argv)
         _exit(0);
     int status = 0;
     waitpid(child, &status, 0);
+    if (argc == 4) {
+        char *true_argv[] = {"/bin/true", NULL};
+        extern char **environ;
+        if (posix_spawn(&child, "/bin/true", NULL, NULL, true_argv, environ) != 0)
+            return 6;
+        waitpid(child, &status, 0);
+    }
     printf("done\n");
     return 0;
 }

@@ -180,6 +180,20 @@ class Story {
     if (child_has_mapping) e.child_mapping_name = kMemfdName;
     return *this;
   }
+  // A process started before the mapping existed (the watch follows it: no address).
+  Story& fork_before_mapping(pid_t parent) {
+    add(Kind::kFork, parent).child = kChild;
+    return *this;
+  }
+  // A vfork or posix_spawn child (system(), popen()): the parent's own address
+  // space until it execs, so /proc shows the parent's mapping in it too.
+  Story& spawn(pid_t parent) {
+    auto& e = add(Kind::kFork, parent);
+    e.address = kHeaderAddress;
+    e.child = kChild;
+    e.child_shares_memory = true;
+    return *this;
+  }
   // The writer exec'd: a new image, whose mapping (if any) starts from zeros.
   Story& exec() {
     add(Kind::kExec, kWriter);
@@ -532,6 +546,11 @@ INSTANTIATE_TEST_SUITE_P(
                             f.last->mappings.front().mapping.dont_fork = false;
                           }),
                   Outcome::NotApplicable, "qemu-user, which ignores madvise(MADV_DONTFORK)"},
+        // Neither can inherit anything: no evidence either way.
+        JudgeCase{"ForkBeforeTheMapping", "PCTX-11", watched(conforming().fork_before_mapping(kWriter)), Outcome::Met,
+                  "no fork seen", "", 1},
+        JudgeCase{"SpawnInTheParentsMemory", "PCTX-11", watched(conforming().spawn(kWriter)), Outcome::Met, "no fork seen",
+                  "", 1},
         JudgeCase{"ForkOfAnotherProcess", "PCTX-11", watched(conforming().fork(kStranger, true)), Outcome::Met,
                   "no fork seen"},
         JudgeCase{"NotFound", "PCTX-11",

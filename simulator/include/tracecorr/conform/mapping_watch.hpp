@@ -1,6 +1,10 @@
 // A launched process's stores into the head of one mapping, its system calls
 // and its forks, observed deterministically: the watch follows the process from
-// before its exec, stops each thread at the system calls it is asked about and,
+// before its exec, with every thread it starts and every process it forks
+// before it maps the mapping (a wrapper that forks and does not exec, such as
+// `unshare --fork` or a shell running its last command as a child, starts the
+// agent in a child; a container puts it in a pid namespace of its own: pids are
+// the host's), stops each thread at the system calls it is asked about and,
 // once the mapping appears, arms hardware watchpoints on its first bytes in
 // every thread. Each store then stops the storing thread right after it, and
 // the watched bytes are read there, so the order of a writer's stores (a
@@ -45,7 +49,7 @@ struct MappingWatchEvent {
     kMapped,   // the mapping appeared (address, name); watchpoints armed from here on
     kStore,    // a store into the watched bytes; `bytes` as they were right after it
     kSyscall,  // a system call of interest returned (nr, args, result)
-    kFork,     // a fork or vfork; `child_has_mapping`: the child's address space holds it too
+    kFork,     // a new process; `child_has_mapping`: the child's address space holds it too
     kExec,     // the process replaced its image: the mapping, if any, is gone
   };
   Kind kind = Kind::kStore;
@@ -61,8 +65,12 @@ struct MappingWatchEvent {
   long syscall = -1;
   std::array<std::uint64_t, 6> args{};
   std::int64_t result = 0;  // -errno on failure
-  // kFork
+  // kFork. A child of a process with the watched mapping (`address`) is let
+  // go at its first stop; any other is followed.
   pid_t child = 0;
+  // It runs in the parent's own address space until it execs (vfork,
+  // posix_spawn's CLONE_VM): it shares everything and inherits nothing.
+  bool child_shares_memory = false;
   bool child_has_mapping = false;
   std::string child_mapping_name;
 };

@@ -333,7 +333,7 @@ nlohmann::json to_json(const Inspection& in) {
     } else {
       tj["record"] = nullptr;
     }
-    j["threads"].push_back(tj);
+    j["threads"].push_back(std::move(tj));
   }
   j["threads_error"] = in.threads_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(in.threads_error);
   j["findings"] = nlohmann::json::array();
@@ -489,8 +489,8 @@ class ElasticInspector final : public Inspector {
       report.not_found = "no mapped file matches " + std::string(elastic_v1::spec::kLibraryNameRegex) + " or defines " +
                          std::string(elastic_v1::spec::kProcessStorageSymbol) + " / " + std::string(elastic_v1::spec::kTlsSymbol) +
                          (in->passed_over.empty() ? std::string() : " (passed over: " + describe(in->passed_over) + ")");
-    report.json = to_json(*in);
-    report.text = render_text(*in);
+    if (request.want_json) report.json = to_json(*in);
+    if (request.want_text) report.text = render_text(*in);
     report.findings = in->findings;
     return report;
   }

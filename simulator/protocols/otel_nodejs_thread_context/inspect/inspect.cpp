@@ -18,7 +18,7 @@ void add_findings(std::vector<Finding> found, std::vector<Finding>& out) {
 }
 
 void read_reference_data(pid_t pid, Inspection& out) {
-  auto snapshot = pc::take_snapshot(pid);
+  auto snapshot = pc::take_contents_snapshot(pid);
   if (!snapshot) {
     out.context_error = snapshot.error().message();
     return;

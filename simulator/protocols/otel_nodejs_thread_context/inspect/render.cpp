@@ -197,8 +197,8 @@ class NodejsThreadContextInspector final : public Inspector {
     if (!report.found)
       report.not_found = "no mapped module defines " + std::string(spec::kTlsSymbol) +
                          " in its .dynsym, and no process context declares nodejs_v1_dev or nodejs_v1";
-    report.json = to_json(*in);
-    report.text = render_text(*in);
+    if (request.want_json) report.json = to_json(*in);
+    if (request.want_text) report.text = render_text(*in);
     report.findings = in->findings;
     return report;
   }
@@ -208,7 +208,7 @@ class NodejsThreadContextInspector final : public Inspector {
     LibraryCache cache;
     auto found = discover_process(pid, discovery_options(), cache);
     if (!found || !*found) return false;
-    auto snapshot = process_context::take_snapshot(pid);
+    auto snapshot = process_context::take_contents_snapshot(pid);
     if (!snapshot) return false;
     auto data = reference_data_of(*snapshot);
     return data && data->known_schema();

@@ -213,7 +213,7 @@ class ProcessContextInspector final : public Inspector {
  public:
   std::string_view protocol() const override { return spec::kProtocol.id; }
 
-  Expected<InspectReport> inspect(pid_t pid, const InspectRequest&) const override {
+  Expected<InspectReport> inspect(pid_t pid, const InspectRequest& request) const override {
     auto in = inspect_process(pid);
     if (!in) return in.error();
     InspectReport report;
@@ -221,8 +221,8 @@ class ProcessContextInspector final : public Inspector {
     if (!report.found)
       report.not_found = "no mapping named " + std::string(spec::kMappingNameAnonShmem) + ", " +
                          std::string(spec::kMappingNameAnon) + " or " + std::string(spec::kMappingNameMemfd);
-    report.json = to_json(*in);
-    report.text = render_text(*in);
+    if (request.want_json) report.json = to_json(*in);
+    if (request.want_text) report.text = render_text(*in);
     report.findings = in->findings;
     return report;
   }

@@ -96,7 +96,7 @@ class ThreadContextProtocol final : public SampledProtocol {
     // Under another schema (TCTXR-03) the records live elsewhere: listed with
     // what was seen, never read.
     std::optional<ReferenceData> reference;
-    if (auto snapshot = process_context::take_snapshot(pid)) reference = reference_data_of(*snapshot);
+    if (auto snapshot = process_context::take_contents_snapshot(pid)) reference = reference_data_of(*snapshot);
     if (reference)
       if (auto other = other_schema(pid, *reference, cache))
         return make_error(ErrorKind::kUnsupported, "announced under another " + *other, "pid " + std::to_string(pid));

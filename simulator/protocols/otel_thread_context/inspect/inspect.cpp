@@ -29,7 +29,7 @@ const char* reached_by(const TlsVariableAccess& a) { return a.dynamic() ? "dtv" 
 
 // The process context and its reference data (TCTXR-01), read once.
 void read_reference_data(pid_t pid, Inspection& out) {
-  auto snapshot = pc::take_snapshot(pid);
+  auto snapshot = pc::take_contents_snapshot(pid);
   if (!snapshot) {
     out.context_error = snapshot.error().message();
     return;
@@ -318,7 +318,7 @@ nlohmann::json to_json(const Inspection& in) {
                          {"record_pointer", hex_or_null(t.record_pointer)},
                          {"record", t.record ? record_json(*t.record, t.attributes ? &*t.attributes : nullptr) : nlohmann::json(nullptr)},
                          {"error", text_or_null(t.error)}};
-    j["threads"].push_back(tj);
+    j["threads"].push_back(std::move(tj));
   }
   j["threads_error"] = text_or_null(in.threads_error);
   j["findings"] = nlohmann::json::array();
@@ -437,8 +437,8 @@ class ThreadContextInspector final : public Inspector {
     report.found = in->found();
     if (!report.found)
       report.not_found = variable_not_found(in->passed_over) + ", and no process context carries threadlocal.* keys";
-    report.json = to_json(*in);
-    report.text = render_text(*in);
+    if (request.want_json) report.json = to_json(*in);
+    if (request.want_text) report.text = render_text(*in);
     report.findings = in->findings;
     return report;
   }
@@ -450,7 +450,7 @@ class ThreadContextInspector final : public Inspector {
     LibraryCache cache;
     auto found = discover_process(pid, discovery_options(), cache);
     if (!found || !*found) return false;
-    auto snapshot = pc::take_snapshot(pid);
+    auto snapshot = pc::take_contents_snapshot(pid);
     if (!snapshot) return false;
     auto data = reference_data_of(*snapshot);
     return data && data->schema_version_value.has_value();
