@@ -81,7 +81,6 @@ namespace {
 using namespace hardware_watch;
 
 constexpr auto kInterruptBound = std::chrono::seconds(2);
-constexpr std::uint64_t kChunk = 8;
 
 // The first mapping of `pid` the predicate accepts (the maps text is the
 // kernel's, bounded by read_maps).
