@@ -21,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using Kind = MappingWatchEvent::Kind;
 
-const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/mapping_writer_target";
+const std::string kMappingWriterTarget = std::string(TRACECORR_TEST_DATA_DIR) + "/mapping_writer_target";
 
 struct Watched {
   MappingWatchReport report;
@@ -32,7 +32,7 @@ struct Watched {
 Watched watch(const std::string& order, bool dontfork) {
   std::unique_ptr<MappingWatch> mapping_watch;
   LaunchSpec spec;
-  spec.argv = {kTargetPath, order, dontfork ? "1" : "0"};
+  spec.argv = {kMappingWriterTarget, order, dontfork ? "1" : "0"};
   spec.before_exec = [&](pid_t pid) {
     MappingWatch::Settings settings;
     settings.is_watched_mapping = [](const std::string& name) { return name.rfind("/memfd:TC_WATCHED", 0) == 0; };
