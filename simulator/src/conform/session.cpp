@@ -315,7 +315,7 @@ namespace {
   return *slot;
 }
 
-[[maybe_unused]] bool runs_under_qemu_user(const std::vector<std::string>& command) {
+[[maybe_unused]] bool command_runs_under_qemu_user(const std::vector<std::string>& command) {
   if (command.empty()) return false;
   auto name = std::filesystem::path(command.front()).filename().string();
   return name.rfind("qemu-", 0) == 0;
@@ -324,7 +324,7 @@ namespace {
 }  // namespace
 
 void Session::prepare_slot_watch(LaunchSpec& launch, bool execs_only) {
-  if (!target_spec_.gdbstub.empty() || runs_under_qemu_user(launch.argv)) {
+  if (!target_spec_.gdbstub.empty() || command_runs_under_qemu_user(launch.argv)) {
     if (!execs_only)
       slot_watch_unavailable_ = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";
     return;
