@@ -7,7 +7,7 @@
 namespace tracecorr::conform {
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
+constexpr auto kStopPollInterval = std::chrono::milliseconds(20);
 // A launcher whose child has exited goes on (or ends) at once: this much of
 // the tree's CPU time, or this long idle, with no process running the judged
 // program again, and it will not.
@@ -78,7 +78,7 @@ RunAfterStop watch_run_after_stop(const Target& target, const TreeImages& before
       out.figures = wait.figures();
       return out;
     }
-    std::this_thread::sleep_for(kPollInterval);
+    std::this_thread::sleep_for(kStopPollInterval);
   }
 }
 
