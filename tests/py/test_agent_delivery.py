@@ -9,8 +9,10 @@ journal, in shares and counts (never in times):
 
   * an agent polling every 20 ms applies >= 99 % of the correlated samples
     (1 kHz sampling of four busy threads);
-  * one reading only what its queue holds every 100 ms gets >= 95 % of the
-    capacity bound the summary states, and the bound is below what was correlated;
+  * one reading only what its queue holds every 100 ms gets >= 90 % of the
+    capacity bound the summary states, and the bound is below what was
+    correlated (a run the machine starved, the fixture or tracecorr's sender,
+    is run again and errors as inconclusive with its figures, never passes);
   * the summary's late count is the agent's own unknown_transaction count and
     its read-in-time count the agent's recorded count, up to the datagrams the
     summary calls unconfirmed (read between two of its looks around their due);
@@ -159,6 +161,35 @@ def test_an_agent_polling_every_20ms_applies_nearly_every_sample(tracecorr, tmp_
     assert summary["flush_interval_ms"] == 200, "derived from samples-delay-ms 1000, not contradicting it"
 
 
+def threads_cpu(pid):
+    """(ran, waited for a CPU) in seconds, summed over the process's threads
+    (/proc/PID/task/*/schedstat): the process's own progress."""
+    ran = waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "schedstat").read_text().split()
+        except OSError:
+            continue  # the thread ended
+        ran, waited = ran + int(fields[0]), waited + int(fields[1])
+    return ran / 1e9, waited / 1e9
+
+
+# Attempts at a run that can be judged: the machine may starve the fixture's
+# threads (they then correlate less than the reads can carry: the queue limits
+# nothing) or tracecorr's sending thread (it then cannot refill the queue
+# before the agent's next read: the machine, not the plan, decided the run).
+JUDGED_RUN_ATTEMPTS = 3
+
+
+def cpu_figures(p, summary, fixture_cpu):
+    t, reads = summary["timeline"], p["delivery"]["agent_reads"]
+    return (f"{reads['reads']} reads about every {reads['read_period_ms']} ms taking at most "
+            f"{reads['datagrams_per_read']}; the fixture's threads ran {fixture_cpu[0]:.2f} s and waited "
+            f"{fixture_cpu[1]:.2f} s for a CPU; tracecorr's sender waited {t['sender_waited_for_cpu_s']:.3f} s "
+            f"(at once at most {t['sender_longest_wait_for_cpu_ms']:.1f} ms), its sampling loop "
+            f"{t['loop_waited_for_cpu_s']:.3f} s")
+
+
 def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_carry(tracecorr, tmp_path):
     """11 datagrams per 100 ms cannot carry a key per (transaction, stack) at
     1 kHz: the summary states the bound (what any sender knowing every sample
@@ -167,21 +198,43 @@ def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_car
     first sample with its whole count, which no sender can do, so nothing
     reaches it; the simulation in delivery_plan_test.cpp holds the plan to 95 %
     of it deterministically, BENCHMARKS.md measures it (93-96.5 % on this
-    shared machine at load 15-60), and here, under whatever load the machine
-    has, the agent must record at least 90 % of it."""
-    agent = Agent(tmp_path / "agent", "--threads", "4", "--socket-poll-ms", "100", "--socket-read-max", "11")
-    try:
-        summary = run_agent(tracecorr, tmp_path, [agent.pid], "--frequency", "1000", "--duration", "8")
-        time.sleep(0.5)
-    finally:
-        agent.process.stop()
-    p = the_process(summary, agent.pid)
-    outcomes = delivered_as_the_agent_saw_it(p, agent.journal)
-    bound = p["delivery"]["capacity_bound"]
-    assert bound["datagrams_per_read"] <= 11 and bound["read_period_ms"] >= 90, bound
-    assert bound["samples"] < p["correlated"], "the queue limits delivery here: the bound says so"
-    assert outcomes["recorded"] >= 0.90 * bound["samples"], (outcomes, bound)
-    assert p["delivery"]["dropped"]["expired"]["samples"] > 0, "what the reads could not take expired"
+    shared machine at load 15-60), and here the agent must record at least 90 %
+    of it. Judged against the processes' own progress: a run where the machine
+    starved the fixture's threads until the queue limited nothing, or kept
+    tracecorr's sender from a CPU longer than the agent's period between reads
+    (a read it could not refill for) while the agent recorded less, judges
+    nothing of the plan: it is run again, and the test errors as inconclusive
+    with every attempt's figures when none could be judged."""
+    inconclusive = []
+    for attempt in range(JUDGED_RUN_ATTEMPTS):
+        work = tmp_path / f"attempt{attempt}"
+        agent = Agent(work / "agent", "--threads", "4", "--socket-poll-ms", "100", "--socket-read-max", "11")
+        try:
+            before = threads_cpu(agent.pid)
+            summary = run_agent(tracecorr, work, [agent.pid], "--frequency", "1000", "--duration", "8")
+            after = threads_cpu(agent.pid)
+            time.sleep(0.5)  # the agent's next reads journal what the run's end sent
+        finally:
+            agent.process.stop()
+        p = the_process(summary, agent.pid)
+        outcomes = delivered_as_the_agent_saw_it(p, agent.journal)
+        bound = p["delivery"]["capacity_bound"]
+        figures = cpu_figures(p, summary, (after[0] - before[0], after[1] - before[1]))
+        if bound["samples"] >= p["correlated"]:
+            inconclusive.append(f"correlated {p['correlated']} samples in {bound['keys']} keys, all within the "
+                                f"bound ({bound['samples']}): the queue limited nothing; {figures}")
+            continue
+        assert bound["datagrams_per_read"] <= 11 and bound["read_period_ms"] >= 90, bound
+        shortfall = outcomes["recorded"] < 0.90 * bound["samples"]
+        if shortfall and summary["timeline"]["sender_longest_wait_for_cpu_ms"] >= bound["read_period_ms"]:
+            inconclusive.append(f"recorded {outcomes['recorded']} of the bound's {bound['samples']} while the "
+                                f"sender waited for a CPU past a read; {figures}")
+            continue
+        assert not shortfall, (outcomes, bound, figures)
+        assert p["delivery"]["dropped"]["expired"]["samples"] > 0, "what the reads could not take expired"
+        return
+    pytest.fail("inconclusive: no attempt could be judged:\n" +
+                "\n".join(f"attempt {i + 1}: {why}" for i, why in enumerate(inconclusive)))
 
 
 def test_an_agent_too_slow_for_samples_delay_gets_its_late_correlations_counted_late(tracecorr, tmp_path):
