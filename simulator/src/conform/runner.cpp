@@ -224,8 +224,11 @@ SessionRun run_session_once(const Suite& suite, const RunOptions& o, const Scena
   r.preflight = (*session)->preflight_run();
   r.passed_over_stayed = (*session)->passed_over_stayed();
   if (const auto& after = (*session)->run_after_stop(); !after.empty()) r.closed.notes.push_back("session " + name + ": " + after);
-  // What had to be stopped beyond the launched process group, or killed.
-  if (const auto& tree = (*session)->target().stopped_tree(); tree && (!tree->killed.empty() || !tree->left_group.empty()))
+  // What had to be stopped beyond the launched process group, or killed; and
+  // always a hold weaker than a cgroup of its own, which a user should know
+  // held the tree (it sees only the members it found).
+  if (const auto& tree = (*session)->target().stopped_tree();
+      tree && (!tree->killed.empty() || !tree->left_group.empty() || !tree->held_by_cgroup))
     r.closed.notes.push_back("session " + name + ": " + tree->describe());
   // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
   // a process that is no longer the one judged (a failed SOCK-02 against a
