@@ -156,6 +156,11 @@ void note_foreign_exports(const Session& s, const std::string& name, SessionRun&
   r.closed.counters["exports_refused." + name] = c.foreign_exports;
   r.closed.counters["connections_refused." + name] = c.foreign_connections;
   r.closed.counters["connections_abandoned." + name] = c.connections_abandoned;
+  r.closed.counters["exports_lost." + name] = c.losses.total();
+  if (c.losses.any())
+    r.closed.notes.push_back("session " + name + ": exports of the judged tree did not reach the receiver whole (" +
+                             c.losses.describe() + "): ids and spans that could have been in them are not taken for "
+                             "never exported");
   if (c.exports_by_token)
     r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
                              " exports came from outside the launched tree with the session token the agent was "

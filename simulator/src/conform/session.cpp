@@ -537,6 +537,7 @@ SessionEvidence Session::evidence() const {
   e.target_output_lines = target_output_lines();
   e.target_exit = target_exit();
   e.spans = receiver_->spans();
+  e.export_losses = receiver_->counters().losses;
   e.stack_samples = stack_samples();
   if (part_) e.protocol = part_->evidence();
   return e;
