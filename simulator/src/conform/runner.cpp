@@ -164,6 +164,11 @@ void note_foreign_exports(const Session& s, const std::string& name, SessionRun&
     r.closed.notes.push_back("session " + name + ": " + others.describe() + " of the launched tree, not the judged pid " +
                              std::to_string(s.pid()) + " or a descendant of it (a run before the agent "
                              "that stays, say): counted in no verdict");
+  r.closed.counters["exports_lost." + name] = c.losses.total();
+  if (c.losses.any())
+    r.closed.notes.push_back("session " + name + ": exports of the judged tree did not reach the receiver whole (" +
+                             c.losses.describe() + "): ids and spans that could have been in them are not taken for "
+                             "never exported");
   if (c.exports_by_token)
     r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
                              " exports came from outside the launched tree with the session token the agent was "
