@@ -44,6 +44,7 @@ MUSL_LIBC = Path("/usr/lib/aarch64-linux-musl/libc.so")
 MUSL_PROVIDED = {"libc.so"}
 
 BEGIN = "TRACECORR-RESULT-BEGIN"
+PROGRESS = "TRACECORR-PROGRESS"
 END = "TRACECORR-RESULT-END"
 GUEST_DONE = "TRACECORR-GUEST-DONE"
 
@@ -74,6 +75,10 @@ ulimit -l unlimited
 # sock_diag (UNIX_DIAG_VFS); the cloud kernel builds unix_diag as a module.
 [ -f /lib/modules/unix_diag.ko ] && insmod /lib/modules/unix_diag.ko
 
+progress() {  # progress WHAT...: one line on the console, with the guest's uptime (what ran when, and where a hung guest stopped)
+  echo "@PROGRESS@ $(cut -d' ' -f1 /proc/uptime) $*"
+}
+
 emit() {  # emit NAME FILE: one result section on the console
   echo "@BEGIN@ $1"
   if [ -f "$2" ]; then base64 "$2"; fi
@@ -91,6 +96,7 @@ if [ -x /opt/tracecorr/tracecorr ] && [ -x /opt/fixture/@FIXTURE@ ]; then
   TRACECORR_FIXTURE_JOURNAL=/tmp/journal.jsonl LD_LIBRARY_PATH=/opt/fixture \
     /opt/fixture/@FIXTURE@ --hold --threads @THREADS@ > /tmp/fixture.log 2>&1 &
   fixture_pid=$!
+  progress elastic-bpf started
   # Budget for the workload to publish (emulated guest): 30 s, then go on and let
   # the test report what the journal lacks.
   waited=0
@@ -100,8 +106,10 @@ if [ -x /opt/tracecorr/tracecorr ] && [ -x /opt/fixture/@FIXTURE@ ]; then
   /opt/tracecorr/tracecorr agent --pid $fixture_pid --reader bpf --duration @DURATION@ \
     --json /tmp/agent.json > /tmp/agent.log 2>&1
   echo $? > /tmp/agent.rc
+  progress elastic-bpf agent exited $(cat /tmp/agent.rc)
   kill $fixture_pid 2>/dev/null
   wait $fixture_pid 2>/dev/null
+  progress elastic-bpf done
   emit journal /tmp/journal.jsonl
   emit agent /tmp/agent.json
   emit agent_rc /tmp/agent.rc
@@ -119,6 +127,7 @@ poweroff -f
 
 def render_init() -> bytes:
     script = (INIT_SCRIPT.replace("@BEGIN@", BEGIN).replace("@END@", END).replace("@DONE@", GUEST_DONE)
+              .replace("@PROGRESS@", PROGRESS)
               .replace("@FIXTURE@", FIXTURE_EXECUTABLE).replace("@THREADS@", str(FIXTURE_THREADS))
               .replace("@DURATION@", str(AGENT_DURATION_S)))
     return script.encode()
@@ -191,6 +200,7 @@ class ConformJob:
         out = f"/tmp/conform-{self.name}"
         command = f"{environment_prefix(self.env)}timeout {self.TIMEOUT_S} {' '.join(shlex.quote(a) for a in self.argv())}"
         return "\n".join([
+            f"progress {self.name} started",
             "started=$(date +%s)",
             "attempt=0",
             f": > {out}.earlier",
@@ -203,6 +213,7 @@ class ConformJob:
             "done",
             f"cat {out}.earlier >> {out}.log",
             f"echo \"$rc $(( $(date +%s) - started ))\" > {out}.rc",
+            f"progress {self.name} done: exit and seconds $(cat {out}.rc), attempts $((attempt + 1))",
         ])
 
     def emit_script(self) -> str:
@@ -258,6 +269,7 @@ class SamplingJob:
         pids = " ".join(f"--pid $(cat {self._tmp(p.name)}.pid)" for p in self.programs)
         out = self._tmp("agent")
         lines += [
+            f"progress {self.name} started {len(self.programs)} programs",
             "waited=0",
             f"for journal in {journals}; do",
             f"  while ! grep -q '\"event\":\"ready\"' $journal 2>/dev/null && [ $waited -lt {self.READY_BUDGET_DS} ]; do",
@@ -267,10 +279,11 @@ class SamplingJob:
             f"/opt/tracecorr/tracecorr agent {pids} --reader bpf --duration {self.duration_s} "
             f"--frequency {self.frequency_hz} --json {out}.json > {out}.log 2>&1",
             f"echo $? > {out}.rc",
+            f"progress {self.name} agent exited $(cat {out}.rc), ready waited $waited tenths of a second",
         ]
         for p in self.programs:
             lines.append(f"kill $(cat {self._tmp(p.name)}.pid) 2>/dev/null")
-        lines.append("wait")
+        lines += ["wait", f"progress {self.name} done"]
         return "\n".join(lines)
 
     def emit_script(self) -> str:
