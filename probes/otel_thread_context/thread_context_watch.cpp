@@ -411,18 +411,24 @@ std::vector<ThreadWatch> WatchPool::take_results() {
 // of the window gives way and waits again, so a process with more threads
 // than watches (a JVM) has each watched in turn. The session ends
 // (facts_.watch_ended_because says why):
-//  - once the window has passed, some thread has stored, and every watch has
-//    run a window or seen kMinWatchedChanges changes (a verdict's minimum);
+//  - once the window has passed, the watches have seen the kMinWatchedChanges
+//    changes a verdict needs in all, and every watch has run a window or seen
+//    that many itself;
 //  - past the window, when no thread stored anything in the quiet stretch of
-//    the writer's own time (conform::TargetProgress): a writer that never
-//    publishes, or is starved (the judges then say inconclusive);
+//    the writer's own time (conform::TargetProgress) since the last change
+//    (or the start): a writer that never publishes, or stopped (the judges
+//    then say inconclusive when they have too few);
 //  - at the ceiling.
+// An emulated writer beside a busy host makes a change every few seconds
+// while watched: a session that ended once every watch had run its window
+// had seen 2, and its four rules of publication were inconclusive.
 void ThreadContextWatch::watch_threads() {
   const pid_t pid = facts_.judged_pid;
   const PointerSite site = access_->site;
   const auto began = Clock::now();
   const auto give_way_after = window_ / 4;
-  conform::TargetProgress progress(pid);
+  conform::TargetProgress since_last_change(pid);
+  std::size_t changes_seen = 0;
   std::atomic<bool> ending{false};
   std::unique_ptr<WatchPool> pool;
   pool = std::make_unique<WatchPool>([&](pid_t tid, WatchProgress& mine) {
@@ -445,8 +451,12 @@ void ThreadContextWatch::watch_threads() {
     if (!ending.load()) pool->take_new_threads(pid, now);
     pool->start_waiting(!ending.load() && !stop_.load());
     if (!ending.load()) {
+      std::size_t changes = pool->changes_of_finished();
+      for (const auto* w : pool->running()) changes += w->changes.load();
+      if (changes > changes_seen) since_last_change.mark();
+      changes_seen = std::max(changes_seen, changes);
       why = stop_.load() ? "the session ended"
-                         : why_watching_ends(now - began, pool->running(), pool->changes_of_finished(), progress);
+                         : why_watching_ends(now - began, pool->running(), changes_seen, since_last_change);
       ending = !why.empty();
     }
     if (ending.load() && pool->idle()) break;
@@ -463,22 +473,21 @@ void ThreadContextWatch::watch_threads() {
 
 // Why the watched session ends now ("": it goes on); see watch_threads().
 std::string ThreadContextWatch::why_watching_ends(Clock::duration elapsed, const std::vector<const WatchProgress*>& running,
-                                                  std::size_t changes_of_finished,
-                                                  const conform::TargetProgress& writer) const {
-  std::size_t changes = changes_of_finished;
+                                                  std::size_t changes,
+                                                  const conform::TargetProgress& since_last_change) const {
   bool satisfied = true;
-  for (const auto* w : running) {
-    changes += w->changes.load();
+  for (const auto* w : running)
     satisfied = satisfied && (Clock::now() - w->began >= window_ || w->changes.load() >= kMinWatchedChanges);
-  }
   const bool window_passed = elapsed >= window_;
-  auto writer_time = writer.since_mark();
+  auto writer_time = since_last_change.since_mark();
   if (!writer_time) return "the writer ended";
-  if (elapsed >= watch_ceiling_) return "the ceiling: " + writer_time->describe();
-  if (window_passed && changes > 0 && satisfied)
-    return "every watch ran its window or saw " + std::to_string(kMinWatchedChanges) + " changes";
-  if (window_passed && changes == 0 && writer_time->available() >= watch_quiet_)
-    return "no pointer swap or valid flip in " + writer_time->describe();
+  const std::string counted = std::to_string(changes) + " change(s) seen";
+  if (elapsed >= watch_ceiling_) return counted + ", the ceiling: " + writer_time->describe() + " since the last";
+  if (window_passed && changes >= kMinWatchedChanges && satisfied)
+    return counted + ": every watch ran its window or saw " + std::to_string(kMinWatchedChanges);
+  if (window_passed && writer_time->available() >= watch_quiet_)
+    return changes == 0 ? "no pointer swap or valid flip in " + writer_time->describe()
+                        : counted + ", none in the last " + writer_time->describe();
   return "";
 }
 

@@ -76,7 +76,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   void watch_threads();
   void add_publication(Publication p);
   std::string why_watching_ends(std::chrono::steady_clock::duration elapsed, const std::vector<const WatchProgress*>& running,
-                                std::size_t changes_of_finished, const conform::TargetProgress& writer) const;
+                                std::size_t changes, const conform::TargetProgress& since_last_change) const;
 
   bool sampled_;
   std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
