@@ -34,6 +34,10 @@ constexpr auto kThreadListInterval = std::chrono::milliseconds(20);
 // A thread without its block of the module's dynamic TLS yet is asked again
 // this often (a pool's thread allocates it at its first span).
 constexpr auto kUnallocatedRetry = std::chrono::milliseconds(200);
+// The sampled session looks at the spans received this often, and follows at
+// most this many of the spans its records named, and of the receiver's.
+constexpr auto kSpanLookInterval = std::chrono::milliseconds(100);
+constexpr std::size_t kMaxSpansFollowed = 1024;
 
 std::int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -58,6 +62,7 @@ ThreadContextWatch::ThreadContextWatch(std::string session, Lengths lengths)
       watch_quiet_(lengths.quiet),
       watch_ceiling_(std::max(lengths.ceiling, lengths.window)),
       want_named_records_(sampled_ ? lengths.want_named_records : 0),
+      want_against_spans_(sampled_ ? lengths.want_records_against_spans : 0),
       wait_bounds_(lengths.wait_for_update) {
   facts_.session = std::move(session);
 }
@@ -228,11 +233,13 @@ void ThreadContextWatch::sample(std::uint64_t header) {
           }
           facts_.samples.push_back({s.tid, s.time_ns, s.record_pointer, s.error, s.record, s.record_declared_length,
                                     s.context_published_at});
-          if (want_named_records_ && s.record)
+          if ((want_named_records_ || want_against_spans_) && s.record)
             if (auto r = decode_record(*s.record); r && r->readable() && !r->ids_zero()) {
               ++named_records_;
               if (named_spans_.size() < kFlagsNeverSetSpans) named_spans_.insert({r->trace_id, r->span_id});
               named_span_count_ = named_spans_.size();
+              if (records_by_span_.size() < kMaxSpansFollowed || records_by_span_.count(r->span_id))
+                ++records_by_span_[r->span_id];
             }
         },
         std::chrono::milliseconds(50));
@@ -508,6 +515,43 @@ bool ThreadContextWatch::wants_more_samples() {
   if (why.empty()) return true;
   std::lock_guard lock(mutex_);
   if (elapsed >= window_ + kThreadListInterval) sampling_ended_because_ = why;  // past the window: it waited
+  return false;
+}
+
+bool ThreadContextWatch::wants_records_against_spans(const otlp::OtlpReceiver& receiver) {
+  if (!want_against_spans_ || !sampling_began_) return false;
+  const auto now = Clock::now();
+  const auto elapsed = now - *sampling_began_;
+  if (elapsed < window_ || now < next_span_look_) return true;
+  next_span_look_ = now + kSpanLookInterval;
+  // The spans received since the last look, read under the receiver's lock without copying them.
+  (void)receiver.wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        for (; received_scanned_ < spans.size() && received_span_ids_.size() < kMaxSpansFollowed; ++received_scanned_)
+          received_span_ids_.insert(spans[received_scanned_].span_id);
+        return true;
+      },
+      std::chrono::milliseconds(0));
+  if (received_scanned_ == 0) return false;  // no span exported (yet): nothing to judge records against
+  std::size_t against = 0;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [span, records] : records_by_span_) against += received_span_ids_.count(span) ? records : 0;
+  }
+  const std::string counted = std::to_string(against) + " sampled record(s) naming a span the writer exported (" +
+                              std::to_string(want_against_spans_) + " wanted, for TCTX-14 and 27)";
+  auto writer_time = sampling_progress_->since_mark();
+  std::string why;
+  if (against >= want_against_spans_) why = counted;
+  else if (!writer_time) why = counted + "; the writer ended";
+  else if (elapsed >= watch_ceiling_) why = counted + ", the ceiling: " + writer_time->describe();
+  else if (writer_time->available() >= watch_quiet_) why = counted + " in " + writer_time->describe();
+  if (why.empty()) {
+    waited_for_spans_ = true;
+    return true;
+  }
+  std::lock_guard lock(mutex_);
+  if (waited_for_spans_) sampling_ended_because_ = why;  // it went on for them past the window
   return false;
 }
 
