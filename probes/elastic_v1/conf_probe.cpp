@@ -11,7 +11,6 @@ namespace tracecorr::elastic_v1 {
 using namespace tracecorr::conform;
 namespace {
 
-constexpr auto kMargin = std::chrono::milliseconds(150);
 // The shortest delay these sessions register (or the default, 1000 ms): a
 // median hold of half of it or more is deferral.
 constexpr double kDeferredMs = scenario::kFirstDelayMs / 2.0;

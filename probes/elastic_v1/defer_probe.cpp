@@ -15,7 +15,6 @@ namespace tracecorr::elastic_v1 {
 using namespace tracecorr::conform;
 namespace {
 
-constexpr auto kMargin = std::chrono::milliseconds(150);
 // Scheduling of the agent's deferral thread on a busy machine (on top of the
 // baseline's p95); export batching no longer counts (holds are by export order).
 constexpr double kLateSlackMs = 600;

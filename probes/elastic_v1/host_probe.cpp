@@ -11,7 +11,6 @@ namespace tracecorr::elastic_v1 {
 using namespace tracecorr::conform;
 namespace {
 
-constexpr auto kMargin = std::chrono::milliseconds(150);
 
 class HostProbe final : public Probe {
  public:

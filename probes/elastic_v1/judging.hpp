@@ -19,6 +19,10 @@ namespace tracecorr::elastic_v1 {
 
 using namespace tracecorr::conform;
 
+// What the judges leave out around each message and each stop: a span that
+// ended within this of one may have been handled either side of it.
+inline constexpr auto kMargin = std::chrono::milliseconds(150);
+
 // Spans received in one session, indexed the ways judges ask.
 class SpanIndex {
  public:

@@ -13,7 +13,6 @@ namespace tracecorr::elastic_v1 {
 using namespace tracecorr::conform;
 namespace {
 
-constexpr auto kMargin = std::chrono::milliseconds(150);
 
 Evidence registration_evidence(const RegistrationWindow& w, const RegistrationEffect& e) {
   SentMessage m;

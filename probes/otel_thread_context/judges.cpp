@@ -472,11 +472,11 @@ Finding judge_detach(const conform::SessionEvidence& session, const ThreadContex
 
 // ---- TCTX-21..28 ---------------------------------------------------------------
 
-namespace {
-
 bool valid_record(const std::optional<RecordBytes>& r) {
   return r && r->size() > spec::kRecordValidOffset && (*r)[spec::kRecordValidOffset] == spec::kRecordValidValue;
 }
+
+namespace {
 
 bool is_size_offset(std::size_t i) {
   return i >= spec::kRecordAttrsDataSizeOffset && i < spec::kRecordAttrsDataSizeOffset + spec::kRecordAttrsDataSizeSize;

@@ -35,6 +35,9 @@ inline constexpr std::size_t kFlagsNeverSetSpans = 10;
 // read attached (judges.cpp, judge_detach, says why).
 inline constexpr std::chrono::nanoseconds kDetachMargin = std::chrono::milliseconds(50);
 
+// Whether a record read whole has its valid byte set.
+bool valid_record(const std::optional<RecordBytes>& r);
+
 // TCTX-01..05: the module found (or not) in the process that published keys.
 std::vector<Finding> judge_variable(const ThreadContextFacts& facts);
 // TCTX-06, 07 (every publication, the worst standing), 08 (consecutive key

@@ -262,10 +262,6 @@ namespace {
 
 using WatchProgress = ThreadContextWatch::WatchProgress;
 
-bool valid_record(const std::optional<RecordBytes>& r) {
-  return r && r->size() > spec::kRecordValidOffset && (*r)[spec::kRecordValidOffset] == spec::kRecordValidValue;
-}
-
 // Counts the states added since the last call: a store that moved the pointer
 // from one record to another, or changed valid on the record still pointed to.
 void count_changes(const conform::PublishedRecordWatchReport& report, WatchProgress& progress) {

@@ -50,9 +50,11 @@ timed() {  # timed <label> <command...>: wall and CPU (user+sys of the children)
   start=$(date +%s.%N)
   "$@"
   end=$(date +%s.%N)
-  # CPU time of every finished child, from bash's own accounting (times).
+  # CPU time of every finished child, from bash's own accounting (times). Not
+  # in $(...): a command substitution's subshell has no children of its own.
   local cpu
-  cpu=$(times | tail -1 | awk '{ split($1, u, "m"); split($2, s, "m"); sub("s", "", u[2]); sub("s", "", s[2]); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+  times >"$clone/times"
+  cpu=$(tail -1 "$clone/times" | awk '{ split($1, u, "m"); split($2, s, "m"); sub("s", "", u[2]); sub("s", "", s[2]); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
   echo "setup-bench: $label: $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s wall, children's CPU so far ${cpu} s, load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "test_record.h"
+#include "tracecorr/discovery.hpp"
 #include "tracecorr/record_layout.hpp"
 
 // The test library's symbol names as strings (test_record.h spells them once).
@@ -19,6 +20,19 @@ namespace tracecorr::test_support {
 
 inline constexpr const char* kTestTlsSymbol = TC_TEST_SYMBOL_TEXT(TC_TEST_TLS_SYMBOL);
 inline constexpr const char* kTestProcessSymbol = TC_TEST_SYMBOL_TEXT(TC_TEST_PROCESS_SYMBOL);
+
+// How the tests' protocol looks for its library (tests/unit/data/CMakeLists.txt
+// names the libraries to fit, or not): a name pattern of the shape registries
+// use, and the two symbols.
+inline constexpr const char* kTestLibraryNameRegex = ".*/tc-test-agent-([\\w-]*)\\.so";
+
+inline DiscoveryOptions test_discovery_options() {
+  DiscoveryOptions o;
+  o.name_regex = kTestLibraryNameRegex;
+  o.process_symbol = kTestProcessSymbol;
+  o.tls_symbol = kTestTlsSymbol;
+  return o;
+}
 
 inline const RecordLayout& test_record_layout() {
   static const RecordLayout layout = [] {

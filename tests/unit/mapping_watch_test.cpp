@@ -23,7 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using Kind = MappingWatchEvent::Kind;
 
-const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/mapping_writer_target";
+const std::string kMappingWriterTarget = std::string(TRACECORR_TEST_DATA_DIR) + "/mapping_writer_target";
 
 struct Watched {
   MappingWatchReport report;
@@ -38,7 +38,7 @@ Watched watch(const std::string& order, bool dontfork, std::vector<std::string> 
   std::unique_ptr<MappingWatch> mapping_watch;
   LaunchSpec spec;
   spec.argv = std::move(wrapper);
-  for (std::string arg : {kTargetPath, order, std::string(dontfork ? "1" : "0")}) spec.argv.push_back(arg);
+  for (std::string arg : {kMappingWriterTarget, order, std::string(dontfork ? "1" : "0")}) spec.argv.push_back(arg);
   spec.argv.insert(spec.argv.end(), more.begin(), more.end());
   spec.before_exec = [&](pid_t pid) {
     MappingWatch::Settings settings;

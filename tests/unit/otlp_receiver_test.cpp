@@ -421,6 +421,7 @@ TEST(OtlpReceiverAttack, DeclaredOversizedBodyIsAnsweredWithoutReadingIt) {
 // A receiver whose peer check calls every connection foreign except those
 // whose client port `trusted_port` names (the test's own "target").
 struct AdmissionFixture {
+  static constexpr pid_t kTrustedPid = 4242;  // the "target's" exporting process, as the check names it
   std::atomic<std::uint16_t> trusted_port{0};
   std::atomic<std::uint16_t> gone_port{0};
   std::atomic<int> checks{0};
@@ -434,7 +435,7 @@ struct AdmissionFixture {
       ++checks;
       const auto port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
       if (port == gone_port) return PeerVerdict{false, true, "gone"};
-      return port == trusted_port ? PeerVerdict{true, false, ""} : PeerVerdict{false, false, "pid 1 (forger) uid 1000"};
+      return port == trusted_port ? PeerVerdict{true, false, "", kTrustedPid} : PeerVerdict{false, false, "pid 1 (forger) uid 1000"};
     };
     auto started = OtlpReceiver::start(options);
     EXPECT_TRUE(started.ok());
@@ -495,8 +496,12 @@ TEST(OtlpReceiverAdmission, TheTargetsConnectionIsServed) {
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
   EXPECT_EQ(raw_post(fd), "HTTP/1.1 200");
   ::close(fd);
-  EXPECT_EQ(f.receiver->spans().size(), 1u);
+  ASSERT_EQ(f.receiver->spans().size(), 1u);
   EXPECT_FALSE(f.receiver->counters().attacked());
+  // Which process of the tree exported it: the session counts only the judged one's.
+  EXPECT_EQ(f.receiver->spans()[0].exporter_pid, AdmissionFixture::kTrustedPid);
+  ASSERT_EQ(f.receiver->requests().size(), 1u);
+  EXPECT_EQ(f.receiver->requests()[0].exporter_pid, AdmissionFixture::kTrustedPid);
 }
 
 TEST(OtlpReceiverAdmission, TheSessionTokenAdmitsAnExportFromOutsideTheTree) {
@@ -513,7 +518,8 @@ TEST(OtlpReceiverAdmission, TheSessionTokenAdmitsAnExportFromOutsideTheTree) {
   auto counters = f.receiver->counters();
   EXPECT_EQ(counters.exports_by_token, 1u);
   EXPECT_EQ(counters.foreign_exports, 1u);
-  EXPECT_EQ(f.receiver->spans().size(), 1u);
+  ASSERT_EQ(f.receiver->spans().size(), 1u);
+  EXPECT_EQ(f.receiver->spans()[0].exporter_pid, 0) << "an exporter outside the tree is not named: it counts";
 }
 
 // A peer that closed its socket before the connection was accepted (an

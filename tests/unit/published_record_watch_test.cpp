@@ -33,10 +33,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using Cause = PublishedRecordState::Cause;
-using test_support::test_record_layout;
-using test_support::TestRecordBytes;
+using tracecorr::test_support::test_record_layout;
+using tracecorr::test_support::TestRecordBytes;
 
-const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/published_record_target";
+const std::string kPublishedRecordTarget = std::string(TRACECORR_TEST_DATA_DIR) + "/published_record_target";
 
 // A launched published_record_target, its publisher thread as it announced itself.
 class Publisher {
@@ -136,8 +136,8 @@ testing::AssertionResult published_whole(const PublishedRecordState& state, cons
 // After the watch the publisher runs on: released, still swapping its
 // pointer, alive.
 void expect_runs_on(Publisher& target) {
-  test_support::expect_released(target.pid(), target.tid());
-  EXPECT_TRUE(test_support::memory_keeps_changing<sizeof(std::uint64_t)>(target.pid(), target.slot()))
+  tracecorr::test_support::expect_released(target.pid(), target.tid());
+  EXPECT_TRUE(tracecorr::test_support::memory_keeps_changing<sizeof(std::uint64_t)>(target.pid(), target.slot()))
       << "the publisher stopped publishing";
   EXPECT_EQ(target.fate(), "running");
 }
@@ -161,7 +161,7 @@ std::size_t count_of(const PublishedRecordWatchReport& report, Cause cause) {
 }
 
 TEST(PublishedRecordWatch, SeesEveryPointerSwapWithTheCompleteRecordItPublished) {
-  Publisher target({kTargetPath, "--pause-us", "200"});
+  Publisher target({kPublishedRecordTarget, "--pause-us", "200"});
   ASSERT_TRUE(target.announced());
   auto report = watch_until(target, [](const auto& r) { return count_of(r, Cause::kSlotStore) >= 2; });
   ASSERT_TRUE(report.ok()) << report.error().message();
@@ -189,7 +189,7 @@ TEST(PublishedRecordWatch, SeesEveryPointerSwapWithTheCompleteRecordItPublished)
 TEST(PublishedRecordWatch, AnotherThreadsStoresIntoThePublishedRecordAreAnotherWriters) {
   // The publisher pauses longer than the poll interval, so the watch reads
   // the record while it runs; the other writer stores every millisecond.
-  Publisher target({kTargetPath, "--pause-us", "20000", "--other-writer"});
+  Publisher target({kPublishedRecordTarget, "--pause-us", "20000", "--other-writer"});
   ASSERT_TRUE(target.announced());
   auto report = watch_until(
       target, [](const auto& r) { return r.other_writer_changes > 0 && count_of(r, Cause::kSlotStore) > 0; });
@@ -218,7 +218,7 @@ TEST(PublishedRecordWatch, AnotherThreadsStoresIntoThePublishedRecordAreAnotherW
 // at each poll with the report so far, a "no" ends the watch, which releases
 // the thread as on every other way out.
 TEST(PublishedRecordWatch, TheCallerCanEndAWatchEarly) {
-  Publisher target({kTargetPath, "--pause-us", "200"});
+  Publisher target({kPublishedRecordTarget, "--pause-us", "200"});
   ASSERT_TRUE(target.announced());
   std::size_t asked = 0;
   const auto began = std::chrono::steady_clock::now();
@@ -235,7 +235,7 @@ TEST(PublishedRecordWatch, TheCallerCanEndAWatchEarly) {
 }
 
 TEST(PublishedRecordWatch, AThreadThatDoesNotExistIsAnErrorNamingIt) {
-  Publisher target({kTargetPath});
+  Publisher target({kPublishedRecordTarget});
   ASSERT_TRUE(target.announced());
   const pid_t missing_tid = 0x3ffffff;  // above any pid_max
   bool slot_asked = false;

@@ -36,7 +36,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/layout_record_target";
+const std::string kLayoutRecordTarget = std::string(TRACECORR_TEST_DATA_DIR) + "/layout_record_target";
 
 // The target's records: OTEP 4947's shape (28-byte header, valid 1 at 24,
 // uint16 attribute length at 26), read at most 640 bytes.
@@ -67,7 +67,7 @@ std::vector<std::uint8_t> header(std::uint32_t size_value, std::size_t width, st
 // ---- RecordLayout ------------------------------------------------------------------------
 
 TEST(RecordLayoutLength, FixedSizeIsTheSizeAndNeedsThatManyBytes) {
-  const RecordLayout& fixed = test_support::test_record_layout();
+  const RecordLayout& fixed = tracecorr::test_support::test_record_layout();
   EXPECT_TRUE(fixed.check()) << fixed.check().error().message();
   EXPECT_EQ(fixed.fixed_part(), std::size_t{TC_TEST_RECORD_SIZE});
   std::vector<std::uint8_t> bytes(TC_TEST_RECORD_SIZE, 0);
@@ -79,7 +79,7 @@ TEST(RecordLayoutLength, FixedSizeIsTheSizeAndNeedsThatManyBytes) {
   EXPECT_EQ(*record_length(fixed, bytes), std::size_t{TC_TEST_RECORD_SIZE});
   EXPECT_EQ(declared_length(fixed, bytes), std::uint64_t{TC_TEST_RECORD_SIZE});
   // Any non-zero valid byte is accepted, and only that byte decides.
-  auto record = test_support::test_record(1, 0);
+  auto record = tracecorr::test_support::test_record(1, 0);
   EXPECT_FALSE(fixed.valid(record));
   for (std::uint8_t valid : {1, 2, 255}) {
     record[TC_TEST_RECORD_VALID_OFFSET] = valid;
@@ -128,7 +128,7 @@ TEST(RecordLayoutLength, APrefixShorterThanTheFixedPartIsTruncated) {
     EXPECT_EQ(length.error().kind, ErrorKind::kTruncated);
     EXPECT_NE(length.error().what.find("28"), std::string::npos) << length.error().message();
   }
-  auto fixed = record_length(test_support::test_record_layout(), std::vector<std::uint8_t>(TC_TEST_RECORD_SIZE - 1, 0));
+  auto fixed = record_length(tracecorr::test_support::test_record_layout(), std::vector<std::uint8_t>(TC_TEST_RECORD_SIZE - 1, 0));
   ASSERT_FALSE(fixed);
   EXPECT_EQ(fixed.error().kind, ErrorKind::kTruncated);
 }
@@ -224,7 +224,7 @@ class LayoutTarget {
   LayoutTarget()
       : child_([](test::ForkedChild::Pipes pipes) {
           dup2(pipes.report, STDOUT_FILENO);
-          execl(kTargetPath.c_str(), kTargetPath.c_str(), static_cast<char*>(nullptr));
+          execl(kLayoutRecordTarget.c_str(), kLayoutRecordTarget.c_str(), static_cast<char*>(nullptr));
           _exit(127);
         }) {
     std::string text;
@@ -294,7 +294,7 @@ TEST_P(LayoutSampling, ReadsSizeFieldRecordsThroughTheTlsSlot) {
   auto sampler = test::make_test_sampler(GetParam(), why_not);
   if (!sampler) GTEST_SKIP() << why_not;
   LayoutTarget target;
-  ASSERT_TRUE(target.ready) << "the target did not start: " << kTargetPath;
+  ASSERT_TRUE(target.ready) << "the target did not start: " << kLayoutRecordTarget;
   ASSERT_EQ(target.threads.size(), 6u);
   ASSERT_TRUE(sampler->track(target.pid(), size_field_layout(), PointerSite::tls_offset(target.tls_offset)));
 
@@ -334,7 +334,7 @@ TEST_P(LayoutSampling, ReadsTheRecordThroughAMemoryArea) {
   auto sampler = test::make_test_sampler(GetParam(), why_not);
   if (!sampler) GTEST_SKIP() << why_not;
   LayoutTarget target;
-  ASSERT_TRUE(target.ready) << "the target did not start: " << kTargetPath;
+  ASSERT_TRUE(target.ready) << "the target did not start: " << kLayoutRecordTarget;
   ASSERT_TRUE(sampler->track(target.pid(), area_layout(), PointerSite::area(target.area_address)));
   auto seen = sample_each_thread(*sampler, target);
   ASSERT_EQ(seen.size(), target.threads.size());
@@ -363,7 +363,7 @@ INSTANTIATE_TEST_SUITE_P(Samplers, LayoutSampling, testing::Values("ptrace", "bp
 #if defined(TRACECORR_HAVE_BPF)
 // What the loader hands the program, and how it reads the ring back.
 TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
-  auto fixed = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
+  auto fixed = bpf::tracked_entry(tracecorr::test_support::test_record_layout(), PointerSite::tls_offset(-160), TC_PROCESS_F_NO_STACK);
   ASSERT_TRUE(fixed) << fixed.error().message();
   EXPECT_EQ(fixed->indirection, TC_POINTER_IN_TLS_SLOT);
   EXPECT_EQ(static_cast<std::int64_t>(fixed->pointer_site), -160);
@@ -388,7 +388,7 @@ TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
 
   // A variable in dynamic TLS: the module and its C library's DTV layout (glibc x86-64's here).
   const DtvModule module{3, 7, DtvLayout{8, 16, -1, 0, ~std::uint64_t{0}}};
-  auto dynamic = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(module, 16), 0);
+  auto dynamic = bpf::tracked_entry(tracecorr::test_support::test_record_layout(), PointerSite::module_block(module, 16), 0);
   ASSERT_TRUE(dynamic) << dynamic.error().message();
   EXPECT_EQ(dynamic->indirection, TC_POINTER_IN_DTV_BLOCK);
   EXPECT_EQ(dynamic->pointer_site, 16u);  // from the module's block
@@ -401,14 +401,14 @@ TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
   EXPECT_EQ(dynamic->dtv_unallocated, ~std::uint64_t{0});
   // musl keeps no generation in its DTV: the module's is not checked.
   const DtvModule musl{2, 5, DtvLayout{-8, 8, 0, std::nullopt, std::nullopt}};
-  auto no_generation = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(musl, 0), 0);
+  auto no_generation = bpf::tracked_entry(tracecorr::test_support::test_record_layout(), PointerSite::module_block(musl, 0), 0);
   ASSERT_TRUE(no_generation) << no_generation.error().message();
   EXPECT_EQ(no_generation->dtv_generation, 0u);
   EXPECT_EQ(no_generation->dtv_unallocated, 0u);
   EXPECT_EQ(no_generation->dtv_at, -8);
   // A module id no C library gives is refused before the program sees it.
   const DtvModule bogus{kMaxTlsModules + 1, std::nullopt, DtvLayout{8, 8, 0, std::nullopt, std::nullopt}};
-  auto refused = bpf::tracked_entry(test_support::test_record_layout(), PointerSite::module_block(bogus, 0), 0);
+  auto refused = bpf::tracked_entry(tracecorr::test_support::test_record_layout(), PointerSite::module_block(bogus, 0), 0);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind, ErrorKind::kMalformed);
 }

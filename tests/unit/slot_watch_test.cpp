@@ -23,7 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/slot_watch_target";
+const std::string kSlotWatchTarget = std::string(TRACECORR_TEST_DATA_DIR) + "/slot_watch_target";
 constexpr int kThreads = 3;
 
 // The target writes its slot's offset to a file once it runs; until then the
@@ -65,11 +65,11 @@ Watched watch(const std::string& order, const std::string& script = "") {
   std::filesystem::remove(offset_file);
   std::unique_ptr<SlotWatch> slot_watch;
   LaunchSpec spec;
-  spec.argv = {kTargetPath, offset_file, order, std::to_string(kThreads)};
+  spec.argv = {kSlotWatchTarget, offset_file, order, std::to_string(kThreads)};
   if (!script.empty())
-    spec.argv = {"/bin/sh", "-c", script + " exec \"$0\" \"$@\"", kTargetPath, offset_file, order, std::to_string(kThreads)};
+    spec.argv = {"/bin/sh", "-c", script + " exec \"$0\" \"$@\"", kSlotWatchTarget, offset_file, order, std::to_string(kThreads)};
   spec.before_exec = [&](pid_t pid) {
-    auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(),
+    auto w = SlotWatch::follow_launch(pid, tracecorr::test_support::test_record_layout(),
                                       [&](pid_t, std::uint64_t tp) { return locate_from_file(offset_file, tp); });
     if (w) slot_watch = std::move(*w);
     else ADD_FAILURE() << w.error().message();
@@ -151,9 +151,9 @@ TEST(SlotWatch, EndedWhileThreadsStartLeavesTheTargetRunning) {
                            .string();
     std::unique_ptr<SlotWatch> slot_watch;
     LaunchSpec spec;
-    spec.argv = {kTargetPath, offset_file, "ordered", std::to_string(kManyThreads)};
+    spec.argv = {kSlotWatchTarget, offset_file, "ordered", std::to_string(kManyThreads)};
     spec.before_exec = [&](pid_t pid) {
-      auto w = SlotWatch::follow_launch(pid, test_support::test_record_layout(), [](pid_t, std::uint64_t) {
+      auto w = SlotWatch::follow_launch(pid, tracecorr::test_support::test_record_layout(), [](pid_t, std::uint64_t) {
         return Expected<std::uint64_t>(make_error("following execs only"));
       });
       if (w) slot_watch = std::move(*w);

@@ -261,6 +261,47 @@ TEST(TcpPeer, TheClientSocketAndItsProcessAreFound) {
   EXPECT_TRUE(!after.ok() || after->inode == 0 || !holder_of_socket(after->inode, {client.pid()}));
 }
 
+// Where sock_diag has no TCP handler (inet_diag not loaded), /proc/net/tcp names the same socket.
+TEST(TcpPeer, TheProcListingNamesTheSameSocketAsSockDiag) {
+  Loopback server;
+  test::ForkedChild client([&](test::ForkedChild::Pipes pipes) {
+    int fd = connect_loopback(server.port);
+    char c = fd >= 0 ? 1 : 0;
+    (void)!::write(pipes.report, &c, 1);
+    (void)!::read(pipes.release, &c, 1);
+  });
+  char ok = 0;
+  ASSERT_TRUE(client.read(&ok, 1));
+  ASSERT_EQ(ok, 1);
+  auto [local, peer] = server.accept_one();
+  auto diag = open_sock_diag();
+  ASSERT_TRUE(diag.ok()) << diag.error().message();
+  auto by_diag = tcp_peer_socket(diag->get(), local, peer);
+  ASSERT_TRUE(by_diag.ok()) << by_diag.error().message();
+  for (pid_t namespace_of : {0, ::getpid()}) {
+    auto listed = tcp_peer_socket_from_proc(namespace_of, local, peer);
+    ASSERT_TRUE(listed.ok()) << listed.error().message();
+    EXPECT_EQ(listed->inode, by_diag->inode);
+    EXPECT_EQ(listed->uid, by_diag->uid);
+    EXPECT_EQ(listed->state, by_diag->state);
+    EXPECT_EQ(holder_of_socket(listed->inode, {::getpid(), client.pid()}), std::optional<pid_t>(client.pid()));
+  }
+  // Our own end is listed too, but it is not the peer: the lookup is by both addresses in order.
+  auto reversed = tcp_peer_socket_from_proc(0, peer, local);
+  ASSERT_TRUE(reversed.ok()) << reversed.error().message();
+  struct stat ours {};
+  ASSERT_EQ(::fstat(server.accepted.get(), &ours), 0);
+  EXPECT_EQ(reversed->inode, static_cast<std::uint64_t>(ours.st_ino));
+  EXPECT_NE(reversed->inode, by_diag->inode);
+  // A peer that never existed: not found, not mistaken for another.
+  sockaddr_storage nobody = peer;
+  reinterpret_cast<sockaddr_in&>(nobody).sin_port = htons(1);
+  auto none = tcp_peer_socket_from_proc(0, local, nobody);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().kind, ErrorKind::kNotFound);
+  client.release();
+}
+
 TEST(TcpPeer, NetworkNamespaceOfOurselvesIsShared) {
   auto shared = shares_network_namespace(::getpid());
   ASSERT_TRUE(shared.ok());

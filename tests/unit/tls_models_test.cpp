@@ -104,11 +104,8 @@ class ModelTarget {
   test::ForkedChild child_;
 };
 
-DiscoveryOptions test_discovery_options() {
-  DiscoveryOptions o;
-  o.name_regex = ".*/tc-test-agent-([\\w-]*)\\.so";
-  o.process_symbol = test_support::kTestProcessSymbol;
-  o.tls_symbol = test_support::kTestTlsSymbol;
+DiscoveryOptions models_discovery_options() {
+  DiscoveryOptions o = test_support::test_discovery_options();
   o.look_in_executables = true;  // local exec: the variable is the program's own
   return o;
 }
@@ -162,7 +159,7 @@ void launch_and_resolve(const ModelCase& c, Resolved& out) {
   ASSERT_NE(out.announced.idle, 0);
 
   LibraryCache cache;
-  auto found = discover_process(pid, test_discovery_options(), cache);
+  auto found = discover_process(pid, models_discovery_options(), cache);
   ASSERT_TRUE(found.ok()) << found.error().message();
   ASSERT_TRUE(found->has_value()) << "no module defining the variable";
   out.library = **found;

@@ -50,18 +50,7 @@ const TestLibrary& desc_library() {
 using test_support::own_thread_pointer;
 using test_support::test_record_layout;
 
-// How the tests' protocol looks for its library (tests/unit/data/CMakeLists.txt
-// names the libraries to fit, or not): a name pattern of the shape registries
-// use, and the two symbols.
-constexpr const char* kTestLibraryNameRegex = ".*/tc-test-agent-([\\w-]*)\\.so";
-
-DiscoveryOptions test_discovery_options() {
-  DiscoveryOptions o;
-  o.name_regex = kTestLibraryNameRegex;
-  o.process_symbol = test_support::kTestProcessSymbol;
-  o.tls_symbol = test_support::kTestTlsSymbol;
-  return o;
-}
+using test_support::test_discovery_options;
 
 TEST(Discovery, FindsTheDlopenedLibraryWithItsRuntimeAddresses) {
   const auto& lib = desc_library();

@@ -31,10 +31,10 @@ namespace tracecorr::conform {
 namespace {
 
 using namespace std::chrono_literals;
-using test_support::test_record_layout;
+using tracecorr::test_support::test_record_layout;
 
-const std::string kTargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target";
-const std::string kArm64TargetPath = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target.arm64";
+const std::string kUpdateOrderTarget = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target";
+const std::string kUpdateOrderTargetArm64 = std::string(TRACECORR_TEST_DATA_DIR) + "/update_order_target.arm64";
 
 struct PublisherThread {
   pid_t tid = 0;
@@ -116,18 +116,18 @@ class Publisher {
 
 // Waits (bounded, a liveness check, not a timing assertion) until the record changes.
 bool record_keeps_changing(pid_t pid, std::uint64_t record) {
-  return test_support::memory_keeps_changing<TC_TEST_RECORD_SIZE>(pid, record);
+  return tracecorr::test_support::memory_keeps_changing<TC_TEST_RECORD_SIZE>(pid, record);
 }
 
 // The thread runs on after a watch: detached, not stopped, no watchpoint armed, publishing.
 void expect_released(const Publisher& target, const PublisherThread& thread) {
-  test_support::expect_released(target.pid(), thread.tid);
+  tracecorr::test_support::expect_released(target.pid(), thread.tid);
   EXPECT_TRUE(record_keeps_changing(target.pid(), thread.record)) << "the publisher stopped making progress";
   EXPECT_TRUE(target.alive());
 }
 
 std::vector<std::string> publisher_argv(const std::string& mode, int misalign) {
-  return {kTargetPath, "--mode", mode, "--misalign", std::to_string(misalign)};
+  return {kUpdateOrderTarget, "--mode", mode, "--misalign", std::to_string(misalign)};
 }
 
 TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
@@ -237,7 +237,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
   std::string helper_failure;
   std::thread helper([&] {
     auto fail = [&](std::string why) { helper_failure = std::move(why); };
-    for (auto give_up = std::chrono::steady_clock::now() + 5s; test_support::tracer_of(pid, thread.tid) <= 0;) {
+    for (auto give_up = std::chrono::steady_clock::now() + 5s; tracecorr::test_support::tracer_of(pid, thread.tid) <= 0;) {
       if (std::chrono::steady_clock::now() >= give_up) return fail("the watch never attached");
       std::this_thread::sleep_for(1ms);
     }
@@ -266,7 +266,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
     }
     if (!stopped) return fail("the group-stop never completed");
     LiveProcessMemory memory(pid);
-    test_support::TestRecordBytes before{}, after{};
+    tracecorr::test_support::TestRecordBytes before{}, after{};
     (void)memory.read(thread.record, before);
     std::this_thread::sleep_for(30ms);  // a resumed writer would publish ~100 times meanwhile
     (void)memory.read(thread.record, after);
@@ -337,13 +337,13 @@ TEST(UpdateOrderWatch, ErrorsNameWhatAndWhereAndLeaveTheTargetRunning) {
 // qemu-user performs a guest's stores as host stores at the guest's addresses,
 // so host watchpoints on the qemu thread see an arm64 guest's stores.
 TEST(UpdateOrderWatch, Arm64GuestUnderQemuUserIsWatchedThroughTheHostThread) {
-  if (access(kArm64TargetPath.c_str(), X_OK) != 0) GTEST_SKIP() << "no arm64 build of the publisher (no cross compiler)";
+  if (access(kUpdateOrderTargetArm64.c_str(), X_OK) != 0) GTEST_SKIP() << "no arm64 build of the publisher (no cross compiler)";
   const std::string qemu = "/usr/bin/qemu-aarch64";
   if (access(qemu.c_str(), X_OK) != 0) GTEST_SKIP() << "qemu-aarch64 is not installed";
 
   for (const std::string mode : {"valid-early", "correct"}) {
     SCOPED_TRACE(mode);
-    Publisher target({qemu, kArm64TargetPath, "--mode", mode, "--misalign", "1"}, 1);
+    Publisher target({qemu, kUpdateOrderTargetArm64, "--mode", mode, "--misalign", "1"}, 1);
     ASSERT_FALSE(target.threads().empty());
     const auto& thread = target.threads()[0];
     auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 300ms, 10);

@@ -134,6 +134,7 @@ struct ReceivedSpan {
   std::chrono::steady_clock::time_point received_at{};
   std::chrono::system_clock::time_point received_at_system{};
   std::size_t request_index = 0;  // ReceivedRequest::index of that export
+  pid_t exporter_pid = 0;         // ReceivedRequest::exporter_pid of that export
 
   bool sampled() const { return flags & 0x01; }
   const AttributeValue* attribute(std::string_view key) const;
@@ -192,6 +193,9 @@ struct ReceivedRequest {
   std::string response_message;          // what the 4xx answer said
   std::vector<DecodeProblem> problems;   // bounded: see kMaxProblemsKept
   std::size_t span_count = 0;
+  // The process that held the connection's other end, as check_peer found it
+  // (PeerVerdict::pid); 0 when unknown or no check_peer is set.
+  pid_t exporter_pid = 0;
 
   static constexpr std::size_t kBodyPrefixBytes = 256;
   static constexpr std::size_t kMaxProblemsKept = 64;
@@ -292,6 +296,7 @@ struct PeerVerdict {
   // counted apart (ReceiverCounters::connections_abandoned), not as an attack.
   bool gone = false;
   std::string who;         // for the report: "pid 4242 (forger) uid 1000"
+  pid_t pid = 0;           // the process holding the peer's socket, when known (0: not)
 };
 // Asked once per connection, on the receiver's thread, with the accepted
 // socket's own (local) and peer addresses.

@@ -44,6 +44,14 @@ Expected<UniqueFd> open_sock_diag(pid_t pid = 0);
 // socket bound to `peer` and connected to `local`. kNotFound when no such
 // socket exists any more; inode 0 when it exists but no descriptor holds it
 // (closed by its process, or the process exited).
+//
+// A kernel whose sock_diag has no TCP handler (inet_diag and tcp_diag are
+// modules, not loaded and not loadable: a minimal VM or initramfs, a host
+// with module loading locked) answers every lookup "no such socket", as for
+// a peer that is gone. Our own end of the connection is there (the caller
+// holds it): when sock_diag does not find it either, the peer is looked up in
+// /proc/PID/net/tcp or tcp6 instead (PID `proc_net_of`, 0: tracecorr's own
+// network namespace), at most kMaxProcNetTcpLines lines.
 struct TcpPeerSocket {
   std::uint64_t inode = 0;  // sockfs inode ("socket:[N]")
   uid_t uid = 0;            // of the process that created it
@@ -51,7 +59,13 @@ struct TcpPeerSocket {
 };
 // "ESTABLISHED", "CLOSE-WAIT", ... for messages.
 std::string tcp_state_name(int state);
-Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& local, const sockaddr_storage& peer);
+Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& local, const sockaddr_storage& peer,
+                                        pid_t proc_net_of = 0);
+inline constexpr std::size_t kMaxProcNetTcpLines = 1u << 18;
+// The same lookup in /proc/PID/net/tcp or tcp6 alone (the kernel's listing of
+// the namespace's TCP sockets, there whatever modules are loaded).
+Expected<TcpPeerSocket> tcp_peer_socket_from_proc(pid_t proc_net_of, const sockaddr_storage& local,
+                                                  const sockaddr_storage& peer);
 
 // Which of `pids` holds a descriptor for the socket with sockfs inode
 // `inode` (/proc/PID/fd -> socket:[inode]); at most `max_fds_per_process`

@@ -3,6 +3,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "tracecorr/conform/report.hpp"
@@ -15,13 +17,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The tree is listed again when older than this, and at once (but not more
-// often than kTreeMissInterval) when a peer is not in it: a process forked
-// since the last listing exports too. Each listing reads every /proc/PID/stat:
-// a flood of foreign connections must not make the receiver's thread do it
-// more than a few times a second.
+// The tree is listed again when older than this, and at once when a peer is
+// not in it: a process forked since the last listing exports too (a second
+// worker forked right after the first, a restarted agent). Each listing reads
+// every member's /proc/PID/stat (the fallback hold: every process's): a flood
+// of foreign connections must not make the receiver's thread do it more than
+// a few times a second. So misses re-list from a bucket: kMissListingsBurst at
+// once (a burst of new exporters), refilled at kMissListingsPerSecond.
 constexpr auto kTreeInterval = std::chrono::milliseconds(500);
-constexpr auto kTreeMissInterval = std::chrono::milliseconds(100);
+constexpr double kMissListingsBurst = 16;
+constexpr double kMissListingsPerSecond = 10;
 constexpr int kMaxDepth = 64;
 // Naming a foreign peer's process looks through every process's descriptors:
 // on the receiver's thread, so bounded (a few per session, this long each).
@@ -48,6 +53,13 @@ std::vector<pid_t> root_and_descendants(pid_t root) {
   return out;
 }
 
+// What /proc/PID/exe names ("" when unreadable): changes at each exec.
+std::string executable_of(pid_t pid) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  return ec ? std::string() : exe.string();
+}
+
 std::string describe_process(pid_t pid) {
   auto st = read_process_stat(pid);
   struct stat dir {};
@@ -69,15 +81,55 @@ void ExportAdmission::follow(const Target* target) {
   tree_read_at_ = {};
 }
 
+bool ExportAdmission::may_list_again() {
+  const auto now = Clock::now();
+  const double refill = std::chrono::duration<double>(now - miss_listings_refilled_at_).count() * kMissListingsPerSecond;
+  miss_listings_ = std::min(kMissListingsBurst, miss_listings_ + refill);
+  miss_listings_refilled_at_ = now;
+  if (miss_listings_ < 1) return false;
+  miss_listings_ -= 1;
+  return true;
+}
+
 std::vector<pid_t> ExportAdmission::tree(bool fresh) {
-  const auto age = Clock::now() - tree_read_at_;
-  if (age < (fresh ? kTreeMissInterval : kTreeInterval)) return tree_;
+  if (!fresh && Clock::now() - tree_read_at_ < kTreeInterval) return tree_;
   tree_.clear();
   if (attached_) tree_ = root_and_descendants(*attached_);
   else if (target_)
     for (const auto& p : target_->processes()) tree_.push_back(p.pid);
   tree_read_at_ = Clock::now();
   return tree_;
+}
+
+void ExportAdmission::remember_lineage(pid_t exporter) {
+  if (lineage_.count(exporter) || lineage_.size() >= kMaxExportersRemembered) return;
+  std::vector<Ancestor> chain{{exporter, executable_of(exporter)}};
+  pid_t at = exporter;
+  for (int depth = 0; depth < kMaxDepth && at > 1; ++depth) {
+    auto st = read_process_stat(at);
+    if (!st) break;
+    at = st->ppid;
+    chain.push_back({at, executable_of(at)});
+  }
+  lineage_.emplace(exporter, std::move(chain));
+}
+
+void ExportAdmission::judged(pid_t pid) {
+  std::lock_guard lock(mutex_);
+  judged_ = Ancestor{pid, executable_of(pid)};
+}
+
+bool ExportAdmission::exported_by_judged(pid_t exporter) const {
+  std::lock_guard lock(mutex_);
+  if (exporter == 0 || !judged_) return true;
+  auto it = lineage_.find(exporter);
+  if (it == lineage_.end()) return exporter == judged_->pid || lineage_.size() >= kMaxExportersRemembered;
+  // The judged pid in the exporter's chain, running the judged program then:
+  // the same pid before its exec (a shell running `AGENT --check` before it
+  // execs AGENT) is another program, and its children are not the agent's.
+  return std::any_of(it->second.begin(), it->second.end(), [&](const Ancestor& a) {
+    return a.pid == judged_->pid && (a.executable.empty() || judged_->executable.empty() || a.executable == judged_->executable);
+  });
 }
 
 std::string ExportAdmission::name_owner(std::uint64_t socket_inode, uid_t socket_uid) {
@@ -99,15 +151,18 @@ otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const so
     if (!diag) return {false, false, "a peer tracecorr cannot identify (" + diag.error().message() + ")"};
     diag_ = std::move(*diag);
   }
-  auto socket = tcp_peer_socket(diag_->get(), local, peer);
+  auto socket = tcp_peer_socket(diag_->get(), local, peer, network_namespace_of_);
   if (!socket && socket.error().kind == ErrorKind::kNotFound) return {false, true, "a peer whose socket is gone"};
   if (!socket) return {false, false, "a peer tracecorr cannot identify (" + socket.error().message() + ")"};
   // Closed by its process before we accepted (an exporter that gave up waiting, its thread interrupted).
   if (socket->inode == 0) return {false, true, "a peer whose socket no process holds (" + tcp_state_name(socket->state) + ")"};
   if (attached_ || target_) {
-    if (holder_of_socket(socket->inode, tree(false))) return {true, false, ""};
-    const bool may_list_again = Clock::now() - tree_read_at_ >= kTreeMissInterval;
-    if (may_list_again && holder_of_socket(socket->inode, tree(true))) return {true, false, ""};
+    auto holder = holder_of_socket(socket->inode, tree(false));
+    if (!holder && may_list_again()) holder = holder_of_socket(socket->inode, tree(true));
+    if (holder) {
+      remember_lineage(*holder);
+      return {true, false, "", *holder};
+    }
   }
   return {false, false, name_owner(socket->inode, socket->uid)};
 }

@@ -3,11 +3,14 @@
 #include "tracecorr/conform/report.hpp"
 
 namespace tracecorr::conform {
+
+// Strings from the target may be anything: keep them valid UTF-8 and visible.
+std::string json_text(std::string_view raw) { return printable_text(raw, true); }
+
 namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string text(std::string_view raw) { return printable_text(raw, true); }
 
 template <typename T>
 T get(const json& j, const char* key, T fallback) {
@@ -39,14 +42,14 @@ json figures_to_json(const Figures& f) {
   json timelines = json::array();
   for (const auto& t : f.timelines) {
     json events = json::array();
-    for (const auto& e : t.events) events.push_back({{"at_ms", e.at_ms}, {"kind", text(e.kind)}, {"text", text(e.text)}});
-    timelines.push_back({{"session", text(t.session)}, {"duration_ms", t.duration_ms}, {"events", events}});
+    for (const auto& e : t.events) events.push_back({{"at_ms", e.at_ms}, {"kind", json_text(e.kind)}, {"text", json_text(e.text)}});
+    timelines.push_back({{"session", json_text(t.session)}, {"duration_ms", t.duration_ms}, {"events", events}});
   }
   json deferral = json::array();
   for (const auto& d : f.deferral)
-    deferral.push_back({{"session", text(d.session)},
-                        {"trace_id", text(d.trace_id)},
-                        {"span_id", text(d.span_id)},
+    deferral.push_back({{"session", json_text(d.session)},
+                        {"trace_id", json_text(d.trace_id)},
+                        {"span_id", json_text(d.span_id)},
                         {"transaction", d.transaction},
                         {"sampled", d.sampled},
                         {"ended_ms", d.ended_ms},
@@ -54,13 +57,13 @@ json figures_to_json(const Figures& f) {
                         {"delay_in_force_ms", d.delay_in_force_ms ? json(*d.delay_in_force_ms) : json(nullptr)}});
   json stores = json::array();
   for (const auto& s : f.record_stores)
-    stores.push_back({{"session", text(s.session)},
+    stores.push_back({{"session", json_text(s.session)},
                       {"tid", s.tid},
                       {"record_address", s.record_address},
                       {"index", s.index},
                       {"at_ms", s.at_ms},
                       {"valid", s.valid},
-                      {"changed", text(s.changed)},
+                      {"changed", json_text(s.changed)},
                       {"pc_after_store", s.pc_after_store},
                       {"violation", s.violation}});
   json flames = json::array();
@@ -68,11 +71,11 @@ json figures_to_json(const Figures& f) {
     json stacks = json::array();
     for (const auto& s : t.stacks) {
       json frames = json::array();
-      for (const auto& fr : s.frames) frames.push_back(text(fr));
+      for (const auto& fr : s.frames) frames.push_back(json_text(fr));
       stacks.push_back({{"frames", frames}, {"count", s.count}});
     }
-    flames.push_back({{"trace_id", text(t.trace_id)},
-                      {"transaction_id", text(t.transaction_id)},
+    flames.push_back({{"trace_id", json_text(t.trace_id)},
+                      {"transaction_id", json_text(t.transaction_id)},
                       {"samples", t.samples},
                       {"stacks", stacks}});
   }
@@ -80,7 +83,7 @@ json figures_to_json(const Figures& f) {
           {"deferral", deferral},
           {"record_stores", stores},
           {"flames",
-           {{"source", text(f.flames.source)},
+           {{"source", json_text(f.flames.source)},
             {"samples", f.flames.samples},
             {"samples_without_transaction", f.flames.samples_without_transaction},
             {"transactions_total", f.flames.transactions_total},

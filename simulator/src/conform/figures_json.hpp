@@ -8,6 +8,9 @@
 
 namespace tracecorr::conform {
 
+// What the target named, as the JSON report keeps it: printable, newlines kept.
+std::string json_text(std::string_view raw);
+
 nlohmann::ordered_json figures_to_json(const Figures& figures);
 // Lenient: a member missing or of the wrong type is left at its default, and
 // every list is cut at the same bounds the collector keeps.

@@ -62,6 +62,8 @@ inline std::string thread_where(pid_t pid, pid_t tid) { return "pid " + std::to_
 // debug registers; arm64 cores have 2 to 16 watchpoints, and arm() refuses
 // more chunks than the thread's core has).
 inline constexpr std::size_t kRegisters = 4;
+// The bytes one watchpoint covers: an aligned 8-byte chunk.
+inline constexpr std::uint64_t kChunk = 8;
 
 // Where user space ends: the kernel refuses a watchpoint above it (x86-64:
 // 47-bit addresses; arm64: Debian's kernels use 48-bit virtual addresses).

@@ -82,8 +82,6 @@ namespace {
 
 using namespace hardware_watch;
 
-constexpr std::uint64_t kChunk = 8;
-
 // The first mapping of `pid` the predicate accepts (the maps text is the
 // kernel's, bounded by read_maps).
 std::optional<Mapping> find_watched(pid_t pid, const std::function<bool(const std::string&)>& is_watched) {

@@ -26,7 +26,6 @@ using namespace hardware_watch;
 
 // Registers: the slot's, then the record's.
 constexpr std::size_t kRecordRegisters = kRegisters - 1;
-constexpr std::uint64_t kChunk = 8;
 
 struct RecordChunks {
   std::vector<std::uint64_t> addresses;

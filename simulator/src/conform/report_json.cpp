@@ -10,9 +10,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Strings from the target may be anything: keep them valid UTF-8 and visible.
-std::string text(std::string_view raw) { return printable_text(raw, true); }
-
 double milliseconds(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 json summary_json(const Summary& s) {
@@ -26,11 +23,11 @@ json summary_json(const Summary& s) {
 json protocols_json(const RunResult& run) {
   json out = json::array();
   for (const auto& p : protocols_of(run))
-    out.push_back({{"id", text(p.id)},
+    out.push_back({{"id", json_text(p.id)},
                    {"named", p.named},
-                   {"chosen_by", text(p.chosen_by)},
+                   {"chosen_by", json_text(p.chosen_by)},
                    {"status", protocol_status(run, p)},
-                   {"not_applicable", p.not_applicable.empty() ? json(nullptr) : json(text(p.not_applicable))},
+                   {"not_applicable", p.not_applicable.empty() ? json(nullptr) : json(json_text(p.not_applicable))},
                    {"summary", summary_json(summarize(results_of(run, p.id)))}});
   return out;
 }
@@ -38,10 +35,10 @@ json protocols_json(const RunResult& run) {
 json evidence_json(const Evidence& e) {
   json fields = json::array();
   for (const auto& f : e.fields)
-    fields.push_back({{"offset", f.offset}, {"size", f.size}, {"name", text(f.name)}, {"value", text(f.value)}});
-  return {{"label", text(e.label)},
-          {"expected", text(e.expected)},
-          {"actual", text(e.actual)},
+    fields.push_back({{"offset", f.offset}, {"size", f.size}, {"name", json_text(f.name)}, {"value", json_text(f.value)}});
+  return {{"label", json_text(e.label)},
+          {"expected", json_text(e.expected)},
+          {"actual", json_text(e.actual)},
           {"bytes_hex", to_hex(e.bytes)},
           {"fields", fields}};
 }
@@ -57,43 +54,43 @@ std::string render_json(const RunResult& run) {
     for (const auto& e : r->evidence) evidence.push_back(evidence_json(e));
     json expectation = nullptr;
     if (r->expectation != ExpectationStatus::None)
-      expectation = {{"status", to_string(r->expectation)}, {"reason", text(r->expectation_reason)}};
-    results.push_back({{"id", text(r->id)},
-                       {"protocol", text(r->protocol)},
+      expectation = {{"status", to_string(r->expectation)}, {"reason", json_text(r->expectation_reason)}};
+    results.push_back({{"id", json_text(r->id)},
+                       {"protocol", json_text(r->protocol)},
                        {"level", to_string(r->level)},
                        {"role", to_string(r->role)},
                        {"role_name", r->role_name.empty() ? std::string(to_string(r->role)) : r->role_name},
-                       {"area", text(r->area)},
-                       {"source", text(r->source)},
-                       {"words", text(r->words)},
+                       {"area", json_text(r->area)},
+                       {"source", json_text(r->source)},
+                       {"words", json_text(r->words)},
                        {"verdict", to_string(r->verdict)},
                        {"gate_failure", fails_gate(*r, run.strict)},
-                       {"reason", text(r->reason)},
+                       {"reason", json_text(r->reason)},
                        {"evidence_count", r->evidence_count},
-                       {"probe", text(r->probe)},
+                       {"probe", json_text(r->probe)},
                        {"duration_ms", milliseconds(r->duration)},
-                       {"repeat_command", text(r->repeat_command)},
+                       {"repeat_command", json_text(r->repeat_command)},
                        {"expectation", expectation},
                        {"evidence", evidence}});
   }
   json expectations = json::array();
   for (const auto& e : run.expectations)
-    expectations.push_back({{"id", text(e.id)}, {"reason", text(e.reason)}, {"status", to_string(e.status)}});
+    expectations.push_back({{"id", json_text(e.id)}, {"reason", json_text(e.reason)}, {"status", to_string(e.status)}});
   json counters = json::object();
-  for (const auto& [name, value] : run.counters) counters[text(name)] = value;
+  for (const auto& [name, value] : run.counters) counters[json_text(name)] = value;
   json unjudged_lines = json::array();
-  for (const auto& line : unjudged(run)) unjudged_lines.push_back(text(line));
+  for (const auto& line : unjudged(run)) unjudged_lines.push_back(json_text(line));
   json only = json::array();
-  for (const auto& token : run.only) only.push_back(text(token));
-  json target = {{"description", text(run.target.description)},
+  for (const auto& token : run.only) only.push_back(json_text(token));
+  json target = {{"description", json_text(run.target.description)},
                  {"pid", run.target.pid ? json(*run.target.pid) : json(nullptr)},
-                 {"arch", text(run.target.arch)}};
+                 {"arch", json_text(run.target.arch)}};
   json document = {
       {"schema", kReportSchema},
-      {"tool", {{"name", "tracecorr"}, {"version", text(run.tool_version)}}},
+      {"tool", {{"name", "tracecorr"}, {"version", json_text(run.tool_version)}}},
       {"target", target},
-      {"protocol", text(run.protocol)},
-      {"personality", text(run.personality)},
+      {"protocol", json_text(run.protocol)},
+      {"personality", json_text(run.personality)},
       {"strict", run.strict},
       {"started", format_utc(run.started)},
       {"finished", format_utc(run.finished)},
@@ -107,7 +104,7 @@ std::string render_json(const RunResult& run) {
       {"counters", counters},
       {"figures", figures_to_json(run.figures)}};
   json notes = json::array();
-  for (const auto& note : run.notes) notes.push_back(text(note));
+  for (const auto& note : run.notes) notes.push_back(json_text(note));
   document["notes"] = notes;
   return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }

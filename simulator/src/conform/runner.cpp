@@ -147,6 +147,7 @@ struct SessionRun {
   std::optional<ExportBatching> coarse_batching;
   std::optional<std::string> attacked;  // what reached its receiver from outside the judged tree
   std::optional<Session::PreflightRun> preflight;  // the process judged was a run before the agent that stays
+  std::string passed_over_stayed;                  // a process passed over did not exit by itself
 };
 
 // What came to the session's receiver from outside the judged process tree:
@@ -156,6 +157,13 @@ void note_foreign_exports(const Session& s, const std::string& name, SessionRun&
   r.closed.counters["exports_refused." + name] = c.foreign_exports;
   r.closed.counters["connections_refused." + name] = c.foreign_connections;
   r.closed.counters["connections_abandoned." + name] = c.connections_abandoned;
+  // A run of the agent before the one that stays exports with its settings.
+  const auto others = s.other_exporters();
+  r.closed.counters["spans_not_judged." + name] = others.spans;
+  if (others.spans)
+    r.closed.notes.push_back("session " + name + ": " + others.describe() + " of the launched tree, not the judged pid " +
+                             std::to_string(s.pid()) + " or a descendant of it (a run before the agent "
+                             "that stays, say): counted in no verdict");
   if (c.exports_by_token)
     r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
                              " exports came from outside the launched tree with the session token the agent was "
@@ -189,7 +197,7 @@ void note_attached_exports(const RunOptions& o, const Session& s, SessionRun& r)
 }
 
 SessionRun run_session_once(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name,
-                            const std::vector<std::string>& pass_over) {
+                            const std::vector<PassOver>& pass_over, bool watch_after_stop) {
   SessionRun r;
   r.name = name;
   const bool attach_mode = o.target.pid.has_value();
@@ -197,6 +205,7 @@ SessionRun run_session_once(const Suite& suite, const RunOptions& o, const Scena
   say(o, "session " + name + ": " + (attach_mode ? "attaching" : "launching"));
   TargetSpec target = o.target;
   target.pass_over = pass_over;
+  target.watch_after_stop = watch_after_stop;
   target.publishes = [&suite](pid_t pid) { return suite.published(pid).kind == Published::Kind::Readable; };
   auto session = suite.open_session(target, name, scenario);
   if (!session) {
@@ -213,6 +222,8 @@ SessionRun run_session_once(const Suite& suite, const RunOptions& o, const Scena
   if (auto st = suite.run_scenario(**session, scenario); !st) r.error = st.error().message();
   (*session)->close();
   r.preflight = (*session)->preflight_run();
+  r.passed_over_stayed = (*session)->passed_over_stayed();
+  if (const auto& after = (*session)->run_after_stop(); !after.empty()) r.closed.notes.push_back("session " + name + ": " + after);
   // What had to be stopped beyond the launched process group, or killed.
   if (const auto& tree = (*session)->target().stopped_tree(); tree && (!tree->killed.empty() || !tree->left_group.empty()))
     r.closed.notes.push_back("session " + name + ": " + tree->describe());
@@ -237,20 +248,30 @@ SessionRun run_session_once(const Suite& suite, const RunOptions& o, const Scena
 
 // A session whose judged process turned out to be a run before the agent
 // that stays (a pre-flight `agent --check`) is launched again, passing over
-// it: at most this many times.
+// it: at most this many times; and once more, passing over nothing, when a
+// process passed over did not exit by itself (it was the agent that stays).
 constexpr std::size_t kMaxPassedOver = 2;
 
 SessionRun run_session(const Suite& suite, const RunOptions& o, const ScenarioOptions& scenario, const std::string& name) {
-  std::vector<std::string> passed, signatures;
+  std::vector<std::string> notes;
+  std::vector<PassOver> pass_over;
+  bool watch_after_stop = true;
   for (;;) {
-    SessionRun r = run_session_once(suite, o, scenario, name, signatures);
-    if (!r.preflight || signatures.size() == kMaxPassedOver) {
-      for (const auto& p : passed) r.closed.notes.push_back("session " + name + ": " + p + "; launched again, passing over it");
+    SessionRun r = run_session_once(suite, o, scenario, name, pass_over, watch_after_stop);
+    if (!r.passed_over_stayed.empty() && watch_after_stop) {
+      notes.push_back(r.passed_over_stayed + "; launched again, passing over nothing");
+      say(o, "session " + name + ": " + notes.back());
+      pass_over.clear();
+      watch_after_stop = false;  // what was seen after stopping it was no run before the agent
+      continue;
+    }
+    if (!r.preflight || pass_over.size() == kMaxPassedOver || !watch_after_stop) {
+      for (const auto& n : notes) r.closed.notes.push_back("session " + name + ": " + n);
       return r;
     }
-    say(o, "session " + name + ": " + r.preflight->description + "; launching again, passing over it");
-    passed.push_back(r.preflight->description);
-    signatures.push_back(r.preflight->signature);
+    notes.push_back(r.preflight->description + "; launched again, passing over it");
+    say(o, "session " + name + ": " + notes.back());
+    pass_over.push_back(r.preflight->pass_over);
   }
 }
 

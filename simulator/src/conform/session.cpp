@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "tracecorr/conform/run_after_stop.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/tcp_peer.hpp"
 #include "tracecorr/threadptr.hpp"
@@ -122,6 +123,10 @@ Expected<std::unique_ptr<Session>> Session::open(const TargetSpec& spec, const S
     if (auto st = s->attach_tls(wait); !st) s->tls_error_ = st.error();
   }
   if (s->part_) s->part_->opened(*s, wait);
+  if (s->admission_) s->admission_->judged(s->target_->pid());  // chosen by now: only its exports count
+  if (auto running = s->target_->passed_over_running(); !running.empty() && s->target_->judged_reason().empty())
+    s->passed_over_stayed_ = running + ", passed over as a run before the agent that stays, still ran when the wait "
+                             "for what the target publishes ended (" + wait.figures() + "): it did not exit by itself";
   // A wait that ended at its ceiling while the target was starved proves
   // nothing about what it publishes: no verdict may rest on this session.
   if (wait.starved())
@@ -259,15 +264,20 @@ Status Session::discover(DiscoveryWait& wait) {
     std::this_thread::sleep_for(kDiscoveryPollInterval);
   }
   if (library_) {
+    bool refused = false;  // a run passed over still runs: nothing after it is judged
     for (const auto& p : tree)
-      if (p.pid == library_->pid) target_->judge(p, why_chosen(p, *library_, tree, 1, target_->launched_pid(), target_->launched()));
-    return Ok{};
+      if (p.pid == library_->pid)
+        refused = !target_->judge(p, why_chosen(p, *library_, tree, 1, target_->launched_pid(), target_->launched()));
+    if (!refused) return Ok{};
+    library_.reset();
   }
   if (!target_alive() && target_->processes().empty())
     return make_error("the target exited before its agent library was found (" +
                       exit_description_.value_or("exit status unknown") + ")");
   std::string looked_in;
   if (target_->launched()) looked_in = " in any of the " + std::to_string(tree.size()) + " processes of the launched tree";
+  if (auto running = target_->passed_over_running(); !running.empty())
+    looked_in += " but " + running + ", passed over as a run before the agent that stays, which still runs";
   std::string symbols = options.process_symbol.empty()  ? options.tls_symbol
                         : options.tls_symbol.empty()     ? options.process_symbol
                                                          : options.process_symbol + " or " + options.tls_symbol;
@@ -305,7 +315,7 @@ namespace {
   return *slot;
 }
 
-[[maybe_unused]] bool runs_under_qemu_user(const std::vector<std::string>& command) {
+[[maybe_unused]] bool command_runs_under_qemu_user(const std::vector<std::string>& command) {
   if (command.empty()) return false;
   auto name = std::filesystem::path(command.front()).filename().string();
   return name.rfind("qemu-", 0) == 0;
@@ -314,7 +324,7 @@ namespace {
 }  // namespace
 
 void Session::prepare_slot_watch(LaunchSpec& launch, bool execs_only) {
-  if (!target_spec_.gdbstub.empty() || runs_under_qemu_user(launch.argv)) {
+  if (!target_spec_.gdbstub.empty() || command_runs_under_qemu_user(launch.argv)) {
     if (!execs_only)
       slot_watch_unavailable_ = "the target runs under qemu-user: its threads' pointers are the guest's, not the host's";
     return;
@@ -467,6 +477,7 @@ void Session::close() {
       std::lock_guard lock(mutex_);
       stop_requested_at_ = std::chrono::system_clock::now();
     }
+    if (was_alive) look_after_stopping_judged();
     std::string how = target_->stop();
     if (!exit_description_ && was_alive) exit_description_ = "stopped by tracecorr: " + how;
     closed_output_ = target_->output();
@@ -497,11 +508,39 @@ void Session::look_for_preflight_run() {
               exit_description_.value_or("exited") + " before the session ended (" + std::to_string(lived) +
               " ms after it opened) while the launched tree ran on, and pid " + std::to_string(p.pid) + " (" +
               p.comm + ") of that tree publishes the protocol: a run before the agent that stays",
-          target_->judged_signature()};
+          PassOver{target_->judged_signature(), "an earlier launch of this session saw a process at its place (" +
+                                                    target_->judged_signature() +
+                                                    ") exit on its own while the launched tree ran on"}};
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (!wait.over());
+}
+
+void Session::look_after_stopping_judged() {
+  if (!target_spec_.watch_after_stop || target_->pid() == target_->launched_pid() || target_->judged_reason().empty())
+    return;
+  const pid_t judged = target_->pid();
+  const auto before = images_of(*target_);
+  if (!target_->terminate_judged()) return;  // it did not stop: stop() ends it with the rest
+  const auto seen = watch_run_after_stop(*target_, before, target_spec_.publishes, target_spec_.discovery,
+                                         first_look_after_stop(target_spec_.discovery));
+  if (!seen.run) return;
+  const std::string what = "pid " + std::to_string(judged) + " (" + target_->judged_signature() +
+                           "), judged, still ran when the session ended; once tracecorr had stopped it alone "
+                           "(SIGTERM), the launched tree ran its program again: " + seen.describe() +
+                           " publishes the protocol";
+  if (seen.restart) {
+    run_after_stop_ = what + ": a restart (a supervisor's loop), not a run before the agent: pid " +
+                      std::to_string(judged) + " stays judged";
+    return;
+  }
+  preflight_run_ = PreflightRun{
+      what + ": it may have been a run before the agent that stays",
+      PassOver{target_->judged_signature(),
+               "an earlier launch of this session saw a process at its place (" + target_->judged_signature() +
+                   ") still run when its session ended and, once tracecorr had stopped it, the launched tree run "
+                   "the same program at another place (" + seen.signature + ")"}};
 }
 
 void Session::set_stack_samples(StackSamples samples) {
@@ -512,6 +551,24 @@ void Session::set_stack_samples(StackSamples samples) {
 std::optional<StackSamples> Session::stack_samples() const {
   std::lock_guard lock(mutex_);
   return stack_samples_;
+}
+
+std::string Session::OtherExporters::describe() const {
+  std::string text;
+  for (const auto& [pid, n] : spans_by_pid)
+    text += (text.empty() ? "" : ", ") + std::to_string(n) + (text.empty() ? " spans from pid " : " from pid ") +
+            std::to_string(pid);
+  return text;
+}
+
+Session::OtherExporters Session::other_exporters() const {
+  OtherExporters out;
+  for (const auto& span : receiver_->spans())
+    if (!admission_->exported_by_judged(span.exporter_pid)) {
+      ++out.spans;
+      ++out.spans_by_pid[span.exporter_pid];
+    }
+  return out;
 }
 
 SessionEvidence Session::evidence() const {
@@ -536,7 +593,8 @@ SessionEvidence Session::evidence() const {
   e.target_output = target_output();
   e.target_output_lines = target_output_lines();
   e.target_exit = target_exit();
-  e.spans = receiver_->spans();
+  for (auto& span : receiver_->spans())
+    if (admission_->exported_by_judged(span.exporter_pid)) e.spans.push_back(std::move(span));
   e.stack_samples = stack_samples();
   if (part_) e.protocol = part_->evidence();
   return e;

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -36,6 +38,28 @@ constexpr std::size_t kMaxMembersSeen = 1 << 16;
 // fallback hold adopted (tracecorr is its child subreaper) is no launch.
 std::mutex live_launches_mutex;
 std::set<pid_t> live_launches;
+
+// Each launch's environment carries a mark of its own: an orphan the fallback
+// hold adopted that it never saw (`exec setsid AGENT`: the launched process
+// exits as soon as it has forked the agent) is told to be this launch's, and
+// not another live one's, by the environment it started with.
+constexpr const char* kLaunchMarkVariable = "TRACECORR_LAUNCH";
+std::atomic<unsigned> launches_made{0};
+// Bound on the environment read from an orphan (it is the target's: hostile).
+constexpr std::size_t kMaxEnvironRead = 256 << 10;
+
+bool carries_launch_mark(pid_t pid, const std::string& mark) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string environ_text(kMaxEnvironRead, '\0');
+  in.read(environ_text.data(), static_cast<std::streamsize>(environ_text.size()));
+  environ_text.resize(static_cast<std::size_t>(in.gcount()));
+  const std::string entry = std::string(kLaunchMarkVariable) + "=" + mark;
+  for (std::size_t at = environ_text.find(entry); at != std::string::npos; at = environ_text.find(entry, at + 1))
+    if ((at == 0 || environ_text[at - 1] == '\0') &&
+        (at + entry.size() == environ_text.size() || environ_text[at + entry.size()] == '\0'))
+      return true;
+  return false;
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with " + std::to_string(WEXITSTATUS(status));
@@ -93,6 +117,8 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
   }
   for (const auto& name : spec.unset_env) env.erase(name);
   for (const auto& [k, v] : spec.env) env[k] = v;
+  const std::string mark = std::to_string(::getpid()) + "-" + std::to_string(++launches_made);
+  env[kLaunchMarkVariable] = mark;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -160,6 +186,7 @@ Expected<std::unique_ptr<Target>> Target::launch(const LaunchSpec& spec) {
     live_launches.insert(pid);
   }
   t->launched_ = true;
+  t->launch_mark_ = mark;
   t->command_ = join(spec.argv);
   t->started_ = std::chrono::steady_clock::now();
   t->output_fd_ = std::move(read_end);
@@ -307,11 +334,16 @@ std::vector<TreeProcess> Target::held_processes(const std::vector<pid_t>& member
 std::vector<TreeProcess> Target::followed_processes() const {
   std::map<pid_t, ProcessStat> all;
   std::map<pid_t, std::vector<pid_t>> children;
-  for (int pid : numbered_entries("/proc"))
-    if (auto st = read_process_stat(pid); st && live(*st)) {
-      all.emplace(pid, *st);
-      children[st->ppid].push_back(pid);
-    }
+  // Twice: /proc is listed before the stats are read, and a process forked
+  // in between whose parent exited meanwhile (`exec setsid AGENT`: the
+  // launched process forks the agent and exits at once) is in neither look
+  // but the second.
+  for (int look = 0; look < 2; ++look)
+    for (int pid : numbered_entries("/proc"))
+      if (auto st = all.count(pid) ? std::nullopt : read_process_stat(pid); st && live(*st)) {
+        all.emplace(pid, *st);
+        children[st->ppid].push_back(pid);
+      }
   std::set<pid_t> other_launches;
   {
     std::lock_guard lock(live_launches_mutex);
@@ -325,12 +357,13 @@ std::vector<TreeProcess> Target::followed_processes() const {
   };
   // Where the tree is found: the launched process, its group, the members
   // seen before (their parent may have exited), and orphans adopted by
-  // tracecorr that are no other launch's: this tree's when it was seen, or
-  // when no other launch is live to claim it.
+  // tracecorr that are no other launch's: this tree's when it was seen, when
+  // no other launch is live to claim it, or when it started with this
+  // launch's mark in its environment.
   std::deque<pid_t> queue;
   for (const auto& [pid, st] : all) {
     const bool adopted = st.ppid == ::getpid() && pid != pid_ && !other_launches.count(pid) &&
-                         (seen(pid, st) || other_launches.empty());
+                         (seen(pid, st) || other_launches.empty() || carries_launch_mark(pid, launch_mark_));
     if (pid == pid_ || st.pgrp == pid_ || seen(pid, st) || adopted) queue.push_back(pid);
   }
   std::map<pid_t, ProcessStat> members;
@@ -363,11 +396,14 @@ bool Target::judge(const TreeProcess& p, std::string why) {
   };
   if (already()) return false;
   const std::string sig = signature(p);
-  if (std::find(pass_over_.begin(), pass_over_.end(), sig) != pass_over_.end()) {
+  auto run = std::find_if(pass_over_.begin(), pass_over_.end(), [&](const PassOver& r) { return r.signature == sig; });
+  if (run != pass_over_.end()) {
     passed_over_.push_back(p);
-    passed_over_signature_ = sig;
+    passed_over_pidfds_.emplace_back(open_pidfd(p.pid));
+    passed_over_seen_ = run->seen;
     return false;
   }
+  if (!passed_over_running().empty()) return false;
   judged_reason_ = std::move(why);
   judged_signature_ = sig;
   if (!passed_over_.empty()) {
@@ -375,15 +411,35 @@ bool Target::judge(const TreeProcess& p, std::string why) {
     for (std::size_t i = 0; i < passed_over_.size(); ++i)
       judged_reason_ += (i ? ", " : "") + std::string("pid ") + std::to_string(passed_over_[i].pid) + " (" +
                         passed_over_[i].comm + ")";
-    judged_reason_ += ", which did the same before it: an earlier launch of this session saw a process at its place (" +
-                      passed_over_signature_ + ") exit on its own while the launched tree ran on (a run before "
-                      "the agent that stays)";
+    judged_reason_ += ", which did the same before it and exited on its own: " + passed_over_seen_ +
+                      " (a run before the agent that stays)";
   }
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(p.pid) + "/exe", ec);
+  judged_executable_ = ec ? std::string() : exe.string();
   if (p.pid == judged_pid_) return true;
   judged_pid_ = p.pid;
   judged_pidfd_.reset();
   if (p.pid != pid_) judged_pidfd_.reset(open_pidfd(p.pid));
   return true;
+}
+
+std::string Target::passed_over_running() const {
+  for (std::size_t i = 0; i < passed_over_.size(); ++i)
+    if (passed_over_pidfds_[i] && !pidfd_exited(passed_over_pidfds_[i].get()))
+      return "pid " + std::to_string(passed_over_[i].pid) + " (" + passed_over_[i].comm + ")";
+  return "";
+}
+
+bool Target::terminate_judged(std::chrono::milliseconds grace) {
+  if (!launched_ || stopped_tree_ || judged_pid_ == pid_ || !judged_pidfd_ || !alive()) return false;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
+  judged_sigtermed_ = true;  // stop() does not send it again, nor wait for it twice
+  while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  judged_terminated_ = pidfd_exited(judged_pidfd_.get());
+  return judged_terminated_;
 }
 
 // Only ever reaps termination. waitid(WEXITED) alone is not enough: the kernel
@@ -502,7 +558,7 @@ std::string Target::hold_description() const {
 std::string Target::stop(std::chrono::milliseconds grace) {
   if (!launched_) return "left running (attached)";
   if (stopped_tree_) return stopped_how_;
-  const bool judged_alive = alive();
+  const bool judged_alive = alive() || judged_terminated_;
   StoppedTree tree;
   tree.hold = hold_description();
   auto members = processes();
@@ -513,7 +569,7 @@ std::string Target::stop(std::chrono::milliseconds grace) {
   // The judged agent first, alone: a wrapper between it and tracecorr
   // (runuser, su) answers SIGTERM by killing its child 2 s later, cutting
   // short the agent's shutdown flush that the judges read.
-  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_) {
+  if (judged_alive && judged_pid_ != pid_ && judged_pidfd_ && !judged_sigtermed_) {
     send_pidfd_signal(judged_pidfd_.get(), SIGTERM);
     while (!pidfd_exited(judged_pidfd_.get()) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

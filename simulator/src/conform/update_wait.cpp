@@ -102,24 +102,28 @@ bool UpdateWait::keep_going() {
     why_ = "the target's threads could no longer be read (it ended)";
     return false;
   }
+  auto end_because = [&](std::string why) {
+    why_ = std::move(why);
+    progress_at_end_ = progress;
+    return false;
+  };
   if (updates_ > 0) {
     if (progress->available() < bounds_.settle && elapsed < bounds_.ceiling) return true;
-    why_ = "the writer updated (" + std::to_string(updates_) + " update(s) seen); after the first, " + progress->describe();
-    return false;
+    return end_because("the writer updated (" + std::to_string(updates_) + " update(s) seen); after the first, " +
+                       progress->describe());
   }
-  if (!published_seen_) {
-    why_ = "no publication was seen: the window only";
-    return false;
-  }
-  if (elapsed >= bounds_.ceiling) {
-    why_ = "no update before the ceiling of " + seconds(bounds_.ceiling) + " (after the last publication, " +
-           progress->describe() + "; " + seconds(bounds_.quiet) + " of it would have ended the wait)";
-    return false;
-  }
+  if (!published_seen_) return end_because("no publication was seen: the window only");
+  if (elapsed >= bounds_.ceiling)
+    return end_because("no update before the ceiling of " + seconds(bounds_.ceiling) + " (after the last publication, " +
+                       progress->describe() + "; " + seconds(bounds_.quiet) + " of it would have ended the wait)");
   if (progress->available() < bounds_.quiet) return true;
-  why_ = "no update in " + seconds(bounds_.quiet) + " of the target's time after its last publication (" +
-         progress->describe() + ")";
-  return false;
+  return end_because("no update in " + seconds(bounds_.quiet) + " of the target's time after its last publication (" +
+                     progress->describe() + ")");
+}
+
+std::optional<TargetProgress::Reading> UpdateWait::progress_at_end() const {
+  std::lock_guard lock(mutex_);
+  return progress_at_end_;
 }
 
 std::string UpdateWait::why_ended() const {

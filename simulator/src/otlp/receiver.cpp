@@ -146,6 +146,7 @@ struct OtlpReceiver::Server {
     bool cut = false;
     bool foreign = false;  // its peer is not a process of the judged tree (check_peer)
     bool in_pool = false;  // one of the max_foreign_connections foreign connections kept open
+    pid_t exporter = 0;    // PeerVerdict::pid: stamped on each of its requests
   };
   std::mutex open_mutex;
   std::condition_variable open_changed;
@@ -204,6 +205,7 @@ struct OtlpReceiver::Server {
     // Who is at the other end, asked before the lock (it reads /proc).
     if (const auto& check = self->owner->options_.check_peer) {
       PeerVerdict verdict = self->peer_of(entry.fd, check);
+      entry.exporter = verdict.pid;
       if (verdict.gone) {
         self->owner->count_abandoned_connection();
         ::shutdown(entry.fd, SHUT_RDWR);  // nobody is there to answer
@@ -232,6 +234,12 @@ struct OtlpReceiver::Server {
         ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0)
       return {false, true, "a peer whose address could not be read (" + std::string(std::strerror(errno)) + ")"};
     return check(local, peer);
+  }
+
+  pid_t exporter_of(MHD_Connection* connection) {
+    std::lock_guard lock(open_mutex);
+    auto it = open.find(connection);
+    return it == open.end() ? 0 : it->second.exporter;
   }
 
   bool is_foreign(MHD_Connection* connection) {
@@ -295,6 +303,7 @@ struct OtlpReceiver::Server {
       ReceivedRequest& request = upload->request;
       request.received_at = std::chrono::steady_clock::now();
       request.received_at_system = std::chrono::system_clock::now();
+      request.exporter_pid = self->exporter_of(connection);
       std::string content_type = header(connection, MHD_HTTP_HEADER_CONTENT_TYPE);
       std::string content_encoding = header(connection, MHD_HTTP_HEADER_CONTENT_ENCODING);
       request.content_type = printable(content_type);
@@ -556,6 +565,7 @@ void OtlpReceiver::record(ReceivedRequest request, std::vector<ReceivedSpan> spa
         continue;
       }
       span.request_index = request.index;
+      span.exporter_pid = request.exporter_pid;
       span.received_at = request.received_at;
       span.received_at_system = request.received_at_system;
       spans_.push_back(std::move(span));

@@ -12,8 +12,10 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -120,7 +122,12 @@ Expected<UniqueFd> open_sock_diag(pid_t pid) {
   return fd;
 }
 
-Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& local, const sockaddr_storage& peer) {
+namespace {
+
+// sock_diag's exact lookup of the socket bound to `bound` and connected to
+// `to`; kNotFound when the kernel answers ENOENT (no such socket, or no TCP
+// handler at all).
+Expected<TcpPeerSocket> diag_lookup(int diag_fd, const sockaddr_storage& bound, const sockaddr_storage& to) {
   struct {
     nlmsghdr header;
     inet_diag_req_v2 request;
@@ -128,10 +135,10 @@ Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& loc
   message.header.nlmsg_len = sizeof message;
   message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
   message.header.nlmsg_flags = NLM_F_REQUEST;  // one socket by its addresses, not a dump
-  message.request.sdiag_family = static_cast<std::uint8_t>(peer.ss_family);
+  message.request.sdiag_family = static_cast<std::uint8_t>(bound.ss_family);
   message.request.sdiag_protocol = IPPROTO_TCP;
   message.request.idiag_states = ~0u;
-  if (!fill_id(message.request.id, peer, local)) return make_error("not a TCP/IP connection");
+  if (!fill_id(message.request.id, bound, to)) return make_error("not a TCP/IP connection");
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (::sendto(diag_fd, &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
@@ -158,6 +165,79 @@ Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& loc
       return TcpPeerSocket{found->idiag_inode, static_cast<uid_t>(found->idiag_uid), found->idiag_state};
     }
   }
+}
+
+// An address as /proc/net/tcp{,6} prints it: each 32-bit word of the
+// network-order bytes read as a native integer, "%08X" (so "0100007F" for
+// 127.0.0.1 on a little-endian machine), then ":" and the port, "%04X".
+std::string proc_net_address(const sockaddr_storage& a) {
+  const unsigned char* bytes = nullptr;
+  std::size_t size = 0;
+  std::uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    bytes = reinterpret_cast<const unsigned char*>(&in.sin_addr);
+    size = sizeof in.sin_addr;
+    port = ntohs(in.sin_port);
+  } else {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    bytes = reinterpret_cast<const unsigned char*>(&in6.sin6_addr);
+    size = sizeof in6.sin6_addr;
+    port = ntohs(in6.sin6_port);
+  }
+  std::string text;
+  char word_text[16];
+  for (std::size_t at = 0; at < size; at += 4) {
+    std::uint32_t word = 0;
+    std::memcpy(&word, bytes + at, 4);
+    std::snprintf(word_text, sizeof word_text, "%08X", word);
+    text += word_text;
+  }
+  std::snprintf(word_text, sizeof word_text, ":%04X", port);
+  return text + word_text;
+}
+
+}  // namespace
+
+Expected<TcpPeerSocket> tcp_peer_socket_from_proc(pid_t proc_net_of, const sockaddr_storage& local,
+                                                  const sockaddr_storage& peer) {
+  if (local.ss_family != peer.ss_family || (peer.ss_family != AF_INET && peer.ss_family != AF_INET6))
+    return make_error("not a TCP/IP connection");
+  const std::string path = (proc_net_of > 0 ? process_dir(proc_net_of) : std::string("/proc/self")) +
+                           (peer.ss_family == AF_INET ? "/net/tcp" : "/net/tcp6");
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) return make_error(std::string("cannot read the TCP socket list: ") + std::strerror(errno), path);
+  const std::string bound = proc_net_address(peer), connected = proc_net_address(local);
+  char line[512];
+  std::size_t lines = 0;
+  std::optional<TcpPeerSocket> found;
+  while (!found && std::fgets(line, sizeof line, f)) {
+    if (++lines > kMaxProcNetTcpLines) break;
+    char local_text[40], remote_text[40];
+    unsigned state = 0, uid = 0;
+    unsigned long long inode = 0;
+    // "  sl  local_address rem_address   st tx_queue:rx_queue tr:tm->when retrnsmt   uid  timeout inode"
+    if (std::sscanf(line, " %*u: %39s %39s %x %*x:%*x %*x:%*x %*x %u %*d %llu", local_text, remote_text, &state, &uid,
+                    &inode) == 5 &&
+        bound == local_text && connected == remote_text)
+      found = TcpPeerSocket{inode, static_cast<uid_t>(uid), static_cast<int>(state)};
+  }
+  std::fclose(f);
+  if (found) return *found;
+  if (lines > kMaxProcNetTcpLines)
+    return make_error(ErrorKind::kTooLong, "more than " + std::to_string(kMaxProcNetTcpLines) +
+                                                  " TCP sockets listed, the peer's not among the first", path);
+  return make_error(ErrorKind::kNotFound, "the peer's socket is gone", path);
+}
+
+Expected<TcpPeerSocket> tcp_peer_socket(int diag_fd, const sockaddr_storage& local, const sockaddr_storage& peer,
+                                        pid_t proc_net_of) {
+  auto found = diag_lookup(diag_fd, peer, local);
+  if (found || found.error().kind != ErrorKind::kNotFound) return found;
+  // Gone, or a sock_diag blind to TCP: it does not find our own end either.
+  auto ours = diag_lookup(diag_fd, local, peer);
+  if (ours || ours.error().kind != ErrorKind::kNotFound) return found;
+  return tcp_peer_socket_from_proc(proc_net_of, local, peer);
 }
 
 std::string tcp_state_name(int state) {

@@ -5,6 +5,8 @@
 // once instead of waiting, checking its end between batches.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -97,6 +99,38 @@ TEST(HostAgentLoop, ANeverEmptySamplerStopsWhenTheFlagIsSet) {
   ASSERT_TRUE(st);
   // The batch in hand when the flag was set, and the final one: no more.
   EXPECT_LE(sampler.polls_after_stop(), 2u);
+}
+
+// --pid: the duration is how long the named processes are sampled, counted
+// from when each was examined once (a starved machine may take longer than
+// the duration to examine them, and a run that ended first sampled nothing).
+TEST(HostAgentLoop, TheDurationCountsFromWhenTheNamedProcessesWereExamined) {
+  NeverEmptySampler sampler;
+  AgentOptions o = quiet_options();
+  o.pids = {::getpid()};  // publishes no agent library: examined, then looked at again each rescan
+  o.duration = 300ms;
+  HostAgent agent(o, sampler);
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(agent.run(stop));
+  const auto timeline = agent.summary()["timeline"];
+  const double examining = timeline["examining_s"], sampling = timeline["sampling_s"];
+  EXPECT_GT(examining, 0.0) << timeline;
+  EXPECT_GE(sampling - examining, 0.3 - 1e-6) << timeline;
+  // Examined: what it published is stated, not "not examined".
+  for (const auto& why : agent.nothing_readable()) EXPECT_EQ(why.find("not examined"), std::string::npos) << why;
+}
+
+TEST(HostAgentLoop, ANamedProcessNotExaminedBeforeTheStopIsNotSaidToPublishNothing) {
+  NeverEmptySampler sampler;
+  AgentOptions o = quiet_options();
+  o.pids = {::getpid()};
+  HostAgent agent(o, sampler);
+  std::atomic<bool> stop{true};  // stopped before the first rescan
+  ASSERT_TRUE(agent.run(stop));
+  const auto why = agent.nothing_readable();
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_NE(why[0].find("not examined"), std::string::npos) << why[0];
+  EXPECT_EQ(why[0].find("publishes none"), std::string::npos) << why[0];
 }
 
 }  // namespace

@@ -234,7 +234,7 @@ class Story {
 };
 
 // A conforming writer: published, then updated twice, each step named.
-Story conforming() {
+Story conforming_story() {
   return Story()
       .mapped()
       .publish(kPublishedAt)
@@ -318,7 +318,7 @@ TEST_P(PublishOrderJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, PublishOrderJudge,
     testing::Values(
-        JudgeCase{"TimestampLast", "PCTX-07", watched(conforming()), Outcome::Met, "set the timestamp last", "", 1},
+        JudgeCase{"TimestampLast", "PCTX-07", watched(conforming_story()), Outcome::Met, "set the timestamp last", "", 1},
         JudgeCase{"TimestampFirst", "PCTX-07",
                   watched(Story()
                               .mapped()
@@ -358,7 +358,7 @@ INSTANTIATE_TEST_SUITE_P(
                   watched(Story().mapped().store([](auto& h) { h = published(0); })), Outcome::NotApplicable,
                   "the timestamp was never set while watched"},
         JudgeCase{"NoWatch", "PCTX-07",
-                  watched(conforming(),
+                  watched(conforming_story(),
                           [](auto& f) {
                             f.watch.reset();
                             f.watch_unavailable = "hardware watchpoints are implemented for x86-64 hosts only";
@@ -397,7 +397,7 @@ TEST_P(UpdateJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, UpdateJudge,
     testing::Values(
-        JudgeCase{"ZeroedBeforeEachUpdate", "PCTX-08", watched(conforming()), Outcome::Met, "2 updates each zeroed", "", 2},
+        JudgeCase{"ZeroedBeforeEachUpdate", "PCTX-08", watched(conforming_story()), Outcome::Met, "2 updates each zeroed", "", 2},
         JudgeCase{"PayloadChangedUnderOldTimestamp", "PCTX-08",
                   watched(Story()
                               .mapped()
@@ -425,9 +425,9 @@ INSTANTIATE_TEST_SUITE_P(
                               .update(kUpdatedAt, kSecondPayload)),
                   Outcome::NotApplicable, "did not update its context while watched"},
         JudgeCase{"ChildStoresIgnored", "PCTX-08",
-                  watched(conforming().store_in(kChild, published(kUpdatedAgainAt, kFirstPayload))), Outcome::Met,
+                  watched(conforming_story().store_in(kChild, published(kUpdatedAgainAt, kFirstPayload))), Outcome::Met,
                   "2 updates each zeroed"},
-        JudgeCase{"LaterTimestamps", "PCTX-09", watched(conforming()), Outcome::Met, "2 updates each set a timestamp later", "", 2},
+        JudgeCase{"LaterTimestamps", "PCTX-09", watched(conforming_story()), Outcome::Met, "2 updates each set a timestamp later", "", 2},
         JudgeCase{"TimestampReused", "PCTX-09",
                   watched(Story().mapped().publish(kPublishedAt).update(kPublishedAt, kSecondPayload)), Outcome::Violated,
                   "the value it had before the update"},
@@ -447,7 +447,7 @@ INSTANTIATE_TEST_SUITE_P(
                               .update(kUpdatedAt, kSecondPayload)),
                   Outcome::Met, "1 updates each set a timestamp later", "", 1},
         JudgeCase{"ChildTimestampsIgnored", "PCTX-09",
-                  watched(conforming().store_in(kChild, published(kPublishedAt, kSecondPayload))), Outcome::Met,
+                  watched(conforming_story().store_in(kChild, published(kPublishedAt, kSecondPayload))), Outcome::Met,
                   "2 updates each set a timestamp later"},
         JudgeCase{"NoWatchNoUpdates", "PCTX-09", attached(), Outcome::NotApplicable, "needs the watched session"}),
     case_name);
@@ -473,10 +473,10 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, TornReadJudge,
     testing::Values(
         JudgeCase{"ManyReadsNoneTorn", "PCTX-10",
-                  watched(conforming(), [](auto& f) { f.reads = reads(30); }), Outcome::Met, "none torn", "", 1030},
+                  watched(conforming_story(), [](auto& f) { f.reads = reads(30); }), Outcome::Met, "none torn", "", 1030},
         JudgeCase{"TornInTheReadSession", "PCTX-10",
                   [](SessionSet& set) {
-                    add(set, watched_facts(conforming()));
+                    add(set, watched_facts(conforming_story()));
                     auto read = read_facts();
                     read.reads = torn_tally();
                     add(set, read);
@@ -485,7 +485,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Neither session alone has enough reads; together they do.
         JudgeCase{"ReadsAddUpAcrossSessions", "PCTX-10",
                   [](SessionSet& set) {
-                    auto watched = watched_facts(conforming());
+                    auto watched = watched_facts(conforming_story());
                     watched.reads = reads(12);
                     auto read = read_facts();
                     read.reads = reads(12);
@@ -495,7 +495,7 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Met, "24 consistent reads of 24", "", 24},
         JudgeCase{"TooFewReadsInAll", "PCTX-10",
                   [](SessionSet& set) {
-                    auto watched = watched_facts(conforming());
+                    auto watched = watched_facts(conforming_story());
                     watched.reads = reads(2);
                     auto read = read_facts();
                     read.reads = reads(3);
@@ -522,42 +522,42 @@ TEST_P(ForkJudge, Judges) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, ForkJudge,
     testing::Values(
-        JudgeCase{"DontforkAndChildWithout", "PCTX-11", watched(conforming().wait(200ms).fork(kWriter, false)),
+        JudgeCase{"DontforkAndChildWithout", "PCTX-11", watched(conforming_story().wait(200ms).fork(kWriter, false)),
                   Outcome::Met, "1 forks seen, no child inherited it", "", 2},
-        JudgeCase{"DontforkNoFork", "PCTX-11", watched(conforming()), Outcome::Met, "no fork seen", "", 1},
-        JudgeCase{"ChildInherited", "PCTX-11", watched(conforming().fork(kWriter, true)), Outcome::Violated,
+        JudgeCase{"DontforkNoFork", "PCTX-11", watched(conforming_story()), Outcome::Met, "no fork seen", "", 1},
+        JudgeCase{"ChildInherited", "PCTX-11", watched(conforming_story().fork(kWriter, true)), Outcome::Violated,
                   "inherited the mapping /memfd:OTEL_CTX"},
         // The child's inheritance is the stronger evidence: it stands even
         // when smaps could not be read.
         JudgeCase{"ChildInheritedFlagUnknown", "PCTX-11",
-                  watched(conforming().fork(kWriter, true),
+                  watched(conforming_story().fork(kWriter, true),
                           [](auto& f) { f.last->mappings.front().mapping.dont_fork.reset(); }),
                   Outcome::Violated, "inherited the mapping"},
-        JudgeCase{"NoDcFlag", "PCTX-11", watched(conforming(), [](auto& f) { f.last->mappings.front().mapping.dont_fork = false; }),
+        JudgeCase{"NoDcFlag", "PCTX-11", watched(conforming_story(), [](auto& f) { f.last->mappings.front().mapping.dont_fork = false; }),
                   Outcome::Violated, "is not marked MADV_DONTFORK"},
         JudgeCase{"FlagUnknown", "PCTX-11",
-                  watched(conforming(), [](auto& f) { f.last->mappings.front().mapping.dont_fork.reset(); }),
+                  watched(conforming_story(), [](auto& f) { f.last->mappings.front().mapping.dont_fork.reset(); }),
                   Outcome::NotApplicable, "smaps did not show the mapping's VmFlags"},
         // qemu-user ignores madvise: neither the flag nor a child says what the guest asked for.
         JudgeCase{"UnderQemuUser", "PCTX-11",
-                  watched(conforming().fork(kWriter, true),
+                  watched(conforming_story().fork(kWriter, true),
                           [](auto& f) {
                             f.under_qemu_user = true;
                             f.last->mappings.front().mapping.dont_fork = false;
                           }),
                   Outcome::NotApplicable, "qemu-user, which ignores madvise(MADV_DONTFORK)"},
         // Neither can inherit anything: no evidence either way.
-        JudgeCase{"ForkBeforeTheMapping", "PCTX-11", watched(conforming().fork_before_mapping(kWriter)), Outcome::Met,
+        JudgeCase{"ForkBeforeTheMapping", "PCTX-11", watched(conforming_story().fork_before_mapping(kWriter)), Outcome::Met,
                   "no fork seen", "", 1},
-        JudgeCase{"SpawnInTheParentsMemory", "PCTX-11", watched(conforming().spawn(kWriter)), Outcome::Met, "no fork seen",
+        JudgeCase{"SpawnInTheParentsMemory", "PCTX-11", watched(conforming_story().spawn(kWriter)), Outcome::Met, "no fork seen",
                   "", 1},
-        JudgeCase{"ForkOfAnotherProcess", "PCTX-11", watched(conforming().fork(kStranger, true)), Outcome::Met,
+        JudgeCase{"ForkOfAnotherProcess", "PCTX-11", watched(conforming_story().fork(kStranger, true)), Outcome::Met,
                   "no fork seen"},
         JudgeCase{"NotFound", "PCTX-11",
                   watched(Story(), [](auto& f) { f.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared"); }),
                   Outcome::NotApplicable, "no process context was found"},
         JudgeCase{"NoSnapshot", "PCTX-11",
-                  watched(conforming(),
+                  watched(conforming_story(),
                           [](auto& f) {
                             f.first.reset();
                             f.last.reset();
@@ -565,7 +565,7 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::NotApplicable, "no snapshot of the mapping was taken"},
         // The flag of the last look counts: the first may predate the madvise.
         JudgeCase{"LastLookCounts", "PCTX-11",
-                  watched(conforming(), [](auto& f) { f.first->mappings.front().mapping.dont_fork = false; }),
+                  watched(conforming_story(), [](auto& f) { f.first->mappings.front().mapping.dont_fork = false; }),
                   Outcome::Met, "carries \"dc\""},
         JudgeCase{"AttachModeFlagOnly", "PCTX-11", attached(), Outcome::Met, "no fork seen", "", 1}),
     case_name);
@@ -588,7 +588,7 @@ void under_qemu_user(ContextFacts& f) { f.under_qemu_user = true; }
 INSTANTIATE_TEST_SUITE_P(
     Cases, NamingJudge,
     testing::Values(
-        JudgeCase{"NamedAfterPublication", "PCTX-13", watched(conforming()), Outcome::Met,
+        JudgeCase{"NamedAfterPublication", "PCTX-13", watched(conforming_story()), Outcome::Met,
                   "named the mapping after the timestamp was set (1 calls", "", 1},
         JudgeCase{"NamedBeforeTimestampOnly", "PCTX-13",
                   watched(Story()
@@ -618,15 +618,15 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Met, "named the mapping after the timestamp was set", "", 1},
         JudgeCase{"ArmedAfterPublication", "PCTX-13", watched(Story().mapped_published(kPublishedAt).name_mapping()),
                   Outcome::NotApplicable, "the publication was not watched from its start"},
-        JudgeCase{"NoWatch", "PCTX-13", watched(conforming(), [](auto& f) { f.watch.reset(); }), Outcome::NotApplicable,
+        JudgeCase{"NoWatch", "PCTX-13", watched(conforming_story(), [](auto& f) { f.watch.reset(); }), Outcome::NotApplicable,
                   "no mapping watch: not run"},
         // qemu-user 7.2 answers a guest's prctl(PR_SET_VMA) itself: no call reaches the host to be seen.
         JudgeCase{"UnderQemuUserNoCallReachedTheHost", "PCTX-13", watched(published_unnamed(), under_qemu_user, 600ms),
                   Outcome::NotApplicable, "qemu-user, which does not pass prctl(PR_SET_VMA) on to the host"},
         // A qemu that passes the call on shows it: judged as natively.
-        JudgeCase{"UnderQemuUserCallsSeen", "PCTX-13", watched(conforming(), under_qemu_user), Outcome::Met,
+        JudgeCase{"UnderQemuUserCallsSeen", "PCTX-13", watched(conforming_story(), under_qemu_user), Outcome::Met,
                   "named the mapping after the timestamp was set", "", 1},
-        JudgeCase{"EveryUpdateNamed", "PCTX-14", watched(conforming()), Outcome::Met,
+        JudgeCase{"EveryUpdateNamed", "PCTX-14", watched(conforming_story()), Outcome::Met,
                   "2 updates each re-issued the naming prctl after the new timestamp", "", 2},
         JudgeCase{"UpdateNotNamed", "PCTX-14",
                   watched(Story()
@@ -659,7 +659,7 @@ INSTANTIATE_TEST_SUITE_P(
                           {}, 600ms),
                   Outcome::Violated, "an update (timestamp 3000000000) was not followed"},
         JudgeCase{"LastUpdateCutOff", "PCTX-14",
-                  watched(conforming().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
+                  watched(conforming_story().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
                     h.published_at_ns = kUpdatedAgainAt + 1;
                   }),
                           {}, 20ms),
@@ -667,13 +667,13 @@ INSTANTIATE_TEST_SUITE_P(
         // Past MappingWatchReport::kMaxKeptEvents the watch went on, unrecorded:
         // the last kept update's naming call may be among the dropped events.
         JudgeCase{"LastKeptEventIsAnUpdate", "PCTX-14",
-                  watched(conforming().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
+                  watched(conforming_story().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
                     h.published_at_ns = kUpdatedAgainAt + 1;
                   }),
                           [](auto& f) { f.watch->events_dropped = 4000; }),
                   Outcome::Met, "(1 more ended with the watch)", "", 2},
         JudgeCase{"LastUpdateUnnamedNothingDropped", "PCTX-14",
-                  watched(conforming().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
+                  watched(conforming_story().store([](auto& h) { h.published_at_ns = 0; }).store([](auto& h) {
                     h.published_at_ns = kUpdatedAgainAt + 1;
                   })),
                   Outcome::Violated, "an update (timestamp 4000000001) was not followed"},
@@ -712,19 +712,19 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, MappingLooksJudge,
     testing::Values(
         // Four looks (two sessions, opened and closed), each one met.
-        JudgeCase{"EveryLookMet", "PCTX-02", watched(conforming()), Outcome::Met, "signature \"OTEL_CTX\"", "", 4},
+        JudgeCase{"EveryLookMet", "PCTX-02", watched(conforming_story()), Outcome::Met, "signature \"OTEL_CTX\"", "", 4},
         JudgeCase{"LastLookWorse", "PCTX-03",
-                  watched(conforming(), [](auto& f) { f.last = snapshot(with_version(3)); }), Outcome::Violated,
+                  watched(conforming_story(), [](auto& f) { f.last = snapshot(with_version(3)); }), Outcome::Violated,
                   "watched session, last look: version 3 is not one the OTEP defines"},
         JudgeCase{"FirstLookWorse", "PCTX-03",
-                  watched(conforming(), [](auto& f) { f.first = snapshot(with_version(3)); }), Outcome::Violated,
+                  watched(conforming_story(), [](auto& f) { f.first = snapshot(with_version(3)); }), Outcome::Violated,
                   "watched session, first look: version 3"},
         // A development version is a warning, and stands over the looks that met the rule.
         JudgeCase{"ToleratedOverMet", "PCTX-03",
-                  watched(conforming(), [](auto& f) { f.last = snapshot(with_version(1)); }), Outcome::Tolerated,
+                  watched(conforming_story(), [](auto& f) { f.last = snapshot(with_version(1)); }), Outcome::Tolerated,
                   "last look: version 1 is for development"},
         JudgeCase{"ViolatedOverTolerated", "PCTX-03",
-                  watched(conforming(),
+                  watched(conforming_story(),
                           [](auto& f) {
                             f.first = snapshot(with_version(1));
                             f.last = snapshot(with_version(3));
@@ -732,7 +732,7 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Violated, "version 3"},
         JudgeCase{"NotFoundInOneSession", "PCTX-01",
                   [](SessionSet& set) {
-                    auto watched = watched_facts(conforming());
+                    auto watched = watched_facts(conforming_story());
                     watched.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared in 1 processes");
                     add(set, watched);
                     add(set, read_facts());
@@ -741,7 +741,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Nothing published at all judges nothing (issue 25: the run's gate errs on it)...
         JudgeCase{"NothingPublishedAnywhere", "PCTX-01",
                   [](SessionSet& set) {
-                    for (auto facts : {watched_facts(conforming()), read_facts()}) {
+                    for (auto facts : {watched_facts(conforming_story()), read_facts()}) {
                       facts.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared in 1 processes");
                       facts.nothing_published = true;
                       add(set, facts);
@@ -751,7 +751,7 @@ INSTANTIATE_TEST_SUITE_P(
         // ...but beside a session that found it, a session that saw nothing cannot be told from a lost launch.
         JudgeCase{"NothingPublishedInOneSessionOnly", "PCTX-01",
                   [](SessionSet& set) {
-                    auto watched = watched_facts(conforming());
+                    auto watched = watched_facts(conforming_story());
                     watched.not_found = make_error("no mapping named /memfd:OTEL_CTX appeared in 1 processes");
                     watched.nothing_published = true;
                     add(set, watched);
@@ -780,7 +780,7 @@ TEST(MappingLooksProbe, LeavesForkRuleToTheForkProbe) {
 // ---- header_history --------------------------------------------------------
 
 TEST(HeaderHistory, ConformingWriter) {
-  const Story story = conforming();
+  const Story story = conforming_story();
   const auto h = header_history(story.ended(), kWriter);
   ASSERT_TRUE(h.address.has_value());
   EXPECT_EQ(*h.address, kHeaderAddress);
@@ -887,7 +887,7 @@ TEST(HeaderHistory, NamingCallsBeforeThePublication) {
 }
 
 TEST(HeaderHistory, ExecForgetsTheImageBefore) {
-  const auto h = header_history(conforming().exec().ended(), kWriter);
+  const auto h = header_history(conforming_story().exec().ended(), kWriter);
   EXPECT_FALSE(h.address.has_value());
   EXPECT_TRUE(h.publications.empty());
   EXPECT_EQ(h.stores, 0u);
@@ -895,11 +895,11 @@ TEST(HeaderHistory, ExecForgetsTheImageBefore) {
 }
 
 TEST(HeaderHistory, OnlyTheJudgedProcess) {
-  const Story story = conforming();
+  const Story story = conforming_story();
   EXPECT_EQ(header_history(story.ended(), kChild).publications.size(), 0u);
   EXPECT_FALSE(header_history(story.ended(), kChild).address.has_value());
   // A child's stores into its inherited copy leave the writer's story alone.
-  const auto h = header_history(Story(conforming()).store_in(kChild, published(kPublishedAt, kSecondPayload)).ended(), kWriter);
+  const auto h = header_history(Story(conforming_story()).store_in(kChild, published(kPublishedAt, kSecondPayload)).ended(), kWriter);
   EXPECT_EQ(h.publications.size(), 3u);
   EXPECT_TRUE(h.changes_while_set.empty());
 }

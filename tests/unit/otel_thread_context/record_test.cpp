@@ -17,9 +17,9 @@ namespace {
 
 using otlp::AttributeValue;
 
-std::vector<std::uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
+std::vector<std::uint8_t> text_bytes(std::string_view s) { return {s.begin(), s.end()}; }
 
-AttributeEntry entry(std::uint8_t key, std::string_view value) { return AttributeEntry{0, key, bytes_of(value)}; }
+AttributeEntry entry(std::uint8_t key, std::string_view value) { return AttributeEntry{0, key, text_bytes(value)}; }
 
 ThreadContextRecord header(std::uint8_t valid = 1) {
   ThreadContextRecord h;
@@ -95,7 +95,7 @@ TEST(ThreadRecordDecode, ReadsTheHeaderInNativeOrderAndEveryEntry) {
   EXPECT_EQ(r->entries[0].offset, 0u);
   EXPECT_EQ(r->entries[1].offset, 9u);
   EXPECT_EQ(r->entries[1].key, 1);
-  EXPECT_EQ(r->entries[1].value, bytes_of("GET"));
+  EXPECT_EQ(r->entries[1].value, text_bytes("GET"));
   EXPECT_TRUE(r->entries[2].value.empty());
 }
 
@@ -186,7 +186,7 @@ TEST(ThreadRecordAttributes, TheLastOccurrenceOfAKeyWins) {
   auto named = name_attributes(*r, {"http.route", "http.method"});
   ASSERT_EQ(named.attributes.size(), 2u);
   EXPECT_EQ(named.attributes[0].key, "http.route");
-  EXPECT_EQ(named.attributes[0].value, bytes_of("/b")) << "TCTXR-12";
+  EXPECT_EQ(named.attributes[0].value, text_bytes("/b")) << "TCTXR-12";
   EXPECT_EQ(named.attributes[0].occurrences, 2u);
   EXPECT_EQ(named.attributes[0].offset, 9u);
   EXPECT_EQ(named.attributes[1].key, "http.method");
@@ -218,10 +218,10 @@ TEST(ThreadRecordAttributes, AnUnknownIndexRefreshesTheMapOnceThenIsIgnored) {
 }
 
 TEST(ThreadRecordAttributes, ValuesForPeopleEscapeWhatIsNotText) {
-  EXPECT_EQ(value_text(bytes_of("/work/0")), "/work/0");
-  EXPECT_EQ(value_text(bytes_of("\xc3\xa9t\xc3\xa9")), "\xc3\xa9t\xc3\xa9");
-  EXPECT_EQ(value_text(bytes_of("ab\xc3")), "ab\\xc3");
-  EXPECT_EQ(value_text(bytes_of("a\nb\\")), "a\\x0ab\\x5c");
+  EXPECT_EQ(value_text(text_bytes("/work/0")), "/work/0");
+  EXPECT_EQ(value_text(text_bytes("\xc3\xa9t\xc3\xa9")), "\xc3\xa9t\xc3\xa9");
+  EXPECT_EQ(value_text(text_bytes("ab\xc3")), "ab\\xc3");
+  EXPECT_EQ(value_text(text_bytes("a\nb\\")), "a\\x0ab\\x5c");
 }
 
 process_context::Payload payload_with(process_context::AttributeList attributes) {

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -38,14 +39,33 @@ class ExportAdmission {
   // so a Target may be destroyed once follow(nullptr) has returned.
   void follow(const Target* target);
 
-  // The receiver's PeerCheck: runs on its thread.
+  // The receiver's PeerCheck: runs on its thread. An admitted peer's
+  // verdict carries its pid, which the receiver stamps on its spans
+  // (ReceivedSpan::exporter_pid), and its ancestors are remembered.
   otlp::PeerVerdict check(const sockaddr_storage& local, const sockaddr_storage& peer);
 
- private:
-  std::vector<pid_t> tree(bool fresh);
-  std::string name_owner(std::uint64_t socket_inode, uid_t socket_uid);
+  // The process judged, once known (its executable read now).
+  void judged(pid_t pid);
+  // Whether spans stamped `exporter` are the judged process's: it, or a
+  // process whose parent chain, when its connection was admitted, reached the
+  // judged pid running the judged program. A launched tree holds more than
+  // the agent that stays: a run of the same program before it (`timeout 3
+  // AGENT --check; exec AGENT`) exports with the agent's settings, as a child
+  // of the shell whose pid the agent later takes by exec. 0 (unknown: the
+  // session token from outside the tree), or no process judged yet: counts.
+  bool exported_by_judged(pid_t exporter) const;
 
-  std::mutex mutex_;
+ private:
+  std::vector<pid_t> tree(bool fresh);  // fresh: listed now, whatever the age of the last listing
+  bool may_list_again();                 // a miss may list the tree now (a bucket of listings)
+  std::string name_owner(std::uint64_t socket_inode, uid_t socket_uid);
+  void remember_lineage(pid_t exporter);
+
+  // Distinct exporting processes whose ancestors are kept: beyond, an
+  // exporter not remembered counts (no evidence against it).
+  static constexpr std::size_t kMaxExportersRemembered = 4096;
+
+  mutable std::mutex mutex_;
   const Target* target_ = nullptr;
   std::optional<pid_t> attached_;
   pid_t network_namespace_of_;
@@ -53,6 +73,14 @@ class ExportAdmission {
   std::string diag_error_;
   std::vector<pid_t> tree_;
   std::chrono::steady_clock::time_point tree_read_at_{};
+  double miss_listings_ = 16;  // the bucket (export_admission.cpp: kMissListingsBurst)
+  std::chrono::steady_clock::time_point miss_listings_refilled_at_ = std::chrono::steady_clock::now();
+  struct Ancestor {
+    pid_t pid = 0;
+    std::string executable;  // /proc/PID/exe then
+  };
+  std::map<pid_t, std::vector<Ancestor>> lineage_;  // exporter -> itself, its parent, ... when admitted
+  std::optional<Ancestor> judged_;
   std::size_t owners_named_ = 0;  // a bounded /proc scan each: a few per session
 };
 

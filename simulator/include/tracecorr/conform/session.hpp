@@ -63,7 +63,11 @@ struct TargetSpec {
   DiscoveryLimits discovery;
   // Launch mode: processes to pass over (Target::pass_over, by signature):
   // runs of the agent before the one that stays, learned from an earlier launch.
-  std::vector<std::string> pass_over;
+  std::vector<PassOver> pass_over;
+  // Launch mode: at close, a judged process other than the launched one is
+  // stopped alone first and the tree watched for a run of its program after
+  // it (run_after_stop.hpp). Off once a run passed over was seen to stay.
+  bool watch_after_stop = true;
   // Whether a process publishes the protocol under test (the suite's answer):
   // tells a run that exited before the agent that stays (preflight_run()).
   std::function<bool(pid_t)> publishes;
@@ -142,20 +146,41 @@ class Session {
   const DiscoveryWait* discovery_wait() const { return discovery_wait_.get(); }
   // Launch mode: the process judged exited on its own before the session
   // ended while another process of the launched tree publishes the protocol
-  // (a pre-flight run, `timeout 5 agent --check; exec agent`): what was seen.
-  // The session judged the wrong process; the runner launches it again,
-  // passing over that one (TargetSpec::pass_over).
+  // (a pre-flight run, `timeout 5 agent --check; exec agent`), or, still
+  // running then, was stopped by tracecorr and the tree ran its program again
+  // at another place (run_after_stop.hpp): what was seen. The session judged
+  // the wrong process; the runner launches it again, passing over that one
+  // (TargetSpec::pass_over).
   struct PreflightRun {
     std::string description;  // what was seen, for the notes
-    std::string signature;    // Target::signature() of the process judged: pass it over next time
+    PassOver pass_over;       // the process judged, by Target::signature(): pass it over next time
   };
   const std::optional<PreflightRun>& preflight_run() const { return preflight_run_; }
+  // What the tree did once the judged process was stopped, when that is no
+  // reason to launch again (a restart at the same place): for the notes.
+  const std::string& run_after_stop() const { return run_after_stop_; }
+  // A process passed over (TargetSpec::pass_over) still ran when the wait for
+  // what the target publishes ended, and nothing was judged: it did not exit
+  // by itself, so it is the agent that stays ("" otherwise). The runner
+  // launches again, passing over nothing.
+  const std::string& passed_over_stayed() const { return passed_over_stayed_; }
 
   void sleep(Millis d) const { std::this_thread::sleep_for(d); }
   // Stops the target (launch mode) and the watchers; evidence stays readable.
   void close();
   // Everything observed, as plain data for the judges (after close()).
+  // Its spans are the judged process's and its descendants' only
+  // (ExportAdmission::exported_by): see other_exporters().
   SessionEvidence evidence() const;
+  // Spans received from processes of the launched tree other than the judged
+  // one and its descendants (a run of the agent before the one that stays),
+  // which no verdict counts: how many, from whom.
+  struct OtherExporters {
+    std::size_t spans = 0;
+    std::map<pid_t, std::size_t> spans_by_pid;
+    std::string describe() const;  // "93 spans from pid 4242, 12 from pid 4250"
+  };
+  OtherExporters other_exporters() const;
   std::string target_output() const { return closed_output_.empty() ? target_->output() : closed_output_; }
   std::vector<OutputLine> target_output_lines() const { return target_->output_lines(); }
   std::optional<std::string> target_exit() const { return exit_description_; }
@@ -170,6 +195,7 @@ class Session {
   // execs_only: the watch only follows the launch for LaunchSpec::on_exec (no slot is armed, no report kept).
   void prepare_slot_watch(LaunchSpec& launch, bool execs_only);
   void look_for_preflight_run();
+  void look_after_stopping_judged();
 
   SessionSettings settings_;
   TargetSpec target_spec_;
@@ -193,6 +219,8 @@ class Session {
   std::string closed_output_;
   std::unique_ptr<DiscoveryWait> discovery_wait_;
   std::optional<PreflightRun> preflight_run_;
+  std::string run_after_stop_;
+  std::string passed_over_stayed_;
 
   mutable std::mutex mutex_;
   std::vector<Expected<UpdateOrderReport>> update_order_reports_;

@@ -63,6 +63,13 @@ struct TreeProcess {
   bool in_group = true;     // still in the launched process group (false: it made its own)
 };
 
+// A process to pass over when it is found publishing (Target::pass_over): a
+// run of the agent before the one that stays, learned from an earlier launch.
+struct PassOver {
+  std::string signature;  // Target::signature() of the process at that place
+  std::string seen;       // what the earlier launch saw, for the judged reason
+};
+
 // How stop() ended a launched tree: for the report, which names what had to be killed.
 struct StoppedTree {
   std::string hold;                    // TreeHold::description()
@@ -97,14 +104,19 @@ class Target {
   // (launched mode; attach mode: just the attached process).
   std::vector<TreeProcess> processes() const;
   // Judge `p` (a member of processes()) from now on; `why` says why it was
-  // chosen. False: `p` is to be passed over (pass_over()), and the caller
-  // looks on.
+  // chosen. False: `p` is to be passed over (pass_over()), or a process passed
+  // over still runs (only a run that exited by itself is passed over: until it
+  // has, nothing after it is judged), and the caller looks on.
   bool judge(const TreeProcess& p, std::string why);
   // Pass over processes with these signatures (signature()): an earlier
   // launch of the same command saw such a process exit on its own while the
-  // launched tree ran on (a pre-flight run of the agent before the one that stays).
-  void pass_over(std::vector<std::string> signatures) { pass_over_ = std::move(signatures); }
+  // launched tree ran on, or the tree run the agent again elsewhere once
+  // tracecorr had stopped it (a pre-flight run of the agent before the one that stays).
+  void pass_over(std::vector<PassOver> runs) { pass_over_ = std::move(runs); }
   const std::vector<TreeProcess>& passed_over() const { return passed_over_; }
+  // A process passed over that still runs ("" when none): it has not shown
+  // that it is a run before the agent that stays.
+  std::string passed_over_running() const;
   // What tells a process of one launch from the same place in the next: its
   // depth in the tree and its command line ("depth 2: timeout 0.5 agent --check").
   static std::string signature(const TreeProcess& p);
@@ -112,8 +124,15 @@ class Target {
   const std::string& judged_signature() const { return judged_signature_; }
   const std::string& judged_reason() const { return judged_reason_; }
 
+  // The judged process's executable (/proc/PID/exe), read when it was judged.
+  const std::string& judged_executable() const { return judged_executable_; }
+
   // Whether the judged process is still running.
   bool alive();
+  // Launch mode: SIGTERM to the judged process alone (not the launched one),
+  // waiting within `grace` for it to exit; stop() then ends the rest. True:
+  // it exited. Lets the session see what the tree does once it has.
+  bool terminate_judged(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   // How the judged process ended, once it has ("exited with 0", "killed by SIGABRT").
   std::optional<std::string> exit_description();
   // Attach mode: why the process we attached to is no longer the one judged
@@ -158,16 +177,21 @@ class Target {
   std::unique_ptr<TreeHold> hold_;  // launch mode, until stopped
   std::optional<StoppedTree> stopped_tree_;
   std::string stopped_how_;
-  std::vector<std::string> pass_over_;
+  std::vector<PassOver> pass_over_;
   std::vector<TreeProcess> passed_over_;
-  std::string passed_over_signature_;  // the last one's (its command line is gone once it exits)
+  std::vector<UniqueFd> passed_over_pidfds_;  // each passed over process's, to tell when it exits
+  std::string passed_over_seen_;  // what the earlier launch saw of the last one (its command line is gone once it exits)
   std::string judged_signature_;
+  std::string judged_executable_;
+  bool judged_sigtermed_ = false;   // terminate_judged() sent it SIGTERM
+  bool judged_terminated_ = false;  // and it exited within the grace
   mutable std::mutex members_mutex_;
   mutable std::map<pid_t, std::uint64_t> members_seen_;  // fallback: pid -> start time of every member seen
   pid_t judged_pid_ = -1;
   UniqueFd judged_pidfd_;   // when the judged process is not our child
   std::string judged_reason_;
   bool launched_ = false;
+  std::string launch_mark_;  // TRACECORR_LAUNCH in the launched environment (target.cpp)
   std::string command_;
   std::chrono::steady_clock::time_point started_{};
   std::optional<int> wait_status_;

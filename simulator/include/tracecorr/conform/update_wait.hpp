@@ -70,6 +70,11 @@ class UpdateWait {
   // Why the session ended (after keep_going() said no), with the figures.
   std::string why_ended() const;
   std::chrono::milliseconds watched() const;
+  // The target's progress (since its last publication, or its first update)
+  // that the ending keep_going() read: what a starved target had of its own
+  // time when the ceiling ended the wait. nullopt until then, or when the
+  // target's threads could not be read.
+  std::optional<TargetProgress::Reading> progress_at_end() const;
 
  private:
   UpdateWaitBounds bounds_;
@@ -81,6 +86,7 @@ class UpdateWait {
   bool published_seen_ = false;
   std::string why_;
   std::chrono::milliseconds watched_{0};
+  std::optional<TargetProgress::Reading> progress_at_end_;
 };
 
 }  // namespace tracecorr::conform

@@ -125,6 +125,10 @@ struct HostAgent::Impl {
   std::deque<pid_t> rescan_work;  // the rescan's candidates not examined yet
   std::uint64_t unknown_pid_samples = 0;
   Clock::time_point started;
+  // When the duration's clock started: at once, or with --pid once the first
+  // rescan had examined every named process.
+  std::optional<Clock::time_point> clock_started;
+  std::set<pid_t> examined;  // named processes looked at (at most as many as named)
   double elapsed_s = 0;
   SamplerCounters last_counters;
   std::string sampler_error;
@@ -210,6 +214,7 @@ bool HostAgent::continue_rescan(Clock::time_point until) {
 }
 
 void HostAgent::examine(pid_t pid, bool explicit_pid) {
+  if (explicit_pid) impl_->examined.insert(pid);
   if (!process_exists(pid)) return;
   auto found = discover_process(pid, impl_->discovery, impl_->cache);
   if (!found) {
@@ -433,7 +438,7 @@ std::chrono::milliseconds HostAgent::effective_flush_interval(const AgentOptions
 
 Status HostAgent::run(const std::atomic<bool>& stop) {
   impl_->started = Clock::now();
-  const auto end = options_.duration ? impl_->started + *options_.duration : Clock::time_point::max();
+  auto end = Clock::time_point::max();
   auto next_rescan = impl_->started;
   auto next_summary = impl_->started + options_.summary_interval;
   auto next_context_look = impl_->started;
@@ -441,7 +446,17 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
   Status result = Ok{};
   const DeliveryDuration patience =
       std::min<DeliveryDuration>(kFinalDeliveryPatience, std::chrono::milliseconds(options_.samples_delay_ms));
-  if (options_.duration) impl_->deliverer.ends_at(end + patience);
+  // The duration is how long what was named is sampled: examining the named
+  // processes may take longer than it on a starved machine (an emulated
+  // guest with every CPU busy took 4 s for 11), and a run that ends first
+  // samples nothing of them.
+  auto start_clock = [&](Clock::time_point at) {
+    impl_->clock_started = at;
+    if (!options_.duration) return;
+    end = at + *options_.duration;
+    impl_->deliverer.ends_at(end + patience);
+  };
+  if (options_.pids.empty()) start_clock(impl_->started);
   const auto waited_at_start = waited_for_cpu();
   // Sends happen on the deliverer's thread: this loop only samples and rescans.
   bool rescanning = false;
@@ -455,6 +470,7 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
     if (rescanning && continue_rescan(std::min(end, now + kRescanSlice))) {
       rescanning = false;
       next_rescan = Clock::now() + options_.rescan_interval;
+      if (!impl_->clock_started) start_clock(Clock::now());
     }
     now = Clock::now();
     // Publications can be read only while current: look before the samples come.
@@ -577,6 +593,10 @@ std::vector<std::string> HostAgent::nothing_readable() const {
     for (const auto& r : impl_->retired)
       if (r.pid == pid) p = &r;
     std::string who = "pid " + std::to_string(pid) + ": ";
+    if (!impl_->examined.count(pid)) {
+      out.push_back(who + "not examined: the agent was stopped first");
+      continue;
+    }
     const std::string no_library = std::string(elastic_v1::spec::kProtocol.id) + ": no library defining " +
                                    std::string(elastic_v1::spec::kProcessStorageSymbol) + " or " +
                                    std::string(elastic_v1::spec::kTlsSymbol) + " was mapped while the agent ran";
@@ -704,12 +724,15 @@ nlohmann::json HostAgent::summary() const {
     auto s = [](auto d) { return std::chrono::duration<double>(d).count(); };
     out["timeline"] = {
         {"duration_s", options_.duration ? json(s(*options_.duration)) : json(nullptr)},
+        {"examining_s", s(impl_->clock_started.value_or(*impl_->sampling_ended) - impl_->started)},
         {"sampling_s", s(*impl_->sampling_ended - impl_->started)},
         {"loop_waited_for_cpu_s", s(impl_->loop_waited_for_cpu)},
         {"final_reads_s", s(*impl_->finished - *impl_->sampling_ended)},
         {"final_reads_limit_s", s(impl_->final_reads_limit)},
-        {"means", "sampling_s: from start until the loop stopped sampling (a rescan is examined in slices, so "
-                  "it stops at duration_s unless the machine kept its thread from a CPU: loop_waited_for_cpu_s); "
+        {"means", "examining_s: from start until every process named by --pid was examined once, when the "
+                  "duration's clock started (0 without --pid); sampling_s: from start until the loop stopped "
+                  "sampling (a rescan is examined in slices, so it stops at examining_s + duration_s unless the "
+                  "machine kept its thread from a CPU: loop_waited_for_cpu_s); "
                   "final_reads_s: then offering what was pending and awaiting the agents' reads, at most "
                   "final_reads_limit_s"}};
   }

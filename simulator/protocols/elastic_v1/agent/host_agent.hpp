@@ -47,7 +47,10 @@ struct AgentOptions {
   std::size_t delivery_queue_capacity = 4096;
   std::chrono::milliseconds rescan_interval{500};
   std::chrono::milliseconds summary_interval{1000};
-  std::optional<std::chrono::milliseconds> duration;  // nullopt: until stopped
+  // How long the processes are sampled (nullopt: until stopped). With --pid,
+  // its clock starts once each named process has been examined: on a starved
+  // machine that can take longer than the duration.
+  std::optional<std::chrono::milliseconds> duration;
   std::FILE* log = stderr;                            // live summary and notices; nullptr: silent
 };
 
@@ -58,7 +61,8 @@ class HostAgent {
   HostAgent(const HostAgent&) = delete;
   HostAgent& operator=(const HostAgent&) = delete;
 
-  // Runs until `stop` or the duration ends; a sampler failure is an Error.
+  // Runs until `stop` or the duration ends (counted from when every named
+  // process was examined once); a sampler failure is an Error.
   Status run(const std::atomic<bool>& stop);
 
   // The final summary (also valid mid-run): per process and per transaction the
