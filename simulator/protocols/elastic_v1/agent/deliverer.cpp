@@ -274,6 +274,7 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
   const bool spec = options_.personality == Personality::Spec;
   std::optional<Offer> current = spec ? t.plan.current(offered.key) : std::optional<Offer>(offered);
   if (!current) return true;  // sent or dropped meanwhile
+  if (spec && !readable_in_time(*current, t.reads, now)) return true;  // left to expire: it would be read late
   const Offer& o = *current;
   elastic_v1::Correlation m;
   m.trace_id = o.key.trace_id;

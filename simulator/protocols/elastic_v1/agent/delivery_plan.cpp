@@ -131,6 +131,15 @@ DeliveryTime AgentReads::next_read(DeliveryTime now) const {
   return std::max(next, now);
 }
 
+DeliveryTime AgentReads::reaches(DeliveryTime now) const {
+  const DeliveryTime next = next_read(now);
+  if (!reads_seen() || reads_at_once() || reads_until_empty()) return next;
+  std::size_t ahead = unread_.size();
+  // A read in progress takes the rest of its batch from those ahead (or all of them, when fewer).
+  if (now - last_read_end_ <= kBurstGap) ahead -= std::min(ahead, capacity_ - std::min(capacity_, this_read_));
+  return next + read_period().value_or(read_wait()) * static_cast<long>(ahead / capacity_);
+}
+
 std::optional<DeliveryTime> AgentReads::next_check() const {
   std::optional<DeliveryTime> first;
   for (const auto& u : unread_)
@@ -325,7 +334,7 @@ void place_on_reads(std::vector<Candidate>& cands, DeliveryTime first_read, Deli
 
 std::vector<Offer> DeliveryPlan::choose(DeliveryTime now, const AgentReads& reads, std::size_t limit,
                                         bool final) const {
-  const DeliveryTime first_read = reads.next_read(now);
+  const DeliveryTime first_read = reads.reaches(now);  // the read a datagram sent now joins
   const DeliveryDuration lead_time = lead(reads);
   std::vector<Candidate> cands;
   for (const auto& [key, p] : pending_) {

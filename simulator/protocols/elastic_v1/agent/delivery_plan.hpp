@@ -105,6 +105,14 @@ class AgentReads {
   std::optional<DeliveryDuration> read_period() const;
   // When the agent is expected to read next (now, for one that reads at once or is overdue).
   DeliveryTime next_read(DeliveryTime now) const;
+  // When a datagram queued now is expected to be read: behind the in_flight()
+  // of ours ahead of it. An agent never seen to take more than its queue holds
+  // in one read (it reads a batch, not until empty) takes capacity() per read,
+  // so one queued behind a full queue waits a period more; a read in progress
+  // is not counted on to take it (it may end at an empty queue first).
+  DeliveryTime reaches(DeliveryTime now) const;
+  // The agent took more in one read than its queue holds: it reads until empty while we refill.
+  bool reads_until_empty() const { return most_per_read_ > capacity_; }
   // The earliest late_after among the unread: looking right after it tells late from unconfirmed.
   std::optional<DeliveryTime> next_check() const;
   const Outcomes& outcomes() const { return outcomes_; }
@@ -163,6 +171,13 @@ struct Offer {
   DeliveryTime due;
   DeliveryTime late_after = DeliveryTime::max();  // max: its transaction was not seen left
 };
+
+// Whether `offer` queued now would be read by its due. An offer chosen a
+// moment ago may no longer be: the agent began a read meanwhile, and a
+// datagram sent while it reads queues behind the batch it takes.
+inline bool readable_in_time(const Offer& offer, const AgentReads& reads, DeliveryTime now) {
+  return offer.due >= reads.reaches(now);
+}
 
 // What the reads of one run could have carried (see capacity_bound).
 struct CapacityBound {
