@@ -63,6 +63,7 @@ class BpfSampler final : public Sampler {
     return loader_->poll(timeout, convert);
   }
   bool backlog() const override { return loader_->backlog(); }
+  void stop_sampling() override { loader_->detach(); }
 
   SamplerCounters counters() const override {
     auto c = loader_->counters();
@@ -81,6 +82,8 @@ class BpfSampler final : public Sampler {
     out.context_unreadable = c[TC_CTR_CONTEXT_UNREADABLE];
     out.context_being_written = c[TC_CTR_CONTEXT_BEING_WRITTEN];
     out.tls_block_not_allocated = c[TC_CTR_TLS_BLOCK_NOT_ALLOCATED];
+    const std::uint64_t taken = loader_->read() + loader_->malformed();
+    out.unread = out.emitted > taken ? out.emitted - taken : 0;
     return out;
   }
 

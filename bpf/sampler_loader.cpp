@@ -324,6 +324,7 @@ int SamplerLoader::on_record(void* ctx, void* data, std::size_t size) {
     return self->consume_limit_passed() ? kConsumeLimitReached : 0;
   }
   ++self->delivered_;
+  ++self->read_;
   if (self->callback_) (*self->callback_)(*view);
   return self->consume_limit_passed() ? kConsumeLimitReached : 0;
 }

@@ -113,6 +113,7 @@ class SamplerLoader {
 
   std::array<std::uint64_t, TC_CTR_COUNT> counters() const;  // summed over CPUs
   std::uint64_t malformed() const { return malformed_; }
+  std::uint64_t read() const { return read_; }  // records delivered to a callback, over every poll
   // Bytes the ring buffer's consumer position has advanced since open(): every
   // record consumed with its 8-byte header and the kernel's padding, as the
   // kernel counts them (read from the ring's consumer page, not computed).
@@ -141,6 +142,7 @@ class SamplerLoader {
   std::chrono::steady_clock::time_point consume_until_{};
   bool consume_limit_reached_ = false;
   std::uint64_t malformed_ = 0;
+  std::uint64_t read_ = 0;
 };
 
 // The do-nothing program on the same events, for the overhead benchmark.

@@ -24,7 +24,7 @@ class AttrProbe final : public Probe {
   std::vector<Finding> judge(const SessionSet& sessions) const override {
     const SessionEvidence* s = sessions.find(kEnabledSession);
     if (!s) return not_run(requirements());
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     if (spans.spans().empty()) return not_run(requirements(), "no spans were received");
     auto sent = facts(*s).sent_messages;
 
@@ -77,7 +77,7 @@ class AttrProbe final : public Probe {
       if (ids.string_array && !ids.problems.empty() && !encoding_bad)
         encoding_bad = violated("ATTR-03", ids.problems.front(),
                                 {span_evidence(sp, "base64url without padding, 22 characters", ids.problems.front())});
-      if (!spans.is_transaction(sp) && !placement_bad)
+      if (spans.is_child(sp) && !placement_bad)
         placement_bad = violated("ATTR-05", "a child span carries the attribute",
                                  {span_evidence(sp, "only transactions (local roots) carry it", "child span carries it")});
     }

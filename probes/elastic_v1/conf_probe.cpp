@@ -39,10 +39,10 @@ Holds holds_between(const SpanIndex& spans, std::chrono::system_clock::time_poin
   for (const auto& sp : spans.spans()) {
     auto end = SpanIndex::end_time(sp);
     if (end < from || end + kMargin >= until) continue;
-    if (!spans.is_transaction(sp)) {
+    if (spans.is_child(sp)) {
       h.children.held_ms.push_back(spans.held_at_least_ms(sp));
       h.children.arrival_ms.push_back(SpanIndex::export_delay_ms(sp));
-    } else if (spans.sampled(sp)) {
+    } else if (spans.is_transaction(sp) && spans.sampled(sp)) {
       d.push_back(spans.held_at_least_ms(sp));
     }
   }
@@ -113,7 +113,7 @@ class ConfProbe final : public Probe {
   static Finding judge_enabled_option(const SessionSet& sessions) {
     const SessionEvidence* off = sessions.find(kDisabledSession);
     if (!off) return not_run({"CONF-01"}, "needs a launch with the feature disabled").front();
-    SpanIndex spans(off->spans);
+    SpanIndex spans(*off);
     auto ignored = expect_ignored("CONF-01", *off, spans, "with ENABLED=false");
     if (ignored.outcome == Finding::Outcome::Violated) return ignored;
     auto d = holds_before(spans, until_stop(*off));
@@ -129,7 +129,7 @@ class ConfProbe final : public Probe {
     if (!s) return not_run({"CONF-02"}, "needs a launch with ENABLED=auto").front();
     if (!facts(*s).storage()) return not_applicable("CONF-02", "ENABLED=auto opened no socket: the agent does not implement auto");
     *supported = true;
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     auto regs = facts(*s).registrations;
     auto first = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
     auto ignored = expect_ignored("CONF-02", *s, spans, "before any registration in auto mode");
@@ -188,7 +188,7 @@ class ConfProbe final : public Probe {
   static Finding judge_default(const SessionSet& sessions, bool auto_supported) {
     const SessionEvidence* s = sessions.find(kOwnHostIdSession);
     if (!s) return not_run({"CONF-03"}, "needs a launch without the ENABLED option").front();
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     if (!facts(*s).storage())
       return auto_supported ? violated("CONF-03", "auto is supported, but without the option the feature is off")
                             : met("CONF-03", 1, "without the option the feature is off (auto not supported)");
@@ -217,7 +217,7 @@ class ConfProbe final : public Probe {
   static Finding judge_buffer_size(const SessionSet& sessions) {
     const SessionEvidence* s = sessions.find(kSmallQueueSession);
     if (!s) return not_run({"CONF-05"}, "needs a launch with a small BUFFER_SIZE").front();
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     auto regs = facts(*s).registrations;
     if (regs.empty()) return not_applicable("CONF-05", "no registration could be sent");
     // Prompt: exported well within the 4 s delay and before the session
@@ -240,7 +240,12 @@ class ConfProbe final : public Probe {
                                       " sampled transactions ended after the agent read the registration; a queue of " +
                                       std::to_string(scenario::kSmallQueueSize) + " shows itself full from " +
                                       std::to_string(scenario::kSmallQueueSize + 2));
-    return violated("CONF-05", "with BUFFER_SIZE=" + std::to_string(scenario::kSmallQueueSize) +
+    // A prompt export the receiver shows lost (otlp::ExportLosses) would look
+    // like none at all.
+    if (s->export_losses.lost_after(regs.front().effective_from()))
+      return kit_error("CONF-05", "inconclusive: no transaction arrived promptly, but exports of the agent were lost on "
+                                  "the way to the receiver after the registration (" + s->export_losses.describe() + ")");
+        return violated("CONF-05", "with BUFFER_SIZE=" + std::to_string(scenario::kSmallQueueSize) +
                                    " and a " + std::to_string(scenario::kLongDelayMs) +
                                    " ms delay no transaction was exported during the session: the size was not honoured");
   }

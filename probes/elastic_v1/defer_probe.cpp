@@ -117,7 +117,15 @@ QueueFreeze measure_freeze(const SessionEvidence& s) {
     q.unjudgeable = "the agent was killed before it could export what its queue held (" + *s.target_exit + ")";
     return q;
   }
-  SpanIndex spans(s.spans);
+  // Spans held or passed under the freeze may be in an export the receiver
+  // shows lost (otlp::ExportLosses): a place would look empty, or taken.
+  if (s.export_losses.lost_after(q.frozen_from)) {
+    q.late = true;
+    q.unjudgeable = "exports of the agent were lost on the way to the receiver after the freeze applied (" +
+                    s.export_losses.describe() + "), so its spans cannot all be counted";
+    return q;
+  }
+  SpanIndex spans(s);
   std::optional<std::chrono::system_clock::time_point> first_passed;
   std::vector<std::chrono::system_clock::time_point> unclear;  // ends of those it cannot tell
   const otlp::ReceivedSpan* departed = nullptr;
@@ -219,7 +227,7 @@ class DeferProbe final : public Probe {
   // Counts that a conforming agent could produce through noise alone are
   // measured against the session's baseline and answered with an error.
   static void judge_enabled(const SessionEvidence& s, const SessionEvidence* disabled, std::vector<Finding>& out) {
-    SpanIndex spans(s.spans);
+    SpanIndex spans(s);
     auto regs = facts(s).registrations;
     auto first_registration = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
 
@@ -238,7 +246,7 @@ class DeferProbe final : public Probe {
       auto delay = delay_in_force(s, end, kMargin);
       if (!delay) continue;
       double d = spans.held_at_least_ms(sp);
-      if (!spans.is_transaction(sp)) {
+      if (spans.is_child(sp)) {
         if (*delay >= 600) {
           ++children;
           child_arrivals.push_back(SpanIndex::export_delay_ms(sp));
@@ -250,7 +258,7 @@ class DeferProbe final : public Probe {
         }
         continue;
       }
-      if (!spans.sampled(sp)) continue;
+      if (!spans.is_transaction(sp) || !spans.sampled(sp)) continue;  // neither: its parent may be in a lost export
       if (*delay >= 600) long_delay_txn_holds.push_back(d);
       if (*delay >= scenario::kFirstDelayMs) {
         // Held short by export order, but too few spans ended meanwhile to
@@ -276,7 +284,7 @@ class DeferProbe final : public Probe {
     }
     // The baseline of never-deferred spans: the disabled session's (nothing is
     // deferred there), else this session's children (DEFER-05 judges those).
-    SpanIndex off_spans(disabled ? disabled->spans : std::vector<otlp::ReceivedSpan>{});
+    SpanIndex off_spans = disabled ? SpanIndex(*disabled) : SpanIndex(std::vector<otlp::ReceivedSpan>{});
     auto baseline = disabled ? baseline_of(*disabled, off_spans, true) : baseline_of(s, spans, false);
     baseline.run_queue = s.run_queue_wait;
 
@@ -469,7 +477,7 @@ class DeferProbe final : public Probe {
     return met("DEFER-05", q.held, "unsampled transactions took no place in the deferral queue (its " +
                                        std::to_string(q.held) + " places held sampled spans, as with every "
                                        "transaction sampled, though " + std::to_string(chances) +
-                                       " unsampled ones ended while it had room)" + SpanIndex(u.spans).flags_note());
+                                       " unsampled ones ended while it had room)" + SpanIndex(u).flags_note());
   }
 
   // A launch whose frozen queue could not be counted: when time was short (a
@@ -516,7 +524,7 @@ class DeferProbe final : public Probe {
   // DEFER-04: with the feature off, transactions are handed over as soon as
   // they end, like the session's child spans (the baseline).
   static Finding judge_disabled(const SessionEvidence& s) {
-    SpanIndex spans(s.spans);
+    SpanIndex spans(s);
     auto baseline = baseline_of(s, spans, false);
     auto stop = s.stop_requested_at;
     // A hold is measured by the spans that ended after the transaction and
@@ -568,14 +576,17 @@ class DeferProbe final : public Probe {
     const RecordEvidence* records = s.records ? &*s.records : nullptr;
     auto regs = facts(s).registrations;
     if (!records || regs.empty()) return not_applicable("DEFER-06", "no registration or no readable records in the small-queue session");
-    SpanIndex spans(s.spans);
+    SpanIndex spans(s);
     auto seen = records->transactions;
     if (seen.empty()) return not_applicable("DEFER-06", "no transaction seen");
     auto latest = seen.front().last_seen;
     for (const auto& t : seen) latest = std::max(latest, t.last_seen);
     auto from = regs.front().at + std::chrono::milliseconds(300);
     auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
-    std::size_t ended = 0, exported = 0, prompt = 0;
+    // A transaction missing from what arrived may have been in an export the
+    // receiver shows lost after it was last seen (otlp::ExportLosses): not
+    // evidence that the agent dropped it.
+    std::size_t ended = 0, exported = 0, prompt = 0, maybe_lost = 0;
     const SeenTransaction* missing_example = nullptr;
     for (const auto& t : seen) {
       if (!t.sampled() || t.last_seen < from || t.last_seen + std::chrono::milliseconds(600) > latest) continue;
@@ -583,6 +594,8 @@ class DeferProbe final : public Probe {
       if (const auto* sp = spans.transaction(t.trace_id, t.transaction_id)) {
         ++exported;
         if (spans.held_at_least_ms(*sp) < 1500 && sp->received_at_system < stopped) ++prompt;
+      } else if (s.export_losses.lost_after(t.last_seen)) {
+        ++maybe_lost;
       } else if (!missing_example) {
         missing_example = &t;
       }
@@ -596,7 +609,7 @@ class DeferProbe final : public Probe {
     if (spans.transactions().empty())
       return not_applicable("DEFER-06", "the agent exported no transaction at all in the small-queue session, not even "
                                         "when it was stopped: dropped and still-held transactions cannot be told apart");
-    std::size_t missing = ended - exported;
+    std::size_t missing = ended - exported - maybe_lost;
     if (missing > scenario::kSmallQueueSize)
       return violated("DEFER-06", std::to_string(missing) + " of " + std::to_string(ended) +
                                       " transactions that ended with the queue full never reached the exporter, not "
@@ -604,6 +617,12 @@ class DeferProbe final : public Probe {
                       {text_evidence("transaction " + to_hex(missing_example->transaction_id) + " of trace " +
                                          to_hex(missing_example->trace_id),
                                      "exported at once (queue full)", "never exported")});
+    if (missing + maybe_lost > scenario::kSmallQueueSize)
+      return kit_error("DEFER-06", "inconclusive: " + std::to_string(missing + maybe_lost) + " of " +
+                                       std::to_string(ended) + " transactions that ended with the queue full never "
+                                       "arrived, more than the queue of " + std::to_string(scenario::kSmallQueueSize) +
+                                       " could hold, but " + std::to_string(maybe_lost) + " of them may have been in "
+                                       "exports the receiver shows lost (" + s.export_losses.describe() + ")");
     if (!prompt)
       return not_applicable("DEFER-06", "every transaction was held until the agent stopped: the queue never filled, "
                                         "so BUFFER_SIZE=2 was not honoured (CONF-05)");
@@ -619,7 +638,7 @@ class DeferProbe final : public Probe {
     if (!s.launched) return not_applicable("DEFER-07", "the agent's output is only visible when tracecorr launches it");
     auto regs = facts(s).registrations;
     if (regs.empty()) return not_applicable("DEFER-07", "no registration could be sent, so the queue never filled");
-    SpanIndex spans(s.spans);
+    SpanIndex spans(s);
     auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
     // The queue of 2 fills within the first transactions (the default delay
     // applies from the start), so the first overflow can come before the

@@ -41,7 +41,7 @@ class SessionClock {
 
 std::vector<DeferralPoint> deferral_points(const std::string& name, const SessionEvidence& s) {
   SessionClock clock(s);
-  SpanIndex spans(s.spans);
+  SpanIndex spans(s);
   std::vector<DeferralPoint> out;
   for (const auto& sp : spans.spans()) {
     if (out.size() >= kMaxDeferralPoints) break;

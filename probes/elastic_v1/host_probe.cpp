@@ -38,7 +38,7 @@ class HostProbe final : public Probe {
  private:
   static Finding judge_adoption(const SessionEvidence* s) {
     if (!s) return not_run({"HOST-01"}).front();
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     auto windows = registration_windows(*s, kMargin);
     if (windows.empty()) return not_applicable("HOST-01", "no registration could be sent");
     for (const auto& sp : spans.spans())
@@ -78,7 +78,7 @@ class HostProbe final : public Probe {
     if (!s) return not_run({"HOST-02"}, "needs a launch with host.id in OTEL_RESOURCE_ATTRIBUTES").front();
     auto regs = facts(*s).registrations;
     if (regs.empty()) return not_applicable("HOST-02", "the agent opened no socket without the ENABLED option, so no registration could be sent");
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     std::size_t after = 0;
     for (const auto& sp : spans.spans()) {
       if (sp.received_at_system < regs.front().effective_from() + kMargin) continue;

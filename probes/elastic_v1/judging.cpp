@@ -16,7 +16,8 @@ namespace tracecorr::elastic_v1 {
 using namespace tracecorr::conform;
 
 // ---- spans ------------------------------------------------------------------
-SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans) : spans_(std::move(spans)) {
+SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans, otlp::ExportLosses losses)
+    : spans_(std::move(spans)), losses_(std::move(losses)) {
   flags_absent_ = !spans_.empty() && std::none_of(spans_.begin(), spans_.end(), [](const otlp::ReceivedSpan& s) {
     return (s.flags & 0xFF) != 0;
   });
@@ -79,7 +80,7 @@ TimingBaseline baseline_of(const SessionEvidence& s, const SpanIndex& spans, boo
   b.run_queue = s.run_queue_wait;
   auto stop = s.stop_requested_at;
   for (const auto& sp : spans.spans()) {
-    if (!all && spans.is_transaction(sp)) continue;
+    if (!all && !spans.is_child(sp)) continue;
     if (stop && sp.received_at_system >= *stop) continue;  // the shutdown's flush
     b.held_ms.push_back(spans.held_at_least_ms(sp));
     b.arrival_ms.push_back(SpanIndex::export_delay_ms(sp));
@@ -95,7 +96,19 @@ const otlp::ReceivedSpan* SpanIndex::find(const SpanId& id) const {
 bool SpanIndex::is_transaction(const otlp::ReceivedSpan& s) const {
   if (!s.parent_span_id) return true;
   const auto* parent = find(*s.parent_span_id);
-  return !parent || parent->trace_id != s.trace_id;
+  return parent ? parent->trace_id != s.trace_id : !role_unknown(s);
+}
+
+bool SpanIndex::is_child(const otlp::ReceivedSpan& s) const {
+  if (!s.parent_span_id) return false;
+  const auto* parent = find(*s.parent_span_id);
+  return parent && parent->trace_id == s.trace_id;
+}
+
+// Its parent ends after it and leaves later: an export lost after this span
+// ended may have carried it.
+bool SpanIndex::role_unknown(const otlp::ReceivedSpan& s) const {
+  return s.parent_span_id && !find(*s.parent_span_id) && losses_.lost_after(end_time(s));
 }
 
 const otlp::ReceivedSpan* SpanIndex::transaction(const TraceId& trace, const SpanId& id) const {

@@ -26,7 +26,10 @@ inline constexpr auto kMargin = std::chrono::milliseconds(150);
 // Spans received in one session, indexed the ways judges ask.
 class SpanIndex {
  public:
-  explicit SpanIndex(std::vector<otlp::ReceivedSpan> spans);
+  // `losses`: what the receiver shows lost on the way (otlp::ExportLosses),
+  // which leaves a span whose parent never arrived without a known role.
+  explicit SpanIndex(std::vector<otlp::ReceivedSpan> spans, otlp::ExportLosses losses = {});
+  explicit SpanIndex(const SessionEvidence& s) : SpanIndex(s.spans, s.export_losses) {}
 
   const std::vector<otlp::ReceivedSpan>& spans() const { return spans_; }
   // Whether a span was sampled. OTLP's flags field is optional; when no span
@@ -40,8 +43,12 @@ class SpanIndex {
   }
   const otlp::ReceivedSpan* find(const SpanId& id) const;
   // A transaction is a local root: no parent, or a parent this agent did not
-  // export (a remote parent).
+  // export (a remote parent). A child's parent was exported. A span whose
+  // parent never arrived while an export was lost after it ended is neither:
+  // that export may have carried its parent (a child taken for a transaction
+  // looks exported without deferral).
   bool is_transaction(const otlp::ReceivedSpan& s) const;
+  bool is_child(const otlp::ReceivedSpan& s) const;
   const otlp::ReceivedSpan* transaction(const TraceId& trace, const SpanId& id) const;
   std::vector<const otlp::ReceivedSpan*> transactions() const;
   // Arrival minus end, in ms (negative when the agent's clock ran ahead).
@@ -70,6 +77,9 @@ class SpanIndex {
   std::vector<double> held_ms_;  // held_at_least_ms, by position
   std::vector<std::uint64_t> ends_;  // every span's end (unix ns), ascending
   bool flags_absent_ = false;
+  otlp::ExportLosses losses_;
+  // Parent never arrived, and maybe lost on the way (neither role).
+  bool role_unknown(const otlp::ReceivedSpan& s) const;
 };
 
 // The same-session baseline for timing judges: how long spans that are never

@@ -100,7 +100,7 @@ class MsgProbe final : public Probe {
     if (!s) return not_run(requirements());
     if (!facts(*s).could_send && facts(*s).sent_messages.empty())
       return not_run(requirements(), "tracecorr could not connect to the agent's socket (see SOCK-02)");
-    SpanIndex spans(s->spans);
+    SpanIndex spans(*s);
     auto windows = registration_windows(*s, kMargin);
     std::vector<Finding> out;
     out.push_back(judge_minor_versions(sessions, spans, windows));
@@ -138,7 +138,7 @@ class MsgProbe final : public Probe {
     // Minor 2 with trailing bytes: the small-queue session's first registration
     // (judged by host.id only: a full queue blurs the delay).
     if (const SessionEvidence* q = sessions.find(kSmallQueueSession)) {
-      SpanIndex qspans(q->spans);
+      SpanIndex qspans(*q);
       auto qwindows = registration_windows(*q, kMargin);
       if (!qwindows.empty()) {
         minor2_sent = true;

@@ -39,6 +39,114 @@ Finding judge_descriptor(const SessionEvidence& s) {
   return kit_error("TLS-07", "unknown TLS model");
 }
 
+// TLS-05 over the record states judged: each names its span only between the
+// span's start and end (by time), and ids the agent exported as a span and
+// its local root (by ids).
+//
+// What arrived stands for what was exported only where the receiver can
+// vouch for it: ids missing from it are a violation unless the receiver shows
+// an export lost after the record was last seen (an exporter interrupted, or
+// giving up on a busy receiver, drops its batch; otlp::ExportLosses), which
+// may have carried them. Those pairs are counted, not judged; when they
+// outnumber the judged ones the answer is inconclusive.
+class Tls05Judge {
+ public:
+  Tls05Judge(const SpanIndex& spans, const otlp::ExportLosses& losses) : spans_(spans), losses_(losses) {}
+
+  // By time: the watcher's read times bound when a state was visible
+  // (read_by: no later than; last_seen: no earlier than), so a late poll
+  // never convicts.
+  void by_time(const RecordObservation& o, const TlsRecord& r) {
+    const auto* named = spans_.find(r.span_id);
+    if (!named || named->trace_id != r.trace_id) return;
+    ++timed_;
+    const auto tolerance_ns = std::chrono::nanoseconds(kContextTolerance).count();
+    auto start = static_cast<long long>(named->start_unix_nano), end = static_cast<long long>(named->end_unix_nano);
+    long long seen_last = unix_ns(o.last_seen), seen_by = unix_ns(o.read_by);
+    std::string problem;
+    if (seen_last > end + tolerance_ns) {
+      ++stale_;
+      problem = "still named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(seen_last - end) / 1e6) +
+                " after it ended (trace-present not cleared)";
+    } else if (seen_by < start - tolerance_ns) {
+      ++early_;
+      problem = "named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(start - seen_by) / 1e6) + " before it started";
+    }
+    if (!problem.empty() && time_examples_.size() < kMaxExamples)
+      time_examples_.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
+                                               "ids only while that span is active (tolerance " + tolerance() + ")",
+                                               problem));
+  }
+
+  // By ids, once per distinct (span, transaction) pair judged.
+  void by_ids(const RecordObservation& o, const TlsRecord& r) {
+    const std::pair<SpanId, SpanId> pair{r.span_id, r.transaction_id};
+    if (judged_.count(pair)) return;
+    const auto* span = spans_.find(r.span_id);
+    const auto* txn = spans_.find(r.transaction_id);
+    const bool span_missing = !span || span->trace_id != r.trace_id, txn_missing = !txn || txn->trace_id != r.trace_id;
+    // Its parent never arrived and may be in a lost export: a root or not, unknown.
+    const bool txn_role_unknown = !txn_missing && !spans_.is_transaction(*txn) && !spans_.is_child(*txn);
+    if ((span_missing || txn_missing || txn_role_unknown) && losses_.lost_after(o.last_seen)) {
+      unjudged_.insert(pair);
+      return;
+    }
+    judged_.insert(pair);
+    std::string problem;
+    if (span_missing)
+      problem = "span-id " + to_hex(r.span_id) + " is not a span the agent exported in trace " + to_hex(r.trace_id);
+    else if (txn_missing)
+      problem = "transaction-id " + to_hex(r.transaction_id) + " is not a span the agent exported";
+    else if (spans_.is_child(*txn))
+      problem = "transaction-id " + to_hex(r.transaction_id) + " names a child span (parent " +
+                to_hex(*txn->parent_span_id) + "), not the local root";
+    if (problem.empty()) return;
+    ++bad_;
+    if (examples_.size() < kMaxExamples)
+      examples_.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
+                                          "ids of an exported span and its transaction", problem));
+  }
+
+  Finding finding() const {
+    const std::size_t checked = judged_.size();
+    if (stale_ || early_)
+      return violated("TLS-05", std::to_string(stale_) + " stale and " + std::to_string(early_) + " early of " +
+                                    std::to_string(timed_) + " record states judged by time name a span outside its "
+                                    "start and end",
+                      time_examples_);
+    if (bad_)
+      return violated("TLS-05", std::to_string(bad_) + " of " + std::to_string(checked) +
+                                    " records name ids the agent did not export as such", examples_);
+    std::size_t not_judged = 0;
+    for (const auto& pair : unjudged_) not_judged += !judged_.count(pair);
+    const std::string lost = not_judged ? "; " + std::to_string(not_judged) + " pairs not judged: their ids never "
+                                          "arrived, and the receiver shows exports lost after the records were seen (" +
+                                          losses_.describe() + ")"
+                                        : std::string();
+    if (not_judged > checked)
+      return kit_error("TLS-05", "inconclusive: " + std::to_string(checked) + " distinct (span, transaction) pairs "
+                                 "judged, fewer than those that could not be" + lost);
+    if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
+    return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such; " +
+                                      std::to_string(timed_) + " record states each seen only between its span's start "
+                                      "and end (tolerance " + tolerance() + ")" + lost);
+  }
+
+ private:
+  static std::string tolerance() { return ms(static_cast<double>(kContextTolerance.count())); }
+  long long unix_ns(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch() + system_minus_steady_).count();
+  }
+
+  const SpanIndex& spans_;
+  const otlp::ExportLosses& losses_;
+  const std::chrono::nanoseconds system_minus_steady_ =
+      std::chrono::system_clock::now().time_since_epoch() - std::chrono::steady_clock::now().time_since_epoch();
+  std::size_t timed_ = 0, stale_ = 0, early_ = 0, bad_ = 0;
+  std::vector<Evidence> time_examples_, examples_;
+  std::set<std::pair<SpanId, SpanId>> judged_, unjudged_;  // unjudged: ids missing, maybe in a lost export
+};
+
 // Half the updates the watch waits for (scenarios.cpp, kWantedUpdates).
 constexpr std::size_t kTls04MinimumUpdates = 5;
 
@@ -227,87 +335,30 @@ class TlsProbe final : public Probe {
     return not_applicable("TLS-04", "no record update happened while the writing threads were watched");
   }
 
-  // TLS-05: every id read from a record belongs to what the agent exported.
+  // TLS-05: every id read from a record belongs to what the agent exported
+  // (Tls05Judge), judged on record states seen long enough before the last
+  // export for their spans to have been exported too, by the lag this agent
+  // showed in this session (a starved or batching agent exports seconds after
+  // a span ends).
   static Finding judge_ids(const SessionEvidence& s, const std::vector<RecordObservation>& obs) {
-    SpanIndex spans(s.spans);
+    SpanIndex spans(s);
     if (spans.spans().empty()) return not_applicable("TLS-05", "no spans were received, so ids cannot be matched");
     auto last_arrival = spans.spans().front().received_at;
-    // Judged: states seen long enough before the last export for their spans
-    // to have been exported too, by the lag this agent showed in this session
-    // (a starved or batching agent exports seconds after a span ends).
     double longest_lag_ms = 0;
     for (const auto& sp : spans.spans()) {
       last_arrival = std::max(last_arrival, sp.received_at);
       longest_lag_ms = std::max(longest_lag_ms, SpanIndex::export_delay_ms(sp));
     }
     const auto horizon = kExportHorizon + std::chrono::milliseconds(static_cast<long long>(longest_lag_ms));
-    std::size_t checked = 0;
-    std::vector<Evidence> examples;
-    std::size_t bad = 0;
-    std::set<std::pair<SpanId, SpanId>> judged;
-    // By time: a record names a span only between its start and its end. The
-    // watcher's read times bound when a state was visible (read_by: no later
-    // than; last_seen: no earlier than), so a late poll never convicts.
-    const auto system_minus_steady = std::chrono::system_clock::now().time_since_epoch() -
-                                     std::chrono::steady_clock::now().time_since_epoch();
-    auto unix_ns = [&](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch() + system_minus_steady).count();
-    };
-    const auto tolerance_ns = std::chrono::nanoseconds(kContextTolerance).count();
-    std::size_t timed = 0, stale = 0, early = 0;
-    std::vector<Evidence> time_examples;
+    Tls05Judge judge(spans, s.export_losses);
     for (const auto& o : obs) {
       const auto r = decoded_record(o.bytes);
       if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported
       if (o.at + horizon > last_arrival) continue;
-      if (const auto* named = spans.find(r.span_id); named && named->trace_id == r.trace_id) {
-        ++timed;
-        auto start = static_cast<long long>(named->start_unix_nano), end = static_cast<long long>(named->end_unix_nano);
-        long long seen_last = unix_ns(o.last_seen), seen_by = unix_ns(o.read_by);
-        std::string problem;
-        if (seen_last > end + tolerance_ns) {
-          ++stale;
-          problem = "still named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(seen_last - end) / 1e6) +
-                    " after it ended (trace-present not cleared)";
-        } else if (seen_by < start - tolerance_ns) {
-          ++early;
-          problem = "named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(start - seen_by) / 1e6) +
-                    " before it started";
-        }
-        if (!problem.empty() && time_examples.size() < kMaxExamples)
-          time_examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
-                                                  "ids only while that span is active (tolerance " +
-                                                      ms(static_cast<double>(kContextTolerance.count())) + ")",
-                                                  problem));
-      }
-      if (!judged.insert({r.span_id, r.transaction_id}).second) continue;
-      ++checked;
-      std::string problem;
-      const auto* span = spans.find(r.span_id);
-      const auto* txn = spans.find(r.transaction_id);
-      if (!span || span->trace_id != r.trace_id)
-        problem = "span-id " + to_hex(r.span_id) + " is not a span the agent exported in trace " + to_hex(r.trace_id);
-      else if (!txn || txn->trace_id != r.trace_id)
-        problem = "transaction-id " + to_hex(r.transaction_id) + " is not a span the agent exported";
-      else if (!spans.is_transaction(*txn))
-        problem = "transaction-id " + to_hex(r.transaction_id) + " names a child span (parent " +
-                  to_hex(*txn->parent_span_id) + "), not the local root";
-      if (problem.empty()) continue;
-      ++bad;
-      if (examples.size() < kMaxExamples)
-        examples.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
-                                           "ids of an exported span and its transaction", problem));
+      judge.by_time(o, r);
+      judge.by_ids(o, r);
     }
-    if (stale || early)
-      return violated("TLS-05", std::to_string(stale) + " stale and " + std::to_string(early) + " early of " +
-                                    std::to_string(timed) + " record states judged by time name a span outside its "
-                                    "start and end",
-                      time_examples);
-    if (bad) return violated("TLS-05", std::to_string(bad) + " of " + std::to_string(checked) + " records name ids the agent did not export as such", examples);
-    if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
-    return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such; " +
-                                      std::to_string(timed) + " record states each seen only between its span's start "
-                                      "and end (tolerance " + ms(static_cast<double>(kContextTolerance.count())) + ")");
+    return judge.finding();
   }
 };
 

@@ -67,6 +67,9 @@ class ThreadContextSuite final : public conform::Suite {
                                                           lengths.ceiling};
     // TCTX-14 without spans to compare with warns on kFlagsNeverSetRecords records: a starved writer's window may hold fewer.
     if (name == kSampledSession && options.judges("TCTX-14")) lengths.want_named_records = kFlagsNeverSetRecords;
+    // TCTX-14 and 27 against the exported spans pass on no fewer records: an emulated writer's window may hold fewer.
+    if (name == kSampledSession && (options.judges("TCTX-14") || options.judges("TCTX-27")))
+      lengths.want_records_against_spans = kMinReadsAgainstSpans;
     return conform::Session::open(target, settings, std::make_unique<ThreadContextWatch>(name, lengths));
   }
 
@@ -81,8 +84,9 @@ class ThreadContextSuite final : public conform::Suite {
       if (wait) wait->start();
       for (;;) {
         const bool update = wait && wait->keep_going();
-        // Spans to compare the records with (TCTX-14, 27) need no more than the window's reads.
-        const bool samples = session.receiver().counters().spans == 0 && part->wants_more_samples();
+        // Records to judge against the exported spans (TCTX-14, 27), or, while none came, for TCTX-14's warning.
+        const bool samples = part->wants_records_against_spans(session.receiver()) ||
+                             (session.receiver().counters().spans == 0 && part->wants_more_samples());
         if ((!update && !samples) || part->done() || !session.target().alive()) break;
         std::this_thread::sleep_for(10ms);
       }

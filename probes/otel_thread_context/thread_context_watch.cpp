@@ -34,6 +34,10 @@ constexpr auto kThreadListInterval = std::chrono::milliseconds(20);
 // A thread without its block of the module's dynamic TLS yet is asked again
 // this often (a pool's thread allocates it at its first span).
 constexpr auto kUnallocatedRetry = std::chrono::milliseconds(200);
+// The sampled session looks at the spans received this often, and follows at
+// most this many of the spans its records named, and of the receiver's.
+constexpr auto kSpanLookInterval = std::chrono::milliseconds(100);
+constexpr std::size_t kMaxSpansFollowed = 1024;
 
 std::int64_t clock_ns(clockid_t clock) {
   timespec t{};
@@ -58,6 +62,7 @@ ThreadContextWatch::ThreadContextWatch(std::string session, Lengths lengths)
       watch_quiet_(lengths.quiet),
       watch_ceiling_(std::max(lengths.ceiling, lengths.window)),
       want_named_records_(sampled_ ? lengths.want_named_records : 0),
+      want_against_spans_(sampled_ ? lengths.want_records_against_spans : 0),
       wait_bounds_(lengths.wait_for_update) {
   facts_.session = std::move(session);
 }
@@ -228,11 +233,13 @@ void ThreadContextWatch::sample(std::uint64_t header) {
           }
           facts_.samples.push_back({s.tid, s.time_ns, s.record_pointer, s.error, s.record, s.record_declared_length,
                                     s.context_published_at});
-          if (want_named_records_ && s.record)
+          if ((want_named_records_ || want_against_spans_) && s.record)
             if (auto r = decode_record(*s.record); r && r->readable() && !r->ids_zero()) {
               ++named_records_;
               if (named_spans_.size() < kFlagsNeverSetSpans) named_spans_.insert({r->trace_id, r->span_id});
               named_span_count_ = named_spans_.size();
+              if (records_by_span_.size() < kMaxSpansFollowed || records_by_span_.count(r->span_id))
+                ++records_by_span_[r->span_id];
             }
         },
         std::chrono::milliseconds(50));
@@ -407,18 +414,24 @@ std::vector<ThreadWatch> WatchPool::take_results() {
 // of the window gives way and waits again, so a process with more threads
 // than watches (a JVM) has each watched in turn. The session ends
 // (facts_.watch_ended_because says why):
-//  - once the window has passed, some thread has stored, and every watch has
-//    run a window or seen kMinWatchedChanges changes (a verdict's minimum);
+//  - once the window has passed, the watches have seen the kMinWatchedChanges
+//    changes a verdict needs in all, and every watch has run a window or seen
+//    that many itself;
 //  - past the window, when no thread stored anything in the quiet stretch of
-//    the writer's own time (conform::TargetProgress): a writer that never
-//    publishes, or is starved (the judges then say inconclusive);
+//    the writer's own time (conform::TargetProgress) since the last change
+//    (or the start): a writer that never publishes, or stopped (the judges
+//    then say inconclusive when they have too few);
 //  - at the ceiling.
+// An emulated writer beside a busy host makes a change every few seconds
+// while watched: a session that ended once every watch had run its window
+// had seen 2, and its four rules of publication were inconclusive.
 void ThreadContextWatch::watch_threads() {
   const pid_t pid = facts_.judged_pid;
   const PointerSite site = access_->site;
   const auto began = Clock::now();
   const auto give_way_after = window_ / 4;
-  conform::TargetProgress progress(pid);
+  conform::TargetProgress since_last_change(pid);
+  std::size_t changes_seen = 0;
   std::atomic<bool> ending{false};
   std::unique_ptr<WatchPool> pool;
   pool = std::make_unique<WatchPool>([&](pid_t tid, WatchProgress& mine) {
@@ -441,8 +454,12 @@ void ThreadContextWatch::watch_threads() {
     if (!ending.load()) pool->take_new_threads(pid, now);
     pool->start_waiting(!ending.load() && !stop_.load());
     if (!ending.load()) {
+      std::size_t changes = pool->changes_of_finished();
+      for (const auto* w : pool->running()) changes += w->changes.load();
+      if (changes > changes_seen) since_last_change.mark();
+      changes_seen = std::max(changes_seen, changes);
       why = stop_.load() ? "the session ended"
-                         : why_watching_ends(now - began, pool->running(), pool->changes_of_finished(), progress);
+                         : why_watching_ends(now - began, pool->running(), changes_seen, since_last_change);
       ending = !why.empty();
     }
     if (ending.load() && pool->idle()) break;
@@ -459,22 +476,21 @@ void ThreadContextWatch::watch_threads() {
 
 // Why the watched session ends now ("": it goes on); see watch_threads().
 std::string ThreadContextWatch::why_watching_ends(Clock::duration elapsed, const std::vector<const WatchProgress*>& running,
-                                                  std::size_t changes_of_finished,
-                                                  const conform::TargetProgress& writer) const {
-  std::size_t changes = changes_of_finished;
+                                                  std::size_t changes,
+                                                  const conform::TargetProgress& since_last_change) const {
   bool satisfied = true;
-  for (const auto* w : running) {
-    changes += w->changes.load();
+  for (const auto* w : running)
     satisfied = satisfied && (Clock::now() - w->began >= window_ || w->changes.load() >= kMinWatchedChanges);
-  }
   const bool window_passed = elapsed >= window_;
-  auto writer_time = writer.since_mark();
+  auto writer_time = since_last_change.since_mark();
   if (!writer_time) return "the writer ended";
-  if (elapsed >= watch_ceiling_) return "the ceiling: " + writer_time->describe();
-  if (window_passed && changes > 0 && satisfied)
-    return "every watch ran its window or saw " + std::to_string(kMinWatchedChanges) + " changes";
-  if (window_passed && changes == 0 && writer_time->available() >= watch_quiet_)
-    return "no pointer swap or valid flip in " + writer_time->describe();
+  const std::string counted = std::to_string(changes) + " change(s) seen";
+  if (elapsed >= watch_ceiling_) return counted + ", the ceiling: " + writer_time->describe() + " since the last";
+  if (window_passed && changes >= kMinWatchedChanges && satisfied)
+    return counted + ": every watch ran its window or saw " + std::to_string(kMinWatchedChanges);
+  if (window_passed && writer_time->available() >= watch_quiet_)
+    return changes == 0 ? "no pointer swap or valid flip in " + writer_time->describe()
+                        : counted + ", none in the last " + writer_time->describe();
   return "";
 }
 
@@ -495,6 +511,43 @@ bool ThreadContextWatch::wants_more_samples() {
   if (why.empty()) return true;
   std::lock_guard lock(mutex_);
   if (elapsed >= window_ + kThreadListInterval) sampling_ended_because_ = why;  // past the window: it waited
+  return false;
+}
+
+bool ThreadContextWatch::wants_records_against_spans(const otlp::OtlpReceiver& receiver) {
+  if (!want_against_spans_ || !sampling_began_) return false;
+  const auto now = Clock::now();
+  const auto elapsed = now - *sampling_began_;
+  if (elapsed < window_ || now < next_span_look_) return true;
+  next_span_look_ = now + kSpanLookInterval;
+  // The spans received since the last look, read under the receiver's lock without copying them.
+  (void)receiver.wait_for(
+      [&](const std::vector<otlp::ReceivedSpan>& spans) {
+        for (; received_scanned_ < spans.size() && received_span_ids_.size() < kMaxSpansFollowed; ++received_scanned_)
+          received_span_ids_.insert(spans[received_scanned_].span_id);
+        return true;
+      },
+      std::chrono::milliseconds(0));
+  if (received_scanned_ == 0) return false;  // no span exported (yet): nothing to judge records against
+  std::size_t against = 0;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [span, records] : records_by_span_) against += received_span_ids_.count(span) ? records : 0;
+  }
+  const std::string counted = std::to_string(against) + " sampled record(s) naming a span the writer exported (" +
+                              std::to_string(want_against_spans_) + " wanted, for TCTX-14 and 27)";
+  auto writer_time = sampling_progress_->since_mark();
+  std::string why;
+  if (against >= want_against_spans_) why = counted;
+  else if (!writer_time) why = counted + "; the writer ended";
+  else if (elapsed >= watch_ceiling_) why = counted + ", the ceiling: " + writer_time->describe();
+  else if (writer_time->available() >= watch_quiet_) why = counted + " in " + writer_time->describe();
+  if (why.empty()) {
+    waited_for_spans_ = true;
+    return true;
+  }
+  std::lock_guard lock(mutex_);
+  if (waited_for_spans_) sampling_ended_because_ = why;  // it went on for them past the window
   return false;
 }
 

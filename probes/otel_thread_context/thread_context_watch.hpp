@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -21,6 +22,7 @@
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
 #include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/otlp.hpp"
 #include "tracecorr/tls.hpp"
 
 namespace tracecorr::otel_thread_context {
@@ -43,6 +45,13 @@ class ThreadContextWatch final : public conform::SessionPart {
     // naming a span were read (0: the window only), or `quiet` of the
     // writer's own time, or the ceiling.
     std::size_t want_named_records = 0;
+    // The sampled session, past its window, when the writer exports spans:
+    // until this many sampled records named a span the session's receiver
+    // has (0: the window only), or `quiet` of the writer's own time, or the
+    // ceiling. TCTX-14 and 27 judge no fewer (kMinReadsAgainstSpans): an
+    // emulated writer's window held 16 records, half naming spans not yet
+    // exported, and both rules were inconclusive.
+    std::size_t want_records_against_spans = 0;
   };
   ThreadContextWatch(std::string session, Lengths lengths);
   ~ThreadContextWatch() override;
@@ -58,10 +67,13 @@ class ThreadContextWatch final : public conform::SessionPart {
   // How long the session waits for a publication of the key map (nullptr: the window only).
   conform::UpdateWait* update_wait() const { return update_wait_.get(); }
   // The sampled session decides its own length (an update or records to wait for).
-  bool session_decides() const { return update_wait_ || want_named_records_ > 0; }
+  bool session_decides() const { return update_wait_ || want_named_records_ > 0 || want_against_spans_ > 0; }
   // Whether the sampled session still wants records (its window, then
   // want_named_records); records why it stopped wanting them. The scenario's thread.
   bool wants_more_samples();
+  // The same for records to judge against exported spans: its window, then, once
+  // spans came, want_records_against_spans. The scenario's thread.
+  bool wants_records_against_spans(const otlp::OtlpReceiver& receiver);
   // Why the sampled session stopped wanting records ("" : it did not wait past its window).
   std::string sampling_ended_because() const;
   // "1534 ms (4 watch(es)): <why it ended>" ("" : no watch ran).
@@ -76,7 +88,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   void watch_threads();
   void add_publication(Publication p);
   std::string why_watching_ends(std::chrono::steady_clock::duration elapsed, const std::vector<const WatchProgress*>& running,
-                                std::size_t changes_of_finished, const conform::TargetProgress& writer) const;
+                                std::size_t changes, const conform::TargetProgress& since_last_change) const;
 
   bool sampled_;
   std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
@@ -84,6 +96,12 @@ class ThreadContextWatch final : public conform::SessionPart {
   std::atomic<std::size_t> named_records_{0};  // valid records naming a span, sampled so far
   std::set<std::pair<TraceId, SpanId>> named_spans_;  // the spans they named (up to the judges' need; mutex_)
   std::atomic<std::size_t> named_span_count_{0};
+  std::size_t want_against_spans_ = 0;
+  std::map<SpanId, std::size_t> records_by_span_;  // valid sampled records by the span named (bounded; mutex_)
+  std::set<SpanId> received_span_ids_;             // the receiver's spans read so far (the scenario's thread)
+  std::size_t received_scanned_ = 0;
+  Clock::time_point next_span_look_{};
+  bool waited_for_spans_ = false;
   std::optional<Clock::time_point> sampling_began_;
   std::unique_ptr<conform::TargetProgress> sampling_progress_;
   std::string sampling_ended_because_;  // guarded by mutex_

@@ -18,7 +18,7 @@ stretches into wall time) and peak RSS (ru_maxrss) are what is printed. The
 machine busy by themselves: the load average is printed before and after.
 Usage (root, from the repository):
 
-    /usr/bin/python3 tests/bench/reader_bounds.py [--build build] [--runs 3]
+    /usr/bin/python3 tests/bench/reader_bounds.py [--build build] [--runs 3] [--against OTHER_BUILD]
 """
 from __future__ import annotations
 
@@ -66,8 +66,10 @@ def context_mappings(build: Path, cli: str, mappings: int, payload: int, runs: i
         proc.wait()
 
 
-def thread_records(build: Path, cli: str, threads: int, runs: int, mutant: str | None) -> None:
-    """`mutant` "key-outside-map" (every record's key index outside the map), or None: the reference."""
+def thread_records(build: Path, cli: str, threads: int, runs: int, mutant: str | None, against: str | None) -> None:
+    """`mutant` "key-outside-map" (every record's key index outside the map), or None: the reference.
+    `against`: another build's tracecorr, run in turn with this one against the same writer (a ratio
+    measured in one run, under the same load)."""
     fixtures = build / "fixtures" / "x86_64" / "otel_thread_context"
     program = (fixtures / "mutants" / mutant if mutant else fixtures / "reference" / "tlsdesc") / "otel-tctx-writer"
     journal = Path(f"/tmp/tracecorr-bench-journal-{os.getpid()}.jsonl")
@@ -79,12 +81,19 @@ def thread_records(build: Path, cli: str, threads: int, runs: int, mutant: str |
         while '"event":"ready"' not in (journal.read_text() if journal.exists() else "").replace(" ", ""):
             assert time.monotonic() < deadline, "the writer never got ready"
             time.sleep(0.1)
-        results = [timed([cli, "inspect", "--json", str(proc.pid)]) for _ in range(runs)]
-        doc = json.loads(results[0][2])["otel-thread-context"]
+        clis = {"": cli, " (other build)": against} if against else {"": cli}
+        results = {name: [] for name in clis}
+        texts = {name: [] for name in clis}
+        for _ in range(runs):
+            for name, one in clis.items():
+                results[name].append(timed([one, "inspect", "--json", str(proc.pid)]))
+                texts[name].append(timed([one, "inspect", str(proc.pid)]))
+        doc = json.loads(results[""][0][2])["otel-thread-context"]
         missing = sum(1 for t in doc["threads"] if t["record"] and t["record"]["unknown_keys"])
-        row(f"`inspect --json`, {threads} threads, {missing} records with a key outside the map "
-            f"(key map read {doc['process_context']['key_map_reads']}x)", results)
-        row(f"`inspect`, {threads} threads (as above, text)", [timed([cli, "inspect", str(proc.pid)]) for _ in range(runs)])
+        for name in clis:
+            row(f"`inspect --json`{name}, {threads} threads, {missing} records with a key outside the map "
+                f"(key map read {doc['process_context']['key_map_reads']}x)", results[name])
+            row(f"`inspect`{name}, {threads} threads (as above, text)", texts[name])
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -95,15 +104,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", type=Path, default=Path("build"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--against", type=Path, help="another build directory whose tracecorr inspects the same "
+                                                      "thread writers in turn with this one")
     a = parser.parse_args()
     cli = str((a.build / "bin" / "tracecorr").resolve())
+    against = str((a.against / "bin" / "tracecorr").resolve()) if a.against else None
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     print("| what | wall time (median of %d) | CPU time (median) | peak RSS | load after |" % a.runs)
     print("|---|---|---|---|---|")
     for mappings in (400, 2000):
         context_mappings(a.build, cli, mappings, 1 << 20, a.runs)
-    thread_records(a.build, cli, 2000, a.runs, "key-outside-map")
-    thread_records(a.build, cli, 2000, a.runs, None)
+    thread_records(a.build, cli, 2000, a.runs, "key-outside-map", against)
+    thread_records(a.build, cli, 2000, a.runs, None, against)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -540,6 +540,7 @@ TEST(OtlpReceiverAdmission, AGonePeerIsClosedAndNotCountedAsForeign) {
   ::close(fd);
   auto counters = f.receiver->counters();
   EXPECT_EQ(counters.connections_abandoned, 1u);
+  EXPECT_EQ(counters.losses.abandoned, 1u);  // whoever it was, an export it carried never arrived
   EXPECT_EQ(counters.foreign_connections, 0u);
   EXPECT_FALSE(counters.attacked());
   EXPECT_TRUE(f.receiver->spans().empty());
@@ -604,6 +605,98 @@ TEST(OtlpReceiverAdmission, ForeignConnectionsBeyondTheirPoolAreClosedAtOnce) {
   auto counters = f.receiver->counters();
   EXPECT_EQ(counters.foreign_connections, 6u);
   EXPECT_EQ(counters.foreign_connections_closed, 4u);
+}
+
+// ---- exports lost on the way: what the receiver can show it did not get -------
+
+// Waits until the receiver counts a loss (or the no-hang bound passes).
+ExportLosses losses_once_counted(const OtlpReceiver& receiver) {
+  const auto give_up = std::chrono::steady_clock::now() + kNoHang;
+  while (!receiver.counters().losses.any() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(10ms);
+  return receiver.counters().losses;
+}
+
+// An exporter interrupted mid-body (a signal with SO_SNDTIMEO set) closes
+// its connection and drops the batch: the receiver shows it.
+TEST(OtlpReceiverLosses, AnExportCutShortByItsExporterIsALoss) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  const auto before = std::chrono::steady_clock::now();
+  int fd = attack::connect_to((*receiver)->port());
+  ASSERT_GE(fd, 0);
+  const std::string head = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                           "Content-Length: 1000\r\n\r\n" + std::string(100, 'b');
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::this_thread::sleep_for(100ms);  // the headers are read: a request has begun
+  ::close(fd);
+  const auto losses = losses_once_counted(**receiver);
+  EXPECT_EQ(losses.cut_short, 1u);
+  EXPECT_EQ(losses.total(), 1u);
+  ASSERT_TRUE(losses.last_at);
+  EXPECT_GT(*losses.last_at, before);
+  EXPECT_TRUE(losses.lost_after(before));
+  EXPECT_FALSE(losses.lost_after(*losses.last_at));
+  EXPECT_EQ(losses.describe(), "1 request ended by its exporter before it was whole");
+  EXPECT_TRUE((*receiver)->spans().empty());
+}
+
+// Closed before its request line and headers were whole: no request began,
+// and the connection's end is the loss.
+TEST(OtlpReceiverLosses, AConnectionClosedBeforeItsRequestWasWholeIsALoss) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  int fd = attack::connect_to((*receiver)->port());
+  ASSERT_GE(fd, 0);
+  const std::string part = "POST /v1/traces HTTP/1.1\r\nHo";
+  ASSERT_GT(::send(fd, part.data(), part.size(), MSG_NOSIGNAL), 0);
+  std::this_thread::sleep_for(100ms);
+  ::close(fd);
+  EXPECT_EQ(losses_once_counted(**receiver).cut_short, 1u);
+}
+
+TEST(OtlpReceiverLosses, ARejectedExportIsALoss) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  auto result = client.Post("/v1/traces", std::string("\xff\xff\xff"), "application/x-protobuf");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  const auto losses = losses_once_counted(**receiver);
+  EXPECT_EQ(losses.rejected, 1u);
+  EXPECT_EQ(losses.total(), 1u);
+}
+
+// Whole exports, answered, on a connection the client then closes: nothing
+// was lost. (Looked at after a pause: a loss counted late would show.)
+TEST(OtlpReceiverLosses, WholeExportsAreNoLoss) {
+  auto receiver = OtlpReceiver::start();
+  ASSERT_TRUE(receiver.ok());
+  for (int i = 0; i < 3; ++i) {
+    int fd = attack::connect_to((*receiver)->port());
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(raw_post(fd), "HTTP/1.1 200");
+    ::close(fd);
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ((*receiver)->spans().size(), 3u);
+  EXPECT_FALSE((*receiver)->counters().losses.any()) << (*receiver)->counters().losses.describe();
+}
+
+// What others send is not the agent's: a foreign connection cut short, or
+// cut at the deadline, loses nothing of the judged tree's.
+TEST(OtlpReceiverLosses, AForeignConnectionCutShortIsNoLoss) {
+  AdmissionFixture f;
+  ASSERT_TRUE(f.receiver);
+  int fd = attack::connect_to(f.receiver->port());
+  ASSERT_GE(fd, 0);
+  const std::string part = "POST /v1/traces HTTP/1.1\r\nHo";
+  ASSERT_GT(::send(fd, part.data(), part.size(), MSG_NOSIGNAL), 0);
+  std::this_thread::sleep_for(100ms);
+  ::close(fd);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(f.receiver->counters().foreign_connections, 1u);
+  EXPECT_FALSE(f.receiver->counters().losses.any()) << f.receiver->counters().losses.describe();
 }
 
 }  // namespace

@@ -258,6 +258,31 @@ Expected<std::string> gunzip(std::string_view data, std::size_t max_output);
 // HTTP "deflate": a zlib stream (RFC 1950), bounded the same way.
 Expected<std::string> inflate_zlib(std::string_view data, std::size_t max_output);
 
+// Exports of the judged tree that the receiver can show did not arrive whole:
+// the spans in them are missing from spans() whatever the agent did (an
+// exporter whose blocking call was interrupted, or that gave up waiting on a
+// busy receiver, closes its connection and drops the batch). A judge that
+// takes a span's absence for "the agent never exported it" may do so only for
+// spans that ended after the last of these (last_at): an export lost at T was
+// begun before T, so it held only spans that had ended by then.
+struct ExportLosses {
+  std::uint64_t abandoned = 0;     // connections closed by their exporter before the receiver accepted them
+  std::uint64_t cut_short = 0;     // the tree's requests (or connections) that ended before a whole request was answered
+  std::uint64_t cut = 0;           // the tree's connections cut at ReceiverLimits::max_request_time
+  std::uint64_t rejected = 0;      // the tree's exports answered 4xx/5xx: their spans were not recorded
+  std::uint64_t not_kept = 0;      // spans received over the storage bounds
+  std::uint64_t listen_drops = 0;  // connection attempts the kernel dropped at the receiver's full accept queue
+  std::optional<std::chrono::steady_clock::time_point> last_at;  // when the receiver saw the latest
+  std::optional<std::chrono::system_clock::time_point> last_at_system;
+  bool any() const { return last_at.has_value(); }
+  std::uint64_t total() const { return abandoned + cut_short + cut + rejected + not_kept + listen_drops; }
+  // Whether an export lost after `t` could have carried a span still active at `t`.
+  bool lost_after(std::chrono::steady_clock::time_point t) const { return last_at && *last_at > t; }
+  bool lost_after(std::chrono::system_clock::time_point t) const { return last_at_system && *last_at_system > t; }
+  // "4 connections closed by the exporter before they were accepted, 1 request cut short"
+  std::string describe() const;
+};
+
 struct ReceiverCounters {
   std::uint64_t requests = 0;  // every POST /v1/traces of the target's (foreign ones are counted below)
   std::uint64_t accepted = 0;
@@ -274,6 +299,7 @@ struct ReceiverCounters {
   std::uint64_t connections_abandoned = 0;  // peers gone before their connection was accepted (PeerVerdict::gone)
   std::vector<std::string> foreign_peers;  // who they were, the first kForeignPeersNamed distinct
   static constexpr std::size_t kForeignPeersNamed = 4;
+  ExportLosses losses;
   // Something outside the judged tree connected: export timing may be its
   // doing. Every foreign export, well-formed or not, and every foreign flood
   // comes on a foreign connection, so this is all the receiver can tell of an
@@ -379,6 +405,9 @@ class OtlpReceiver {
   void count_foreign_connection(const std::string& who, bool closed);
   void count_abandoned_connection();
   void count_foreign_export(bool carried_token);
+  enum class Loss { Abandoned, CutShort, Cut, Rejected, NotKept, ListenDrops };
+  void count_loss(Loss kind, std::uint64_t n = 1);
+  void count_loss_locked(Loss kind, std::uint64_t n);  // with mutex_ held
 
   ReceiverOptions options_;
   std::uint16_t port_ = 0;

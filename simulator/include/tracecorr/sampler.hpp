@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -86,6 +87,7 @@ struct SamplerCounters {
   std::uint64_t context_unreadable = 0;     // process context header unreadable or not a context's
   std::uint64_t context_being_written = 0;  // process context header read with timestamp 0
   std::uint64_t tls_block_not_allocated = 0;  // dynamic TLS: samples of threads without a block for the module yet
+  std::uint64_t unread = 0;  // emitted, never delivered to poll()'s callback (a run stopped before it read them)
   // name -> value, in a stable order (new counters go last), for summaries.
   std::vector<std::pair<std::string, std::uint64_t>> named() const;
 };
@@ -116,8 +118,19 @@ class Sampler {
   using Callback = std::function<void(const Sample&)>;
   virtual Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) = 0;
   virtual bool backlog() const { return false; }
+  // Takes no more samples; those already taken stay for poll() (the BPF
+  // sampler detaches its perf events, its ring buffer keeps what it holds).
+  virtual void stop_sampling() {}
   virtual SamplerCounters counters() const = 0;
 };
+
+// The end of a sampling run: takes no more samples, then polls until what was
+// taken has been read. Bounded by what the buffer held when sampling stopped;
+// once `stop` is set (SIGINT, SIGTERM) only one more batch is read, and what
+// is left is counted as unread (SamplerCounters::unread). A consumer slower
+// than the sampled threads (every CPU busy, an emulated machine) is behind by
+// what they made meanwhile: one last bounded batch left most of it unread.
+Status read_what_was_sampled(Sampler& sampler, const Sampler::Callback& callback, const std::atomic<bool>& stop);
 
 struct PtraceSamplerOptions {
   unsigned frequency_hz = 99;

@@ -407,7 +407,8 @@ Expected<nlohmann::json> sample_records(Sampler& sampler, const std::vector<pid_
       break;
     }
   }
-  if (!failure) (void)sampler.poll(callback, std::chrono::milliseconds(0));  // what the ring still holds (one bounded batch)
+  if (!failure)
+    if (auto read = read_what_was_sampled(sampler, callback, stop); !read) failure = read.error();
   if (failure) return *failure;
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& [k, v] : sampler.counters().named()) counters[k] = v;

@@ -164,6 +164,13 @@ otlp::PeerVerdict ExportAdmission::check(const sockaddr_storage& local, const so
       return {true, false, "", *holder};
     }
   }
+  // Closed while it was being looked for (an exporter giving up, or
+  // interrupted mid-request, as the tree's own do): its holder is nobody
+  // now, and it was no attack. Asked again, the socket is gone or held by
+  // no descriptor.
+  auto again = tcp_peer_socket(diag_->get(), local, peer);
+  if ((!again && again.error().kind == ErrorKind::kNotFound) || (again && again->inode != socket->inode))
+    return {false, true, "a peer whose socket closed while it was identified"};
   return {false, false, name_owner(socket->inode, socket->uid)};
 }
 

@@ -164,6 +164,11 @@ void note_foreign_exports(const Session& s, const std::string& name, SessionRun&
     r.closed.notes.push_back("session " + name + ": " + others.describe() + " of the launched tree, not the judged pid " +
                              std::to_string(s.pid()) + " or a descendant of it (a run before the agent "
                              "that stays, say): counted in no verdict");
+  r.closed.counters["exports_lost." + name] = c.losses.total();
+  if (c.losses.any())
+    r.closed.notes.push_back("session " + name + ": exports of the judged tree did not reach the receiver whole (" +
+                             c.losses.describe() + "): ids and spans that could have been in them are not taken for "
+                             "never exported");
   if (c.exports_by_token)
     r.closed.notes.push_back("session " + name + ": " + std::to_string(c.exports_by_token) +
                              " exports came from outside the launched tree with the session token the agent was "
@@ -224,8 +229,11 @@ SessionRun run_session_once(const Suite& suite, const RunOptions& o, const Scena
   r.preflight = (*session)->preflight_run();
   r.passed_over_stayed = (*session)->passed_over_stayed();
   if (const auto& after = (*session)->run_after_stop(); !after.empty()) r.closed.notes.push_back("session " + name + ": " + after);
-  // What had to be stopped beyond the launched process group, or killed.
-  if (const auto& tree = (*session)->target().stopped_tree(); tree && (!tree->killed.empty() || !tree->left_group.empty()))
+  // What had to be stopped beyond the launched process group, or killed; and
+  // always a hold weaker than a cgroup of its own, which a user should know
+  // held the tree (it sees only the members it found).
+  if (const auto& tree = (*session)->target().stopped_tree();
+      tree && (!tree->killed.empty() || !tree->left_group.empty() || !tree->held_by_cgroup))
     r.closed.notes.push_back("session " + name + ": " + tree->describe());
   // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
   // a process that is no longer the one judged (a failed SOCK-02 against a

@@ -595,6 +595,7 @@ SessionEvidence Session::evidence() const {
   e.target_exit = target_exit();
   for (auto& span : receiver_->spans())
     if (admission_->exported_by_judged(span.exporter_pid)) e.spans.push_back(std::move(span));
+  e.export_losses = receiver_->counters().losses;
   e.stack_samples = stack_samples();
   if (part_) e.protocol = part_->evidence();
   return e;

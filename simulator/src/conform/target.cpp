@@ -561,6 +561,7 @@ std::string Target::stop(std::chrono::milliseconds grace) {
   const bool judged_alive = alive() || judged_terminated_;
   StoppedTree tree;
   tree.hold = hold_description();
+  tree.held_by_cgroup = hold_ && hold_->is_cgroup();
   auto members = processes();
   tree.processes = members.size();
   for (const auto& m : members)

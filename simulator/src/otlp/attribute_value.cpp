@@ -188,4 +188,20 @@ std::string ReceiverCounters::describe_foreign() const {
   return text;
 }
 
+std::string ExportLosses::describe() const {
+  std::string text;
+  auto add = [&](std::uint64_t n, const char* one, const char* many) {
+    if (n) text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  add(abandoned, "connection closed by its exporter before it was accepted",
+      "connections closed by their exporter before they were accepted");
+  add(cut_short, "request ended by its exporter before it was whole", "requests ended by their exporter before they were whole");
+  add(cut, "request cut at the receiver's time limit", "requests cut at the receiver's time limit");
+  add(rejected, "export rejected", "exports rejected");
+  add(not_kept, "span over the receiver's storage bounds", "spans over the receiver's storage bounds");
+  add(listen_drops, "connection attempt dropped at the receiver's full accept queue",
+      "connection attempts dropped at the receiver's full accept queue");
+  return text.empty() ? "none" : text;
+}
+
 }  // namespace tracecorr::otlp

@@ -8,6 +8,7 @@
 // a worker. What it does not bound, the time one request may take, the
 // Server's deadline watcher adds by shutting the connection's socket down.
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -147,6 +148,7 @@ struct OtlpReceiver::Server {
     bool foreign = false;  // its peer is not a process of the judged tree (check_peer)
     bool in_pool = false;  // one of the max_foreign_connections foreign connections kept open
     pid_t exporter = 0;    // PeerVerdict::pid: stamped on each of its requests
+    std::size_t requests = 0;  // requests whose headers arrived whole
   };
   std::mutex open_mutex;
   std::condition_variable open_changed;
@@ -158,6 +160,10 @@ struct OtlpReceiver::Server {
   std::size_t inflight = 0;
   // Foreign connections open now (only the MHD thread touches it).
   std::size_t foreign_open = 0;
+  // The listening socket (MHD's; open until MHD_stop_daemon) and the drops
+  // the kernel had counted at it when last looked at (only the watcher).
+  int listen_fd = -1;
+  std::uint64_t listen_drops_seen = 0;
 
   ~Server() {
     {
@@ -186,8 +192,24 @@ struct OtlpReceiver::Server {
         ::shutdown(entry.fd, SHUT_RDWR);
         entry.cut = true;
         owner->count_connection_cut();
+        if (!entry.foreign) owner->count_loss(Loss::Cut);
       }
+      look_at_listen_drops();
     }
+  }
+
+  // Connection attempts the kernel dropped at the listening socket (its
+  // accept queue full): SO_MEMINFO's drop count of a listener is exactly
+  // those (tcp_listendrop). Nobody can say whose they were, so all count.
+  void look_at_listen_drops() {
+    std::uint32_t meminfo[SK_MEMINFO_VARS] = {};
+    socklen_t size = sizeof meminfo;
+    if (listen_fd < 0 || ::getsockopt(listen_fd, SOL_SOCKET, SO_MEMINFO, meminfo, &size) != 0 ||
+        size <= SK_MEMINFO_DROPS * sizeof(std::uint32_t))
+      return;
+    const std::uint64_t drops = meminfo[SK_MEMINFO_DROPS];
+    if (drops > listen_drops_seen) owner->count_loss(Loss::ListenDrops, drops - listen_drops_seen);
+    listen_drops_seen = std::max(listen_drops_seen, drops);
   }
 
   static void on_connection(void* cls, MHD_Connection* connection, void** /*socket_context*/,
@@ -195,8 +217,15 @@ struct OtlpReceiver::Server {
     auto* self = static_cast<Server*>(cls);
     if (code != MHD_CONNECTION_NOTIFY_STARTED) {
       std::lock_guard lock(self->open_mutex);
-      if (auto it = self->open.find(connection); it != self->open.end() && it->second.in_pool) --self->foreign_open;
-      self->open.erase(connection);
+      if (auto it = self->open.find(connection); it != self->open.end()) {
+        if (it->second.in_pool) --self->foreign_open;
+        // The tree's connection ended before any request on it was whole: its
+        // exporter gave up (or was interrupted) while sending. A request cut
+        // short later on a kept-alive connection is on_completed's to count.
+        const Open& entry = it->second;
+        if (!entry.foreign && !entry.cut && entry.requests == 0) self->owner->count_loss(Loss::CutShort);
+        self->open.erase(it);
+      }
       return;
     }
     const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -208,6 +237,7 @@ struct OtlpReceiver::Server {
       entry.exporter = verdict.pid;
       if (verdict.gone) {
         self->owner->count_abandoned_connection();
+        self->owner->count_loss(Loss::Abandoned);
         ::shutdown(entry.fd, SHUT_RDWR);  // nobody is there to answer
         entry.cut = true;
         entry.foreign = true;
@@ -242,6 +272,11 @@ struct OtlpReceiver::Server {
     return it == open.end() ? 0 : it->second.exporter;
   }
 
+  void count_request(MHD_Connection* connection) {
+    std::lock_guard lock(open_mutex);
+    if (auto it = open.find(connection); it != open.end()) ++it->second.requests;
+  }
+
   bool is_foreign(MHD_Connection* connection) {
     std::lock_guard lock(open_mutex);
     auto it = open.find(connection);
@@ -260,9 +295,12 @@ struct OtlpReceiver::Server {
 
   // A request ended (answered, or its connection died): release its upload
   // and start the connection's clock again for the next request.
-  static void on_completed(void* cls, MHD_Connection* connection, void** con_cls, MHD_RequestTerminationCode) {
+  static void on_completed(void* cls, MHD_Connection* connection, void** con_cls, MHD_RequestTerminationCode code) {
     auto* self = static_cast<Server*>(cls);
     auto* upload = static_cast<Upload*>(*con_cls);
+    // An export of the tree's that ended unanswered: its body never came whole.
+    if (upload && !upload->answered && code != MHD_REQUEST_TERMINATED_COMPLETED_OK && !self->is_foreign(connection))
+      self->owner->count_loss(Loss::CutShort);
     if (upload) {
       self->inflight -= upload->reserved;
       delete upload;
@@ -300,6 +338,7 @@ struct OtlpReceiver::Server {
       upload = new Upload;
       upload->route = route;
       *con_cls = upload;
+      self->count_request(connection);
       ReceivedRequest& request = upload->request;
       request.received_at = std::chrono::steady_clock::now();
       request.received_at_system = std::chrono::system_clock::now();
@@ -525,6 +564,7 @@ Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions opti
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
   if (family == AF_INET6) flags |= MHD_USE_IPv6;
   int listen_fd = listener.get();
+  server->look_at_listen_drops();  // what the kernel counted before (none: a new socket)
   server->daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Server::on_request, server.get(),                               //
       MHD_OPTION_LISTEN_SOCKET, listen_fd,                                                         //
@@ -535,7 +575,7 @@ Expected<std::unique_ptr<OtlpReceiver>> OtlpReceiver::start(ReceiverOptions opti
       MHD_OPTION_NOTIFY_CONNECTION, &Server::on_connection, server.get(),                          //
       MHD_OPTION_END);
   if (!server->daemon) return make_error("libmicrohttpd could not start", where);
-  listener.release();  // MHD closes it in MHD_stop_daemon
+  server->listen_fd = listener.release();  // MHD closes it in MHD_stop_daemon
   server->watcher = std::thread([raw = server.get()] { raw->watch_deadlines(); });
   receiver->server_ = std::move(server);
   return receiver;
@@ -553,6 +593,7 @@ void OtlpReceiver::record(ReceivedRequest request, std::vector<ReceivedSpan> spa
     ++counters_.requests;
     if (request.rejected) {
       ++counters_.rejected[*request.rejected];
+      count_loss_locked(Loss::Rejected, 1);
     } else {
       ++counters_.accepted;
       counters_.spans += spans.size();
@@ -562,6 +603,7 @@ void OtlpReceiver::record(ReceivedRequest request, std::vector<ReceivedSpan> spa
     for (auto& span : spans) {
       if (!keep || spans_.size() >= options_.limits.max_stored_spans) {
         ++counters_.spans_not_kept;
+        count_loss_locked(Loss::NotKept, 1);
         continue;
       }
       span.request_index = request.index;
@@ -587,6 +629,25 @@ void OtlpReceiver::count_foreign_connection(const std::string& who, bool closed)
   auto& named = counters_.foreign_peers;
   if (named.size() < ReceiverCounters::kForeignPeersNamed && std::find(named.begin(), named.end(), who) == named.end())
     named.push_back(who);
+}
+
+void OtlpReceiver::count_loss(Loss kind, std::uint64_t n) {
+  std::lock_guard lock(mutex_);
+  count_loss_locked(kind, n);
+}
+
+void OtlpReceiver::count_loss_locked(Loss kind, std::uint64_t n) {
+  ExportLosses& l = counters_.losses;
+  switch (kind) {
+    case Loss::Abandoned: l.abandoned += n; break;
+    case Loss::CutShort: l.cut_short += n; break;
+    case Loss::Cut: l.cut += n; break;
+    case Loss::Rejected: l.rejected += n; break;
+    case Loss::NotKept: l.not_kept += n; break;
+    case Loss::ListenDrops: l.listen_drops += n; break;
+  }
+  l.last_at = std::chrono::steady_clock::now();
+  l.last_at_system = std::chrono::system_clock::now();
 }
 
 void OtlpReceiver::count_abandoned_connection() {

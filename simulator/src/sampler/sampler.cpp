@@ -1,5 +1,7 @@
-// Shared sampler pieces: names, counters and the frame-pointer walk.
+// Shared sampler pieces: names, counters, reading what a run sampled, and the frame-pointer walk.
 #include "tracecorr/sampler.hpp"
+
+#include <algorithm>
 
 namespace tracecorr {
 
@@ -33,7 +35,21 @@ std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() cons
       {"context_unreadable", context_unreadable},
       {"context_being_written", context_being_written},
       {"tls_block_not_allocated", tls_block_not_allocated},
+      {"unread", unread},
   };
+}
+
+Status read_what_was_sampled(Sampler& sampler, const Sampler::Callback& callback, const std::atomic<bool>& stop) {
+  sampler.stop_sampling();
+  // The bound: what was taken and not read when sampling stopped (a sampler
+  // that says it has a backlog for ever must not hold the run).
+  std::uint64_t left = sampler.counters().unread;
+  do {
+    auto polled = sampler.poll(callback, std::chrono::milliseconds(0));
+    if (!polled) return polled.error();
+    left -= std::min<std::uint64_t>(left, *polled);
+  } while (left > 0 && sampler.backlog() && !stop.load());
+  return Ok{};
 }
 
 std::vector<std::uint64_t> walk_frame_pointers(std::uint64_t ip, std::uint64_t fp, const ReadWord& read,

@@ -213,6 +213,11 @@ Expected<TcpPeerSocket> tcp_peer_socket_from_proc(pid_t proc_net_of, const socka
   std::optional<TcpPeerSocket> found;
   while (!found && std::fgets(line, sizeof line, f)) {
     if (++lines > kMaxProcNetTcpLines) break;
+    // Most lines are other sockets (TIME-WAIT ones pile up under a stream of
+    // short connections): the local address, after "sl:", is compared first.
+    const char* colon = std::strchr(line, ':');
+    const char* address = colon ? colon + 1 + std::strspn(colon + 1, " ") : nullptr;
+    if (!address || std::strncmp(address, bound.c_str(), bound.size()) != 0) continue;
     char local_text[40], remote_text[40];
     unsigned state = 0, uid = 0;
     unsigned long long inode = 0;

@@ -94,6 +94,34 @@ TEST(HeldByExportOrder, ABatchArrivingSecondsLaterIsNotAHold) {
   }
 }
 
+// A span whose parent never arrived is a transaction with a remote parent,
+// unless an export was lost after it ended: then its parent may have been in
+// it, and it is neither (a child taken for a transaction looks undeferred).
+TEST(SpanRoles, AParentThatNeverArrivedIsRemoteUnlessAnExportWasLostAfter) {
+  auto root = span(1, 100, false, 5000);
+  auto child = span(2, 90, false, 5000);
+  child.parent_span_id = root.span_id;
+  auto orphan = span(3, 200, true, 5000);
+  auto lost_at = [](std::uint64_t ms) {
+    otlp::ExportLosses l;
+    l.cut_short = 1;
+    l.last_at = std::chrono::steady_clock::now();
+    l.last_at_system = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+    return l;
+  };
+  for (const auto& [losses, orphan_is_root] :
+       {std::pair{otlp::ExportLosses{}, true}, std::pair{lost_at(150), true}, std::pair{lost_at(300), false}}) {
+    SpanIndex spans({root, child, orphan}, losses);
+    EXPECT_TRUE(spans.is_transaction(spans.spans()[0]));
+    EXPECT_FALSE(spans.is_child(spans.spans()[0]));
+    EXPECT_TRUE(spans.is_child(spans.spans()[1]));
+    EXPECT_FALSE(spans.is_transaction(spans.spans()[1]));
+    EXPECT_EQ(spans.is_transaction(spans.spans()[2]), orphan_is_root) << losses.describe();
+    EXPECT_FALSE(spans.is_child(spans.spans()[2]));
+    EXPECT_EQ(spans.transactions().size(), orphan_is_root ? 2u : 1u);
+  }
+}
+
 TEST(TimingBaseline, TooNoisyWhenItsP95ReachesHalfTheHoldToTell) {
   TimingBaseline quiet;
   for (int i = 0; i < 100; ++i) quiet.held_ms.push_back(i < 96 ? 2.0 : 40.0);

@@ -98,6 +98,10 @@ struct SessionEvidence {
   std::vector<OutputLine> target_output_lines;
   std::optional<std::string> target_exit;
   std::vector<otlp::ReceivedSpan> spans;
+  // Exports the receiver can show did not arrive whole (otlp::ExportLosses):
+  // a span missing from `spans` that ended before the last of them may have
+  // been exported all the same.
+  otlp::ExportLosses export_losses;
   std::optional<StackSamples> stack_samples;
 
   // What the protocol's SessionPart observed (nullptr: it had none).

@@ -73,6 +73,7 @@ struct PassOver {
 // How stop() ended a launched tree: for the report, which names what had to be killed.
 struct StoppedTree {
   std::string hold;                    // TreeHold::description()
+  bool held_by_cgroup = false;         // TreeHold::is_cgroup(): else the fallback, which sees only members it found
   std::size_t processes = 0;           // live members when the stop began
   std::vector<TreeProcess> left_group;  // members that had left the launched process group (setsid, setpgid)
   std::vector<TreeProcess> killed;      // still running `grace` after SIGTERM: killed

@@ -134,7 +134,7 @@ struct HostAgent::Impl {
   std::string sampler_error;
   // The run's own timeline, for the summary: when sampling stopped, when the final reads ended, and
   // how long the loop's thread waited for a CPU meanwhile.
-  std::optional<Clock::time_point> sampling_ended, finished;
+  std::optional<Clock::time_point> sampling_ended, all_read, finished;
   DeliveryDuration final_reads_limit{};
   std::chrono::nanoseconds loop_waited_for_cpu{};
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
@@ -494,11 +494,15 @@ Status HostAgent::run(const std::atomic<bool>& stop) {
       next_summary = Clock::now() + options_.summary_interval;
     }
   }
-  // What the ring buffer still holds (one bounded batch), then what is pending goes out and the agents' reads are
-  // awaited.
-  (void)sampler_.poll(callback, std::chrono::milliseconds(0));
+  // What was sampled until now is read (all of it, unless stopped), then what is pending goes out and the agents'
+  // reads are awaited.
   impl_->sampling_ended = Clock::now();
   impl_->loop_waited_for_cpu = waited_for_cpu() - waited_at_start;
+  if (auto read = read_what_was_sampled(sampler_, callback, stop); !read && result) {
+    impl_->sampler_error = read.error().message();
+    result = read.error();
+  }
+  impl_->all_read = Clock::now();
   impl_->final_reads_limit = patience;
   impl_->deliverer.finish(patience);
   impl_->finished = Clock::now();
@@ -727,12 +731,14 @@ nlohmann::json HostAgent::summary() const {
         {"examining_s", s(impl_->clock_started.value_or(*impl_->sampling_ended) - impl_->started)},
         {"sampling_s", s(*impl_->sampling_ended - impl_->started)},
         {"loop_waited_for_cpu_s", s(impl_->loop_waited_for_cpu)},
-        {"final_reads_s", s(*impl_->finished - *impl_->sampling_ended)},
+        {"reading_rest_s", s(*impl_->all_read - *impl_->sampling_ended)},
+        {"final_reads_s", s(*impl_->finished - *impl_->all_read)},
         {"final_reads_limit_s", s(impl_->final_reads_limit)},
         {"means", "examining_s: from start until every process named by --pid was examined once, when the "
                   "duration's clock started (0 without --pid); sampling_s: from start until the loop stopped "
                   "sampling (a rescan is examined in slices, so it stops at examining_s + duration_s unless the "
-                  "machine kept its thread from a CPU: loop_waited_for_cpu_s); "
+                  "machine kept its thread from a CPU: loop_waited_for_cpu_s); reading_rest_s: then reading what "
+                  "was sampled and not yet read (no more is taken meanwhile); "
                   "final_reads_s: then offering what was pending and awaiting the agents' reads, at most "
                   "final_reads_limit_s"}};
   }

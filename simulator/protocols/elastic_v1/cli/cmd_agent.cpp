@@ -69,6 +69,7 @@ class RecordingSampler final : public Sampler {
         timeout);
   }
   bool backlog() const override { return inner_.backlog(); }
+  void stop_sampling() override { inner_.stop_sampling(); }
   SamplerCounters counters() const override { return inner_.counters(); }
   const std::vector<Sample>& kept() const { return kept_; }
 
