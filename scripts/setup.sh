@@ -118,7 +118,7 @@ fi
 # a failure of any fails set-up, and none outlives it.
 logs=$(mktemp -d /tmp/tracecorr-setup.XXXXXX)
 beside=()
-trap 'kill "${beside[@]}" 2>/dev/null; wait; rm -rf "$logs"' EXIT
+trap 'kill "${beside[@]}" 2>/dev/null || true; wait; rm -rf "$logs"' EXIT
 # The Node.js thread context's reference writer: Node 24 and 22, @datadog/pprof and dd-trace from npm,
 # into build/njs-node (fixtures/otel_nodejs_thread_context/README.md).
 sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >"$logs/node.log" 2>&1 &
