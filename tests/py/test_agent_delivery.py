@@ -9,13 +9,17 @@ journal, in shares and counts (never in times):
 
   * an agent polling every 20 ms applies >= 99 % of the correlated samples
     (1 kHz sampling of four busy threads);
-  * one reading only what its queue holds every 100 ms gets >= 95 % of the
+  * one reading only what its queue holds every 100 ms gets >= 90 % of the
     capacity bound the summary states, and the bound is below what was correlated;
   * the summary's late count is the agent's own unknown_transaction count and
     its read-in-time count the agent's recorded count, up to the datagrams the
     summary calls unconfirmed (read between two of its looks around their due);
   * an agent too slow for samples-delay-ms: its late correlations are counted
     late, the rest dropped as expired, never called delivered in time;
+  * each judged against the processes' own progress: a run where the machine
+    starved the fixture (too few samples for what the test sets up) or kept
+    tracecorr's sender from a CPU past an agent's read is run again, and the
+    test errors as inconclusive with every attempt's figures, never passes;
   * `agent --all` in a pid namespace of its own (no other engineer's agent can
     be reached there) among 300 processes without an agent ends on time.
 """
@@ -143,20 +147,90 @@ def delivered_as_the_agent_saw_it(process, journal, delay_ms=1000):
     return outcomes
 
 
+def threads_cpu(pid):
+    """(ran, waited for a CPU) in seconds, summed over the process's threads
+    (/proc/PID/task/*/schedstat): the process's own progress."""
+    ran = waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "schedstat").read_text().split()
+        except OSError:
+            continue  # the thread ended
+        ran, waited = ran + int(fields[0]), waited + int(fields[1])
+    return ran / 1e9, waited / 1e9
+
+
+class Inconclusive(Exception):
+    """The machine, not the code judged, decided this run: its figures say how."""
+
+
+# Attempts at a run that can be judged. The machine may starve the fixture's
+# threads (too few samples for what the test sets up) or tracecorr's sending
+# thread (kept from a CPU longer than the agent's period between reads, it
+# could not refill the queue for a read): such a run judges nothing of the plan.
+JUDGED_RUN_ATTEMPTS = 3
+
+
+def until_judged(attempt):
+    """Runs attempt(i) until one returns; one that raises Inconclusive is run
+    again, and when none could be judged the test errors as inconclusive with
+    every attempt's figures (never a pass)."""
+    why = []
+    for i in range(JUDGED_RUN_ATTEMPTS):
+        try:
+            return attempt(i)
+        except Inconclusive as e:
+            why.append(f"attempt {i + 1}: {e}")
+    pytest.fail("inconclusive: no attempt could be judged:\n" + "\n".join(why))
+
+
+class Run:
+    """One agent fixture, one `tracecorr agent` run at it, the fixture's own CPU time over the run."""
+
+    def __init__(self, tracecorr, work, agent_args, run_args, settle_s):
+        agent = Agent(work / "agent", *agent_args)
+        try:
+            before = threads_cpu(agent.pid)
+            self.summary = run_agent(tracecorr, work, [agent.pid], *run_args)
+            after = threads_cpu(agent.pid)
+            time.sleep(settle_s)  # the agent's next reads journal what the run's end sent
+        finally:
+            agent.process.stop()
+        self.journal = agent.journal
+        self.p = the_process(self.summary, agent.pid)
+        self.fixture_ran_s, self.fixture_waited_s = after[0] - before[0], after[1] - before[1]
+
+    def sender_missed_a_read(self):
+        period = self.p["delivery"]["agent_reads"]["read_period_ms"]
+        return period is not None and self.summary["timeline"]["sender_longest_wait_for_cpu_ms"] >= period
+
+    def figures(self):
+        t, reads = self.summary["timeline"], self.p["delivery"]["agent_reads"]
+        return (f"correlated {self.p['correlated']}; {reads['reads']} reads about every {reads['read_period_ms']} ms "
+                f"taking at most {reads['datagrams_per_read']}; the fixture's threads ran {self.fixture_ran_s:.2f} s "
+                f"and waited {self.fixture_waited_s:.2f} s for a CPU; tracecorr's sender waited "
+                f"{t['sender_waited_for_cpu_s']:.3f} s (at once at most {t['sender_longest_wait_for_cpu_ms']:.1f} ms), "
+                f"its sampling loop {t['loop_waited_for_cpu_s']:.3f} s")
+
+
 def test_an_agent_polling_every_20ms_applies_nearly_every_sample(tracecorr, tmp_path):
-    agent = Agent(tmp_path / "agent", "--threads", "4", "--socket-poll-ms", "20")
-    try:
-        summary = run_agent(tracecorr, tmp_path, [agent.pid], "--frequency", "1000", "--duration", "4")
-        time.sleep(0.3)  # the agent's next reads journal what the run's end sent
-    finally:
-        agent.process.stop()
-    p = the_process(summary, agent.pid)
-    assert p["correlated"] > 500, p
-    outcomes = delivered_as_the_agent_saw_it(p, agent.journal)
-    assert outcomes["recorded"] >= 0.99 * p["correlated"], (outcomes, p["delivery"])
-    reads = p["delivery"]["agent_reads"]
-    assert reads["read_period_ms"] is not None and 15 <= reads["read_period_ms"] <= 200, reads
-    assert summary["flush_interval_ms"] == 200, "derived from samples-delay-ms 1000, not contradicting it"
+    """Judged unless tracecorr's sender was kept from a CPU longer than the
+    agent's period between reads while the agent applied less (beside 4 CPU
+    hogs it once waited 1.1 s at once and 61 of 650 samples expired)."""
+    def attempt(i):
+        run = Run(tracecorr, tmp_path / f"attempt{i}", ["--threads", "4", "--socket-poll-ms", "20"],
+                  ["--frequency", "1000", "--duration", "4"], 0.3)
+        p = run.p
+        assert p["correlated"] > 500, (p, run.figures())
+        outcomes = delivered_as_the_agent_saw_it(p, run.journal)
+        reads = p["delivery"]["agent_reads"]
+        assert reads["read_period_ms"] is not None and 15 <= reads["read_period_ms"] <= 200, reads
+        assert run.summary["flush_interval_ms"] == 200, "derived from samples-delay-ms 1000, not contradicting it"
+        if outcomes["recorded"] < 0.99 * p["correlated"] and run.sender_missed_a_read():
+            raise Inconclusive(f"applied {outcomes['recorded']} while the sender waited for a CPU past a read; "
+                               + run.figures())
+        assert outcomes["recorded"] >= 0.99 * p["correlated"], (outcomes, p["delivery"], run.figures())
+    until_judged(attempt)
 
 
 def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_carry(tracecorr, tmp_path):
@@ -167,39 +241,57 @@ def test_an_agent_reading_only_its_queue_every_100ms_gets_what_the_queue_can_car
     first sample with its whole count, which no sender can do, so nothing
     reaches it; the simulation in delivery_plan_test.cpp holds the plan to 95 %
     of it deterministically, BENCHMARKS.md measures it (93-96.5 % on this
-    shared machine at load 15-60), and here, under whatever load the machine
-    has, the agent must record at least 90 % of it."""
-    agent = Agent(tmp_path / "agent", "--threads", "4", "--socket-poll-ms", "100", "--socket-read-max", "11")
-    try:
-        summary = run_agent(tracecorr, tmp_path, [agent.pid], "--frequency", "1000", "--duration", "8")
-        time.sleep(0.5)
-    finally:
-        agent.process.stop()
-    p = the_process(summary, agent.pid)
-    outcomes = delivered_as_the_agent_saw_it(p, agent.journal)
-    bound = p["delivery"]["capacity_bound"]
-    assert bound["datagrams_per_read"] <= 11 and bound["read_period_ms"] >= 90, bound
-    assert bound["samples"] < p["correlated"], "the queue limits delivery here: the bound says so"
-    assert outcomes["recorded"] >= 0.90 * bound["samples"], (outcomes, bound)
-    assert p["delivery"]["dropped"]["expired"]["samples"] > 0, "what the reads could not take expired"
+    shared machine at load 15-60), and here the agent must record at least 90 %
+    of it. Judged against the processes' own progress: a run where the machine
+    starved the fixture's threads until the queue limited nothing (beside 10
+    CPU hogs: 1187 of 1187 correlated within the bound, the fixture ran 1.1 s
+    of 8), or kept tracecorr's sender from a CPU longer than the agent's
+    period between reads while the agent recorded less, judges nothing of the
+    plan."""
+    def attempt(i):
+        run = Run(tracecorr, tmp_path / f"attempt{i}",
+                  ["--threads", "4", "--socket-poll-ms", "100", "--socket-read-max", "11"],
+                  ["--frequency", "1000", "--duration", "8"], 0.5)
+        p = run.p
+        outcomes = delivered_as_the_agent_saw_it(p, run.journal)
+        bound = p["delivery"]["capacity_bound"]
+        if bound["samples"] >= p["correlated"]:
+            raise Inconclusive(f"all {p['correlated']} correlated samples ({bound['keys']} keys) within the bound "
+                               f"({bound['samples']}): the queue limited nothing; " + run.figures())
+        assert bound["datagrams_per_read"] <= 11 and bound["read_period_ms"] >= 90, bound
+        shortfall = outcomes["recorded"] < 0.90 * bound["samples"]
+        if shortfall and run.sender_missed_a_read():
+            raise Inconclusive(f"recorded {outcomes['recorded']} of the bound's {bound['samples']} while the sender "
+                               "waited for a CPU past a read; " + run.figures())
+        assert not shortfall, (outcomes, bound, run.figures())
+        assert p["delivery"]["dropped"]["expired"]["samples"] > 0, "what the reads could not take expired"
+    until_judged(attempt)
 
 
 def test_an_agent_too_slow_for_samples_delay_gets_its_late_correlations_counted_late(tracecorr, tmp_path):
     """The agent reads every 1.5 s, samples-delay-ms is 1 s: the first
     correlations (before its pace is known) are read after their transactions
     were exported; the summary's late count is the agent's unknown_transaction
-    count, and the plan then drops what cannot be read in time as expired."""
-    agent = Agent(tmp_path / "agent", "--threads", "2", "--busy-percent", "100", "--socket-poll-ms", "1500")
-    try:
-        summary = run_agent(tracecorr, tmp_path, [agent.pid], "--frequency", "200", "--duration", "5")
-        time.sleep(1.7)
-    finally:
-        agent.process.stop()
-    p = the_process(summary, agent.pid)
-    outcomes = delivered_as_the_agent_saw_it(p, agent.journal)
-    assert outcomes["unknown_transaction"] > 0 and p["delivery"]["late"]["samples"] > 0, (outcomes, p["delivery"])
-    assert p["delivery"]["dropped"]["expired"]["samples"] > 0
-    assert p["samples_late"] == summary["totals"]["samples_late"] == p["delivery"]["late"]["samples"]
+    count, and the plan then drops what cannot be read in time as expired.
+    Telling late from unconfirmed takes seeing a transaction's threads leave
+    it: a fixture the machine starved (beside 4 CPU hogs: 83 samples in 5 s of
+    two busy threads) leaves each transaction unsampled at its end, so what
+    the agent found unknown the summary can only call unconfirmed; such a run
+    judges nothing of the late count."""
+    def attempt(i):
+        run = Run(tracecorr, tmp_path / f"attempt{i}",
+                  ["--threads", "2", "--busy-percent", "100", "--socket-poll-ms", "1500"],
+                  ["--frequency", "200", "--duration", "5"], 1.7)
+        p, d = run.p, run.p["delivery"]
+        outcomes = delivered_as_the_agent_saw_it(p, run.journal)
+        assert outcomes["unknown_transaction"] > 0, (outcomes, d, run.figures())
+        if d["late"]["samples"] == 0 and run.fixture_waited_s > run.fixture_ran_s:
+            raise Inconclusive(f"the agent found {outcomes['unknown_transaction']} unknown, the summary called "
+                               f"{d['unconfirmed']['samples']} unconfirmed and none late; " + run.figures())
+        assert d["late"]["samples"] > 0, (outcomes, d, run.figures())
+        assert d["dropped"]["expired"]["samples"] > 0
+        assert p["samples_late"] == run.summary["totals"]["samples_late"] == d["late"]["samples"]
+    until_judged(attempt)
 
 
 def test_agent_all_ends_on_time_among_many_processes_in_its_own_pid_namespace(tracecorr, tmp_path):

@@ -1,5 +1,6 @@
 #include "elastic_v1/agent/deliverer.hpp"
 
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -56,6 +58,19 @@ std::size_t assumed_queue_capacity() {
   std::size_t qlen = 10;
   if (!(f >> qlen) || qlen > 1u << 20) qlen = 10;
   return qlen + 1;  // the kernel refuses once more than max_dgram_qlen wait
+}
+
+// How long the thread that opened `schedstat` (/proc/thread-self/schedstat)
+// has waited for a CPU while runnable (its second field); nullopt: unreadable.
+std::optional<DeliveryDuration> waited_for_cpu(const UniqueFd& schedstat) {
+  if (!schedstat) return std::nullopt;
+  char text[128];
+  const ssize_t n = ::pread(schedstat.get(), text, sizeof text - 1, 0);
+  if (n <= 0) return std::nullopt;
+  text[n] = '\0';
+  unsigned long long running = 0, waiting = 0;
+  if (std::sscanf(text, "%llu %llu", &running, &waiting) != 2) return std::nullopt;
+  return std::chrono::nanoseconds(waiting);
 }
 
 bool has_exited(const UniqueFd& pidfd) {
@@ -352,6 +367,15 @@ void Deliverer::loop() {
   // must get a CPU at once when woken. It sleeps in epoll otherwise, so a
   // higher priority costs others nearly nothing (root only; not an error without it).
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kThreadNice);
+  const UniqueFd schedstat(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
+  std::optional<DeliveryDuration> waited_at_sleep;
+  // What the last wake and its turns waited for a CPU (asleep in epoll_wait, the thread waits for none).
+  auto count_cpu_wait = [&] {
+    if (const auto waited = waited_for_cpu(schedstat)) {
+      if (waited_at_sleep) note_cpu_wait(*waited - *waited_at_sleep);
+      waited_at_sleep = waited;
+    }
+  };
   std::array<epoll_event, 64> events;
   std::unique_lock lk(mu_);
   while (!stopping_) {
@@ -365,6 +389,7 @@ void Deliverer::loop() {
     const int timeout_ms = wait <= DeliveryDuration::zero()
                                ? 0
                                : static_cast<int>(std::chrono::ceil<milliseconds>(wait).count());
+    count_cpu_wait();
     lk.unlock();
     const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
     lk.lock();
@@ -385,6 +410,18 @@ void Deliverer::loop() {
     }
     if (finishing_) settled_.notify_all();
   }
+  count_cpu_wait();
+}
+
+void Deliverer::note_cpu_wait(DeliveryDuration waited) {
+  cpu_wait_.total += waited;
+  cpu_wait_.longest = std::max(cpu_wait_.longest, waited);
+  ++cpu_wait_.wakes;
+}
+
+Deliverer::CpuWait Deliverer::cpu_wait() const {
+  std::lock_guard lk(mu_);
+  return cpu_wait_;
 }
 
 void Deliverer::retire(Id id) {

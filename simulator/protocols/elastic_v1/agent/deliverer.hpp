@@ -85,6 +85,15 @@ class Deliverer {
   Figures figures(Id id) const;
   // Per process: where every correlated sample went and the bound it is held to.
   nlohmann::json delivery_json(Id id) const;
+  // How long the sending thread, woken (an agent read, a key's moment), waited
+  // for a CPU before it could act (its schedstat): in all, and at once at the
+  // worst. A wait longer than an agent's period between reads is a read the
+  // thread could not refill for: what the machine, not the plan, kept from it.
+  struct CpuWait {
+    DeliveryDuration total{}, longest{};
+    std::uint64_t wakes = 0;
+  };
+  CpuWait cpu_wait() const;
   // Per transaction of the process: the counts sent per stack trace id.
   std::map<std::pair<TraceId, SpanId>, std::map<StackTraceId, std::uint64_t>> sent(Id id) const;
 
@@ -99,6 +108,7 @@ class Deliverer {
   void list_sent(Target& t, const Offer& offer);
   void drop_socket(Target& t, const std::string& why);
   void wake();
+  void note_cpu_wait(DeliveryDuration waited);
   std::uint64_t charge(std::size_t datagram_length);
 
   Options options_;
@@ -111,6 +121,7 @@ class Deliverer {
   bool finishing_ = false, stopping_ = false;
   DeliveryTime finished_at_{};
   DeliveryTime ends_at_ = DeliveryTime::max();
+  CpuWait cpu_wait_;
   std::thread thread_;
 };
 

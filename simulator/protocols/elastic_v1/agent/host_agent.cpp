@@ -726,19 +726,25 @@ nlohmann::json HostAgent::summary() const {
   if (!impl_->sampler_error.empty()) out["sampler_error"] = impl_->sampler_error;
   if (impl_->sampling_ended && impl_->finished) {
     auto s = [](auto d) { return std::chrono::duration<double>(d).count(); };
+    const Deliverer::CpuWait sender = impl_->deliverer.cpu_wait();
     out["timeline"] = {
         {"duration_s", options_.duration ? json(s(*options_.duration)) : json(nullptr)},
         {"examining_s", s(impl_->clock_started.value_or(*impl_->sampling_ended) - impl_->started)},
         {"sampling_s", s(*impl_->sampling_ended - impl_->started)},
         {"loop_waited_for_cpu_s", s(impl_->loop_waited_for_cpu)},
+        {"sender_waited_for_cpu_s", s(sender.total)},
+        {"sender_longest_wait_for_cpu_ms", std::chrono::duration<double, std::milli>(sender.longest).count()},
         {"reading_rest_s", s(*impl_->all_read - *impl_->sampling_ended)},
         {"final_reads_s", s(*impl_->finished - *impl_->all_read)},
         {"final_reads_limit_s", s(impl_->final_reads_limit)},
         {"means", "examining_s: from start until every process named by --pid was examined once, when the "
                   "duration's clock started (0 without --pid); sampling_s: from start until the loop stopped "
                   "sampling (a rescan is examined in slices, so it stops at examining_s + duration_s unless the "
-                  "machine kept its thread from a CPU: loop_waited_for_cpu_s); reading_rest_s: then reading what "
-                  "was sampled and not yet read (no more is taken meanwhile); "
+                  "machine kept its thread from a CPU: loop_waited_for_cpu_s); sender_waited_for_cpu_s: how long "
+                  "the thread that sends to the agents, once woken (an agent read, a key's moment), waited for a "
+                  "CPU, in all, and sender_longest_wait_for_cpu_ms at once at the worst (longer than an agent's "
+                  "period between reads: a read it could not refill the queue for); reading_rest_s: then reading "
+                  "what was sampled and not yet read (no more is taken meanwhile); "
                   "final_reads_s: then offering what was pending and awaiting the agents' reads, at most "
                   "final_reads_limit_s"}};
   }
