@@ -101,20 +101,44 @@ if [ "$mode" != tests ]; then
   ninja -C build tracecorr_main_job
   exit 0
 fi
-ninja -C build
 
-# The Node.js thread context's reference writer: Node 24 and 22, @datadog/pprof and dd-trace from npm,
-# into build/njs-node (fixtures/otel_nodejs_thread_context/README.md).
+# npm for the Node.js thread context's reference writer, now: apt holds dpkg's
+# lock, and nothing may run beside it.
 if ! command -v npm >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
-sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >/dev/null
 
+# Beside the native build, which keeps the CPUs busy but ends in a long tail of
+# single large compiles and links: the downloads (npm's Node.js packages,
+# Debian's arm64 packages: 85 and 92 s of waiting on the network and the disk),
+# then the arm64 cross build, niced so that it fills the native build's idle
+# CPU rather than slowing it. Each writes its own log, printed when all ended;
+# a failure of any fails set-up, and none outlives it.
+logs=$(mktemp -d /tmp/tracecorr-setup.XXXXXX)
+beside=()
+trap 'kill "${beside[@]}" 2>/dev/null || true; wait; rm -rf "$logs"' EXIT
+# The Node.js thread context's reference writer: Node 24 and 22, @datadog/pprof and dd-trace from npm,
+# into build/njs-node (fixtures/otel_nodejs_thread_context/README.md).
+sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >"$logs/node.log" 2>&1 &
+beside+=($!)
 # arm64: a sysroot and a pinned kernel from Debian's arm64 packages, then
 # tracecorr cross-built for the full-system test (tests/py/test_arm64_system.py).
 if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ]; then
-  bash scripts/arm64/prepare.sh
-  bash scripts/arm64/build-tracecorr.sh
+  { bash scripts/arm64/prepare.sh && nice bash scripts/arm64/build-tracecorr.sh; } >"$logs/arm64.log" 2>&1 &
+  beside+=($!)
 fi
+status=0
+ninja -C build || status=$?
+for pid in "${beside[@]}"; do
+  wait "$pid" || status=$?
+done
+beside=()
+for log in "$logs"/*.log; do
+  if [ -s "$log" ]; then
+    echo "== setup: $(basename "$log" .log)"
+    cat "$log"
+  fi
+done
+exit $status

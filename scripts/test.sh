@@ -6,15 +6,14 @@
 # when the CPUs are idle, else 1), each `pytest --shard K/N`: whole modules
 # dealt out by their measured seconds (tests/py/conftest.py). Most tests wait
 # out a scenario's phases, a deadline or an emulated guest, so four share two
-# CPUs. The few tests that act on every process of the host (marker
-# `host_wide`: `tracecorr agent --all` sends to every agent it finds) run first,
-# alone, so they never meet another process's targets.
+# CPUs. Shard 1 is the arm64 guest alone (the long pole): it starts first,
+# beside ctest. The few tests that act on every process of the host (marker
+# `host_wide`: `tracecorr agent --all` sends to every agent it finds) then run
+# before the other shards start, so they never meet another test's targets
+# (the guest's run under its own kernel).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
-
-echo "== ctest"
-ctest --test-dir build --output-on-failure -j2 || status=1
 
 export TRACECORR_BUILD="$PWD/build"
 pytest_args=(-p no:cacheprovider tests/py tests/scenarios -q -rfEs --durations=12)
@@ -37,13 +36,12 @@ if [ -z "$shards" ]; then
   [ "$shards" = 1 ] && echo "== the CPUs are busy ($idle % idle over a second): one pytest process"
 fi
 if [ "$shards" = 1 ]; then
+  echo "== ctest"
+  ctest --test-dir build --output-on-failure -j2 || status=1
   echo "== pytest"
   /usr/bin/python3 -m pytest "${pytest_args[@]}" || status=1
   exit $status
 fi
-
-echo "== pytest: the tests that act on every process of the host, alone"
-/usr/bin/python3 -m pytest "${pytest_args[@]}" -m host_wide || status=1
 
 logs="$(mktemp -d /tmp/tracecorr-test-shards.XXXXXX)"
 # Full conform runs overlap two sessions: conform's own default reads the load
@@ -51,10 +49,26 @@ logs="$(mktemp -d /tmp/tracecorr-test-shards.XXXXXX)"
 export TRACECORR_TEST_CONFORM_SESSION_JOBS="${TRACECORR_TEST_CONFORM_SESSION_JOBS:-2}"
 pids=()
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait; rm -rf "$logs"' EXIT
-echo "== pytest: $shards processes side by side, their output in turn"
-for k in $(seq 1 "$shards"); do
-  /usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not host_wide" --shard "$k/$shards" >"$logs/shard-$k.log" 2>&1 &
+start_shard() {
+  /usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not host_wide" --shard "$1/$shards" >"$logs/shard-$1.log" 2>&1 &
   pids+=($!)
+}
+# Shard 1 holds the arm64 guest and nothing else (SHARD_ALONE in tests/py/conftest.py):
+# the long pole, started before everything else. Its only process on the host is
+# qemu-system-aarch64 (the guest's targets run under the guest's own kernel), so
+# the host-wide tests still meet no other test's targets.
+echo "== pytest: shard 1 of $shards (the arm64 guest) started"
+start_shard 1
+
+echo "== ctest"
+ctest --test-dir build --output-on-failure -j2 || status=1
+
+echo "== pytest: the tests that act on every process of the host, alone"
+/usr/bin/python3 -m pytest "${pytest_args[@]}" -m host_wide || status=1
+
+echo "== pytest: $shards processes side by side, their output in turn"
+for k in $(seq 2 "$shards"); do
+  start_shard "$k"
 done
 for k in $(seq 1 "$shards"); do
   wait "${pids[$((k - 1))]}" || status=1

@@ -315,16 +315,47 @@ class SamplingJob:
 # mostly waits out its sessions' windows).
 GUEST_CONFORM_JOBS = 2
 
+# The conform jobs' queue in the guest: the next job's number, and a lock (mkdir is atomic).
+QUEUE_NEXT = "/tmp/conform-queue.next"
+QUEUE_LOCK = "/tmp/conform-queue.lock"
+
+
+def conform_lanes_script(conform: "list[ConformJob]") -> list[str]:
+    """GUEST_CONFORM_JOBS lanes, each taking the next job of the queue as soon as
+    its last one ends: one run that takes a minute (a starved guest's retries)
+    holds one lane, not a whole batch of them."""
+    lines = [f"conform_job_{i}() {{\n(\n{job.run_script()}\n)\n}}" for i, job in enumerate(conform)]
+    lines += [
+        "conform_next() {  # the queue's next job number",
+        f"  until mkdir {QUEUE_LOCK} 2>/dev/null; do sleep 0.05; done",
+        f"  n=$(cat {QUEUE_NEXT})",
+        f"  echo $((n + 1)) > {QUEUE_NEXT}",
+        f"  rmdir {QUEUE_LOCK}",
+        "  echo $n",
+        "}",
+        "conform_lane() {",
+        "  while :; do",
+        "    n=$(conform_next)",
+        f"    [ \"$n\" -lt {len(conform)} ] || break",
+        "    conform_job_$n",
+        "  done",
+        "}",
+        f"echo 0 > {QUEUE_NEXT}",
+        *["conform_lane &"] * GUEST_CONFORM_JOBS,
+        "wait",
+    ]
+    return lines
+
 
 def run_script(jobs: "list[ConformJob | SamplingJob]") -> str:
     """/opt/conform/run.sh: each sampling job alone, then the conform jobs
-    GUEST_CONFORM_JOBS at a time, then every result in job order (results are
-    emitted one after another: concurrent output would interleave)."""
+    GUEST_CONFORM_JOBS at a time (conform_lanes_script), then every result in
+    job order (results are emitted one after another: concurrent output would
+    interleave)."""
     lines = [job.run_script() for job in jobs if isinstance(job, SamplingJob)]
     conform = [job for job in jobs if isinstance(job, ConformJob)]
-    for first in range(0, len(conform), GUEST_CONFORM_JOBS):
-        lines += [f"(\n{job.run_script()}\n) &" for job in conform[first:first + GUEST_CONFORM_JOBS]]
-        lines.append("wait")
+    if conform:
+        lines += conform_lanes_script(conform)
     lines += [job.emit_script() for job in jobs]
     return "\n".join(lines) + "\n"
 

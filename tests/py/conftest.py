@@ -20,7 +20,10 @@
   (the arm64 VM modules share one boot), and groups are dealt out largest first
   by the seconds tests/py/shard_weights.json gives them (scripts/shard-weights.py
   writes it from TRACECORR_TEST_CPU_REPORT files; a module it lacks weighs
-  DEFAULT_SHARD_WEIGHT_S).
+  DEFAULT_SHARD_WEIGHT_S). A group whose module says SHARD_ALONE = True (the
+  arm64 guest: minutes of both CPUs, the test command's long pole) goes to shard 1,
+  which holds nothing else whenever there are two shards or more, so
+  scripts/test.sh starts it first and nothing else waits behind it.
 - tests/py/known_failures.txt: tests known to fail, each marked
   xfail(strict=True) with its issue: they still run, a listed test that passes
   fails the run (the list is stale), and any failure not listed fails it.
@@ -76,10 +79,23 @@ def shard_group(item) -> str:
     return getattr(item.module, "SHARD_GROUP", None) or module_of(item)
 
 
-def deal_shards(weights: dict[str, float], n: int) -> list[set[str]]:
-    """The groups `weights` names into `n` shards of about equal weight: the
-    heaviest first, each to the lightest shard so far (ties by name, so every
-    process deals alike)."""
+def shard_alone(item) -> bool:
+    return bool(getattr(item.module, "SHARD_ALONE", False))
+
+
+def deal_shards(weights: dict[str, float], n: int, alone: frozenset[str] = frozenset()) -> list[set[str]]:
+    """The groups `weights` names into `n` shards of about equal weight. With
+    n > 1, shard 1 holds the groups in `alone` and no other, even when there
+    are none (scripts/test.sh starts it beside the host-wide tests, which must
+    meet no other test's targets). The others go heaviest first, each to the
+    lightest shard so far (ties by name, so every process deals alike)."""
+    if n > 1:
+        rest = deal_by_weight({g: w for g, w in weights.items() if g not in alone}, n - 1)
+        return [set(alone & weights.keys()), *rest]
+    return deal_by_weight(weights, n)
+
+
+def deal_by_weight(weights: dict[str, float], n: int) -> list[set[str]]:
     shards: list[tuple[float, int, set[str]]] = [(0.0, i, set()) for i in range(n)]
     for group in sorted(weights, key=lambda g: (-weights[g], g)):
         load, i, members = min(shards, key=lambda s: (s[0], s[1]))
@@ -109,7 +125,8 @@ def pytest_collection_modifyitems(config, items):
         modules_of.setdefault(shard_group(item), set()).add(module_of(item))
     weights = {group: sum(measured.get(m, DEFAULT_SHARD_WEIGHT_S) for m in modules)
                for group, modules in modules_of.items()}
-    mine = deal_shards(weights, n)[k - 1]
+    alone = frozenset(shard_group(item) for item in items if shard_alone(item))
+    mine = deal_shards(weights, n, alone)[k - 1]
     config.hook.pytest_deselected(items=[item for item in items if shard_group(item) not in mine])
     items[:] = [item for item in items if shard_group(item) in mine]
 

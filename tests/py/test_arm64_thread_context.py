@@ -101,6 +101,8 @@ SAMPLED_MODELS = {
 
 # pytest --shard keeps the modules that share the guest in one process.
 SHARD_GROUP = "arm64-vm"
+# ... and in a shard of its own, shard 1, which scripts/test.sh starts first: the guest is the long pole.
+SHARD_ALONE = True
 pytestmark = [pytest.mark.slow, pytest.mark.qemu, pytest.mark.matrix,
               pytest.mark.skipif(not MUTANTS or not MODELS, reason=cs.missing_reason(
                   f"the {ARCH} {PACKAGE} fixtures under {cs.BUILD}"))]

@@ -1,8 +1,8 @@
 """`pytest --shard K/N` (tests/py/conftest.py), as scripts/test.sh uses it: the
 N shards together run every collected test exactly once, a module's tests
 stay in one shard, and modules of one SHARD_GROUP (the arm64 VM modules, which
-share one boot) stay together. A dealing that dropped a module would be a
-silent pass of everything in it."""
+share one boot) stay together, in shard 1 and alone there (SHARD_ALONE). A
+dealing that dropped a module would be a silent pass of everything in it."""
 from __future__ import annotations
 
 import subprocess
@@ -39,6 +39,8 @@ def test_the_shards_run_every_test_once_and_keep_modules_whole():
             assert other == k or not modules & theirs, f"modules split between shards {k} and {other}: {modules & theirs}"
     holding_vm = [k for k, modules in modules_in.items() if modules & ARM64_VM_MODULES]
     assert len(holding_vm) == 1 and ARM64_VM_MODULES <= modules_in[holding_vm[0]], dict(modules_in)
+    # scripts/test.sh starts shard 1 first, beside ctest and the host-wide tests: the guest alone.
+    assert modules_in[1] == ARM64_VM_MODULES, dict(modules_in)
 
 
 @pytest.mark.parametrize("bad", ["0/4", "5/4", "4", "a/b"])

@@ -45,21 +45,31 @@ void* spin(void*) {
 constexpr int kSpinningThreads = 4;
 constexpr auto kSlowCallback = 1ms;  // ~1000 samples/s taken: fewer than the child's threads give at 2 kHz
 
-TEST(BpfSamplerBacklog, PollReturnsWhileTheRingBufferNeverEmpties) {
-  auto made = bpf::make_bpf_sampler({.frequency_hz = 2000});
-  if (!made) GTEST_SKIP() << made.error().message();
-  auto sampler = std::move(*made);
-  test::ForkedChild child([](test::ForkedChild::Pipes pipes) {
+// A child whose kSpinningThreads threads all burn their CPUs.
+test::ForkedChild spinning_child() {
+  return test::ForkedChild([](test::ForkedChild::Pipes pipes) {
     pthread_t t;
     for (int i = 1; i < kSpinningThreads; ++i) pthread_create(&t, nullptr, spin, nullptr);
     (void)!write(pipes.report, "r", 1);
     spin(nullptr);
   });
-  ASSERT_GT(child.pid(), 0);
+}
+
+// Once all of the child's threads spin, the sampler tracks it.
+::testing::AssertionResult track_when_spinning(Sampler& sampler, test::ForkedChild& child) {
   char ready = 0;
-  ASSERT_TRUE(child.read(&ready, 1));
-  ASSERT_TRUE(sampler->track(child.pid(), test_support::test_record_layout(),
-                             PointerSite::tls_offset(unset_record_offset())));
+  if (child.pid() <= 0 || !child.read(&ready, 1)) return ::testing::AssertionFailure() << "the child did not start";
+  if (!sampler.track(child.pid(), test_support::test_record_layout(), PointerSite::tls_offset(unset_record_offset())))
+    return ::testing::AssertionFailure() << "the sampler did not track pid " << child.pid();
+  return ::testing::AssertionSuccess();
+}
+
+TEST(BpfSamplerBacklog, PollReturnsWhileTheRingBufferNeverEmpties) {
+  auto made = bpf::make_bpf_sampler({.frequency_hz = 2000});
+  if (!made) GTEST_SKIP() << made.error().message();
+  auto sampler = std::move(*made);
+  test::ForkedChild child = spinning_child();
+  ASSERT_TRUE(track_when_spinning(*sampler, child));
   // Before the bound, the poll below never returned while the child ran: stop
   // the child after a while, so that such a poll fails the counts below
   // instead of hanging the test.
@@ -108,17 +118,8 @@ TEST(BpfSamplerBacklog, WhatWasSampledIsAllReadAtTheEnd) {
   auto made = bpf::make_bpf_sampler({.frequency_hz = 2000});
   if (!made) GTEST_SKIP() << made.error().message();
   auto sampler = std::move(*made);
-  test::ForkedChild child([](test::ForkedChild::Pipes pipes) {
-    pthread_t t;
-    for (int i = 1; i < kSpinningThreads; ++i) pthread_create(&t, nullptr, spin, nullptr);
-    (void)!write(pipes.report, "r", 1);
-    spin(nullptr);
-  });
-  ASSERT_GT(child.pid(), 0);
-  char ready = 0;
-  ASSERT_TRUE(child.read(&ready, 1));
-  ASSERT_TRUE(sampler->track(child.pid(), test_support::test_record_layout(),
-                             PointerSite::tls_offset(unset_record_offset())));
+  test::ForkedChild child = spinning_child();
+  ASSERT_TRUE(track_when_spinning(*sampler, child));
   std::this_thread::sleep_for(300ms);  // never polled: hundreds of samples wait
   std::size_t read = 0;
   const std::atomic<bool> not_stopped{false};
@@ -144,17 +145,8 @@ TEST(BpfSamplerBacklog, AStoppedRunReadsOneBatchAndCountsTheRestUnread) {
   auto made = bpf::make_bpf_sampler({.frequency_hz = 2000});
   if (!made) GTEST_SKIP() << made.error().message();
   auto sampler = std::move(*made);
-  test::ForkedChild child([](test::ForkedChild::Pipes pipes) {
-    pthread_t t;
-    for (int i = 1; i < kSpinningThreads; ++i) pthread_create(&t, nullptr, spin, nullptr);
-    (void)!write(pipes.report, "r", 1);
-    spin(nullptr);
-  });
-  ASSERT_GT(child.pid(), 0);
-  char ready = 0;
-  ASSERT_TRUE(child.read(&ready, 1));
-  ASSERT_TRUE(sampler->track(child.pid(), test_support::test_record_layout(),
-                             PointerSite::tls_offset(unset_record_offset())));
+  test::ForkedChild child = spinning_child();
+  ASSERT_TRUE(track_when_spinning(*sampler, child));
   std::this_thread::sleep_for(300ms);
   std::size_t read = 0;
   const std::atomic<bool> stopped{true};

@@ -1144,6 +1144,26 @@ INSTANTIATE_TEST_SUITE_P(
 // and one record state naming the child: visible from `from_ms` to `to_ms`
 // relative to the child's start (the child runs 200 ms).
 // `session_change` sees the session and the child's start (steady clock).
+// A valid record of a sampled trace naming (trace, span, transaction).
+TlsRecord sampled_record(const TraceId& trace, const SpanId& span, const SpanId& transaction) {
+  TlsRecord r;
+  r.minor = 1;
+  r.valid = 1;
+  r.trace_present = 1;
+  r.trace_flags = 1;
+  r.trace_id = trace;
+  r.span_id = span;
+  r.transaction_id = transaction;
+  return r;
+}
+
+template <typename Id>
+Id filled(std::uint8_t byte) {
+  Id id;
+  id.fill(byte);
+  return id;
+}
+
 using TlsSessionChange = std::function<void(Draft&, Traffic&, std::chrono::steady_clock::time_point)>;
 std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
                                                      std::function<void(TlsRecord&, Traffic&)> change = {},
@@ -1169,14 +1189,7 @@ std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
     later.received_at = now_steady;
     s.spans = {child, tx, later};
 
-    TlsRecord r;
-    r.minor = 1;
-    r.valid = 1;
-    r.trace_present = 1;
-    r.trace_flags = 1;
-    r.trace_id = t.trace;
-    r.span_id = t.child;
-    r.transaction_id = t.transaction;
+    TlsRecord r = sampled_record(t.trace, t.child, t.transaction);
     if (change) change(r, t);
     RecordObservation o = observation(11, r);
     auto steady_child_start = now_steady - 10s;
@@ -1201,14 +1214,7 @@ TlsSessionChange export_lost(int at_ms) {
 // (seen 20..180 ms after the child's start), and an export lost at `at_ms`.
 TlsSessionChange unarrived_record_and_export_lost(int at_ms) {
   return [at_ms](Draft& s, Traffic& t, std::chrono::steady_clock::time_point child_start) {
-    TlsRecord r;
-    r.minor = 1;
-    r.valid = 1;
-    r.trace_present = 1;
-    r.trace_flags = 1;
-    r.trace_id = t.trace;
-    r.span_id.fill(0x55);
-    r.transaction_id.fill(0x56);
+    TlsRecord r = sampled_record(t.trace, filled<SpanId>(0x55), filled<SpanId>(0x56));
     RecordObservation o = observation(12, r);
     o.at = child_start + 19ms;
     o.read_by = child_start + 20ms;
