@@ -12,6 +12,7 @@
 
 #include "followed_tree.hpp"
 #include "hardware_watch.hpp"
+#include "tracecorr/conform/update_wait.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr::conform {
@@ -78,6 +79,8 @@ namespace {
 using namespace hardware_watch;
 
 constexpr auto kArmRetryInterval = std::chrono::milliseconds(20);
+// How often the target's own time is read (its threads' schedstat) once a slot is located.
+constexpr auto kProgressLook = std::chrono::milliseconds(50);
 constexpr char kPublishedFirst[] = "published before its slot could be watched";
 
 struct FollowedThread {
@@ -95,7 +98,6 @@ class Follower {
 
   void run() {
     const auto began = Clock::now();
-    last_activity_ = began;
     IdlePause pause(std::chrono::microseconds(1000));
     auto next_arm_retry = began + kArmRetryInterval;
     for (;;) {
@@ -133,7 +135,11 @@ class Follower {
   }
 
  private:
-  std::optional<std::string> reason_to_end(Clock::time_point began, Clock::time_point now) const {
+  // Once a slot is located, the watch's windows are of the target's own time
+  // (wall minus its longest wait for a CPU, TargetProgress): a starved target
+  // (an emulated guest beside a busy host) gets the chance to start its
+  // threads and publish that an idle one gets. The ceiling is wall clock.
+  std::optional<std::string> reason_to_end(Clock::time_point began, Clock::time_point now) {
     if (s_.end_requested) return "ended by the session";
     if (tree_.empty()) return "every followed thread exited";
     if (!located_at_) {
@@ -141,10 +147,21 @@ class Follower {
         return "no thread's slot could be located within " + std::to_string(s_.settings.until_located.count()) + " ms";
       return std::nullopt;
     }
-    if (now - *located_at_ >= s_.settings.after_located)
-      return std::to_string(s_.settings.after_located.count()) + " ms after the first slot was located";
-    if (report_.publications_seen > 0 && now - last_activity_ >= s_.settings.quiet)
-      return "no new thread or publication for " + std::to_string(s_.settings.quiet.count()) + " ms";
+    if (now - *located_at_ >= s_.settings.ceiling)
+      return "the ceiling, " + std::to_string(s_.settings.ceiling.count()) + " ms after the first slot was located" +
+             (last_reading_ ? " (" + last_reading_->describe() + ")" : std::string());
+    if (now < next_progress_look_) return std::nullopt;
+    next_progress_look_ = now + kProgressLook;
+    last_reading_ = progress_->since_mark();
+    if (!last_reading_) return std::nullopt;  // its threads cannot be read: tree_.empty() tells soon
+    const auto available = last_reading_->available();
+    if (activity_since_look_) activity_available_ = available, activity_since_look_ = false;
+    if (available >= s_.settings.after_located)
+      return std::to_string(s_.settings.after_located.count()) + " ms of the target's own time after the first slot "
+             "was located (" + last_reading_->describe() + ")";
+    if (report_.publications_seen > 0 && available - activity_available_ >= s_.settings.quiet)
+      return "no new thread or publication for " + std::to_string(s_.settings.quiet.count()) +
+             " ms of the target's own time (" + last_reading_->describe() + ")";
     return std::nullopt;
   }
 
@@ -153,7 +170,7 @@ class Follower {
       // The new task is attached already and reports its own first stop.
       if (tree_.adopt_new_task(t, stop)) {
         ++report_.threads_started;
-        last_activity_ = Clock::now();
+        activity_since_look_ = true;
       }
     } else if (stop.kind == Stop::Kind::kEventStop && stop.event == PTRACE_EVENT_EXEC) {
       t.armed = t.settled = false;  // a new image: the kernel cleared the debug registers
@@ -176,7 +193,10 @@ class Follower {
     if (*tp == 0) return void(t.why_not_armed = "it had no thread pointer yet");
     auto slot = s_.locate(t.pid, *tp);
     if (!slot) return void(t.why_not_armed = slot.error().message());
-    if (!located_at_) located_at_ = Clock::now();
+    if (!located_at_) {
+      located_at_ = Clock::now();
+      progress_.emplace(s_.root);
+    }
     located_pids_.insert(t.pid);
     auto value = LiveProcessMemory(t.pid).read_u64(*slot);
     if (!value) return void(t.why_not_armed = "its slot could not be read");
@@ -189,7 +209,7 @@ class Follower {
     t.armed = true;
     t.slot = *slot;
     ++report_.threads_armed;
-    last_activity_ = Clock::now();
+    activity_since_look_ = true;
   }
 
   void observe_store(FollowedThread& t) {
@@ -209,7 +229,7 @@ class Follower {
     else p.read_error = read.error();
     ++report_.publications_seen;
     if (report_.publications.size() < SlotWatchReport::kMaxKeptPublications) report_.publications.push_back(std::move(p));
-    last_activity_ = Clock::now();
+    activity_since_look_ = true;
   }
 
   // Threads that were running when their process's slot became locatable
@@ -249,7 +269,11 @@ class Follower {
   FollowedTree<FollowedThread> tree_;
   std::set<pid_t> located_pids_;
   std::optional<Clock::time_point> located_at_;
-  Clock::time_point last_activity_;
+  std::optional<TargetProgress> progress_;  // marked when the first slot is located
+  std::optional<TargetProgress::Reading> last_reading_;
+  Clock::time_point next_progress_look_;
+  bool activity_since_look_ = false;                 // a new thread or a publication since the last look
+  std::chrono::milliseconds activity_available_{0};  // the target's own time at the look after the last one
 };
 
 }  // namespace

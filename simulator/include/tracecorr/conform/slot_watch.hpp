@@ -69,12 +69,15 @@ class SlotWatch {
   using SlotLocator = std::function<Expected<std::uint64_t>(pid_t pid, std::uint64_t thread_pointer)>;
 
   struct Settings {
-    // After the first slot is located: how long the watch goes on without a
-    // new thread, arming or publication once it has seen a publication ...
+    // After the first slot is located, of the target's own time (wall minus
+    // its longest wait for a CPU): how long the watch goes on without a new
+    // thread or publication once it has seen a publication ...
     std::chrono::milliseconds quiet{300};
     // ... and how long at most (threads that never publish, a JVM that keeps
-    // starting threads).
+    // starting threads) ...
     std::chrono::milliseconds after_located{2000};
+    // ... and, however starved the target, how long at most by the wall clock.
+    std::chrono::milliseconds ceiling{20000};
     // Before any slot is located (a library that is never loaded).
     std::chrono::milliseconds until_located{10000};
     // Called with each followed process held at its exec (PTRACE_EVENT_EXEC),
