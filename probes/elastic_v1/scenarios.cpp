@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tracecorr/conform/flames.hpp"
+#include "tracecorr/conform/update_wait.hpp"
 #include "tracecorr/sampler.hpp"
 #include "channel.hpp"
 #include "elastic_v1/library.hpp"
@@ -284,11 +285,14 @@ void send_boundary_registrations(Session& s) {
 }
 
 // TLS-04 on up to two threads, on a thread of its own (ptrace is per thread).
-// A thread starved of CPU (a busy machine) may not update its record while
-// watched: the watch goes round the threads again until it has seen enough
-// updates or spent kUpdateOrderPatience rounds' worth of time.
+// A thread starved of CPU (a busy machine) or slow (an emulated guest) may
+// update its record only now and then while watched: the watch goes round the
+// threads again until it has seen enough updates, or the target has had
+// kUpdateOrderPatience rounds' worth of its own time (wall minus its longest
+// wait for a CPU) since the last update it saw, or the wall-clock ceiling.
 constexpr std::size_t kWantedUpdates = 10;
 constexpr int kUpdateOrderPatience = 8;
+constexpr int kUpdateOrderCeiling = 40;  // rounds' worth of wall time
 
 std::thread watch_update_order_async(Session& s, Millis per_thread) {
   return std::thread([&s, per_thread] {
@@ -302,12 +306,18 @@ std::thread watch_update_order_async(Session& s, Millis per_thread) {
       if (threads.size() == 2) break;
     }
     if (threads.empty()) return;
-    const auto give_up = Clock::now() + kUpdateOrderPatience * per_thread;
+    const auto ceiling = Clock::now() + kUpdateOrderCeiling * per_thread;
+    conform::TargetProgress since_last_update(s.pid());
+    auto patient = [&] {
+      if (Clock::now() >= ceiling) return false;
+      auto reading = since_last_update.since_mark();
+      return reading && reading->available() < kUpdateOrderPatience * per_thread;
+    };
     std::size_t updates = 0;
-    for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && Clock::now() < give_up); ++round) {
+    for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && patient()); ++round) {
       for (const auto& [tid, pointer] : threads) {
         auto report = watch_update_order(s.pid(), tid, elastic_v1::tls_record_layout(), pointer, per_thread, 40);
-        if (report) updates += report->updates_seen;
+        if (report && report->updates_seen > 0) updates += report->updates_seen, since_last_update.mark();
         bool failed = !report || !report->conforms();
         s.add_update_order_report(std::move(report));
         if (failed || !s.target_alive()) return;  // the evidence is in; do not watch on
