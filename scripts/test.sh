@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 status=0
 
 export TRACECORR_BUILD="$PWD/build"
-pytest_args=(-p no:cacheprovider tests/py tests/scenarios -q -rfEs --durations=12)
+pytest_args=(-p no:cacheprovider tests/py tests/scenarios -q -rfEsxX --durations=12)
 # 5 means pytest collected nothing: that is a failure of the test command, not a pass.
 # Side by side only on CPUs that are free: on a machine already busy (less
 # than half its CPU time idle over a second, e.g. stress-ng beside it), the
