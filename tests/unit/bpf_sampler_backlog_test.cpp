@@ -44,6 +44,23 @@ void* spin(void*) {
 
 constexpr int kSpinningThreads = 4;
 constexpr auto kSlowCallback = 1ms;  // ~1000 samples/s taken: fewer than the child's threads give at 2 kHz
+// The most one bounded poll takes through a callback of kSlowCallback.
+constexpr std::size_t kMostPerPoll = static_cast<std::size_t>(bpf::SamplerLoader::kConsumeLimit / kSlowCallback) + 1;
+
+// A backlog read to the end by read_what_was_sampled through a callback of
+// kSlowCallback, sampling stopped or not; how many samples it read.
+::testing::AssertionResult read_backlog_slowly(Sampler& sampler, const std::atomic<bool>& stopped, std::size_t& read) {
+  read = 0;
+  auto st = read_what_was_sampled(
+      sampler,
+      [&](const Sample&) {
+        ++read;
+        std::this_thread::sleep_for(kSlowCallback);
+      },
+      stopped);
+  if (!st) return ::testing::AssertionFailure() << st.error().message();
+  return ::testing::AssertionSuccess();
+}
 
 // A child whose kSpinningThreads threads all burn their CPUs.
 test::ForkedChild spinning_child() {
@@ -80,7 +97,6 @@ TEST(BpfSamplerBacklog, PollReturnsWhileTheRingBufferNeverEmpties) {
     if (!done) ::kill(child.pid(), SIGSTOP);
   });
   std::this_thread::sleep_for(300ms);  // a backlog: hundreds of samples wait
-  const std::size_t most_per_poll = static_cast<std::size_t>(bpf::SamplerLoader::kConsumeLimit / kSlowCallback) + 1;
   std::size_t polls_with_backlog = 0;
   for (int i = 0; i < 5; ++i) {
     std::size_t taken = 0;
@@ -92,7 +108,7 @@ TEST(BpfSamplerBacklog, PollReturnsWhileTheRingBufferNeverEmpties) {
         0ms);
     ASSERT_TRUE(n) << n.error().message();
     EXPECT_GE(*n, 1u) << "poll " << i << ": samples were waiting";
-    EXPECT_LE(*n, most_per_poll) << "poll " << i << " consumed past its limit";
+    EXPECT_LE(*n, kMostPerPoll) << "poll " << i << " consumed past its limit";
     polls_with_backlog += sampler->backlog();
   }
   done = true;
@@ -124,16 +140,9 @@ TEST(BpfSamplerBacklog, WhatWasSampledIsAllReadAtTheEnd) {
   std::size_t read = 0;
   const std::atomic<bool> not_stopped{false};
   // The child spins on: the read ends because sampling stopped, not because the ring emptied by chance.
-  ASSERT_TRUE(read_what_was_sampled(
-      *sampler,
-      [&](const Sample&) {
-        ++read;
-        std::this_thread::sleep_for(kSlowCallback);
-      },
-      not_stopped));
+  ASSERT_TRUE(read_backlog_slowly(*sampler, not_stopped, read));
   const auto after = sampler->counters();
-  const std::size_t most_per_poll = static_cast<std::size_t>(bpf::SamplerLoader::kConsumeLimit / kSlowCallback) + 1;
-  EXPECT_GT(read, most_per_poll) << "more than one bounded batch";
+  EXPECT_GT(read, kMostPerPoll) << "more than one bounded batch";
   EXPECT_EQ(after.unread, 0u) << "emitted " << after.emitted << ", read " << read;
   EXPECT_EQ(read, after.emitted) << "every emitted sample was read";
   std::this_thread::sleep_for(50ms);
@@ -150,13 +159,7 @@ TEST(BpfSamplerBacklog, AStoppedRunReadsOneBatchAndCountsTheRestUnread) {
   std::this_thread::sleep_for(300ms);
   std::size_t read = 0;
   const std::atomic<bool> stopped{true};
-  ASSERT_TRUE(read_what_was_sampled(
-      *sampler,
-      [&](const Sample&) {
-        ++read;
-        std::this_thread::sleep_for(kSlowCallback);
-      },
-      stopped));
+  ASSERT_TRUE(read_backlog_slowly(*sampler, stopped, read));
   const auto after = sampler->counters();
   EXPECT_GE(read, 1u);
   EXPECT_GT(after.unread, 0u) << "read " << read << " of " << after.emitted;
