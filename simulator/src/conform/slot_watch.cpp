@@ -195,7 +195,7 @@ class Follower {
     if (!slot) return void(t.why_not_armed = slot.error().message());
     if (!located_at_) {
       located_at_ = Clock::now();
-      progress_.emplace(s_.root);
+      progress_.emplace(t.pid);  // the process that holds the library: a launch script may not exec it
     }
     located_pids_.insert(t.pid);
     auto value = LiveProcessMemory(t.pid).read_u64(*slot);
@@ -269,7 +269,7 @@ class Follower {
   FollowedTree<FollowedThread> tree_;
   std::set<pid_t> located_pids_;
   std::optional<Clock::time_point> located_at_;
-  std::optional<TargetProgress> progress_;  // marked when the first slot is located
+  std::optional<TargetProgress> progress_;  // of the first located slot's process, marked then
   std::optional<TargetProgress::Reading> last_reading_;
   Clock::time_point next_progress_look_;
   bool activity_since_look_ = false;                 // a new thread or a publication since the last look
