@@ -15,7 +15,7 @@
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
-#include "tracecorr/conform/take_up_clock.hpp"
+#include "tracecorr/watch/take_up_clock.hpp"
 #include "tracecorr/socket.hpp"
 
 namespace tracecorr::elastic_v1 {

@@ -6,7 +6,7 @@
 #include "evidence.hpp"
 #include "judging.hpp"
 #include "scenarios.hpp"
-#include "tracecorr/conform/flames.hpp"
+#include "tracecorr/report/flames.hpp"
 
 namespace tracecorr::elastic_v1 {
 

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "tracecorr/conform/flames.hpp"
-#include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/report/flames.hpp"
+#include "tracecorr/watch/update_wait.hpp"
 #include "tracecorr/sampler.hpp"
 #include "channel.hpp"
 #include "elastic_v1/library.hpp"

@@ -13,7 +13,7 @@
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
-#include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/watch/update_wait.hpp"
 
 namespace tracecorr::otel_process_context {
 

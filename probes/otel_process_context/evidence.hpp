@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tracecorr/conform/mapping_watch.hpp"
+#include "tracecorr/watch/mapping_watch.hpp"
 #include "tracecorr/conform/probe.hpp"
 #include "tracecorr/conform/session_part.hpp"
 #include "tracecorr/error.hpp"

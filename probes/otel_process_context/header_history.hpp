@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tracecorr/conform/mapping_watch.hpp"
+#include "tracecorr/watch/mapping_watch.hpp"
 #include "tracecorr/process_context.hpp"
 
 namespace tracecorr::otel_process_context {

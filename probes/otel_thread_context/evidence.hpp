@@ -18,7 +18,7 @@
 
 #include "otel_thread_context/record.hpp"
 #include "tracecorr/conform/probe.hpp"
-#include "tracecorr/conform/published_record_watch.hpp"
+#include "tracecorr/watch/published_record_watch.hpp"
 #include "tracecorr/conform/session_part.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/error.hpp"

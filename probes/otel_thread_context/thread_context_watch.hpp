@@ -21,7 +21,7 @@
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
-#include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/watch/update_wait.hpp"
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/tls.hpp"
 

@@ -5,7 +5,7 @@
 #include "common.hpp"
 #include "tracecorr/conform/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/conform/result.hpp"
 
 namespace tracecorr::python {

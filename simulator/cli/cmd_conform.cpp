@@ -14,7 +14,7 @@
 #include "command.hpp"
 #include "tracecorr/conform/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "command.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/inspector.hpp"
 #include "tracecorr/memory.hpp"
 

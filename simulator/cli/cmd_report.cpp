@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "command.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "tracecorr/conform/mapping_watch.hpp"
+#include "tracecorr/watch/mapping_watch.hpp"
 #include "tracecorr/conform/target.hpp"
 
 namespace tracecorr::conform {

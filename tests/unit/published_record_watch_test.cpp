@@ -24,7 +24,7 @@
 
 #include "forked_child.hpp"
 #include "test_record_layout.hpp"
-#include "tracecorr/conform/published_record_watch.hpp"
+#include "tracecorr/watch/published_record_watch.hpp"
 #include "tracecorr/ids.hpp"
 #include "watched_thread.hpp"
 

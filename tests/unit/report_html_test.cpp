@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report_test_support.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/symbols.hpp"
 
 namespace tracecorr::conform {

@@ -10,7 +10,7 @@
 
 #include "report_test_support.hpp"
 #include "tracecorr/conform/expectations.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::conform {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "tracecorr/conform/slot_watch.hpp"
+#include "tracecorr/watch/slot_watch.hpp"
 #include "tracecorr/conform/target.hpp"
 #include "test_record_layout.hpp"
 #include "tracecorr/procfs.hpp"

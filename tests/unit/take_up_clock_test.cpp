@@ -1,6 +1,6 @@
 // TakeUpClock: when the agent read what tracecorr sent, from SIOCOUTQ on the
 // sending socket. A datagram socketpair stands in for tracecorr and the agent.
-#include "tracecorr/conform/take_up_clock.hpp"
+#include "tracecorr/watch/take_up_clock.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

@@ -23,7 +23,7 @@
 
 #include "forked_child.hpp"
 #include "test_record_layout.hpp"
-#include "tracecorr/conform/update_order.hpp"
+#include "tracecorr/watch/update_order.hpp"
 #include "tracecorr/memory.hpp"
 #include "watched_thread.hpp"
 

@@ -1,6 +1,6 @@
 // conform::UpdateWait and TargetProgress on this test's own process (its
 // threads' schedstat): how long a session that judges updates goes on.
-#include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/watch/update_wait.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

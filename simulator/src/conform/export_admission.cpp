@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/conform/target.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/tcp_peer.hpp"

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "tracecorr/conform/probe.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/target.hpp"
 

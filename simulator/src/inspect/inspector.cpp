@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr {

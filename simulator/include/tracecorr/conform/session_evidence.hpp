@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "tracecorr/conform/record_watcher.hpp"
+#include "tracecorr/watch/record_watcher.hpp"
 #include "tracecorr/conform/session_part.hpp"
-#include "tracecorr/conform/slot_watch.hpp"
+#include "tracecorr/watch/slot_watch.hpp"
 #include "tracecorr/conform/target.hpp"
-#include "tracecorr/conform/update_order.hpp"
+#include "tracecorr/watch/update_order.hpp"
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/tls.hpp"

@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "elastic_v1/agent/deliverer.hpp"
 #include "elastic_v1/library.hpp"
 #include "tracecorr/discovery.hpp"

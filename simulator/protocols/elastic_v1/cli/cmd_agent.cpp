@@ -11,12 +11,12 @@
 #include <set>
 
 #include "command.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "elastic_v1/agent/host_agent.hpp"
 #include "elastic_v1/registry.hpp"
 #include "probes/elastic_v1/scenarios.hpp"
-#include "tracecorr/conform/flames.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/flames.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/sampler.hpp"
 #if defined(TRACECORR_HAVE_BPF)
 #include "bpf_sampler.hpp"

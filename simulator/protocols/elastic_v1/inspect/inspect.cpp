@@ -9,7 +9,7 @@
 
 #include "elastic_v1/checks.hpp"
 #include "elastic_v1/registry.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr::elastic_v1 {

@@ -3,7 +3,7 @@
 
 #include "otel_nodejs_thread_context/inspect/inspect.hpp"
 #include "otel_nodejs_thread_context/registry.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"
 

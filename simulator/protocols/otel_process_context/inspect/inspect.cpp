@@ -5,7 +5,7 @@
 
 #include "otel_process_context/checks.hpp"
 #include "otel_process_context/registry.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/ids.hpp"
 
 namespace tracecorr::otel_process_context {

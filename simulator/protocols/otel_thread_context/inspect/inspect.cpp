@@ -4,7 +4,7 @@
 #include <map>
 
 #include "otel_thread_context/registry.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"

@@ -1,4 +1,4 @@
-#include "tracecorr/conform/record_watcher.hpp"
+#include "tracecorr/watch/record_watcher.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // See update_wait.hpp.
-#include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/watch/update_wait.hpp"
 
 #include <algorithm>
 #include <cstdio>

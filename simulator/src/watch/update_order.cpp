@@ -1,6 +1,6 @@
 // TLS-04 by hardware watchpoints; see update_order.hpp for the invariant and
 // hardware_watch.hpp for the ptrace discipline.
-#include "tracecorr/conform/update_order.hpp"
+#include "tracecorr/watch/update_order.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::conform {
 namespace {

@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "tracecorr/stats.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/protocol.hpp"
 

@@ -1,4 +1,4 @@
-#include "tracecorr/conform/flames.hpp"
+#include "tracecorr/report/flames.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // Stores into a mapping's head, system calls and forks; see mapping_watch.hpp.
 // The ptrace discipline is hardware_watch.hpp's: every thread is released
 // (registers cleared, detached) on every way out.
-#include "tracecorr/conform/mapping_watch.hpp"
+#include "tracecorr/watch/mapping_watch.hpp"
 
 #include <linux/kcmp.h>
 #include <sys/syscall.h>

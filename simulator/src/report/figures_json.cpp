@@ -1,6 +1,6 @@
 #include "figures_json.hpp"
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::conform {
 

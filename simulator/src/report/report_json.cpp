@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "figures_json.hpp"
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 #include "tracecorr/ids.hpp"
 
 namespace tracecorr::conform {

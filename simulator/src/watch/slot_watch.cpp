@@ -1,7 +1,7 @@
 // TLS-01 by hardware watchpoints on TLS slots; see slot_watch.hpp. The
 // ptrace discipline is hardware_watch.hpp's: every thread is released
 // (registers cleared, detached) on every way out.
-#include "tracecorr/conform/slot_watch.hpp"
+#include "tracecorr/watch/slot_watch.hpp"
 
 #include <atomic>
 #include <fstream>
@@ -12,7 +12,7 @@
 
 #include "followed_tree.hpp"
 #include "hardware_watch.hpp"
-#include "tracecorr/conform/update_wait.hpp"
+#include "tracecorr/watch/update_wait.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr::conform {

@@ -1,4 +1,4 @@
-#include "tracecorr/conform/take_up_clock.hpp"
+#include "tracecorr/watch/take_up_clock.hpp"
 
 #include <fcntl.h>
 #include <linux/sockios.h>

@@ -1,6 +1,6 @@
 // See published_record_watch.hpp for what is observed and
 // hardware_watch.hpp for the ptrace discipline.
-#include "tracecorr/conform/published_record_watch.hpp"
+#include "tracecorr/watch/published_record_watch.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <map>
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::conform {
 namespace {

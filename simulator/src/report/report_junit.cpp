@@ -7,7 +7,7 @@
 // the XML does not pass it either.
 #include <map>
 
-#include "tracecorr/conform/report.hpp"
+#include "tracecorr/report/report.hpp"
 
 namespace tracecorr::conform {
 namespace {
