@@ -43,7 +43,7 @@ bool wait_for_agent(pid_t pid, double seconds) {
 
 // Target-controlled text (errors quoting paths) is escaped: control
 // characters could clear the screen or fake lines.
-std::string safe(std::string_view text) { return conform::printable_text(text); }
+std::string safe(std::string_view text) { return tracecorr::printable_text(text); }
 
 int run_inspect(const InspectArgs& a) {
   const pid_t pid = a.pid;

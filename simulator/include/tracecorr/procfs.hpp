@@ -31,6 +31,8 @@ std::uint64_t process_start_time(pid_t pid);
 // (AT_RANDOM, AT_ENTRY, AT_PHDR point into the new image and stack). Empty
 // when unreadable (gone).
 std::string exec_identity(pid_t pid);
+// What /proc/PID/exe names ("" when unreadable): changes at each exec.
+std::string executable_of(pid_t pid);
 // The state letter of /proc/PID[/task/TID]/stat ('R', 'S', 'Z', ...), 0 when gone.
 char task_state(pid_t pid, pid_t tid);
 // The fields of /proc/PID/stat tracecorr uses.

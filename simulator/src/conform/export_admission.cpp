@@ -4,10 +4,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/conform/target.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/tcp_peer.hpp"
@@ -51,13 +50,6 @@ std::vector<pid_t> root_and_descendants(pid_t root) {
     }
   }
   return out;
-}
-
-// What /proc/PID/exe names ("" when unreadable): changes at each exec.
-std::string executable_of(pid_t pid) {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
-  return ec ? std::string() : exe.string();
 }
 
 std::string describe_process(pid_t pid) {

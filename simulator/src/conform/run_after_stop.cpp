@@ -1,8 +1,9 @@
 // See run_after_stop.hpp.
 #include "tracecorr/conform/run_after_stop.hpp"
 
-#include <filesystem>
 #include <thread>
+
+#include "tracecorr/procfs.hpp"
 
 namespace tracecorr::conform {
 namespace {
@@ -13,12 +14,6 @@ constexpr auto kStopPollInterval = std::chrono::milliseconds(20);
 // program again, and it will not.
 constexpr std::chrono::milliseconds kFirstLookCpu{1000};
 constexpr std::chrono::milliseconds kFirstLookIdle{1000};
-
-std::string executable_of(pid_t pid) {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
-  return ec ? std::string() : exe.string();
-}
 
 // Whether `p` runs the judged program and did not, or was not there, before.
 bool runs_it_again(const TreeProcess& p, const TreeImages& before, const std::string& program) {

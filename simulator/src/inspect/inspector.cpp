@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/plugin_registry.hpp"
 
 namespace tracecorr {
@@ -25,7 +25,7 @@ std::string findings_text(const std::vector<Finding>& findings) {
   for (const auto& f : findings) {
     char head[32];
     std::snprintf(head, sizeof head, "  %-8s %-6s ", f.requirement.c_str(), level_of(f).c_str());
-    out += head + conform::printable_text(finding_message(f)) + "\n";
+    out += head + tracecorr::printable_text(finding_message(f)) + "\n";
   }
   return out;
 }

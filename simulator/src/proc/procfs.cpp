@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string_view>
 #include <sstream>
@@ -99,6 +100,12 @@ std::uint64_t process_start_time(pid_t pid) {
 }
 
 std::string exec_identity(pid_t pid) { return read_small(process_dir(pid) + "/auxv", 4096); }
+
+std::string executable_of(pid_t pid) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  return ec ? std::string() : exe.string();
+}
 
 pid_t live_task(pid_t pid) {
   char state = task_state(pid, pid);

@@ -100,7 +100,7 @@ std::optional<std::string> mapping_at(pid_t pid, std::uint64_t address) {
   return std::nullopt;
 }
 
-struct FollowedThread {
+struct MappedThread {
   std::unique_ptr<WatchSession> session;
   pid_t pid = 0;
   bool armed = false;
@@ -117,9 +117,9 @@ bool shares_memory(pid_t parent, pid_t child, const Stop& stop) {
   return stop.event == PTRACE_EVENT_VFORK;
 }
 
-class Follower {
+class MappingFollower {
  public:
-  explicit Follower(MappingWatch::State& state) : s_(state), tree_(/*syscall_stops=*/true) {}
+  explicit MappingFollower(MappingWatch::State& state) : s_(state), tree_(/*syscall_stops=*/true) {}
 
   Status seize_root() {
     if (auto st = tree_.seize_root(s_.root); !st) return st;
@@ -138,8 +138,8 @@ class Follower {
         set_ended("every followed thread exited");
         break;
       }
-      auto any = tree_.pass([this](FollowedThread& t, const Stop& stop) { return on_stop(t, stop); },
-                            [](const FollowedThread&) {});
+      auto any = tree_.pass([this](MappedThread& t, const Stop& stop) { return on_stop(t, stop); },
+                            [](const MappedThread&) {});
       if (!any) {
         fail(any.error());
         break;
@@ -152,13 +152,13 @@ class Follower {
   }
 
  private:
-  AfterStop on_stop(FollowedThread& t, const Stop& stop) {
+  AfterStop on_stop(MappedThread& t, const Stop& stop) {
     if (t.release_at_first_stop) return AfterStop::kRelease;
     handle(t, stop);
     return AfterStop::kResume;
   }
 
-  void handle(FollowedThread& t, const Stop& stop) {
+  void handle(MappedThread& t, const Stop& stop) {
     switch (stop.kind) {
       case Stop::Kind::kEventStop:
         if (starts_a_task(stop)) adopt(t, stop);
@@ -191,8 +191,8 @@ class Follower {
   // inherited the mapping is read now (its address space is complete when the
   // parent reports the fork), and it is let go at its first stop (its stores
   // are not the parent's).
-  void adopt(FollowedThread& parent, const Stop& stop) {
-    FollowedThread* child = tree_.adopt_new_task(parent, stop);
+  void adopt(MappedThread& parent, const Stop& stop) {
+    MappedThread* child = tree_.adopt_new_task(parent, stop);
     if (!child) return;
     const bool new_process = child->pid != parent.pid;
     if (new_process) fork_seen(parent, child->pid, stop);
@@ -203,7 +203,7 @@ class Follower {
     count([](auto& r) { ++r.threads_followed; });
   }
 
-  void fork_seen(const FollowedThread& parent, pid_t child, const Stop& stop) {
+  void fork_seen(const MappedThread& parent, pid_t child, const Stop& stop) {
     MappingWatchEvent e = event(MappingWatchEvent::Kind::kFork, parent);
     e.child = child;
     e.child_shares_memory = shares_memory(parent.pid, child, stop);
@@ -218,14 +218,14 @@ class Follower {
     record(std::move(e));
   }
 
-  void exec_seen(FollowedThread& t) {
+  void exec_seen(MappedThread& t) {
     // A new image: the kernel cleared the debug registers, and the mapping is gone.
     t.armed = false;
     watched_.erase(t.pid);
     record(event(MappingWatchEvent::Kind::kExec, t));
   }
 
-  void syscall_stop(FollowedThread& t) {
+  void syscall_stop(MappedThread& t) {
     auto info = t.session->syscall_info();
     if (!info) return;
     if (info->op == PTRACE_SYSCALL_INFO_ENTRY) {
@@ -247,7 +247,7 @@ class Follower {
     if (!watched_.count(t.pid) && (nr == SYS_mmap || nr == SYS_mremap || nr == SYS_prctl)) look_for_mapping(t);
   }
 
-  void look_for_mapping(FollowedThread& t) {
+  void look_for_mapping(MappedThread& t) {
     auto found = find_watched(t.pid, s_.settings.is_watched_mapping);
     if (!found) return;
     watched_[t.pid] = found->start;
@@ -260,7 +260,7 @@ class Follower {
       if (other.pid == t.pid && tid != t.session->tid()) to_arm_.insert(tid);
   }
 
-  void arm(FollowedThread& t) {
+  void arm(MappedThread& t) {
     const std::uint64_t address = watched_.at(t.pid);
     std::vector<std::uint64_t> chunks;
     const std::uint64_t first = address & ~(kChunk - 1);
@@ -294,7 +294,7 @@ class Follower {
     }
   }
 
-  void store_seen(FollowedThread& t) {
+  void store_seen(MappedThread& t) {
     auto it = watched_.find(t.pid);
     if (it == watched_.end()) return;
     MappingWatchEvent e = event(MappingWatchEvent::Kind::kStore, t);
@@ -311,7 +311,7 @@ class Follower {
     return bytes;
   }
 
-  MappingWatchEvent event(MappingWatchEvent::Kind kind, const FollowedThread& t) const {
+  MappingWatchEvent event(MappingWatchEvent::Kind kind, const MappedThread& t) const {
     MappingWatchEvent e;
     e.kind = kind;
     e.at = Clock::now();
@@ -347,14 +347,14 @@ class Follower {
   }
 
   MappingWatch::State& s_;
-  FollowedTree<FollowedThread> tree_;
+  FollowedTree<MappedThread> tree_;
   std::map<pid_t, std::uint64_t> watched_;  // process -> the watched mapping's start
   std::set<pid_t> to_arm_;
 };
 
 }  // namespace
 
-void MappingWatch::State::run(std::promise<Status>& seized) { seize_then_follow<Follower>(*this, seized); }
+void MappingWatch::State::run(std::promise<Status>& seized) { seize_then_follow<MappingFollower>(*this, seized); }
 #endif
 
 }  // namespace tracecorr::conform

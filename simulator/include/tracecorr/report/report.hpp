@@ -20,6 +20,7 @@
 
 #include "tracecorr/conform/result.hpp"
 #include "tracecorr/error.hpp"
+#include "tracecorr/text.hpp"
 
 namespace tracecorr::conform {
 
@@ -39,12 +40,10 @@ std::string render_json(const RunResult& run);
 std::string hex_dump(const std::vector<std::uint8_t>& bytes, std::size_t max_bytes = 256,
                      std::string_view indent = "");
 
-// Text safe to print or embed: valid UTF-8 is kept; control characters
-// (except newline and tab when keep_newlines) and invalid bytes become \xNN.
-std::string printable_text(std::string_view text, bool keep_newlines = false);
-// Valid UTF-8 kept as is, each byte of an invalid sequence written as \xNN:
-// for JSON strings (JSON escapes control characters itself).
-std::string utf8_text(std::string_view text);
+// printable_text and utf8_text are the base's (tracecorr/text.hpp): the
+// inspector and the run print target text without linking the reports.
+using tracecorr::printable_text;
+using tracecorr::utf8_text;
 // printable_text escaped for XML and HTML text and attribute values; newlines
 // and tabs as character references where attribute values must keep them.
 std::string markup_text(std::string_view raw, bool whitespace_as_references);

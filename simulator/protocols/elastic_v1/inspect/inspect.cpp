@@ -9,7 +9,7 @@
 
 #include "elastic_v1/checks.hpp"
 #include "elastic_v1/registry.hpp"
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr::elastic_v1 {
@@ -376,7 +376,7 @@ void print_symbol(std::string& out, const char* label, const std::optional<elf::
 
 // Target-controlled text (paths, service names, errors quoting them) is
 // escaped: control characters could clear the screen or fake lines.
-std::string safe(std::string_view text) { return conform::printable_text(text); }
+std::string safe(std::string_view text) { return tracecorr::printable_text(text); }
 
 void print_human(std::string& out, const Inspection& in) {
   const auto& lib = *in.library;

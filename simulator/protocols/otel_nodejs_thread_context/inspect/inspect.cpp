@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "otel_nodejs_thread_context/registry.hpp"
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"
 

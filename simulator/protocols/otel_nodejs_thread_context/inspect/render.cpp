@@ -3,7 +3,7 @@
 
 #include "otel_nodejs_thread_context/inspect/inspect.hpp"
 #include "otel_nodejs_thread_context/registry.hpp"
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"
 
@@ -63,7 +63,7 @@ nlohmann::json reference_json(const Inspection& in) {
   return j;
 }
 
-std::string safe(std::string_view text) { return conform::printable_text(text); }
+std::string safe(std::string_view text) { return tracecorr::printable_text(text); }
 
 std::string walk_text(const WalkTrace& w) {
   std::string s;

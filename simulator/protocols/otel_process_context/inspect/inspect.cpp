@@ -5,7 +5,7 @@
 
 #include "otel_process_context/checks.hpp"
 #include "otel_process_context/registry.hpp"
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/ids.hpp"
 
 namespace tracecorr::otel_process_context {
@@ -87,7 +87,7 @@ nlohmann::json mapping_json(const process_context::MappingSnapshot& m, const pro
 }
 
 // Target-controlled text is escaped: control characters could fake lines.
-std::string safe(std::string_view text) { return conform::printable_text(text); }
+std::string safe(std::string_view text) { return tracecorr::printable_text(text); }
 
 void print_attributes(std::string& out, const char* title, const process_context::AttributeList& list) {
   char head[64];

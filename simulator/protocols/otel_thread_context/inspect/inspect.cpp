@@ -4,7 +4,7 @@
 #include <map>
 
 #include "otel_thread_context/registry.hpp"
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"
@@ -329,7 +329,7 @@ nlohmann::json to_json(const Inspection& in) {
 
 namespace {
 
-std::string safe(std::string_view text) { return conform::printable_text(text); }
+std::string safe(std::string_view text) { return tracecorr::printable_text(text); }
 
 std::string line(const char* label, const std::string& value) {
   char head[32];
