@@ -418,7 +418,7 @@ std::vector<ThreadWatch> WatchPool::take_results() {
 //    changes a verdict needs in all, and every watch has run a window or seen
 //    that many itself;
 //  - past the window, when no thread stored anything in the quiet stretch of
-//    the writer's own time (conform::TargetProgress) since the last change
+//    the writer's own time (conform::ActivityClock) since the last change
 //    (or the start): a writer that never publishes, or stopped (the judges
 //    then say inconclusive when they have too few);
 //  - at the ceiling.
@@ -430,7 +430,7 @@ void ThreadContextWatch::watch_threads() {
   const PointerSite site = access_->site;
   const auto began = Clock::now();
   const auto give_way_after = window_ / 4;
-  conform::TargetProgress since_last_change(pid);
+  conform::ActivityClock activity(pid, watch_ceiling_);
   std::size_t changes_seen = 0;
   std::atomic<bool> ending{false};
   std::unique_ptr<WatchPool> pool;
@@ -456,10 +456,10 @@ void ThreadContextWatch::watch_threads() {
     if (!ending.load()) {
       std::size_t changes = pool->changes_of_finished();
       for (const auto* w : pool->running()) changes += w->changes.load();
-      if (changes > changes_seen) since_last_change.mark();
+      if (changes > changes_seen) activity.changed();
       changes_seen = std::max(changes_seen, changes);
       why = stop_.load() ? "the session ended"
-                         : why_watching_ends(now - began, pool->running(), changes_seen, since_last_change);
+                         : why_watching_ends(now - began, pool->running(), changes_seen, activity);
       ending = !why.empty();
     }
     if (ending.load() && pool->idle()) break;
@@ -477,15 +477,15 @@ void ThreadContextWatch::watch_threads() {
 // Why the watched session ends now ("": it goes on); see watch_threads().
 std::string ThreadContextWatch::why_watching_ends(Clock::duration elapsed, const std::vector<const WatchProgress*>& running,
                                                   std::size_t changes,
-                                                  const conform::TargetProgress& since_last_change) const {
+                                                  const conform::ActivityClock& activity) const {
   bool satisfied = true;
   for (const auto* w : running)
     satisfied = satisfied && (Clock::now() - w->began >= window_ || w->changes.load() >= kMinWatchedChanges);
   const bool window_passed = elapsed >= window_;
-  auto writer_time = since_last_change.since_mark();
+  auto writer_time = activity.since_change();
   if (!writer_time) return "the writer ended";
   const std::string counted = std::to_string(changes) + " change(s) seen";
-  if (elapsed >= watch_ceiling_) return counted + ", the ceiling: " + writer_time->describe() + " since the last";
+  if (activity.past_ceiling()) return counted + ", the ceiling: " + writer_time->describe() + " since the last";
   if (window_passed && changes >= kMinWatchedChanges && satisfied)
     return counted + ": every watch ran its window or saw " + std::to_string(kMinWatchedChanges);
   if (window_passed && writer_time->available() >= watch_quiet_)

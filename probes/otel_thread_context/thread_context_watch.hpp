@@ -21,7 +21,7 @@
 
 #include "evidence.hpp"
 #include "tracecorr/conform/session.hpp"
-#include "tracecorr/watch/update_wait.hpp"
+#include "tracecorr/watch/activity_clock.hpp"
 #include "tracecorr/otlp.hpp"
 #include "tracecorr/tls.hpp"
 
@@ -88,7 +88,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   void watch_threads();
   void add_publication(Publication p);
   std::string why_watching_ends(std::chrono::steady_clock::duration elapsed, const std::vector<const WatchProgress*>& running,
-                                std::size_t changes, const conform::TargetProgress& since_last_change) const;
+                                std::size_t changes, const conform::ActivityClock& activity) const;
 
   bool sampled_;
   std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;

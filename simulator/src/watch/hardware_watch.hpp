@@ -1,7 +1,7 @@
 // Hardware watchpoints on one thread of a hostile target, by ptrace: the
 // attachment, its stops and the watchpoint registers, released on every
-// path. Shared by the update-order watch (TLS-04), the TLS slot watch (TLS-01)
-// and the mapping watch; internal to the conform layer.
+// path. Shared by the update-order watch, the TLS slot watch, the mapping watch
+// and the published-record watch; internal to the watch layer.
 //
 // One code path for every architecture above `DebugRegisters`, the one
 // architecture-specific class (x86-64: DR0..DR3, DR6, DR7 by PTRACE_POKEUSER;
@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -726,6 +727,22 @@ class WatchSession {
   Stop last_stop_{Stop::Kind::kEventStop};
   int resume_signal_ = 0;
 };
+
+// The start every one-thread watch shares (update_order, published_record_watch):
+// seize the thread and hold it in a first stop, so the watch arms and reads
+// its first state before the thread runs on. A signal that arrived before the
+// interrupt is the thread's own: delivered when it resumes, and counted in
+// `signals_forwarded`. `what` names the watch in a refusal; `where` the place
+// in "the thread exited before the watch began".
+inline Status seize_first_stop(WatchSession& session, std::string_view what, const std::string& where,
+                               std::size_t& signals_forwarded) {
+  if (auto st = session.seize(); !st) return st.error().within(std::string(what));
+  auto first = session.interrupt(std::chrono::seconds(5));
+  if (!first) return first.error();
+  if (first->kind == Stop::Kind::kExited) return make_error("the thread exited before the watch began", where);
+  if (first->kind == Stop::Kind::kSignal) session.set_resume_signal(first->signal), ++signals_forwarded;
+  return Ok{};
+}
 
 #endif  // TRACECORR_HARDWARE_WATCH
 

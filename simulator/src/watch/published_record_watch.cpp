@@ -85,11 +85,9 @@ class Watch {
       : memory_(pid), session_(pid, tid), layout_(layout), report_(report) {}
 
   Status begin(const SlotOfThread& slot_of) {
-    if (auto st = session_.seize(); !st) return st.error().within("watching the record pointer");
-    auto first = session_.interrupt(std::chrono::seconds(5));
-    if (!first) return first.error();
-    if (first->kind == Stop::Kind::kExited) return make_error("the thread exited before the watch began", session_.where());
-    if (first->kind == Stop::Kind::kSignal) session_.set_resume_signal(first->signal), ++report_.signals_forwarded;
+    if (auto st = seize_first_stop(session_, "watching the record pointer", session_.where(), report_.signals_forwarded);
+        !st)
+      return st;
     auto tp = session_.thread_pointer();
     if (!tp) return tp.error();
     auto slot = slot_of(*tp);

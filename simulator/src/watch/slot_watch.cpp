@@ -1,4 +1,4 @@
-// TLS-01 by hardware watchpoints on TLS slots; see slot_watch.hpp. The
+// Publication order by hardware watchpoints on TLS slots; see slot_watch.hpp. The
 // ptrace discipline is hardware_watch.hpp's: every thread is released
 // (registers cleared, detached) on every way out.
 #include "tracecorr/watch/slot_watch.hpp"
@@ -12,7 +12,7 @@
 
 #include "followed_tree.hpp"
 #include "hardware_watch.hpp"
-#include "tracecorr/watch/update_wait.hpp"
+#include "tracecorr/watch/activity_clock.hpp"
 #include "tracecorr/memory.hpp"
 
 namespace tracecorr::conform {
@@ -83,7 +83,7 @@ constexpr auto kArmRetryInterval = std::chrono::milliseconds(20);
 constexpr auto kProgressLook = std::chrono::milliseconds(50);
 constexpr char kPublishedFirst[] = "published before its slot could be watched";
 
-struct FollowedThread {
+struct SlotThread {
   std::unique_ptr<WatchSession> session;
   pid_t pid = 0;
   bool armed = false;
@@ -92,9 +92,9 @@ struct FollowedThread {
   std::string why_not_armed;
 };
 
-class Follower {
+class SlotFollower {
  public:
-  explicit Follower(SlotWatch::State& state) : s_(state), report_(state.report), tree_(/*syscall_stops=*/false) {}
+  explicit SlotFollower(SlotWatch::State& state) : s_(state), report_(state.report), tree_(/*syscall_stops=*/false) {}
 
   void run() {
     const auto began = Clock::now();
@@ -107,11 +107,11 @@ class Follower {
         break;
       }
       auto any = tree_.pass(
-          [this](FollowedThread& t, const Stop& stop) {
+          [this](SlotThread& t, const Stop& stop) {
             handle(t, stop);
             return AfterStop::kResume;
           },
-          [this](const FollowedThread& t) { count_unarmed(t); });
+          [this](const SlotThread& t) { count_unarmed(t); });
       if (!any) {
         fail(any.error());
         break;
@@ -136,36 +136,38 @@ class Follower {
 
  private:
   // Once a slot is located, the watch's windows are of the target's own time
-  // (wall minus its longest wait for a CPU, TargetProgress): a starved target
+  // (ActivityClock: wall minus its longest wait for a CPU): a starved target
   // (an emulated guest beside a busy host) gets the chance to start its
   // threads and publish that an idle one gets. The ceiling is wall clock.
+  // Activity (a new thread, an armed slot, a publication) is counted at the
+  // next look, not at each stop: a look reads every thread's schedstat.
   std::optional<std::string> reason_to_end(Clock::time_point began, Clock::time_point now) {
     if (s_.end_requested) return "ended by the session";
     if (tree_.empty()) return "every followed thread exited";
-    if (!located_at_) {
+    if (!activity_) {
       if (now - began >= s_.settings.until_located)
         return "no thread's slot could be located within " + std::to_string(s_.settings.until_located.count()) + " ms";
       return std::nullopt;
     }
-    if (now - *located_at_ >= s_.settings.ceiling)
+    if (activity_->past_ceiling(now))
       return "the ceiling, " + std::to_string(s_.settings.ceiling.count()) + " ms after the first slot was located" +
              (last_reading_ ? " (" + last_reading_->describe() + ")" : std::string());
     if (now < next_progress_look_) return std::nullopt;
     next_progress_look_ = now + kProgressLook;
-    last_reading_ = progress_->since_mark();
-    if (!last_reading_) return std::nullopt;  // its threads cannot be read: tree_.empty() tells soon
-    const auto available = last_reading_->available();
-    if (activity_since_look_) activity_available_ = available, activity_since_look_ = false;
-    if (available >= s_.settings.after_located)
+    auto look = activity_->look(activity_since_look_);
+    if (!look) return std::nullopt;  // its threads cannot be read: tree_.empty() tells soon
+    activity_since_look_ = false;
+    last_reading_ = look->since_start;
+    if (last_reading_->available() >= s_.settings.after_located)
       return std::to_string(s_.settings.after_located.count()) + " ms of the target's own time after the first slot "
              "was located (" + last_reading_->describe() + ")";
-    if (report_.publications_seen > 0 && available - activity_available_ >= s_.settings.quiet)
+    if (report_.publications_seen > 0 && look->since_change.available() >= s_.settings.quiet)
       return "no new thread or publication for " + std::to_string(s_.settings.quiet.count()) +
              " ms of the target's own time (" + last_reading_->describe() + ")";
     return std::nullopt;
   }
 
-  void handle(FollowedThread& t, const Stop& stop) {
+  void handle(SlotThread& t, const Stop& stop) {
     if (starts_a_task(stop)) {
       // The new task is attached already and reports its own first stop.
       if (tree_.adopt_new_task(t, stop)) {
@@ -187,15 +189,15 @@ class Follower {
   }
 
   // A thread held in a stop: arm its slot if it can be located and is still zero.
-  void try_arm(FollowedThread& t) {
+  void try_arm(SlotThread& t) {
     auto tp = t.session->thread_pointer();
     if (!tp) return void(t.why_not_armed = tp.error().message());
     if (*tp == 0) return void(t.why_not_armed = "it had no thread pointer yet");
     auto slot = s_.locate(t.pid, *tp);
     if (!slot) return void(t.why_not_armed = slot.error().message());
-    if (!located_at_) {
-      located_at_ = Clock::now();
-      progress_.emplace(t.pid);  // the process that holds the library: a launch script may not exec it
+    if (!activity_) {
+      // The process that holds the library: a launch script may not exec it.
+      activity_.emplace(t.pid, s_.settings.ceiling);
     }
     located_pids_.insert(t.pid);
     auto value = LiveProcessMemory(t.pid).read_u64(*slot);
@@ -212,7 +214,7 @@ class Follower {
     activity_since_look_ = true;
   }
 
-  void observe_store(FollowedThread& t) {
+  void observe_store(SlotThread& t) {
     LiveProcessMemory memory(t.pid);
     if (!t.armed) return;
     auto read_pointer = memory.read_u64(t.slot);
@@ -253,7 +255,7 @@ class Follower {
     }
   }
 
-  void count_unarmed(const FollowedThread& t) {
+  void count_unarmed(const SlotThread& t) {
     if (t.armed) return;
     ++report_.not_armed[t.why_not_armed.empty() ? "never stopped where its slot could be located" : t.why_not_armed];
   }
@@ -266,19 +268,17 @@ class Follower {
   static constexpr std::uint64_t kWatchChunk = 8;
   SlotWatch::State& s_;
   SlotWatchReport& report_;
-  FollowedTree<FollowedThread> tree_;
+  FollowedTree<SlotThread> tree_;
   std::set<pid_t> located_pids_;
-  std::optional<Clock::time_point> located_at_;
-  std::optional<TargetProgress> progress_;  // of the first located slot's process, marked then
-  std::optional<TargetProgress::Reading> last_reading_;
+  std::optional<ActivityClock> activity_;  // of the first located slot's process, from then
+  std::optional<TargetProgress::Reading> last_reading_;  // since then, at the last look
   Clock::time_point next_progress_look_;
-  bool activity_since_look_ = false;                 // a new thread or a publication since the last look
-  std::chrono::milliseconds activity_available_{0};  // the target's own time at the look after the last one
+  bool activity_since_look_ = false;  // a new thread or a publication since the last look
 };
 
 }  // namespace
 
-void SlotWatch::State::run(std::promise<Status>& seized) { seize_then_follow<Follower>(*this, seized); }
+void SlotWatch::State::run(std::promise<Status>& seized) { seize_then_follow<SlotFollower>(*this, seized); }
 #endif
 
 }  // namespace tracecorr::conform

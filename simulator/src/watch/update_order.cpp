@@ -1,4 +1,4 @@
-// TLS-04 by hardware watchpoints; see update_order.hpp for the invariant and
+// A record's update order by hardware watchpoints; see update_order.hpp for the invariant and
 // hardware_watch.hpp for the ptrace discipline.
 #include "tracecorr/watch/update_order.hpp"
 
@@ -24,7 +24,7 @@ std::string hex_bytes(const std::uint8_t* p, std::size_t n) {
   return s;
 }
 
-// "record bytes 32..36 (transaction-id bytes 3..7)"; a run spanning fields
+// "record bytes 32..36 (span-id bytes 3..7)"; a run spanning fields
 // names each part, by the layout's fields; bytes no field covers are "unnamed".
 std::string describe_offset_runs(const std::vector<std::size_t>& offsets, const std::vector<RecordField>& fields) {
   auto field_at = [&](std::size_t offset) -> const RecordField* {
@@ -226,12 +226,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const Recor
   report.limits = limits_text(report, running_under_qemu(pid));
 
   WatchSession session(pid, tid);
-  if (auto st = session.seize(); !st) return st.error().within("watching the record");
-  auto first = session.interrupt(std::chrono::seconds(5));
-  if (!first) return first.error();
-  if (first->kind == Stop::Kind::kExited) return make_error("the thread exited before the watch began", where);
-  // A signal that arrived before our interrupt is the thread's own.
-  if (first->kind == Stop::Kind::kSignal) session.set_resume_signal(first->signal), ++report.signals_forwarded;
+  if (auto st = seize_first_stop(session, "watching the record", where, report.signals_forwarded); !st) return st.error();
 
   std::vector<std::uint64_t> chunk_addresses;
   for (const auto& c : report.plan.chunks) chunk_addresses.push_back(c.address);
@@ -311,7 +306,7 @@ std::string describe(const UpdateOrderViolation& v, const RecordLayout& layout) 
   o << (v.kind == UpdateOrderViolation::Kind::kChangedWhileValid
             ? "fields changed while the valid byte was set, without clearing it first"
             : "unwatched fields changed while the valid byte was set (seen at the later store that cleared it)")
-    << " [TLS-04]: " << describe_offset_runs(v.changed_offsets, layout.fields) << "\n"
+    << ": " << describe_offset_runs(v.changed_offsets, layout.fields) << "\n"
     << "  before: " << describe_record_bytes(layout, v.before.bytes)
     << (v.before.pc_after_store ? "  (pc after store " + hex_address(v.before.pc_after_store) + ")" : "  (state when the watch began)")
     << "\n"
@@ -321,7 +316,7 @@ std::string describe(const UpdateOrderViolation& v, const RecordLayout& layout) 
 
 std::string describe(const UpdateOrderReport& r) {
   std::ostringstream o;
-  o << "TLS-04 update order, " << thread_where(r.pid, r.tid) << ", record " << hex_address(r.record_address) << ": "
+  o << "update order, " << thread_where(r.pid, r.tid) << ", record " << hex_address(r.record_address) << ": "
     << (r.conforms() ? "no violation" : std::to_string(r.violations_seen) + " violation(s)") << "\n"
     << "  watched: ";
   for (std::size_t i = 0; i < r.plan.chunks.size(); ++i)

@@ -41,22 +41,16 @@ std::string TargetProgress::Reading::describe() const {
          seconds(longest_wait) + " for a CPU; " + seconds(cpu) + " of CPU used)";
 }
 
-TargetProgress::TargetProgress(pid_t pid) : pid_(pid) { mark(); }
+TargetProgress::Snapshot TargetProgress::snapshot(pid_t pid) { return Snapshot{Clock::now(), read_schedstat(pid)}; }
 
-void TargetProgress::mark() {
-  at_ = Clock::now();
-  threads_at_ = read_schedstat(pid_);
-}
-
-std::optional<TargetProgress::Reading> TargetProgress::since_mark() const {
-  auto now = read_schedstat(pid_);
-  if (now.empty()) return std::nullopt;
+std::optional<TargetProgress::Reading> TargetProgress::between(const Snapshot& then, const Snapshot& now) {
+  if (now.threads.empty()) return std::nullopt;
   Reading r;
-  r.wall = std::chrono::duration_cast<milliseconds>(Clock::now() - at_);
+  r.wall = std::chrono::duration_cast<milliseconds>(now.at - then.at);
   std::uint64_t cpu_ns = 0, longest_wait_ns = 0;
-  for (const auto& [tid, stat] : now) {
-    auto before = threads_at_.find(tid);  // a thread begun since: all of its time
-    const auto [cpu0, wait0] = before == threads_at_.end() ? std::pair<std::uint64_t, std::uint64_t>{0, 0} : before->second;
+  for (const auto& [tid, stat] : now.threads) {
+    auto before = then.threads.find(tid);  // a thread begun since: all of its time
+    const auto [cpu0, wait0] = before == then.threads.end() ? std::pair<std::uint64_t, std::uint64_t>{0, 0} : before->second;
     cpu_ns += stat.first - std::min(cpu0, stat.first);
     longest_wait_ns = std::max(longest_wait_ns, stat.second - std::min(wait0, stat.second));
   }
@@ -64,6 +58,12 @@ std::optional<TargetProgress::Reading> TargetProgress::since_mark() const {
   r.longest_wait = milliseconds(longest_wait_ns / 1000000);
   return r;
 }
+
+TargetProgress::TargetProgress(pid_t pid) : pid_(pid) { mark(); }
+
+void TargetProgress::mark() { mark_ = snapshot(pid_); }
+
+std::optional<TargetProgress::Reading> TargetProgress::since_mark() const { return between(mark_, snapshot(pid_)); }
 
 UpdateWait::UpdateWait(pid_t pid, UpdateWaitBounds bounds)
     : bounds_(bounds), began_(Clock::now()), since_publication_(pid) {

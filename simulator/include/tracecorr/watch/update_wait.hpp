@@ -36,6 +36,16 @@ class TargetProgress {
     // "2.1 s of the target's time in 5.3 s (one thread waited 3.2 s for a CPU; 0.8 s of CPU used)"
     std::string describe() const;
   };
+  // The target's threads' times at one moment (a mark is one): one read of
+  // their schedstat, which several readings may share (ActivityClock).
+  struct Snapshot {
+    std::chrono::steady_clock::time_point at;
+    std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> threads;  // tid -> (ns on a CPU, ns waiting)
+  };
+  static Snapshot snapshot(pid_t pid);
+  // The progress from `then` to `now`; nullopt when `now` read no thread (the target is gone).
+  static std::optional<Reading> between(const Snapshot& then, const Snapshot& now);
+
   explicit TargetProgress(pid_t pid);  // marks now
   void mark();
   // nullopt when the target's threads cannot be read (it is gone).
@@ -43,8 +53,7 @@ class TargetProgress {
 
  private:
   pid_t pid_;
-  std::chrono::steady_clock::time_point at_;
-  std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> threads_at_;  // tid -> (ns on a CPU, ns waiting)
+  Snapshot mark_;
 };
 
 struct UpdateWaitBounds {
