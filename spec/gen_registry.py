@@ -29,6 +29,10 @@ def cxx_string(s: str) -> str:
     return json.dumps(s)  # a JSON string literal is a valid C string literal for our ASCII text
 
 
+def cxx_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def check(reg: dict) -> None:
     """Refuse a registry that would generate inconsistent code. Each layout
     check applies when the registry has that layout."""
@@ -45,6 +49,9 @@ def check(reg: dict) -> None:
             sys.exit(f"gen_registry: requirement {r['id']} has area {r['area']!r}")
         if r["level"] not in reg["levels"] or r["role"] not in reg["roles"]:
             sys.exit(f"gen_registry: requirement {r['id']} has level/role {r['level']}/{r['role']}")
+        for flag in ("judged_by_sending", "timed_by_export"):
+            if not isinstance(r.get(flag, False), bool):
+                sys.exit(f"gen_registry: requirement {r['id']} has {flag} {r[flag]!r}, not true or false")
     lay = reg.get("layouts", {})
     if "tls_record" in lay:
         tls = lay["tls_record"]
@@ -278,7 +285,8 @@ def write_cxx(reg: dict, raw: str, source: str, package: str, path: Path) -> Non
     lines.append(f"inline constexpr std::array<Requirement, {len(reqs)}> kRequirements{{{{")
     for r in reqs:
         lines.append(f"  {{{cxx_string(r['id'])}, {level[r['level']]}, {cxx_string(r['area'])}, "
-                     f"{role[r['role']]}, {cxx_string(r['role'])}, {cxx_string(r['source'])}, {cxx_string(r['summary'])}}},")
+                     f"{role[r['role']]}, {cxx_string(r['role'])}, {cxx_string(r['source'])}, {cxx_string(r['summary'])}, "
+                     f"{cxx_bool(r.get('judged_by_sending', False))}, {cxx_bool(r.get('timed_by_export', False))}}},")
     lines.append("}};")
     lines.append("")
     lines.append("// The requirement with this id in this protocol, or nullptr.")

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "tracecorr/report/flames.hpp"
-#include "tracecorr/watch/update_wait.hpp"
+#include "tracecorr/watch/activity_clock.hpp"
 #include "tracecorr/sampler.hpp"
 #include "channel.hpp"
 #include "elastic_v1/library.hpp"
@@ -306,18 +306,13 @@ std::thread watch_update_order_async(Session& s, Millis per_thread) {
       if (threads.size() == 2) break;
     }
     if (threads.empty()) return;
-    const auto ceiling = Clock::now() + kUpdateOrderCeiling * per_thread;
-    conform::TargetProgress since_last_update(s.pid());
-    auto patient = [&] {
-      if (Clock::now() >= ceiling) return false;
-      auto reading = since_last_update.since_mark();
-      return reading && reading->available() < kUpdateOrderPatience * per_thread;
-    };
+    conform::ActivityClock activity(s.pid(), kUpdateOrderCeiling * per_thread);
+    auto patient = [&] { return !activity.past_ceiling() && !activity.quiet_for(kUpdateOrderPatience * per_thread); };
     std::size_t updates = 0;
     for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && patient()); ++round) {
       for (const auto& [tid, pointer] : threads) {
         auto report = watch_update_order(s.pid(), tid, elastic_v1::tls_record_layout(), pointer, per_thread, 40);
-        if (report && report->updates_seen > 0) updates += report->updates_seen, since_last_update.mark();
+        if (report && report->updates_seen > 0) updates += report->updates_seen, activity.changed();
         bool failed = !report || !report->conforms();
         s.add_update_order_report(std::move(report));
         if (failed || !s.target_alive()) return;  // the evidence is in; do not watch on
@@ -597,9 +592,8 @@ Status run_own_host_id(Session& s, const ScenarioOptions& o) {
 }  // namespace
 
 bool judged_by_messages(std::string_view id) {
-  for (std::string_view area : {"MSG-", "ATTR-", "DEFER-", "CONF-", "HOST-"})
-    if (id.substr(0, area.size()) == area) return true;
-  return false;
+  const Requirement* r = elastic_v1::spec::find_requirement(id);  // the registry says (judged_by_sending)
+  return r && r->judged_by_sending;
 }
 
 const ActiveTraceOf& active_trace() {

@@ -119,8 +119,6 @@ class ElasticSuite final : public Suite {
     return elastic_v1::run_scenario(session, options);
   }
 
-  bool judged_by_sending(std::string_view requirement) const override { return judged_by_messages(requirement); }
-
   Published published(pid_t pid) const override {
     LibraryCache cache;
     auto found = discover_process(pid, discovery_options(), cache);
@@ -142,7 +140,6 @@ class ElasticSuite final : public Suite {
     return why.empty() ? why : why + "; and no span was exported in any session";
   }
   bool reads_thread_pointers() const override { return true; }
-  std::vector<std::string> timing_areas() const override { return {"DEFER"}; }
 
   void session_closed(const Session& session, const ScenarioOptions& options, RunResult& run) const override {
     const auto& name = session.settings().name;

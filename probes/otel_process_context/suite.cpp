@@ -90,8 +90,6 @@ class ProcessContextSuite final : public conform::Suite {
                         std::to_string(wait->watched().count()) + " ms: " + wait->why_ended());
   }
 
-  bool judged_by_sending(std::string_view) const override { return false; }
-
   conform::Published published(pid_t pid) const override {
     auto mappings = process_context::discover(pid);
     return {mappings && !mappings->empty() ? conform::Published::Kind::Readable : conform::Published::Kind::No, ""};

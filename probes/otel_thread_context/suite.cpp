@@ -98,8 +98,6 @@ class ThreadContextSuite final : public conform::Suite {
     return Ok{};
   }
 
-  bool judged_by_sending(std::string_view) const override { return false; }
-
   // The report says how long the sampled session waited for the key map to be republished, and why it stopped.
   void session_closed(const conform::Session& session, const conform::ScenarioOptions&, conform::RunResult& run) const override {
     const auto* part = session.part<ThreadContextWatch>();

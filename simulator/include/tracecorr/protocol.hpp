@@ -29,6 +29,12 @@ struct Requirement {
   std::string_view role_name;  // the registry's word for the role: "agent", "writer", "reader", ...
   std::string_view source;  // the section of the protocol's text it comes from
   std::string_view summary;
+  // Judged by what tracecorr sends to the target (messages, requests), not by
+  // watching it: not judged when nothing may be sent (--observe-only).
+  bool judged_by_sending = false;
+  // Its verdict rests on when the target exports (spans): an exporter that
+  // batches coarser than the delays judged makes it an error, not a verdict.
+  bool timed_by_export = false;
 };
 
 // The registry's own spelling: "MUST", "SHOULD", "MAY"; the engine's side

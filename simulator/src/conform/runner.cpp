@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "tracecorr/conform/probe.hpp"
-#include "tracecorr/report/report.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/target.hpp"
 
@@ -236,7 +236,7 @@ SessionRun run_session_once(const Suite& suite, const RunOptions& o, const Scena
       tree && (!tree->killed.empty() || !tree->left_group.empty() || !tree->held_by_cgroup))
     r.closed.notes.push_back("session " + name + ": " + tree->describe());
   // Attach mode: a target that exited or exec'd mid-run leaves verdicts about
-  // a process that is no longer the one judged (a failed SOCK-02 against a
+  // a process that is no longer the one judged (a failed socket check against a
   // vanished socket, 16 passes against a new image): the environment's error.
   if (attach_mode)
     if (auto lost = (*session)->target().attached_process_lost()) {
@@ -521,7 +521,10 @@ struct SuitePlan {
   std::vector<std::string> probed;  // those a probe judges (not skipped by --observe-only)
   std::vector<const Probe*> probes;
   std::vector<std::string> sessions;  // to run, in the suite's order
-  bool observed_only(const std::string& id) const { return scenario.observe_only && suite->judged_by_sending(id); }
+  bool observed_only(const std::string& id) const {
+    const Requirement* r = find_requirement(id);
+    return scenario.observe_only && r && r->judged_by_sending;
+  }
 };
 
 // The suite's own options, as given or else their defaults, so that reports
@@ -603,9 +606,9 @@ namespace {
 // By default two per CPU: a session mostly waits out its scenario's phases
 // (its target's own threads are what load the CPUs), so one per CPU leaves
 // them idle. But on a machine already as busy as it has CPUs, overlapping
-// targets only starve each other of the transactions the judges need (a
-// receiver flood beside stress-ng turned DEFER-06 into "too few
-// transactions"): then one at a time. An attached process is one target:
+// targets only starve each other of the work the judges need (a
+// receiver flood beside stress-ng left a timing requirement with too few
+// spans to judge): then one at a time. An attached process is one target:
 // several suites' sessions on it run one after another (each may stop its
 // threads).
 std::size_t session_jobs(const RunOptions& o, std::size_t sessions, std::size_t suites_run) {
@@ -688,8 +691,8 @@ SuiteOutcome merge_sessions(std::vector<SessionRun>& runs, bool attach_mode, con
 // blamed).
 void correct_timing(const SuitePlan& plan, const SuiteOutcome& outcome, const std::vector<std::string>& read,
                     RequirementResult& r) {
-  auto timing = plan.suite->timing_areas();
-  if (!std::count(timing.begin(), timing.end(), r.area)) return;
+  const Requirement* requirement = find_requirement(r.id);
+  if (!requirement || !requirement->timed_by_export) return;
   std::string attack;
   for (const auto& s : read)
     if (auto a = outcome.attacked_sessions.find(s); a != outcome.attacked_sessions.end())

@@ -77,12 +77,9 @@ class Suite {
                                                           const ScenarioOptions& options) const = 0;
   // Drives one session (its settings().name). Errors are kit faults.
   virtual Status run_scenario(Session& session, const ScenarioOptions& options) const = 0;
-  // Requirements judged by what tracecorr sends, not by watching
-  // (not judged under --observe-only).
-  virtual bool judged_by_sending(std::string_view requirement) const = 0;
-  // Requirement areas whose verdicts rest on when spans are exported: an
-  // agent that batches its export coarsely makes them errors, not verdicts.
-  virtual std::vector<std::string> timing_areas() const { return {}; }
+  // What is judged by sending and what is timed by export are data on each
+  // requirement (Requirement::judged_by_sending, timed_by_export: the
+  // registry's spec/<id>.json), not questions to the suite.
   // After a session closed, while it is still whole: what the run's notes and
   // counters should say about it (e.g. a registration restored).
   virtual void session_closed(const Session& session, const ScenarioOptions& options, RunResult& run) const {
