@@ -52,7 +52,7 @@ struct TlsAccess {
   std::optional<std::uint64_t> descriptor_vaddr;
   std::vector<std::string> relocations;  // relocation type names found for the symbol
   // Both dialects present (a TLSDESC relocation and a traditional one): the
-  // descriptor is still readable, but ELF-04 asks for no traditional pair.
+  // descriptor is still readable, but a protocol may ask for no traditional pair.
   bool mixed = false;
   // The GOT words the loader fills for the variable (link-time addresses; add
   // the load bias), one per access model the library's code uses:

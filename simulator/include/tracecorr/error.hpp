@@ -39,7 +39,7 @@ enum class ErrorKind {
 struct Error {
   std::string what;         // "string length 4294967295 exceeds the 65536-byte bound"
   std::string where;        // "process storage at 0x7f00...+2 (service_name)"
-  std::string requirement;  // "PROC-03", or empty when the fault is not the target's
+  std::string requirement;  // a requirement ID, or empty when the fault is not the target's
   ErrorKind kind = ErrorKind::kUnspecified;
 
   std::string message() const {

@@ -3,7 +3,7 @@
 // The receiver answers like an OpenTelemetry collector (POST /v1/traces,
 // binary protobuf or JSON, optionally gzip-compressed) and decodes every export
 // into a model that does not depend on protobuf. Attribute values keep their
-// OTLP type exactly: ATTR-02 needs to tell a string-array from a string, an
+// OTLP type exactly: a judge needs to tell a string-array from a string, an
 // int-array or a kvlist.
 //
 // Everything received is hostile, and any local user can connect: the request

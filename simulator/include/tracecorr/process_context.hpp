@@ -65,15 +65,15 @@ struct ContextMapping {
 std::vector<ContextMapping> find_context_mappings(const std::vector<Mapping>& maps);
 
 // How many context mappings of one process are looked into (their VmFlags,
-// header and payload). A process should have one (PCTX-12 fails at the
-// second); a hostile one may map thousands sharing one large payload, and
+// header and payload). A process should have one (the protocol's rule fails at
+// the second); a hostile one may map thousands sharing one large payload, and
 // reading each would cost the kit memory and time in proportion. The rest are
 // counted, never read.
 inline constexpr std::size_t kMaxMappingsRead = 4;
 
 // Whether dont_fork is read. /proc/PID/smaps walks the page tables of every
 // mapping listed before the context's (a process with 2000 threads: 2000
-// stacks, the costliest read of an inspect), and only the fork rule (PCTX-11)
+// stacks, the costliest read of an inspect), and only the fork rule
 // needs it: a reader of the context's contents (OTEP 4947's reference data,
 // the key map) skips it.
 enum class DontFork { kRead, kSkip };

@@ -51,7 +51,7 @@ struct Resolution {
 
 struct ResolverOptions {
   // Per process, the newest publications kept (by timestamp); an older one's
-  // samples resolve as Missed. Timestamps only grow (PCTX-09), so samples
+  // samples resolve as Missed. Timestamps only grow (the protocol says so), so samples
   // mostly name one of the last few.
   std::size_t max_publications = 64;
   ReadOptions read;

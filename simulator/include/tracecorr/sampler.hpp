@@ -36,7 +36,7 @@
 namespace tracecorr {
 
 // How far the record read got. Ok: `record` holds the bytes as read (the
-// valid and presence bytes not yet judged: that is the consumer's, TLS-08/TLS-09).
+// valid and presence bytes not yet judged: that is the consumer's).
 enum class SampleError {
   Ok,
   ThreadPointerFailed,       // thread pointer unreadable or 0 (a layout whose pointer is in a TLS slot)

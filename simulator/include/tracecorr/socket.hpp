@@ -37,14 +37,14 @@ struct SocketFacts {
   uid_t owner = 0;
   gid_t group = 0;
   unsigned mode = 0;                 // permission bits
-  uid_t target_uid = 0;              // the target's effective uid, to judge ownership (SOCK-04)
+  uid_t target_uid = 0;              // the target's effective uid, to judge ownership
   bool bound_by_target = false;      // one of the target's socket fds is bound to this file
   bool datagram = false;             // its type is SOCK_DGRAM
   unsigned socket_type = 0;          // its type (1 SOCK_STREAM, 2 SOCK_DGRAM, 5 SOCK_SEQPACKET)
   bool target_nonblocking = false;   // O_NONBLOCK in the target's fdinfo
   int target_fd = -1;                // the target's descriptor for it, when bound_by_target
 };
-// Errors: the path does not resolve in the target's root (SOCK-02), or the
+// Errors: the path does not resolve in the target's root, or the
 // process is gone. A path naming something that is not a socket is not an
 // error: is_socket says so.
 Expected<SocketFacts> examine_socket(pid_t pid, const std::string& path);

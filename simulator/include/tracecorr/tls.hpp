@@ -32,7 +32,7 @@ namespace tracecorr {
 
 enum class TlsModel {
   StaticOffset,  // resolver returns its argument: argument is the thread-pointer offset
-  Dynamic,       // dynamic TLS: argument points to loader data, not readable from BPF (TLS-07)
+  Dynamic,       // dynamic TLS: argument points to loader data, not readable from BPF
   Unresolved,    // the loader has not relocated the descriptor yet (resolver 0)
 };
 const char* to_string(TlsModel m);

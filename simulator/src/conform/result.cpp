@@ -142,7 +142,7 @@ namespace {
 
 constexpr std::size_t kReasonQuoted = 240;
 
-// "28 skipped of 28 requirements (TCTX-01: no module defines ...)": what a
+// "28 skipped of 28 requirements (AREA-01: no module defines ...)": what a
 // set of results that judged nothing shows, with the first one's reason.
 std::string nothing_judged(const std::vector<const RequirementResult*>& results) {
   if (results.empty()) return "no requirement was selected";

@@ -26,7 +26,7 @@ constexpr auto kDiscoveryPollInterval = std::chrono::milliseconds(2);
 constexpr auto kTreeScanDelay = std::chrono::milliseconds(100);
 constexpr auto kTreeScanInterval = std::chrono::milliseconds(50);
 // Exports are batched by the agent's span processor; a short schedule keeps
-// deferral measurements sharp.
+// export-timing measurements sharp.
 constexpr const char* kBatchDelayMs = "50";
 
 // The session token in the headers OTel SDKs send with every export

@@ -222,7 +222,7 @@ void Target::drain_output() {
     std::size_t before = output_.size();
     if (before < kOutputLimit) output_.append(buf, std::min<std::size_t>(n, kOutputLimit - before));
     // When each line began to arrive: judges recognise a warning by when it is
-    // printed (DEFER-07), not by its words.
+    // printed, not by its words.
     for (std::size_t i = before; i < output_.size(); ++i)
       if (i == 0 || output_[i - 1] == '\n') line_starts_.emplace_back(now, i);
   };

@@ -526,8 +526,8 @@ Expected<UniqueFd> listen_for(const ReceiverOptions& o, int& family, std::uint16
     ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), address_size) != 0) return fail("cannot bind (");
     // A deep accept queue: a burst of attacker connections must not fill it, or
-    // the agent's SYN is dropped and retried a second later, which the DEFER
-    // probes would see as a deferred export (the kernel caps it at somaxconn).
+    // the agent's SYN is dropped and retried a second later, which a timing
+    // judge would see as a late export (the kernel caps it at somaxconn).
     if (::listen(listener.get(), SOMAXCONN) != 0) return fail("listen: ");
     return listener;
   };

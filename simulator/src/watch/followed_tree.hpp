@@ -1,6 +1,6 @@
 // The tasks a watch follows from a launch, shared by the TLS slot watch
-// (TLS-01) and the mapping watch (OTEP 4719's seqlock and naming rules); internal
-// to the conform layer, above hardware_watch.hpp's one-thread sessions.
+// and the mapping watch (OTEP 4719's seqlock and naming rules); internal
+// to the watch layer, above hardware_watch.hpp's one-thread sessions.
 //
 // A launch is followed from before its exec through every thread and process
 // it starts, at any depth: launch scripts fork before they exec (`HERE=$(...)`),

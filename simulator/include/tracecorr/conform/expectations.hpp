@@ -1,7 +1,7 @@
 // The expectations file: requirements a target is known to fail, each with the
 // reason, so a CI gate can pass today and fail as soon as something changes.
 //
-//   {"version": 1, "expected_failures": [{"id": "MSG-05", "reason": "..."}]}
+//   {"version": 1, "expected_failures": [{"id": "AREA-NN", "reason": "..."}]}
 //
 // A listed requirement that fails is XFAIL (does not fail the gate). A listed
 // requirement that passes is XPASS: the entry is stale and fails the gate

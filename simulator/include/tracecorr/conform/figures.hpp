@@ -1,5 +1,5 @@
 // What the HTML report draws, gathered from the sessions' evidence after the
-// probes judged (probes/figures.cpp). Facts only, no verdicts: the pictures
+// probes judged (a suite's figures(), e.g. probes/elastic_v1/figures.cpp). Facts only, no verdicts: the pictures
 // show the same evidence the judges read. The JSON report carries them too
 // ("figures"), so a saved report renders later (tracecorr report --html).
 //
@@ -42,7 +42,7 @@ struct DeferralPoint {
 
 inline constexpr std::size_t kMaxDeferralPoints = 5000;
 
-// One observed state of a watched record (TLS-04), in store order.
+// One observed state of a watched record (the update-order watch), in store order.
 struct RecordStore {
   std::string session;
   std::int64_t tid = 0;

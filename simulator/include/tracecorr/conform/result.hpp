@@ -50,13 +50,13 @@ enum class ExpectationStatus {
 std::string_view to_string(ExpectationStatus status);  // "", "xfail", "xpass", "not-evaluated"
 
 struct RequirementResult {
-  std::string id;  // "ATTR-02"
+  std::string id;  // "AREA-NN"
   std::string protocol;  // the protocol whose registry defines it ("elastic-v1"); "" when unknown
   Level level = Level::Must;
   Role role = Role::Agent;
   std::string role_name;  // the registry's word for it ("agent", "writer"); "" when unknown
   std::string words;   // the registry's summary of the requirement
-  std::string area;    // "ATTR"
+  std::string area;    // "AREA"
   std::string source;  // section of the reference it comes from
   Verdict verdict = Verdict::Skip;
   std::string reason;  // one line: why this verdict
@@ -101,7 +101,7 @@ struct ProtocolRun {
   // Named by the user (--protocol, or --only naming its requirements): a
   // protocol named that judged nothing fails the gate as an error.
   bool named = false;
-  // Why it is in the run, for people: "--protocol", "--only TLS-01", or what
+  // Why it is in the run, for people: "--protocol", "--only AREA-NN", or what
   // the detection saw ("a trial launch: pid 42 publishes it").
   std::string chosen_by;
   // Announced but published under a schema or layout tracecorr does not read:
@@ -183,7 +183,7 @@ std::string shell_join(const std::vector<std::string>& argv);
 
 // Results in registry order (area, then id), the order every report uses.
 std::vector<const RequirementResult*> in_registry_order(const RunResult& run);
-// Areas in registry order with their description: {"ELF", "native library: ..."}.
+// Areas in registry order with their description: {"AREA", "what it covers"}.
 std::vector<std::pair<std::string, std::string>> registry_areas();
 
 // RFC 3339 UTC with milliseconds: "2024-05-01T12:00:00.123Z".

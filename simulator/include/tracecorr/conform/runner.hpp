@@ -20,7 +20,7 @@ struct RunOptions {
   // The protocols judged: "" or "auto" (every one the target publishes), one
   // ProtocolSpec::id, or several joined by "," ("elastic-v1,otel-process-context").
   std::string protocol;
-  std::vector<std::string> only;  // requirement ids or areas ("ELF"); empty: every agent requirement
+  std::vector<std::string> only;  // requirement ids or areas ("AREA"); empty: every agent requirement
   bool strict = false;
   ScenarioOptions scenario;
   std::FILE* progress = stderr;   // one line per session; nullptr: quiet
@@ -55,7 +55,7 @@ Expected<std::vector<DetectedProtocol>> detect_protocols(const TargetSpec& targe
 // The agent-role requirements of `suite` the run judges (profiler-role ones
 // are tracecorr agent's, tested by its own tests), filtered by `only`.
 std::vector<std::string> selected_requirements(const Suite& suite, const std::vector<std::string>& only);
-// `only` with each area name ("ELF", "TLS") replaced by the ids in that area.
+// `only` with each area name ("AREA") replaced by the ids in that area.
 std::vector<std::string> expand_areas(const Suite& suite, const std::vector<std::string>& only);
 
 // Every protocol chosen (named, owning an --only token, or detected) is

@@ -129,11 +129,11 @@ class Session {
   std::vector<Expected<UpdateOrderReport>> update_order_reports() const;
 
   // From now on, export timing is disturbed on purpose (a huge attribute):
-  // deferral is not judged past this point.
+  // export timing is not judged past this point.
   void mark_timing_boundary();
   std::optional<std::chrono::system_clock::time_point> timing_boundary() const;
   // When close() asked a live launched target to stop: spans received later
-  // were released by its shutdown, not by its deferral rules.
+  // were released by its shutdown, not by its own timing rules.
   std::optional<std::chrono::system_clock::time_point> stop_requested_at() const;
   // Measured at close(); nullopt before, or when schedstat is unreadable.
   std::optional<RunQueueWait> run_queue_wait() const;

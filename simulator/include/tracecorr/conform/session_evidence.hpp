@@ -2,7 +2,7 @@
 //
 // A Session fills it when it closes (Session::evidence()); the judges read
 // nothing else, so a test can build one by hand and judge it without
-// launching anything (tests/unit/*_judge_test.cpp). Fields are copies, never
+// launching anything (tests/unit/<package>/judges_test.cpp). Fields are copies, never
 // views into a live session.
 #pragma once
 

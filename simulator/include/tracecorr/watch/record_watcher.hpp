@@ -37,7 +37,7 @@ struct RecordObservation {
   std::chrono::steady_clock::time_point at;  // taken before the read that first saw this state
   // The state was visible no later than read_by (taken after that read) and
   // still visible no earlier than last_seen (taken before the last read that
-  // saw it unchanged): TLS-05 compares them with the named span's start and end.
+  // saw it unchanged): a package's judge compares them with the named span's start and end.
   pid_t tid = 0;
   std::uint64_t record_pointer = 0;
   RecordBytes bytes;  // as read by the watcher's layout (decoding them is the protocol's, probes/judging.hpp)

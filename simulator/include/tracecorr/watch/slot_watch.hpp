@@ -1,4 +1,4 @@
-// TLS-01, checked deterministically: a hardware watchpoint on each new
+// Whether a record is complete when its thread publishes it, checked deterministically: a hardware watchpoint on each new
 // thread's TLS slot (the pointer to its record) stops the thread right after
 // the store that publishes the pointer, and the record it points to is read
 // there, before the thread runs its next instruction. A record published

@@ -1,4 +1,4 @@
-// TLS-04, checked deterministically: hardware watchpoints on the thread that
+// The order of a record's updates, checked deterministically: hardware watchpoints on the thread that
 // writes a record stop it right after every store to the record, so the order
 // of its stores is observed, not sampled.
 //
@@ -49,7 +49,7 @@ struct WatchPlan {
   std::vector<bool> watched;        // per record byte, over the record's length when the watch began
   std::vector<RecordField> fields;  // the layout's, to name unwatched bytes
   std::size_t watched_bytes() const;
-  // "record bytes 32..36 (transaction-id bytes 3..7)", or empty when all are watched.
+  // "record bytes 32..36 (span-id bytes 3..7)", or empty when all are watched.
   std::string unwatched_description() const;
 };
 
@@ -141,7 +141,7 @@ Expected<UpdateOrderReport> watch_update_order(pid_t pid, pid_t tid, const Recor
 // before and after (hex, split by the layout's fields) and the pc after the store.
 std::string describe(const UpdateOrderReport& report);
 std::string describe(const UpdateOrderViolation& violation, const RecordLayout& layout);
-// "minor=0001 valid=01 ... transaction-id=..." by the layout's fields; bytes
+// "minor=0001 valid=01 ... span-id=..." by the layout's fields; bytes
 // no field names follow as "rest=..." (a variable part the layout leaves unnamed).
 std::string describe_record_bytes(const RecordLayout& layout, std::span<const std::uint8_t> bytes);
 
