@@ -220,6 +220,7 @@ void add_hook_options(CLI::App& app, AgentSettings& settings) {
       auto* option = app.add_option_function<std::string>(
           "--" + s.name, [&settings, name = s.name](const std::string& value) { settings[name] = value; },
           s.help + " [" + std::string(hook->id()) + "]");
+      if (!s.type_name.empty()) option->type_name(s.type_name);
       if (!s.choices.empty()) option->check(CLI::IsMember(s.choices));
     }
 }
@@ -238,8 +239,8 @@ RegisterCommand agent_command(
           "(ids, valid, flags, attributes named through the process context's key map, sample counts) and how\n"
           "often each status was seen (record_pointer_null: no context; tls_block_not_allocated: the thread\n"
           "has not touched the module's TLS yet). Nothing is sent to such a process. A protocol that acts on\n"
-          "its samples (Elastic v1: correlation messages) brings its own options, marked with its name.");
-      app.add_option("--pid", a->pids, "Process to correlate, or whose thread contexts to sample (repeatable)");
+          "its samples (sends correlations, say) brings its own options, marked with its protocol's id.");
+      app.add_option("--pid", a->pids, "Process to sample (repeatable)");
       app.add_flag("--all", a->all, "Every process that publishes a protocol the agent reads (rescanned every 500 ms)");
       app.add_option("--frequency", a->frequency, "Samples per second (per CPU for bpf, per thread for ptrace)")
           ->check(CLI::Range(1u, 100000u));

@@ -97,6 +97,7 @@ struct AgentSetting {
   std::string help;
   std::string default_value;
   std::vector<std::string> choices;  // empty: any value (the hook checks it)
+  std::string type_name;             // for --help ("UINT"); empty: TEXT
 };
 using AgentSettings = std::map<std::string, std::string>;  // name -> value (defaults filled in)
 

@@ -592,14 +592,14 @@ class Hook final : public AgentHook {
   std::string_view id() const override { return spec::kProtocol.id; }
   std::vector<AgentSetting> settings() const override {
     return {{"samples-delay-ms", "samples-delay-ms in the registration message (default 1000, the spec's default)",
-             "1000", {}},
-            {"host-id", "host-id in the registration message", "", {}},
+             "1000", {}, "UINT"},
+            {"host-id", "host-id in the registration message", "", {}, ""},
             {"personality", "spec: registration + aggregated counts; ebpf-profiler: no registration, one message per sample",
-             "spec", {"spec", "ebpf-profiler"}},
+             "spec", {"spec", "ebpf-profiler"}, ""},
             {"flush-interval",
              "Spec: milliseconds a transaction goes unsampled before its counts are sent (a thread seen leaving it "
              "sends them at once; default: a fifth of --samples-delay-ms, at most 1000; must be below it)",
-             "", {}}};
+             "", {}, "UINT"}};
   }
   Expected<std::unique_ptr<AgentPart>> start(const AgentSettings& settings, AgentRun run) const override {
     auto o = options_of(settings);
