@@ -302,7 +302,8 @@ void HostAgent::live_summary(bool final_line) const {
     for (const auto& part : impl_->parts)
       part->each_context([&](pid_t pid, const FollowedContext& c) {
         if (c.tally().samples() == 0) return;
-        for (const auto& r : c.tally().to_json()["resources"]) notice(resource_notice(pid, r));
+        const nlohmann::json tally = c.tally().to_json();  // the loop below must not range over a temporary's member
+        for (const auto& r : tally["resources"]) notice(resource_notice(pid, r));
       });
   std::fflush(options_.log);
 }
