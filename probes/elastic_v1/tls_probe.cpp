@@ -87,7 +87,9 @@ class Tls05Judge {
     const bool span_missing = !span || span->trace_id != r.trace_id, txn_missing = !txn || txn->trace_id != r.trace_id;
     // Its parent never arrived and may be in a lost export: a root or not, unknown.
     const bool txn_role_unknown = !txn_missing && !spans_.is_transaction(*txn) && !spans_.is_child(*txn);
-    if ((span_missing || txn_missing || txn_role_unknown) && losses_.lost_after(o.last_seen)) {
+    // The span may have ended up to the tolerance before the record was last
+    // seen naming it (by_time allows that much), and been exported from then on.
+    if ((span_missing || txn_missing || txn_role_unknown) && losses_.lost_after(o.last_seen - kContextTolerance)) {
       unjudged_.insert(pair);
       return;
     }

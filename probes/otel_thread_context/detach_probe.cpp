@@ -3,6 +3,7 @@
 #include "probes.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "judges.hpp"
@@ -44,7 +45,13 @@ Finding judge_detach(const conform::SessionEvidence& session, const ThreadContex
     return not_applicable(id, "the sampler did not run: no read to compare with the spans' end times");
   const std::int64_t offset = *sampled.wall_minus_monotonic_at_start_ns;
   const std::int64_t step = *sampled.wall_minus_monotonic_at_end_ns - offset;
-  if (step > kDetachMargin.count() / 2 || -step > kDetachMargin.count() / 2)
+  const std::int64_t tolerated = kDetachMargin.count() / 2;
+  if (sampled.wall_offset_uncertainty_ns > tolerated)
+    return not_applicable(id, "the wall clock could not be placed on the monotonic one within " +
+                                  std::to_string(tolerated / 1000000) + " ms (tracecorr's clock reads were " +
+                                  std::to_string(sampled.wall_offset_uncertainty_ns / 1000000) +
+                                  " ms apart at best): read times and exported end times are not comparable");
+  if (std::llabs(step) > tolerated + sampled.wall_offset_uncertainty_ns)
     return not_applicable(id, "the wall clock was stepped by " + std::to_string(step / 1000000) +
                                   " ms while the threads were sampled: read times and exported end times are not "
                                   "comparable");

@@ -92,6 +92,9 @@ struct ThreadContextFacts : conform::ProtocolEvidence {
   // differ only when the wall clock was stepped meanwhile (NTP slews both
   // clocks alike). nullopt: not measured (the sampler never ran).
   std::optional<std::int64_t> wall_minus_monotonic_at_start_ns, wall_minus_monotonic_at_end_ns;
+  // How far the two offsets together can be from the truth (each is a wall
+  // read bracketed by monotonic ones: tracecorr::wall_minus_monotonic).
+  std::int64_t wall_offset_uncertainty_ns = 0;
   // The watched session: every watch, in the order they ended.
   std::vector<ThreadWatch> watches;
   std::size_t threads_unwatched = 0;  // threads still waiting for a watch when the session ended

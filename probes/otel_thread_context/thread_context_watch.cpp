@@ -12,6 +12,7 @@
 
 #include "judges.hpp"
 #include "otel_thread_context/registry.hpp"
+#include "tracecorr/clock_offset.hpp"
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/process_context.hpp"
 #include "tracecorr/tls.hpp"
@@ -38,21 +39,6 @@ constexpr auto kUnallocatedRetry = std::chrono::milliseconds(200);
 // most this many of the spans its records named, and of the receiver's.
 constexpr auto kSpanLookInterval = std::chrono::milliseconds(100);
 constexpr std::size_t kMaxSpansFollowed = 1024;
-
-std::int64_t clock_ns(clockid_t clock) {
-  timespec t{};
-  clock_gettime(clock, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
-// CLOCK_REALTIME - CLOCK_MONOTONIC, the wall clock read between two
-// monotonic reads (their midpoint: the error is half a clock read).
-std::int64_t wall_minus_monotonic_ns() {
-  const std::int64_t before = clock_ns(CLOCK_MONOTONIC);
-  const std::int64_t wall = clock_ns(CLOCK_REALTIME);
-  const std::int64_t after = clock_ns(CLOCK_MONOTONIC);
-  return wall - (before + (after - before) / 2);
-}
 
 }  // namespace
 
@@ -219,7 +205,9 @@ void ThreadContextWatch::sample(std::uint64_t header) {
   if (header) (void)sampler->track_process_context(pid, header);
   {
     std::lock_guard lock(mutex_);
-    facts_.wall_minus_monotonic_at_start_ns = wall_minus_monotonic_ns();
+    const ClockOffset at_start = wall_minus_monotonic();
+    facts_.wall_minus_monotonic_at_start_ns = at_start.wall_minus_monotonic_ns;
+    facts_.wall_offset_uncertainty_ns = at_start.uncertainty_ns;
   }
   // When the session decides its own length, the scenario ends sampling (stop_watching()).
   const auto until = Clock::now() + (session_decides() ? watch_ceiling_ + window_ : window_);
@@ -247,7 +235,9 @@ void ThreadContextWatch::sample(std::uint64_t header) {
   }
   {
     std::lock_guard lock(mutex_);
-    facts_.wall_minus_monotonic_at_end_ns = wall_minus_monotonic_ns();
+    const ClockOffset at_end = wall_minus_monotonic();
+    facts_.wall_minus_monotonic_at_end_ns = at_end.wall_minus_monotonic_ns;
+    facts_.wall_offset_uncertainty_ns += at_end.uncertainty_ns;
   }
   done_ = true;
 }

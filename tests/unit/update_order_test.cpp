@@ -42,9 +42,9 @@ struct PublisherThread {
 };
 
 // A launched update_order_target.
-class Publisher {
+class OrderedPublisher {
  public:
-  Publisher(std::vector<std::string> argv, std::size_t threads)
+  OrderedPublisher(std::vector<std::string> argv, std::size_t threads)
       : child_([argv](test::ForkedChild::Pipes pipes) {
           dup2(pipes.report, STDOUT_FILENO);
           test::ForkedChild::exec(argv);
@@ -57,8 +57,8 @@ class Publisher {
     }
     read_threads(threads);
   }
-  Publisher(const Publisher&) = delete;
-  Publisher& operator=(const Publisher&) = delete;
+  OrderedPublisher(const OrderedPublisher&) = delete;
+  OrderedPublisher& operator=(const OrderedPublisher&) = delete;
 
   pid_t pid() const { return pid_; }
   const std::vector<PublisherThread>& threads() const { return threads_; }
@@ -120,7 +120,7 @@ bool record_keeps_changing(pid_t pid, std::uint64_t record) {
 }
 
 // The thread runs on after a watch: detached, not stopped, no watchpoint armed, publishing.
-void expect_released(const Publisher& target, const PublisherThread& thread) {
+void expect_released(const OrderedPublisher& target, const PublisherThread& thread) {
   tracecorr::test_support::expect_released(target.pid(), thread.tid);
   EXPECT_TRUE(record_keeps_changing(target.pid(), thread.record)) << "the publisher stopped making progress";
   EXPECT_TRUE(target.alive());
@@ -158,7 +158,7 @@ TEST(UpdateOrderPlan, WatchesTheValidByteAndAsMuchElseAsFourRegistersAllow) {
 }
 
 TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
-  Publisher target(publisher_argv("correct", 6), 1);
+  OrderedPublisher target(publisher_argv("correct", 6), 1);
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
 
@@ -182,7 +182,7 @@ TEST(UpdateOrderWatch, CorrectPublisherConformsAndRunsOnAfterTheWatch) {
 void expect_flagged(const std::string& mode, int misalign) {
   auto argv = publisher_argv(mode, misalign);
   argv.insert(argv.end(), {"--threads", "2"});  // two writers: only the watched one traps
-  Publisher target(argv, 2);
+  OrderedPublisher target(argv, 2);
   ASSERT_EQ(target.threads().size(), 2u);
   const auto& thread = target.threads()[1];
 
@@ -213,7 +213,7 @@ TEST(UpdateOrderWatch, ValidSetBeforeTheIdsIsFlagged) { expect_flagged("valid-ea
 TEST(UpdateOrderWatch, ThreadExitEndsTheWatchWithWhatWasSeen) {
   auto argv = publisher_argv("correct", 0);
   argv.insert(argv.end(), {"--exit-after-traced", "30"});
-  Publisher target(argv, 1);
+  OrderedPublisher target(argv, 1);
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
   // The duration only bounds a broken run: the worker exits 30 publishes after it sees the tracer.
@@ -229,7 +229,7 @@ TEST(UpdateOrderWatch, ThreadExitEndsTheWatchWithWhatWasSeen) {
 // The target's own signals reach it unchanged (a SIGTRAP it did not get from a
 // watchpoint included), and a group-stop keeps the watched thread stopped.
 TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
-  Publisher target(publisher_argv("correct", 0), 1);
+  OrderedPublisher target(publisher_argv("correct", 0), 1);
   ASSERT_FALSE(target.threads().empty());
   const auto thread = target.threads()[0];
   const pid_t pid = target.pid();
@@ -297,7 +297,7 @@ TEST(UpdateOrderWatch, SignalsAreHandedBackAndGroupStopsHonoured) {
 TEST(UpdateOrderWatch, EndingAWatchNeverLeaksAWatchpointTrapToTheTarget) {
   auto argv = publisher_argv("correct", 0);
   argv.insert(argv.end(), {"--pause-us", "0"});
-  Publisher target(argv, 1);
+  OrderedPublisher target(argv, 1);
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
   for (int i = 0; i < 40; ++i) {
@@ -311,7 +311,7 @@ TEST(UpdateOrderWatch, EndingAWatchNeverLeaksAWatchpointTrapToTheTarget) {
 }
 
 TEST(UpdateOrderWatch, ErrorsNameWhatAndWhereAndLeaveTheTargetRunning) {
-  Publisher target(publisher_argv("correct", 0), 1);
+  OrderedPublisher target(publisher_argv("correct", 0), 1);
   ASSERT_FALSE(target.threads().empty());
   const auto& thread = target.threads()[0];
 
@@ -343,7 +343,7 @@ TEST(UpdateOrderWatch, Arm64GuestUnderQemuUserIsWatchedThroughTheHostThread) {
 
   for (const std::string mode : {"valid-early", "correct"}) {
     SCOPED_TRACE(mode);
-    Publisher target({qemu, kUpdateOrderTargetArm64, "--mode", mode, "--misalign", "1"}, 1);
+    OrderedPublisher target({qemu, kUpdateOrderTargetArm64, "--mode", mode, "--misalign", "1"}, 1);
     ASSERT_FALSE(target.threads().empty());
     const auto& thread = target.threads()[0];
     auto report = watch_update_order(target.pid(), thread.tid, test_record_layout(), thread.record, 300ms, 10);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "encode_message.hpp"
+#include "tracecorr/clock_offset.hpp"
 #include "tracecorr/otlp_proto.hpp"
 
 namespace tracecorr::profiles {
@@ -216,11 +217,6 @@ std::string encode_profiles(const std::vector<ProfileSample>& samples, const Enc
   return request.SerializeAsString();
 }
 
-std::int64_t monotonic_to_unix_offset() {
-  timespec real{}, monotonic{};
-  ::clock_gettime(CLOCK_MONOTONIC, &monotonic);
-  ::clock_gettime(CLOCK_REALTIME, &real);
-  return (static_cast<std::int64_t>(real.tv_sec) - monotonic.tv_sec) * 1'000'000'000 + (real.tv_nsec - monotonic.tv_nsec);
-}
+std::int64_t monotonic_to_unix_offset() { return wall_minus_monotonic().wall_minus_monotonic_ns; }
 
 }  // namespace tracecorr::profiles

@@ -1256,6 +1256,11 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"MissingIdsAndALossBeforeTheRecord", "TLS-05",
                   record_naming_child(20, 180, [](TlsRecord& r, Traffic&) { r.span_id.fill(0x77); }, export_lost(100)),
                   Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},
+        // The span may have ended up to the tolerance (5 ms) before the record
+        // was last seen naming it, and been exported (and lost) from then on.
+        JudgeCase{"MissingIdsAndALossWithinTheToleranceBeforeTheRecordWasLastSeen", "TLS-05",
+                  record_naming_child(20, 180, [](TlsRecord& r, Traffic&) { r.span_id.fill(0x77); }, export_lost(177)),
+                  Outcome::KitError, "0 distinct (span, transaction) pairs judged, fewer than those that could not be"},
         // Ids that did arrive are judged whatever was lost.
         JudgeCase{"ChildAsTransactionWhateverWasLost", "TLS-05",
                   record_naming_child(20, 180, [](TlsRecord& r, Traffic& t) { r.transaction_id = t.child; },

@@ -451,6 +451,18 @@ INSTANTIATE_TEST_SUITE_P(
                     *f.wall_minus_monotonic_at_end_ns += ms(3000);
                   }, two_spans),
                   Outcome::NotApplicable, "the wall clock was stepped by 3000 ms"},
+        JudgeCase{"AnOffsetWithinItsReadsUncertaintyIsNoStep", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    f.samples.push_back(read_at(std::nullopt, 105));
+                    *f.wall_minus_monotonic_at_end_ns += ms(30);
+                    f.wall_offset_uncertainty_ns = ms(10);
+                  }, two_spans),
+                  Outcome::Met, "1 found the record detached", "", 2},
+        JudgeCase{"ClockReadsTooFarApartToPlaceTheWallClock", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 1100));
+                    f.wall_offset_uncertainty_ns = ms(40);
+                  }, two_spans),
+                  Outcome::NotApplicable, "could not be placed on the monotonic one"},
         JudgeCase{"SamplerNeverRan", "TCTX-27", sampled([](auto& f) {
                     f.wall_minus_monotonic_at_start_ns.reset();
                   }, two_spans),
