@@ -238,8 +238,7 @@ def matching_brace(text: str, i: int, path: Path, line_at: list[int]) -> int:
 
 
 def sources() -> list[Path]:
-    return sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*")
-                  if p.suffix in SUFFIXES and p.is_file() and "build" not in p.relative_to(REPO).parts[0])
+    return sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*") if p.suffix in SUFFIXES and p.is_file())
 
 
 def all_functions() -> list[Function]:
