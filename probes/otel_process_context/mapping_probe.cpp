@@ -24,10 +24,6 @@ int severity(Finding::Outcome o) {
   return 0;
 }
 
-}  // namespace
-
-namespace {
-
 using conform::SessionSet;
 
 // One look at the context, when each session opened and closed: every rule
