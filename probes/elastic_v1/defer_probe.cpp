@@ -221,16 +221,8 @@ class DeferProbe final : public Probe {
   }
 
  private:
-  // Children and transactions are judged by how long the agent held them
-  // (SpanIndex::held_at_least_ms: export order, not arrival time, so an
-  // exporter batching every 5 s or a starved receiver looks like no deferral).
-  // Counts that a conforming agent could produce through noise alone are
-  // measured against the session's baseline and answered with an error.
-  static void judge_enabled(const SessionEvidence& s, const SessionEvidence* disabled, std::vector<Finding>& out) {
-    SpanIndex spans(s);
-    auto regs = facts(s).registrations;
-    auto first_registration = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
-
+  // What the enabled session's spans showed, span by span (tally_enabled).
+  struct EnabledHolds {
     // A hold is a lower bound (a starved process ends few spans to witness
     // it), the arrival an upper bound: "not deferred" is certain only when the
     // span arrived within half its delay; otherwise it is merely unproven.
@@ -241,6 +233,34 @@ class DeferProbe final : public Probe {
     double shortest_child_delay = 1e9;
     std::vector<double> child_arrivals, long_delay_txn_holds;
     const otlp::ReceivedSpan* child_example = nullptr;
+  };
+
+  // Children and transactions are judged by how long the agent held them
+  // (SpanIndex::held_at_least_ms: export order, not arrival time, so an
+  // exporter batching every 5 s or a starved receiver looks like no deferral).
+  // Counts that a conforming agent could produce through noise alone are
+  // measured against the session's baseline and answered with an error.
+  static void judge_enabled(const SessionEvidence& s, const SessionEvidence* disabled, std::vector<Finding>& out) {
+    SpanIndex spans(s);
+    const EnabledHolds holds = tally_enabled(s, spans);
+    // The baseline of never-deferred spans: the disabled session's (nothing is
+    // deferred there), else this session's children (DEFER-05 judges those).
+    SpanIndex off_spans = disabled ? SpanIndex(*disabled) : SpanIndex(std::vector<otlp::ReceivedSpan>{});
+    auto baseline = disabled ? baseline_of(*disabled, off_spans, true) : baseline_of(s, spans, false);
+    baseline.run_queue = s.run_queue_wait;
+    out.push_back(judge_transactions_deferred(holds, spans, baseline));
+    out.push_back(judge_registered_delays(s, spans, baseline));
+    out.push_back(judge_default_delay(holds, spans, baseline));
+    out.push_back(judge_children_prompt(holds, spans, baseline, disabled != nullptr));
+  }
+
+  // Each span of the enabled session that ended while a delay was in force:
+  // children under a long delay, sampled transactions, and those that ended
+  // before the first registration.
+  static EnabledHolds tally_enabled(const SessionEvidence& s, const SpanIndex& spans) {
+    EnabledHolds h;
+    auto regs = facts(s).registrations;
+    auto first_registration = regs.empty() ? std::chrono::system_clock::time_point::max() : regs.front().at_system;
     for (const auto& sp : spans.spans()) {
       auto end = SpanIndex::end_time(sp);
       auto delay = delay_in_force(s, end, kMargin);
@@ -248,167 +268,179 @@ class DeferProbe final : public Probe {
       double d = spans.held_at_least_ms(sp);
       if (spans.is_child(sp)) {
         if (*delay >= 600) {
-          ++children;
-          child_arrivals.push_back(SpanIndex::export_delay_ms(sp));
-          shortest_child_delay = std::min(shortest_child_delay, *delay / 2.0);
+          ++h.children;
+          h.child_arrivals.push_back(SpanIndex::export_delay_ms(sp));
+          h.shortest_child_delay = std::min(h.shortest_child_delay, *delay / 2.0);
           if (d >= *delay / 2.0) {
-            ++deferred_children;
-            if (!child_example) child_example = &sp;
+            ++h.deferred_children;
+            if (!h.child_example) h.child_example = &sp;
           }
         }
         continue;
       }
       if (!spans.is_transaction(sp) || !spans.sampled(sp)) continue;  // neither: its parent may be in a lost export
-      if (*delay >= 600) long_delay_txn_holds.push_back(d);
-      if (*delay >= scenario::kFirstDelayMs) {
-        // Held short by export order, but too few spans ended meanwhile to
-        // show a longer hold, and not certain by arrival: no evidence.
-        const bool certain_by_arrival = SpanIndex::export_delay_ms(sp) < *delay / 2.0;
-        if (d < *delay / 2.0 && !certain_by_arrival &&
-            !spans.hold_witnessed(sp, std::chrono::milliseconds(static_cast<long long>(d)),
-                                  std::chrono::milliseconds(static_cast<long long>(*delay / 2.0))))
-          continue;
-        ++judged;
-        if (d < *delay / 2.0) {
-          ++immediate;
-          bool certain = SpanIndex::export_delay_ms(sp) < *delay / 2.0;
-          certainly_immediate += certain;
-          if (!immediate_example || (certain && SpanIndex::export_delay_ms(*immediate_example) >= *delay / 2.0))
-            immediate_example = &sp;
-        }
-      }
+      if (*delay >= 600) h.long_delay_txn_holds.push_back(d);
+      if (*delay >= scenario::kFirstDelayMs) tally_transaction_hold(sp, d, *delay, spans, h);
       if (end + kMargin < first_registration) {
-        unregistered.push_back(d);
-        unregistered_arrivals.push_back(SpanIndex::export_delay_ms(sp));
+        h.unregistered.push_back(d);
+        h.unregistered_arrivals.push_back(SpanIndex::export_delay_ms(sp));
       }
     }
-    // The baseline of never-deferred spans: the disabled session's (nothing is
-    // deferred there), else this session's children (DEFER-05 judges those).
-    SpanIndex off_spans = disabled ? SpanIndex(*disabled) : SpanIndex(std::vector<otlp::ReceivedSpan>{});
-    auto baseline = disabled ? baseline_of(*disabled, off_spans, true) : baseline_of(s, spans, false);
-    baseline.run_queue = s.run_queue_wait;
+    return h;
+  }
 
-    if (!judged)
-      out.push_back(not_applicable("DEFER-01", "no sampled transaction was exported"));
-    else if (certainly_immediate * 2 >= judged)
-      out.push_back(violated("DEFER-01", std::to_string(certainly_immediate) + " of " + std::to_string(judged) +
-                                             " transactions were exported without deferral",
-                             {span_evidence(*immediate_example, "held for the delay after it ended",
-                                            "arrived " + ms(SpanIndex::export_delay_ms(*immediate_example)) +
-                                                " after it ended")}));
-    else if (immediate)
-      out.push_back(kit_error("DEFER-01", std::to_string(immediate) + " of " + std::to_string(judged) +
-                                              " transactions look held less than half their delay (" +
-                                              std::to_string(certainly_immediate) + " certainly, by their arrival): "
-                                              "too few to call the agent non-deferring, too many to pass: " +
-                                              baseline.describe(),
-                              {span_evidence(*immediate_example, "held for the delay after it ended",
-                                             "held " + ms(spans.held_at_least_ms(*immediate_example)) + ", arrived " +
-                                                 ms(SpanIndex::export_delay_ms(*immediate_example)) + " after it ended")}));
-    else
-      out.push_back(met("DEFER-01", judged, std::to_string(judged) + " transactions, all deferred" + spans.flags_note()));
+  // A sampled transaction held at least `held` ms under a delay of `delay` ms.
+  static void tally_transaction_hold(const otlp::ReceivedSpan& sp, double held, double delay, const SpanIndex& spans,
+                                     EnabledHolds& h) {
+    // Held short by export order, but too few spans ended meanwhile to
+    // show a longer hold, and not certain by arrival: no evidence.
+    const bool certain_by_arrival = SpanIndex::export_delay_ms(sp) < delay / 2.0;
+    if (held < delay / 2.0 && !certain_by_arrival &&
+        !spans.hold_witnessed(sp, std::chrono::milliseconds(static_cast<long long>(held)),
+                              std::chrono::milliseconds(static_cast<long long>(delay / 2.0))))
+      return;
+    ++h.judged;
+    if (held < delay / 2.0) {
+      ++h.immediate;
+      bool certain = SpanIndex::export_delay_ms(sp) < delay / 2.0;
+      h.certainly_immediate += certain;
+      if (!h.immediate_example || (certain && SpanIndex::export_delay_ms(*h.immediate_example) >= delay / 2.0))
+        h.immediate_example = &sp;
+    }
+  }
 
-    // DEFER-02: each judged registration's delay, by the median of its window.
+  // DEFER-01: sampled transactions are held, most certainly so.
+  static Finding judge_transactions_deferred(const EnabledHolds& h, const SpanIndex& spans, const TimingBaseline& baseline) {
+    if (!h.judged) return not_applicable("DEFER-01", "no sampled transaction was exported");
+    if (h.certainly_immediate * 2 >= h.judged)
+      return violated("DEFER-01", std::to_string(h.certainly_immediate) + " of " + std::to_string(h.judged) +
+                                      " transactions were exported without deferral",
+                      {span_evidence(*h.immediate_example, "held for the delay after it ended",
+                                     "arrived " + ms(SpanIndex::export_delay_ms(*h.immediate_example)) + " after it ended")});
+    if (h.immediate)
+      return kit_error("DEFER-01", std::to_string(h.immediate) + " of " + std::to_string(h.judged) +
+                                       " transactions look held less than half their delay (" +
+                                       std::to_string(h.certainly_immediate) + " certainly, by their arrival): "
+                                       "too few to call the agent non-deferring, too many to pass: " +
+                                       baseline.describe(),
+                       {span_evidence(*h.immediate_example, "held for the delay after it ended",
+                                      "held " + ms(spans.held_at_least_ms(*h.immediate_example)) + ", arrived " +
+                                          ms(SpanIndex::export_delay_ms(*h.immediate_example)) + " after it ended")});
+    return met("DEFER-01", h.judged, std::to_string(h.judged) + " transactions, all deferred" + spans.flags_note());
+  }
+
+  // DEFER-02: each judged registration's delay, by the median of its window.
+  static Finding judge_registered_delays(const SessionEvidence& s, const SpanIndex& spans, const TimingBaseline& baseline) {
     std::size_t windows = 0;
     std::optional<Finding> bad;
     for (const auto& w : registration_windows(s, kMargin)) {
       auto e = effect_of(w, spans);
       if (e.transaction_delays_ms.empty()) continue;
       ++windows;
-      double m = median(e.transaction_delays_ms);
-      double want = w.registration.message.samples_delay_ms;
-      double late = want + kLateSlackMs + baseline.quantile(0.95);
-      // Held too long while never-deferred spans were held half as long: the
-      // machine, not the agent, may have held them. Too short is never noise.
-      if (m > late && baseline.too_noisy_for(want) && !bad)
-        bad = kit_error("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
-                                        " transactions were held " + ms(m) + " (median), but the session is too noisy to tell: " +
-                                        baseline.describe());
-      // Too short: holds are lower bounds (a starved agent ends few spans to
-      // witness them); certain only when the arrivals, upper bounds, say so too.
-      if (m < want - kEarlySlackMs && median(e.transaction_arrivals_ms) >= want - kEarlySlackMs && !bad)
-        bad = kit_error("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
-                                        " transactions were held at least " + ms(m) + " (median) but arrived " +
-                                        ms(median(e.transaction_arrivals_ms)) + " after their end (median): "
-                                        "too few spans ended meanwhile to tell; " + baseline.describe());
-      if ((m < want - kEarlySlackMs || m > late) && !bad)
-        bad = violated("DEFER-02", "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms) +
-                                       ", transactions were held " + ms(m) + " (median)",
-                       {text_evidence("median hold of " + std::to_string(e.transaction_delays_ms.size()) +
-                                          " transactions",
-                                      ms(want - kEarlySlackMs) + " .. " + ms(late), ms(m) + "; " + baseline.describe())});
+      if (!bad) bad = judge_registration_window(w, e, baseline);
     }
-    out.push_back(bad ? *bad
-                      : windows ? met("DEFER-02", windows, std::to_string(windows) + " registrations' delays honoured" + spans.flags_note())
-                                : not_applicable("DEFER-02", "no transaction ended while a registration was in force"));
-    // DEFER-03
-    if (unregistered.empty())
-      out.push_back(not_applicable("DEFER-03", "no transaction ended before the first registration"));
-    else {
-      double m = median(unregistered);
-      double want = static_cast<double>(elastic_v1::spec::kDefaultDelayMs);
-      double late = want + kLateSlackMs + baseline.quantile(0.95);
-      if (m > late && baseline.too_noisy_for(want))
-        out.push_back(kit_error("DEFER-03", "before any registration transactions were held " + ms(m) +
-                                                " (median), but the session is too noisy to tell: " + baseline.describe()));
-      else if (m < want - kEarlySlackMs && median(unregistered_arrivals) >= want - kEarlySlackMs)
-        out.push_back(kit_error("DEFER-03", "before any registration transactions were held at least " + ms(m) +
-                                                " (median) but arrived " + ms(median(unregistered_arrivals)) +
-                                                " after their end (median): too few spans ended meanwhile to tell; " +
-                                                baseline.describe()));
-      else if (m < want - kEarlySlackMs || m > late)
-        out.push_back(violated("DEFER-03", "before any registration transactions were held " + ms(m) + " (median)",
-                               {text_evidence("median hold of " + std::to_string(unregistered.size()) +
-                                                  " transactions before registration",
-                                              ms(want - kEarlySlackMs) + " .. " + ms(late), ms(m) + "; " + baseline.describe())}));
-      else
-        out.push_back(met("DEFER-03", unregistered.size(), "median hold " + ms(m) + " over " + std::to_string(unregistered.size()) + " transactions" + spans.flags_note()));
-    }
-    // DEFER-05, children. Export order shows children held behind others; a
-    // delay applied to every span alike only shows in arrival times, against
-    // the disabled session's (nothing deferred there, same exporter).
-    // Unsampled transactions are never exported: judge_unsampled sees that
-    // half through the places they take in a frozen queue.
-    std::optional<Finding> absolute;
-    if (children && disabled && !baseline.arrival_ms.empty()) {
-      double shift = median(child_arrivals) - baseline.arrival_quantile(0.5);
-      double spread = baseline.arrival_quantile(0.9) - baseline.arrival_quantile(0.1);
-      std::string figures = "child spans arrived " + ms(median(child_arrivals)) + " (median, n=" +
-                            std::to_string(children) + ") after their end; " + baseline.describe();
-      // Transactions held well behind the children that ended with them show
-      // the children did not wait in the same queue.
-      bool children_ahead = !long_delay_txn_holds.empty() && median(long_delay_txn_holds) >= shortest_child_delay;
-      // The baseline comes from another session: a target starved of CPU in
-      // this one delays everything, and cannot be told from deferral.
-      const bool starved = baseline.run_queue && baseline.run_queue->starved();
-      if (shift >= shortest_child_delay && spread < shortest_child_delay && !starved)
-        absolute = violated("DEFER-05", "child spans arrived " + ms(shift) + " later (median) than spans with the "
-                                        "feature off: they were deferred",
-                            {text_evidence("child spans' arrival after their end, against the disabled session's",
-                                           "no later than the baseline", figures)});
-      else if (shift >= shortest_child_delay && (!children_ahead || starved))
-        absolute = kit_error("DEFER-05", "child spans arrived " + ms(shift) + " later than the baseline, which is too "
-                                         "noisy to tell (p10..p90 spread " + ms(spread) + "): " + figures);
-    }
-    if (!children)
-      out.push_back(not_applicable("DEFER-05", "no child span ended while a long delay was in force"));
-    else if (absolute)
-      out.push_back(*absolute);
-    else if (deferred_children * 2 >= children)
-      out.push_back(violated("DEFER-05", std::to_string(deferred_children) + " of " + std::to_string(children) + " child spans were deferred",
-                             {span_evidence(*child_example, "exported promptly (not deferred)",
-                                            "held " + ms(spans.held_at_least_ms(*child_example)) + "; " + baseline.describe())}));
-    else if (deferred_children && baseline.share_at_least(shortest_child_delay) * static_cast<double>(children) <
-                                      static_cast<double>(deferred_children))
-      out.push_back(kit_error("DEFER-05", std::to_string(deferred_children) + " of " + std::to_string(children) +
-                                              " child spans look held, more than the baseline explains but too few to "
-                                              "call them deferred: " + baseline.describe()));
-    else
-      out.push_back(met("DEFER-05", children, std::to_string(children) + " child spans exported promptly" +
-                                                  (deferred_children ? " (" + std::to_string(deferred_children) +
-                                                                           " late ones within the baseline: " +
-                                                                           baseline.describe() + ")"
-                                                                     : std::string())));
+    if (bad) return *bad;
+    return windows ? met("DEFER-02", windows, std::to_string(windows) + " registrations' delays honoured" + spans.flags_note())
+                   : not_applicable("DEFER-02", "no transaction ended while a registration was in force");
+  }
+
+  // One registration's window: its transactions' median hold against its
+  // samples-delay-ms; nothing when honoured.
+  static std::optional<Finding> judge_registration_window(const RegistrationWindow& w, const RegistrationEffect& e,
+                                                          const TimingBaseline& baseline) {
+    double m = median(e.transaction_delays_ms);
+    double want = w.registration.message.samples_delay_ms;
+    double late = want + kLateSlackMs + baseline.quantile(0.95);
+    const std::string after = "after a registration with samples-delay-ms " + std::to_string(w.registration.message.samples_delay_ms);
+    // Held too long while never-deferred spans were held half as long: the
+    // machine, not the agent, may have held them. Too short is never noise.
+    if (m > late && baseline.too_noisy_for(want))
+      return kit_error("DEFER-02", after + " transactions were held " + ms(m) +
+                                       " (median), but the session is too noisy to tell: " + baseline.describe());
+    // Too short: holds are lower bounds (a starved agent ends few spans to
+    // witness them); certain only when the arrivals, upper bounds, say so too.
+    if (m < want - kEarlySlackMs && median(e.transaction_arrivals_ms) >= want - kEarlySlackMs)
+      return kit_error("DEFER-02", after + " transactions were held at least " + ms(m) + " (median) but arrived " +
+                                       ms(median(e.transaction_arrivals_ms)) + " after their end (median): "
+                                       "too few spans ended meanwhile to tell; " + baseline.describe());
+    if (m < want - kEarlySlackMs || m > late)
+      return violated("DEFER-02", after + ", transactions were held " + ms(m) + " (median)",
+                      {text_evidence("median hold of " + std::to_string(e.transaction_delays_ms.size()) + " transactions",
+                                     ms(want - kEarlySlackMs) + " .. " + ms(late), ms(m) + "; " + baseline.describe())});
+    return std::nullopt;
+  }
+
+  // DEFER-03: before any registration, the default delay.
+  static Finding judge_default_delay(const EnabledHolds& h, const SpanIndex& spans, const TimingBaseline& baseline) {
+    if (h.unregistered.empty()) return not_applicable("DEFER-03", "no transaction ended before the first registration");
+    double m = median(h.unregistered);
+    double want = static_cast<double>(elastic_v1::spec::kDefaultDelayMs);
+    double late = want + kLateSlackMs + baseline.quantile(0.95);
+    if (m > late && baseline.too_noisy_for(want))
+      return kit_error("DEFER-03", "before any registration transactions were held " + ms(m) +
+                                       " (median), but the session is too noisy to tell: " + baseline.describe());
+    if (m < want - kEarlySlackMs && median(h.unregistered_arrivals) >= want - kEarlySlackMs)
+      return kit_error("DEFER-03", "before any registration transactions were held at least " + ms(m) +
+                                       " (median) but arrived " + ms(median(h.unregistered_arrivals)) +
+                                       " after their end (median): too few spans ended meanwhile to tell; " +
+                                       baseline.describe());
+    if (m < want - kEarlySlackMs || m > late)
+      return violated("DEFER-03", "before any registration transactions were held " + ms(m) + " (median)",
+                      {text_evidence("median hold of " + std::to_string(h.unregistered.size()) +
+                                         " transactions before registration",
+                                     ms(want - kEarlySlackMs) + " .. " + ms(late), ms(m) + "; " + baseline.describe())});
+    return met("DEFER-03", h.unregistered.size(),
+               "median hold " + ms(m) + " over " + std::to_string(h.unregistered.size()) + " transactions" + spans.flags_note());
+  }
+
+  // DEFER-05, children. Export order shows children held behind others; a
+  // delay applied to every span alike only shows in arrival times, against
+  // the disabled session's (nothing deferred there, same exporter).
+  // Unsampled transactions are never exported: judge_unsampled sees that
+  // half through the places they take in a frozen queue.
+  static Finding judge_children_prompt(const EnabledHolds& h, const SpanIndex& spans, const TimingBaseline& baseline,
+                                       bool against_disabled) {
+    if (!h.children) return not_applicable("DEFER-05", "no child span ended while a long delay was in force");
+    if (against_disabled && !baseline.arrival_ms.empty())
+      if (auto absolute = judge_children_arrival(h, baseline)) return *absolute;
+    if (h.deferred_children * 2 >= h.children)
+      return violated("DEFER-05", std::to_string(h.deferred_children) + " of " + std::to_string(h.children) + " child spans were deferred",
+                      {span_evidence(*h.child_example, "exported promptly (not deferred)",
+                                     "held " + ms(spans.held_at_least_ms(*h.child_example)) + "; " + baseline.describe())});
+    if (h.deferred_children && baseline.share_at_least(h.shortest_child_delay) * static_cast<double>(h.children) <
+                                   static_cast<double>(h.deferred_children))
+      return kit_error("DEFER-05", std::to_string(h.deferred_children) + " of " + std::to_string(h.children) +
+                                       " child spans look held, more than the baseline explains but too few to "
+                                       "call them deferred: " + baseline.describe());
+    return met("DEFER-05", h.children, std::to_string(h.children) + " child spans exported promptly" +
+                                           (h.deferred_children ? " (" + std::to_string(h.deferred_children) +
+                                                                      " late ones within the baseline: " +
+                                                                      baseline.describe() + ")"
+                                                                : std::string()));
+  }
+
+  // DEFER-05 by arrival: the children's arrivals shifted against the disabled
+  // session's baseline; nothing when the shift does not tell.
+  static std::optional<Finding> judge_children_arrival(const EnabledHolds& h, const TimingBaseline& baseline) {
+    double shift = median(h.child_arrivals) - baseline.arrival_quantile(0.5);
+    double spread = baseline.arrival_quantile(0.9) - baseline.arrival_quantile(0.1);
+    std::string figures = "child spans arrived " + ms(median(h.child_arrivals)) + " (median, n=" +
+                          std::to_string(h.children) + ") after their end; " + baseline.describe();
+    // Transactions held well behind the children that ended with them show
+    // the children did not wait in the same queue.
+    bool children_ahead = !h.long_delay_txn_holds.empty() && median(h.long_delay_txn_holds) >= h.shortest_child_delay;
+    // The baseline comes from another session: a target starved of CPU in
+    // this one delays everything, and cannot be told from deferral.
+    const bool starved = baseline.run_queue && baseline.run_queue->starved();
+    if (shift >= h.shortest_child_delay && spread < h.shortest_child_delay && !starved)
+      return violated("DEFER-05", "child spans arrived " + ms(shift) + " later (median) than spans with the "
+                                  "feature off: they were deferred",
+                      {text_evidence("child spans' arrival after their end, against the disabled session's",
+                                     "no later than the baseline", figures)});
+    if (shift >= h.shortest_child_delay && (!children_ahead || starved))
+      return kit_error("DEFER-05", "child spans arrived " + ms(shift) + " later than the baseline, which is too "
+                                   "noisy to tell (p10..p90 spread " + ms(spread) + "): " + figures);
+    return std::nullopt;
   }
 
   // DEFER-05, unsampled transactions: the all-sampled launch's frozen queue

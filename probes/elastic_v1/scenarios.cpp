@@ -596,16 +596,6 @@ bool judged_by_messages(std::string_view id) {
   return r && r->judged_by_sending;
 }
 
-const ActiveTraceOf& active_trace() {
-  // Which trace a record names: its trace id and transaction id, while valid with a trace.
-  static const ActiveTraceOf of = [](std::span<const std::uint8_t> bytes) -> std::optional<ActiveTrace> {
-    auto record = decode_tls_record(bytes);
-    if (!record || !record->valid || !record->trace_present) return std::nullopt;
-    return ActiveTrace{record->trace_id, record->transaction_id, record->trace_flags};
-  };
-  return of;
-}
-
 bool sends_messages(const ScenarioOptions& o) {
   if (o.observe_only) return false;
   if (o.judged.empty()) return true;

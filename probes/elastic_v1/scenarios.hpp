@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "elastic_v1/agent/correlation.hpp"
+#include "elastic_v1/library.hpp"
 #include "tracecorr/conform/session.hpp"
 #include "tracecorr/conform/suite.hpp"
 
@@ -56,9 +57,6 @@ Expected<Settings> parse_settings(const ScenarioOptions& options);
 // Parsed settings; the defaults when they do not parse (the suite's check()
 // refused those before anything ran).
 Settings settings_of(const ScenarioOptions& options);
-
-// Which trace an Elastic v1 record names (for the engine's watchers and flame graphs).
-const ActiveTraceOf& active_trace();
 
 // Does any judged requirement need messages sent?
 bool sends_messages(const ScenarioOptions& options);

@@ -1,7 +1,8 @@
 // The OTEP 4947 suite's judges over plain evidence (evidence.hpp): the
 // shared checks (otel_thread_context/checks.hpp) applied to what a session
 // saw, and the rules only a session can judge (the key map over time, the
-// writer's stores). The probes (probes.cpp) only pick the sessions.
+// writer's stores). Each is defined beside its area's probe
+// (<area>_probe.cpp), which only picks the session.
 #pragma once
 
 #include <chrono>
@@ -32,28 +33,28 @@ inline constexpr std::size_t kMinWatchedChanges = 8;
 inline constexpr std::size_t kFlagsNeverSetRecords = 100;
 inline constexpr std::size_t kFlagsNeverSetSpans = 10;
 // TCTX-27: how long after its span's exported end a record may still be
-// read attached (judges.cpp, judge_detach, says why).
+// read attached (detach_probe.cpp, judge_detach, says why).
 inline constexpr std::chrono::nanoseconds kDetachMargin = std::chrono::milliseconds(50);
 
 // Whether a record read whole has its valid byte set.
 bool valid_record(const std::optional<RecordBytes>& r);
 
-// TCTX-01..05: the module found (or not) in the process that published keys.
+// variable_probe.cpp. TCTX-01..05: the module found (or not) in the process that published keys.
 std::vector<Finding> judge_variable(const ThreadContextFacts& facts);
-// TCTX-06, 07 (every publication, the worst standing), 08 (consecutive key
+// reference_probe.cpp. TCTX-06, 07 (every publication, the worst standing), 08 (consecutive key
 // maps), 09 (MAY: what was seen).
 std::vector<Finding> judge_reference_data(const ThreadContextFacts& facts);
 // TCTX-10: each sampled record's keys against the publication current when
 // its thread was stopped (the sample's timestamp).
 Finding judge_key_published_first(const ThreadContextFacts& sampled);
-// TCTX-11..13, 15..20 over every sampled record (the worst standing; TCTX-11
+// record_probe.cpp. TCTX-11..13, 15..20 over every sampled record (the worst standing; TCTX-11
 // against the longest key map seen), 14 against the spans the writer
 // exported (not applicable without any), 18 (MAY).
 std::vector<Finding> judge_records(const conform::SessionEvidence& session, const ThreadContextFacts& sampled);
-// TCTX-27: no sampled record names a span that had ended (as exported)
+// detach_probe.cpp. TCTX-27: no sampled record names a span that had ended (as exported)
 // before its thread was stopped.
 Finding judge_detach(const conform::SessionEvidence& session, const ThreadContextFacts& sampled);
-// TCTX-21..26, 28 from the published-record watches.
+// publication_probe.cpp. TCTX-21..26, 28 from the published-record watches.
 std::vector<Finding> judge_publication(const ThreadContextFacts& watched);
 
 }  // namespace tracecorr::otel_thread_context

@@ -641,6 +641,36 @@ TEST(OtlpReceiverLosses, AnExportCutShortByItsExporterIsALoss) {
   EXPECT_TRUE((*receiver)->spans().empty());
 }
 
+// The exporter's whole attempt arrives at once: headers, part of the body,
+// then its FIN (an exporter that gave up mid-send, its last bytes and its
+// close in one go). The receiver's HTTP library can sit on such a request
+// until its deadline; a session that ended first never saw the loss (the
+// CI's false TLS-05 failures with abandoned exports): the watcher finds the
+// peer done sending and counts it, well before the deadline and the idle cut.
+TEST(OtlpReceiverLosses, AnExportWhoseRestAndCloseArriveTogetherIsALossBeforeTheDeadline) {
+  ReceiverOptions options;
+  options.limits.max_request_time = 30s;
+  options.limits.idle_timeout = 30s;  // MHD's own idle cut would count them too, 3 s late
+  auto receiver = OtlpReceiver::start(options);
+  ASSERT_TRUE(receiver.ok());
+  for (int i = 0; i < 5; ++i) {
+    int fd = attack::connect_to((*receiver)->port());
+    ASSERT_GE(fd, 0);
+    const std::string head = "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 1800\r\nConnection: close\r\n\r\n" + std::string(900, '{');
+    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    ::close(fd);
+  }
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while ((*receiver)->counters().losses.total() < 5 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(10ms);
+  const auto losses = (*receiver)->counters().losses;
+  EXPECT_EQ(losses.total(), 5u) << losses.describe();
+  EXPECT_EQ(losses.cut, 0u) << "counted at the deadline, not when the exporter left: " << losses.describe();
+  EXPECT_EQ(losses.cut_short, 5u) << losses.describe();
+  EXPECT_TRUE((*receiver)->spans().empty());
+}
+
 // Closed before its request line and headers were whole: no request began,
 // and the connection's end is the loss.
 TEST(OtlpReceiverLosses, AConnectionClosedBeforeItsRequestWasWholeIsALoss) {

@@ -1,12 +1,13 @@
-// Elastic v1's reference host agent (over an engine sampler) and its stack trace ids.
+// The engine's host agent with Elastic v1's part (over an engine sampler), and its stack trace ids.
 #include <pybind11/stl.h>
 
 #include <atomic>
 
 #include "common.hpp"
 #include "elastic_v1/agent/correlation.hpp"
-#include "elastic_v1/agent/host_agent.hpp"
+#include "elastic_v1/agent/hook.hpp"
 #include "elastic_v1/bindings.hpp"
+#include "tracecorr/host_agent.hpp"
 #include "tracecorr/sampler.hpp"
 
 namespace tracecorr::python {
@@ -15,11 +16,11 @@ namespace agent = tracecorr::elastic_v1::agent;
 
 namespace {
 
-// HostAgent plus its stop flag; keeps its sampler alive through keep_alive.
+// The engine's HostAgent with Elastic's part, plus its stop flag; keeps its
+// sampler alive through keep_alive.
 struct PyHostAgent {
-  agent::AgentOptions options;
   std::atomic<bool> stop{false};
-  std::unique_ptr<agent::HostAgent> agent;
+  std::unique_ptr<HostAgent> agent;
 };
 
 }  // namespace
@@ -36,18 +37,20 @@ void bind_elastic_v1_agent(py::module_& m) {
                        std::string host_id, const std::string& personality, unsigned frequency_hz,
                        double flush_interval_s, double duration_s) {
              auto h = std::make_unique<PyHostAgent>();
-             auto& o = h->options;
+             agent::AgentOptions elastic;
+             elastic.samples_delay_ms = samples_delay_ms;
+             elastic.host_id = std::move(host_id);
+             if (!agent::parse_personality(personality, elastic.personality))
+               throw py::value_error("unknown personality '" + personality + "' (spec, ebpf-profiler)");
+             elastic.flush_interval = std::chrono::milliseconds(static_cast<long long>(flush_interval_s * 1000));
+             HostAgentOptions o;
              o.pids = std::move(pids);
              o.all = all;
-             o.samples_delay_ms = samples_delay_ms;
-             o.host_id = std::move(host_id);
-             if (!agent::parse_personality(personality, o.personality))
-               throw py::value_error("unknown personality '" + personality + "' (spec, ebpf-profiler)");
              o.frequency_hz = frequency_hz;
-             o.flush_interval = std::chrono::milliseconds(static_cast<long long>(flush_interval_s * 1000));
              if (duration_s > 0) o.duration = std::chrono::milliseconds(static_cast<long long>(duration_s * 1000));
              o.log = nullptr;
-             h->agent = std::make_unique<agent::HostAgent>(o, sampler);
+             h->agent = std::make_unique<HostAgent>(o, sampler);
+             h->agent->add_part(agent::make_agent_part(elastic, h->agent->make_run()));
              return h;
            }),
            py::arg("sampler"), py::arg("pids") = std::vector<pid_t>{}, py::arg("all") = false,

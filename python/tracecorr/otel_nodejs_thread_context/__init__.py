@@ -11,79 +11,23 @@ the engine package (:mod:`tracecorr.protocol`):
   process context declares the schema, and gains ``nodejs_thread_context()`` and ``nodejs_records()``;
 * the pytest plugin's ``host_agent`` fixture is a :class:`RecordReader` that looks at every JS thread the
   way a profiler does (through the inspector: the agent's sampling of this schema comes later, issue 30).
+
+Its modules, as every protocol package's: :mod:`~tracecorr.otel_nodejs_thread_context.target` (what a
+process under test needs, its inspection), :mod:`~tracecorr.otel_nodejs_thread_context.codecs` (records
+decoded) and :mod:`~tracecorr.otel_nodejs_thread_context.agent` (the profiler's side).
 """
 from __future__ import annotations
 
 import sys
-import time
-from typing import Dict, List, Optional
 
-from .. import _tracecorr
 from .. import protocol as _protocol
+from . import agent, codecs, target
+from .agent import RecordReader
+from .codecs import records
+from .target import PROTOCOL, launch_environment, nodejs_records, nodejs_thread_context, not_ready
 
-PROTOCOL = "otel-nodejs-thread-context"
-
-__all__ = ["PROTOCOL", "RecordReader", "launch_environment", "not_ready", "nodejs_records", "nodejs_thread_context",
-           "records"]
-
-
-def launch_environment(enabled: Optional[str] = None, socket_dir: Optional[str] = None) -> Dict[str, str]:
-    """Nothing of tracecorr's turns it on: the tracer does (dd-trace: DD_TRACE_OTEL_CTX_ENABLED=true)."""
-    del enabled, socket_dir
-    return {}
-
-
-def nodejs_thread_context(target_or_pid, read_threads: bool = True) -> dict:
-    """The ``tracecorr inspect --json`` member of this protocol: ``variable``, ``access``,
-    ``process_context``, ``threads`` (each with its ``struct``, ``walk`` and ``record``) and ``findings``."""
-    pid = target_or_pid if isinstance(target_or_pid, int) else target_or_pid.pid
-    return _tracecorr.inspect_process(pid, read_threads, False, PROTOCOL)
-
-
-def not_ready(document: dict) -> Optional[str]:
-    if document.get("variable") is None:
-        return "no module defines otel_thread_ctx_nodejs_v1 in its .dynsym yet"
-    if not (document.get("process_context") or {}).get("known_schema"):
-        return "the process context declares no nodejs_v1_dev or nodejs_v1 yet"
-    return None
-
-
-def records(document: dict) -> Dict[int, dict]:
-    """tid -> the record its walk reached now (threads whose walk ended elsewhere left out)."""
-    return {t["tid"]: t["record"] for t in document.get("threads") or [] if t.get("record") is not None}
-
-
-def nodejs_records(target_or_pid) -> Dict[int, dict]:
-    return records(nodejs_thread_context(target_or_pid))
-
-
-class RecordReader:
-    """A profiler's side: looks at every JS thread from outside, each stopped while it is walked, and keeps
-    each distinct valid (tid, trace_id, span_id) it saw."""
-
-    def __init__(self, target_or_pid):
-        self.pid = target_or_pid if isinstance(target_or_pid, int) else target_or_pid.pid
-        self.seen: Dict[tuple, dict] = {}
-
-    def __enter__(self) -> "RecordReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def read(self) -> Dict[int, dict]:
-        now = nodejs_records(self.pid)
-        for tid, record in now.items():
-            if record["valid"] == 1:
-                self.seen.setdefault((tid, record["trace_id"], record["span_id"]), record)
-        return now
-
-    def read_for(self, seconds: float, pause: float = 0.05) -> List[dict]:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self.read()
-            time.sleep(pause)
-        return list(self.seen.values())
+__all__ = ["PROTOCOL", "RecordReader", "agent", "codecs", "launch_environment", "not_ready", "nodejs_records",
+           "nodejs_thread_context", "records", "target"]
 
 
 _protocol.register(_protocol.ProtocolPackage(

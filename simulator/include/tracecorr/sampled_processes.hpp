@@ -3,9 +3,9 @@
 // in whatever TLS model their records live (dynamic TLS included: the BPF
 // program walks the DTV), their samples tallied per thread, and their OTel
 // process context (OTEP 4719) followed so each sample names its resource.
-// `tracecorr agent` hosts it beside Elastic v1's correlation (which keeps its
-// own discovery, its refusal of dynamic TLS and its socket); `sample_records`
-// runs it alone (Python: RecordReader.sample()).
+// The engine's host agent (host_agent.hpp) hosts it beside the protocols'
+// hooks, for the processes no hook holds; `sample_records` runs it alone
+// (Python: RecordReader.sample()).
 #pragma once
 
 #include <sys/types.h>

@@ -1,6 +1,7 @@
 #include "elastic_v1/library.hpp"
 
 #include "elastic_v1/registry.hpp"
+#include "elastic_v1/wire.hpp"
 
 namespace tracecorr::elastic_v1 {
 
@@ -10,6 +11,16 @@ DiscoveryOptions discovery_options() {
   o.process_symbol = std::string(elastic_v1::spec::kProcessStorageSymbol);
   o.tls_symbol = std::string(elastic_v1::spec::kTlsSymbol);
   return o;
+}
+
+const conform::ActiveTraceOf& active_trace() {
+  static const conform::ActiveTraceOf of =
+      [](std::span<const std::uint8_t> bytes) -> std::optional<conform::ActiveTrace> {
+    auto record = decode_tls_record(bytes);
+    if (!record || !record->valid || !record->trace_present) return std::nullopt;
+    return conform::ActiveTrace{record->trace_id, record->transaction_id, record->trace_flags};
+  };
+  return of;
 }
 
 }  // namespace tracecorr::elastic_v1

@@ -2,10 +2,16 @@
 // symbols (spec/elastic-v1.md §2), for the engine's discovery.
 #pragma once
 
+#include "tracecorr/watch/record_watcher.hpp"
 #include "tracecorr/discovery.hpp"
 
 namespace tracecorr::elastic_v1 {
 
 DiscoveryOptions discovery_options();
+
+// Which trace an Elastic v1 record names: its trace id and transaction id,
+// while valid with a trace (for the engine's watchers, the host agent's
+// flame graphs).
+const conform::ActiveTraceOf& active_trace();
 
 }  // namespace tracecorr::elastic_v1

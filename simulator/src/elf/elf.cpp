@@ -391,118 +391,138 @@ Expected<std::optional<LoaderTables>> loader_tables(int fd, std::uint64_t file_s
   return std::optional<LoaderTables>(std::move(t));
 }
 
-}  // namespace
-
-Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const std::string& process_symbol,
-                                          const std::string& tls_symbol) {
-  if (!init_libelf()) return make_error("libelf refuses to initialise: " + libelf_error(), path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return make_error("cannot stat the library", path);
-  if (!S_ISREG(st.st_mode)) return make_error("not a regular file", path);
-  const auto file_size = static_cast<std::uint64_t>(st.st_size);
-  if (file_size < sizeof(Elf64_Ehdr))
-    return make_error("file is " + std::to_string(file_size) + " bytes, too short for an ELF header", path);
-
-  if (auto layout = check_layout(fd, file_size, path); !layout) return layout.error();
-  ElfHandle elf(elf_begin(fd, ELF_C_READ, nullptr));
-  if (!elf) return make_error("libelf cannot open the file: " + libelf_error(), path);
-  if (elf_kind(elf.get()) != ELF_K_ELF) return make_error("not an ELF file", path);
-  if (gelf_getclass(elf.get()) != ELFCLASS64)
+// The ELF header, checked for what the protocol can read: a 64-bit ELF file.
+Expected<GElf_Ehdr> read_elf_header(Elf* elf, const std::string& path) {
+  if (elf_kind(elf) != ELF_K_ELF) return make_error("not an ELF file", path);
+  if (gelf_getclass(elf) != ELFCLASS64)
     return make_error("not a 64-bit ELF file (the protocol's pointers are 8 bytes)", path + " ELF header e_ident[EI_CLASS]");
   GElf_Ehdr eh;
-  if (!gelf_getehdr(elf.get(), &eh)) return make_error("unreadable ELF header: " + libelf_error(), path);
+  if (!gelf_getehdr(elf, &eh)) return make_error("unreadable ELF header: " + libelf_error(), path);
+  return eh;
+}
 
-  LibraryAnalysis out;
-  out.path = path;
-  out.machine = machine_of(eh.e_machine);
+// The program headers: the PT_LOAD segments (the first anchors the load
+// bias), the dynamic segment, and what they say of the file (interpreted,
+// its TLS segment).
+struct Segments {
+  std::vector<GElf_Phdr> loads;
+  std::optional<GElf_Phdr> dynamic;
+};
 
-  // Program headers: the first PT_LOAD anchors the load bias.
+Expected<Segments> read_segments(Elf* elf, const GElf_Ehdr& eh, std::uint64_t file_size, const std::string& path,
+                                 LibraryAnalysis& out) {
   std::size_t phnum = 0;
-  if (elf_getphdrnum(elf.get(), &phnum) != 0) return make_error("unreadable program header count: " + libelf_error(), path);
+  if (elf_getphdrnum(elf, &phnum) != 0) return make_error("unreadable program header count: " + libelf_error(), path);
   if (phnum > file_size / sizeof(Elf64_Phdr) || eh.e_phoff > file_size ||
       phnum * sizeof(Elf64_Phdr) > file_size - eh.e_phoff)
     return make_error(std::to_string(phnum) + " program headers at offset " + std::to_string(eh.e_phoff) +
                           " do not fit in the " + std::to_string(file_size) + "-byte file",
                       path + " e_phnum");
-  std::vector<GElf_Phdr> loads;
-  std::optional<GElf_Phdr> dynamic;
+  Segments s;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
-    if (!gelf_getphdr(elf.get(), static_cast<int>(i), &ph))
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph))
       return make_error("unreadable program header: " + libelf_error(), path + " program header " + std::to_string(i));
-    if (ph.p_type == PT_LOAD) loads.push_back(ph);
-    if (ph.p_type == PT_DYNAMIC && !dynamic) dynamic = ph;
+    if (ph.p_type == PT_LOAD) s.loads.push_back(ph);
+    if (ph.p_type == PT_DYNAMIC && !s.dynamic) s.dynamic = ph;
     if (ph.p_type == PT_INTERP) out.interpreted = true;
     if (ph.p_type == PT_TLS && !out.tls_segment)
       out.tls_segment = TlsSegment{ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_align ? ph.p_align : 1};
   }
-  if (loads.empty()) return make_error("no PT_LOAD segment: nothing of this file is mapped", path);
-  out.first_load_vaddr = loads.front().p_vaddr;
+  if (s.loads.empty()) return make_error("no PT_LOAD segment: nothing of this file is mapped", path);
+  out.first_load_vaddr = s.loads.front().p_vaddr;
   out.executable = eh.e_type == ET_EXEC;
+  return s;
+}
 
-  // Sections: the dynamic symbol table and the dynamic relocations.
+// The dynamic symbol table, its string table and the relocation sections tied
+// to it, as the section headers name them.
+struct SectionTables {
+  GElf_Shdr dynsym{};
+  std::size_t dynsym_index = 0;  // the relocation sections link to it
+  GElf_Shdr dynstr{};
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> rela;  // (file offset, bytes)
+};
+
+Expected<std::size_t> section_count(Elf* elf, const GElf_Ehdr& eh, std::uint64_t file_size, const std::string& path) {
   std::size_t shnum = 0;
-  if (elf_getshdrnum(elf.get(), &shnum) != 0) return make_error("unreadable section count: " + libelf_error(), path);
+  if (elf_getshdrnum(elf, &shnum) != 0) return make_error("unreadable section count: " + libelf_error(), path);
   if (shnum > file_size / sizeof(Elf64_Shdr) || eh.e_shoff > file_size ||
       shnum * sizeof(Elf64_Shdr) > file_size - eh.e_shoff)
     return make_error(std::to_string(shnum) + " section headers at offset " + std::to_string(eh.e_shoff) +
                           " do not fit in the " + std::to_string(file_size) + "-byte file",
                       path + " e_shnum");
+  return shnum;
+}
 
+// .dynsym and the string table it links to, each checked readable.
+Expected<SectionTables> find_dynamic_symbol_table(Elf* elf, std::size_t shnum, std::uint64_t file_size,
+                                                  const std::string& path) {
   Elf_Scn* dynsym = nullptr;
-  GElf_Shdr dynsym_hdr{};
-  std::size_t dynsym_index = 0;
-  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn; scn = elf_nextscn(elf.get(), scn)) {
+  SectionTables t;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) return make_error("unreadable section header: " + libelf_error(), path);
     if (sh.sh_type == SHT_DYNSYM) {
       dynsym = scn;
-      dynsym_hdr = sh;
-      dynsym_index = elf_ndxscn(scn);
+      t.dynsym = sh;
+      t.dynsym_index = elf_ndxscn(scn);
       break;
     }
   }
   if (!dynsym) return make_error("no dynamic symbol table (.dynsym): the library exports nothing", path);
-  if (auto readable = check_section_read(dynsym_hdr, file_size, layout_limits::kMaxSymbolTableBytes, path + " .dynsym");
+  if (auto readable = check_section_read(t.dynsym, file_size, layout_limits::kMaxSymbolTableBytes, path + " .dynsym");
       !readable)
     return readable.error();
-  if (dynsym_hdr.sh_link == 0 || dynsym_hdr.sh_link >= shnum)
-    return make_error("string table index " + std::to_string(dynsym_hdr.sh_link) + " is invalid", path + " .dynsym sh_link");
-  GElf_Shdr strhdr{};
-  {
-    Elf_Scn* strtab = elf_getscn(elf.get(), dynsym_hdr.sh_link);
-    if (!strtab || !gelf_getshdr(strtab, &strhdr))
-      return make_error("the dynamic string table is unreadable", path + " .dynstr");
-    if (auto readable = check_section_read(strhdr, file_size, layout_limits::kMaxStringTableBytes, path + " .dynstr");
-        !readable)
-      return readable.error();
-  }
+  if (t.dynsym.sh_link == 0 || t.dynsym.sh_link >= shnum)
+    return make_error("string table index " + std::to_string(t.dynsym.sh_link) + " is invalid", path + " .dynsym sh_link");
+  Elf_Scn* strtab = elf_getscn(elf, t.dynsym.sh_link);
+  if (!strtab || !gelf_getshdr(strtab, &t.dynstr)) return make_error("the dynamic string table is unreadable", path + " .dynstr");
+  if (auto readable = check_section_read(t.dynstr, file_size, layout_limits::kMaxStringTableBytes, path + " .dynstr");
+      !readable)
+    return readable.error();
+  return t;
+}
 
-  // The relocation sections tied to .dynsym (.rela.dyn, and .rela.plt where
-  // aarch64 linkers sometimes put TLSDESC), as (file offset, bytes).
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> rela_sections;
-  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn; scn = elf_nextscn(elf.get(), scn)) {
+// The relocation sections tied to .dynsym (.rela.dyn, and .rela.plt where
+// aarch64 linkers sometimes put TLSDESC), as (file offset, bytes).
+Status find_relocation_sections(Elf* elf, std::size_t dynsym_index, std::uint64_t file_size, const std::string& path,
+                                SectionTables& t) {
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) return make_error("unreadable section header: " + libelf_error(), path);
     if (sh.sh_type != SHT_RELA || sh.sh_link != dynsym_index) continue;
     std::string where = path + " relocation section " + std::to_string(elf_ndxscn(scn));
     if (auto readable = check_section_read(sh, file_size, layout_limits::kMaxRelocationBytes, where); !readable)
       return readable.error();
-    rela_sections.emplace_back(sh.sh_offset, sh.sh_size);
+    t.rela.emplace_back(sh.sh_offset, sh.sh_size);
   }
+  return Ok{};
+}
 
-  // Read what the loader read: the section headers are followed only while
-  // they name the same bytes as the dynamic segment.
-  std::uint64_t symtab_offset = dynsym_hdr.sh_offset, symbol_count = dynsym_hdr.sh_size / sizeof(Elf64_Sym);
-  std::uint64_t strtab_offset = strhdr.sh_offset, strtab_size = strhdr.sh_size;
-  auto rela_tables = rela_sections;
+Expected<SectionTables> read_section_tables(Elf* elf, const GElf_Ehdr& eh, std::uint64_t file_size, const std::string& path) {
+  auto shnum = section_count(elf, eh, file_size, path);
+  if (!shnum) return shnum.error();
+  auto t = find_dynamic_symbol_table(elf, *shnum, file_size, path);
+  if (!t) return t.error();
+  if (auto st = find_relocation_sections(elf, t->dynsym_index, file_size, path, *t); !st) return st.error();
+  return t;
+}
+
+// Read what the loader read: the section headers are followed only while they
+// name the same bytes as the dynamic segment. Notes a disagreement (or an
+// unreadable dynamic segment) in out.loader_view_note; marks a PIE executable.
+LoaderTables tables_the_loader_used(int fd, std::uint64_t file_size, const Segments& segments,
+                                    const SectionTables& sections, const std::string& path, LibraryAnalysis& out) {
+  LoaderTables chosen{sections.dynsym.sh_offset, sections.dynsym.sh_size / sizeof(Elf64_Sym), sections.dynstr.sh_offset,
+                      sections.dynstr.sh_size, sections.rela};
   Expected<std::optional<LoaderTables>> loader = std::optional<LoaderTables>();
-  if (dynamic) {
-    auto entries = dynamic_entries(fd, file_size, *dynamic, path);
+  if (segments.dynamic) {
+    auto entries = dynamic_entries(fd, file_size, *segments.dynamic, path);
     if (!entries) {
       loader = entries.error();
     } else {
-      loader = loader_tables(fd, file_size, loads, *entries, path);
+      loader = loader_tables(fd, file_size, segments.loads, *entries, path);
       for (const auto& d : *entries)
         if (d.d_tag == DT_FLAGS_1 && (d.d_un.d_val & DF_1_PIE)) out.executable = true;
     }
@@ -510,51 +530,64 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
   if (!loader) {
     out.loader_view_note = "the dynamic segment could not be read (" + loader.error().message() +
                            "): symbols were read through the section headers";
-  } else if (*loader) {
-    const auto& l = **loader;
-    auto sorted = [](auto v) {
-      std::sort(v.begin(), v.end());
-      return v;
-    };
-    if (l.symtab_offset != symtab_offset || l.symbol_count != symbol_count || l.strtab_offset != strtab_offset ||
-        sorted(l.rela) != sorted(rela_sections)) {
-      out.loader_view_note = "the section headers disagree with the dynamic segment the loader used (.dynsym at offset " +
-                             std::to_string(symtab_offset) + " with " + std::to_string(symbol_count) +
-                             " symbols, the loader's at " + std::to_string(l.symtab_offset) + " with " +
-                             std::to_string(l.symbol_count) + "): the file's unmapped parts changed after it was "
-                             "built or loaded; symbols and relocations were read as the loader reads them";
-      symtab_offset = l.symtab_offset;
-      symbol_count = l.symbol_count;
-      strtab_offset = l.strtab_offset;
-      strtab_size = l.strtab_size;
-      rela_tables = l.rela;
-    }
+    return chosen;
   }
+  if (!*loader) return chosen;
+  const auto& l = **loader;
+  auto sorted = [](auto v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (l.symtab_offset == chosen.symtab_offset && l.symbol_count == chosen.symbol_count &&
+      l.strtab_offset == chosen.strtab_offset && sorted(l.rela) == sorted(sections.rela))
+    return chosen;
+  out.loader_view_note = "the section headers disagree with the dynamic segment the loader used (.dynsym at offset " +
+                         std::to_string(chosen.symtab_offset) + " with " + std::to_string(chosen.symbol_count) +
+                         " symbols, the loader's at " + std::to_string(l.symtab_offset) + " with " +
+                         std::to_string(l.symbol_count) + "): the file's unmapped parts changed after it was "
+                         "built or loaded; symbols and relocations were read as the loader reads them";
+  return l;
+}
 
-  if (symbol_count > layout_limits::kMaxSymbolTableBytes / sizeof(Elf64_Sym))
-    return make_error(std::to_string(symbol_count) + " dynamic symbols", path + " .dynsym");
-  if (strtab_size > layout_limits::kMaxStringTableBytes)
-    return make_error("string table of " + std::to_string(strtab_size) + " bytes, more than the " +
-                          std::to_string(layout_limits::kMaxStringTableBytes) + " tracecorr reads",
-                      path + " .dynstr");
-  std::vector<Elf64_Sym> symbols(static_cast<std::size_t>(symbol_count));
-  std::string strings(static_cast<std::size_t>(strtab_size), '\0');
-  if ((!symbols.empty() && !read_at(fd, symtab_offset, symbols.data(), symbols.size())) ||
-      (!strings.empty() && !read_at(fd, strtab_offset, strings.data(), strings.size())))
-    return make_error("cannot read dynamic symbols", path + " .dynsym");
+// The dynamic symbols and their string table, bounded, as read from the file.
+struct DynamicSymbols {
+  std::vector<Elf64_Sym> symbols;
+  std::string strings;
+
   // A name must end inside the string table.
-  auto name_at = [&](std::uint64_t offset) -> const char* {
+  const char* name_at(std::uint64_t offset) const {
     if (offset >= strings.size() || strings.find('\0', static_cast<std::size_t>(offset)) == std::string::npos)
       return nullptr;
     return strings.c_str() + offset;
-  };
-  out.dynamic_symbol_count = symbols.size();
+  }
+};
+
+Expected<DynamicSymbols> read_dynamic_symbols(int fd, const LoaderTables& tables, const std::string& path) {
+  if (tables.symbol_count > layout_limits::kMaxSymbolTableBytes / sizeof(Elf64_Sym))
+    return make_error(std::to_string(tables.symbol_count) + " dynamic symbols", path + " .dynsym");
+  if (tables.strtab_size > layout_limits::kMaxStringTableBytes)
+    return make_error("string table of " + std::to_string(tables.strtab_size) + " bytes, more than the " +
+                          std::to_string(layout_limits::kMaxStringTableBytes) + " tracecorr reads",
+                      path + " .dynstr");
+  DynamicSymbols d{std::vector<Elf64_Sym>(static_cast<std::size_t>(tables.symbol_count)),
+                   std::string(static_cast<std::size_t>(tables.strtab_size), '\0')};
+  if ((!d.symbols.empty() && !read_at(fd, tables.symtab_offset, d.symbols.data(), d.symbols.size())) ||
+      (!d.strings.empty() && !read_at(fd, tables.strtab_offset, d.strings.data(), d.strings.size())))
+    return make_error("cannot read dynamic symbols", path + " .dynsym");
+  return d;
+}
+
+// The protocol's two symbols and the TLS symbol's lookalikes; the index of
+// the TLS symbol in .dynsym (relocations name it by index), when defined.
+std::optional<std::size_t> find_protocol_symbols(const DynamicSymbols& d, const std::string& process_symbol,
+                                                 const std::string& tls_symbol, LibraryAnalysis& out) {
+  out.dynamic_symbol_count = d.symbols.size();
   // The TLS symbol's stem (up to its last '_'): names sharing it are its lookalikes.
   const std::string_view tls_stem = std::string_view(tls_symbol).substr(0, tls_symbol.rfind('_') + 1);
   std::optional<std::size_t> tls_index;
-  for (std::size_t i = 1; i < symbols.size(); ++i) {
-    const GElf_Sym& sym = symbols[i];
-    const char* name = name_at(sym.st_name);
+  for (std::size_t i = 1; i < d.symbols.size(); ++i) {
+    const GElf_Sym& sym = d.symbols[i];
+    const char* name = d.name_at(sym.st_name);
     // A name offset outside .dynstr is not one of ours; nor is an empty name
     // (a protocol without a process symbol asks for ""), which the section
     // symbols some linkers put in .dynsym carry (arm64 glibc's libc.so.6).
@@ -568,61 +601,113 @@ Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const
       out.tls_lookalikes.emplace_back(name);
     }
   }
+  return tls_index;
+}
 
-  if (out.process_symbol && out.process_symbol->defined())
-    out.process_pointer_in_file = bytes_in_file_at(fd, file_size, loads, out.process_symbol->value);
+// What the relocations against the TLS symbol showed, folded into its dialect.
+struct TlsRelocationsSeen {
+  bool descriptor = false, traditional = false, named = false, unnamed = false;
+};
 
-  // Relocations against the TLS symbol.
-  const DialectRelocations* dialect = dialect_relocations(out.machine);
-  bool saw_descriptor = false, saw_traditional = false, saw_named = false, saw_unnamed = false;
-  for (const auto& [offset, bytes] : rela_tables) {
+// One relocation: if it reaches the TLS symbol, where the loader writes for it.
+void note_tls_relocation(const GElf_Rela& rela, Machine machine, std::optional<std::size_t> tls_index,
+                         TlsRelocationsSeen& seen, LibraryAnalysis& out) {
+  const DialectRelocations* dialect = dialect_relocations(machine);
+  const auto sym = GELF_R_SYM(rela.r_info);
+  const auto type = static_cast<std::uint32_t>(GELF_R_TYPE(rela.r_info));
+  std::string name = relocation_name(machine, type);
+  const bool is_descriptor = dialect && name == dialect->descriptor;
+  const bool is_traditional =
+      dialect && std::find(dialect->traditional.begin(), dialect->traditional.end(), name) != dialect->traditional.end();
+  const bool is_module_id = dialect && name == dialect->module_id;
+  const bool is_block_offset = dialect && name == dialect->block_offset;
+  const bool is_tp_offset = dialect && name == dialect->tp_offset;
+  if (sym == 0 && is_module_id) {
+    if (!out.tls_access.own_module_id_vaddr) out.tls_access.own_module_id_vaddr = rela.r_offset;
+    return;
+  }
+  // A TLSDESC or TPOFF without a symbol (a non-preemptible variable)
+  // names its variable by the addend: the offset in the module's TLS block.
+  const bool ours = (tls_index && sym == *tls_index) ||
+                    (sym == 0 && (is_descriptor || is_tp_offset) && out.tls->defined() &&
+                     static_cast<std::uint64_t>(rela.r_addend) == out.tls->value);
+  if (!ours || (!is_descriptor && !is_traditional)) return;
+  auto first = [&](std::optional<std::uint64_t>& slot) {
+    if (!slot) slot = rela.r_offset;
+  };
+  if (is_module_id) first(out.tls_access.module_id_vaddr);
+  if (is_block_offset) first(out.tls_access.block_offset_vaddr);
+  if (is_tp_offset) first(out.tls_access.tp_offset_vaddr);
+  if (std::find(out.tls_access.relocations.begin(), out.tls_access.relocations.end(), name) ==
+      out.tls_access.relocations.end())
+    out.tls_access.relocations.push_back(name);
+  (sym == 0 ? seen.unnamed : seen.named) = true;
+  if (is_descriptor) {
+    seen.descriptor = true;
+    if (!out.tls_access.descriptor_vaddr) out.tls_access.descriptor_vaddr = rela.r_offset;
+  } else {
+    seen.traditional = true;
+  }
+}
+
+// Relocations against the TLS symbol: its dialect and where the loader
+// writes its module id, offsets and descriptor.
+Status read_tls_relocations(int fd, const LoaderTables& tables, std::optional<std::size_t> tls_index,
+                            const std::string& path, LibraryAnalysis& out) {
+  TlsRelocationsSeen seen;
+  for (const auto& [offset, bytes] : tables.rela) {
     if (!out.tls) break;
     std::vector<Elf64_Rela> relocations(static_cast<std::size_t>(bytes / sizeof(Elf64_Rela)));
     if (!relocations.empty() && !read_at(fd, offset, relocations.data(), relocations.size()))
       return make_error("cannot read relocations", path + " relocations at offset " + std::to_string(offset));
-    for (const GElf_Rela& rela : relocations) {
-      const auto sym = GELF_R_SYM(rela.r_info);
-      const auto type = static_cast<std::uint32_t>(GELF_R_TYPE(rela.r_info));
-      std::string name = relocation_name(out.machine, type);
-      const bool is_descriptor = dialect && name == dialect->descriptor;
-      const bool is_traditional =
-          dialect && std::find(dialect->traditional.begin(), dialect->traditional.end(), name) != dialect->traditional.end();
-      const bool is_module_id = dialect && name == dialect->module_id;
-      const bool is_block_offset = dialect && name == dialect->block_offset;
-      const bool is_tp_offset = dialect && name == dialect->tp_offset;
-      if (sym == 0 && is_module_id) {
-        if (!out.tls_access.own_module_id_vaddr) out.tls_access.own_module_id_vaddr = rela.r_offset;
-        continue;
-      }
-      // A TLSDESC or TPOFF without a symbol (a non-preemptible variable)
-      // names its variable by the addend: the offset in the module's TLS block.
-      const bool ours = (tls_index && sym == *tls_index) ||
-                        (sym == 0 && (is_descriptor || is_tp_offset) && out.tls->defined() &&
-                         static_cast<std::uint64_t>(rela.r_addend) == out.tls->value);
-      if (!ours || (!is_descriptor && !is_traditional)) continue;
-      auto first = [&](std::optional<std::uint64_t>& slot) {
-        if (!slot) slot = rela.r_offset;
-      };
-      if (is_module_id) first(out.tls_access.module_id_vaddr);
-      if (is_block_offset) first(out.tls_access.block_offset_vaddr);
-      if (is_tp_offset) first(out.tls_access.tp_offset_vaddr);
-      if (std::find(out.tls_access.relocations.begin(), out.tls_access.relocations.end(), name) ==
-          out.tls_access.relocations.end())
-        out.tls_access.relocations.push_back(name);
-      (sym == 0 ? saw_unnamed : saw_named) = true;
-      if (is_descriptor) {
-        saw_descriptor = true;
-        if (!out.tls_access.descriptor_vaddr) out.tls_access.descriptor_vaddr = rela.r_offset;
-      } else {
-        saw_traditional = true;
-      }
-    }
+    for (const GElf_Rela& rela : relocations) note_tls_relocation(rela, out.machine, tls_index, seen, out);
   }
-  out.tls_access.dialect = saw_descriptor ? TlsDialect::Descriptor
-                           : saw_traditional ? TlsDialect::Traditional
-                                             : TlsDialect::None;
-  out.tls_access.mixed = saw_descriptor && saw_traditional;
-  out.tls_access.named_by_addend_only = saw_unnamed && !saw_named;
+  out.tls_access.dialect = seen.descriptor    ? TlsDialect::Descriptor
+                           : seen.traditional ? TlsDialect::Traditional
+                                              : TlsDialect::None;
+  out.tls_access.mixed = seen.descriptor && seen.traditional;
+  out.tls_access.named_by_addend_only = seen.unnamed && !seen.named;
+  return Ok{};
+}
+
+// The file's size, refused unless it is a regular file large enough for an ELF header.
+Expected<std::uint64_t> regular_file_size(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return make_error("cannot stat the library", path);
+  if (!S_ISREG(st.st_mode)) return make_error("not a regular file", path);
+  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  if (file_size < sizeof(Elf64_Ehdr))
+    return make_error("file is " + std::to_string(file_size) + " bytes, too short for an ELF header", path);
+  return file_size;
+}
+
+}  // namespace
+
+Expected<LibraryAnalysis> analyze_library(int fd, const std::string& path, const std::string& process_symbol,
+                                          const std::string& tls_symbol) {
+  if (!init_libelf()) return make_error("libelf refuses to initialise: " + libelf_error(), path);
+  auto file_size = regular_file_size(fd, path);
+  if (!file_size) return file_size.error();
+  if (auto layout = check_layout(fd, *file_size, path); !layout) return layout.error();
+  ElfHandle elf(elf_begin(fd, ELF_C_READ, nullptr));
+  if (!elf) return make_error("libelf cannot open the file: " + libelf_error(), path);
+  auto eh = read_elf_header(elf.get(), path);
+  if (!eh) return eh.error();
+
+  LibraryAnalysis out;
+  out.path = path;
+  out.machine = machine_of(eh->e_machine);
+  auto segments = read_segments(elf.get(), *eh, *file_size, path, out);
+  if (!segments) return segments.error();
+  auto sections = read_section_tables(elf.get(), *eh, *file_size, path);
+  if (!sections) return sections.error();
+  const LoaderTables tables = tables_the_loader_used(fd, *file_size, *segments, *sections, path, out);
+  auto symbols = read_dynamic_symbols(fd, tables, path);
+  if (!symbols) return symbols.error();
+  const auto tls_index = find_protocol_symbols(*symbols, process_symbol, tls_symbol, out);
+  if (out.process_symbol && out.process_symbol->defined())
+    out.process_pointer_in_file = bytes_in_file_at(fd, *file_size, segments->loads, out.process_symbol->value);
+  if (auto st = read_tls_relocations(fd, tables, tls_index, path, out); !st) return st.error();
   return out;
 }
 

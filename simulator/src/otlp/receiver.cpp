@@ -11,6 +11,7 @@
 #include <linux/sock_diag.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -149,6 +150,10 @@ struct OtlpReceiver::Server {
     bool in_pool = false;  // one of the max_foreign_connections foreign connections kept open
     pid_t exporter = 0;    // PeerVerdict::pid: stamped on each of its requests
     std::size_t requests = 0;  // requests whose headers arrived whole
+    bool in_request = false;   // a request's headers arrived and it has not ended yet
+    // When the watcher first saw the peer done sending while a request was
+    // unfinished (or none had begun): see cut_half_closed.
+    std::optional<std::chrono::steady_clock::time_point> peer_done_at;
   };
   std::mutex open_mutex;
   std::condition_variable open_changed;
@@ -187,7 +192,11 @@ struct OtlpReceiver::Server {
       open_changed.wait_for(lock, tick, [&] { return stopping; });
       auto now = std::chrono::steady_clock::now();
       for (auto& [connection, entry] : open) {
-        if (entry.cut || now - entry.since < limit) continue;
+        if (entry.cut) continue;
+        if (now - entry.since < limit) {
+          cut_half_closed(entry, now);
+          continue;
+        }
         // MHD sees the connection end and closes it on its own thread.
         ::shutdown(entry.fd, SHUT_RDWR);
         entry.cut = true;
@@ -196,6 +205,34 @@ struct OtlpReceiver::Server {
       }
       look_at_listen_drops();
     }
+  }
+
+  // An exporter that closes its connection mid-request (it gave up: a timeout,
+  // an interrupted send) leaves its request unfinished for good. MHD does not
+  // always see that end: when the rest of the headers, part of the body and
+  // the FIN arrive together, it waits for the body until the deadline, and a
+  // session that ends first never learns of the loss (an abandoned export's
+  // spans then look never exported). So the watcher looks: a peer done
+  // sending (POLLRDHUP) while a request is unfinished, still so after
+  // kHalfClosedGrace, is cut here and its export counted lost. The grace
+  // leaves MHD time to answer a whole request whose client half-closed
+  // after sending it (legal HTTP).
+  static constexpr auto kHalfClosedGrace = std::chrono::milliseconds(500);
+  void cut_half_closed(Open& entry, std::chrono::steady_clock::time_point now) {
+    if (!(entry.in_request || entry.requests == 0) || !peer_done_sending(entry.fd)) {
+      entry.peer_done_at.reset();
+      return;
+    }
+    if (!entry.peer_done_at) entry.peer_done_at = now;
+    if (now - *entry.peer_done_at < kHalfClosedGrace) return;
+    ::shutdown(entry.fd, SHUT_RDWR);
+    entry.cut = true;
+    if (!entry.foreign) owner->count_loss(Loss::CutShort);
+  }
+
+  static bool peer_done_sending(int fd) {
+    pollfd p{fd, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
   }
 
   // Connection attempts the kernel dropped at the listening socket (its
@@ -274,7 +311,22 @@ struct OtlpReceiver::Server {
 
   void count_request(MHD_Connection* connection) {
     std::lock_guard lock(open_mutex);
-    if (auto it = open.find(connection); it != open.end()) ++it->second.requests;
+    if (auto it = open.find(connection); it != open.end()) {
+      ++it->second.requests;
+      it->second.in_request = true;
+    }
+  }
+
+  // The request on the connection ended; whether the watcher had cut it (and
+  // counted what that lost).
+  bool end_request(MHD_Connection* connection) {
+    std::lock_guard lock(open_mutex);
+    auto it = open.find(connection);
+    if (it == open.end()) return false;
+    it->second.since = std::chrono::steady_clock::now();
+    it->second.in_request = false;
+    it->second.peer_done_at.reset();
+    return it->second.cut;
   }
 
   bool is_foreign(MHD_Connection* connection) {
@@ -298,17 +350,16 @@ struct OtlpReceiver::Server {
   static void on_completed(void* cls, MHD_Connection* connection, void** con_cls, MHD_RequestTerminationCode code) {
     auto* self = static_cast<Server*>(cls);
     auto* upload = static_cast<Upload*>(*con_cls);
+    const bool counted_by_watcher = self->end_request(connection);
     // An export of the tree's that ended unanswered: its body never came whole.
-    if (upload && !upload->answered && code != MHD_REQUEST_TERMINATED_COMPLETED_OK && !self->is_foreign(connection))
+    if (upload && !upload->answered && code != MHD_REQUEST_TERMINATED_COMPLETED_OK && !counted_by_watcher &&
+        !self->is_foreign(connection))
       self->owner->count_loss(Loss::CutShort);
     if (upload) {
       self->inflight -= upload->reserved;
       delete upload;
       *con_cls = nullptr;
     }
-    std::lock_guard lock(self->open_mutex);
-    if (auto it = self->open.find(connection); it != self->open.end())
-      it->second.since = std::chrono::steady_clock::now();
   }
 
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,

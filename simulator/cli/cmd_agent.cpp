@@ -1,4 +1,5 @@
-// tracecorr agent: the reference host agent (profiler side of the protocol).
+// tracecorr agent: the engine's host agent (the profiler side of every
+// protocol it samples); each protocol's hook brings its own options.
 #include <signal.h>
 #include <sys/utsname.h>
 
@@ -11,10 +12,7 @@
 #include <set>
 
 #include "command.hpp"
-#include "tracecorr/report/report.hpp"
-#include "elastic_v1/agent/host_agent.hpp"
-#include "elastic_v1/registry.hpp"
-#include "probes/elastic_v1/scenarios.hpp"
+#include "tracecorr/host_agent.hpp"
 #include "tracecorr/report/flames.hpp"
 #include "tracecorr/report/report.hpp"
 #include "tracecorr/sampler.hpp"
@@ -24,7 +22,6 @@
 
 namespace tracecorr::cli {
 
-namespace agent = tracecorr::elastic_v1::agent;
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -35,10 +32,7 @@ struct AgentArgs {
   bool all = false;
   unsigned frequency = 99;
   double duration_s = 0;  // 0: until SIGINT/SIGTERM
-  std::uint32_t samples_delay_ms = 1000;
-  std::string host_id;
-  std::string personality = "spec";
-  unsigned flush_interval_ms = 0;  // 0: derived from samples-delay-ms
+  AgentSettings settings;  // the hooks' options, by name (only those given)
   std::string reader = "bpf";
   std::string json_path;
   std::string html_path;
@@ -81,26 +75,28 @@ class RecordingSampler final : public Sampler {
 
 // The page of an agent run: no requirement is judged, only the pictures of
 // its samples. Frames are named now, while the sampled processes still run.
-// Only the Elastic processes' samples are drawn: their transaction is read by
-// Elastic's record layout, which another protocol's records do not have.
-conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& recorded, const std::set<pid_t>& elastic) {
+// Only the samples of processes whose protocol names a trace in its records
+// (AgentPart::trace_of: Elastic v1's) are drawn, per trace.
+conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& recorded, const HostAgent& host,
+                              const nlohmann::json& summary) {
   conform::RunResult run;
   run.tool_version = std::string(conform::kToolVersion);
   run.target.description = a.all ? std::string("every agent process (--all)") : "tracecorr agent --pid";
   for (int pid : a.pids) run.target.description += " " + std::to_string(pid);
-  run.personality = a.personality;
-  struct utsname host {};
-  if (uname(&host) == 0) run.target.arch = host.machine;
+  run.personality = summary.value("personality", std::string());
+  struct utsname host_name {};
+  if (uname(&host_name) == 0) run.target.arch = host_name.machine;
   conform::StackSamples samples;
   samples.source = "tracecorr agent's own " + recorded.name() + " sampler at " + std::to_string(a.frequency) +
                    " Hz" + (recorded.name() == "bpf" ? " per CPU (on-CPU samples)" : " per thread (wall clock)") +
-                   "; the transaction is the one in the thread's record when it was sampled";
+                   "; the trace is the one the thread's record named when it was sampled";
   std::map<pid_t, std::unique_ptr<Symbolizer>> symbolizers;
   for (const auto& s : recorded.kept()) {
-    if (!elastic.count(s.pid)) continue;
+    const conform::ActiveTraceOf* trace_of = host.trace_of(s.pid);
+    if (!trace_of) continue;
     auto& symbols = symbolizers[s.pid];
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
-    samples.samples.push_back(conform::stack_sample_of(s, *symbols, elastic_v1::active_trace()));
+    samples.samples.push_back(conform::stack_sample_of(s, *symbols, *trace_of));
   }
   run.figures.flames = conform::flame_graphs_of(samples);
   run.counters["samples"] = recorded.kept().size();
@@ -127,14 +123,21 @@ Expected<std::unique_ptr<Sampler>> make_sampler(const AgentArgs& a) {
 #endif
 }
 
-int run_agent(const AgentArgs& a) {
+Status write_json(const std::string& path, const nlohmann::json& summary) {
+  if (path == "-") {
+    std::puts(summary.dump(2).c_str());
+    return Ok{};
+  }
+  std::ofstream out(path);
+  out << summary.dump(2) << "\n";
+  if (!out) return make_error("cannot write " + path);
+  return Ok{};
+}
+
+// The processes named, checked, and the options every protocol shares; an exit code when they are wrong.
+std::optional<int> agent_options(const AgentArgs& a, HostAgentOptions& o) {
   if (a.pids.empty() && !a.all) {
     std::fprintf(stderr, "tracecorr agent: name processes with --pid PID, or --all\n");
-    return kExitUsage;
-  }
-  agent::AgentOptions o;
-  if (!agent::parse_personality(a.personality, o.personality)) {
-    std::fprintf(stderr, "tracecorr agent: unknown personality '%s' (spec, ebpf-profiler)\n", a.personality.c_str());
     return kExitUsage;
   }
   for (int pid : a.pids) {
@@ -146,44 +149,16 @@ int run_agent(const AgentArgs& a) {
   }
   o.all = a.all;
   o.frequency_hz = a.frequency;
-  o.samples_delay_ms = a.samples_delay_ms;
-  o.host_id = a.host_id;
-  o.flush_interval = std::chrono::milliseconds(a.flush_interval_ms);
-  if (o.personality == agent::Personality::Spec && a.flush_interval_ms >= a.samples_delay_ms &&
-      a.flush_interval_ms != 0) {
-    std::fprintf(stderr,
-                 "tracecorr agent: --flush-interval %u ms is not below --samples-delay-ms %u: agents could export "
-                 "transactions before their correlations arrive. Leave --flush-interval out (it is derived: a fifth "
-                 "of samples-delay-ms, at most 1000 ms) or shorten it\n",
-                 a.flush_interval_ms, a.samples_delay_ms);
-    return kExitUsage;
-  }
   if (a.duration_s > 0) o.duration = std::chrono::milliseconds(static_cast<long long>(a.duration_s * 1000));
   o.log = a.quiet ? nullptr : stderr;
+  return std::nullopt;
+}
 
-  auto sampler = make_sampler(a);
-  if (!sampler) {
-    std::fprintf(stderr, "tracecorr agent: %s reader unavailable: %s\n", a.reader.c_str(),
-                 sampler.error().message().c_str());
-    return kExitEnvironment;
-  }
-  auto started = std::chrono::system_clock::now();
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  RecordingSampler recording(**sampler, !a.html_path.empty());
-  agent::HostAgent host(o, recording);
-  Status st = host.run(g_stop);
-  auto summary = host.summary();
+// The summary written where asked (--html, --json); an exit code when it could not be.
+std::optional<int> write_outputs(const AgentArgs& a, const HostAgent& host, const RecordingSampler& recording,
+                                 std::chrono::system_clock::time_point started, nlohmann::json& summary) {
   if (!a.html_path.empty()) {
-    std::set<pid_t> elastic;
-    for (const auto& p : summary["processes"])
-      if (p["protocol"].is_string() && p["protocol"].get<std::string>() == elastic_v1::spec::kProtocol.id)
-        elastic.insert(p["pid"].get<pid_t>());
-    auto page = agent_page(a, recording, elastic);
+    auto page = agent_page(a, recording, host, summary);
     page.started = started;
     page.finished = std::chrono::system_clock::now();
     if (auto written = conform::write_text_file(a.html_path, conform::render_html(page)); !written) {
@@ -192,18 +167,39 @@ int run_agent(const AgentArgs& a) {
     }
   }
   conform::make_utf8(summary);  // paths read from targets may not be UTF-8
-  if (!a.json_path.empty()) {
-    if (a.json_path == "-") {
-      std::puts(summary.dump(2).c_str());
-    } else {
-      std::ofstream out(a.json_path);
-      out << summary.dump(2) << "\n";
-      if (!out) {
-        std::fprintf(stderr, "tracecorr agent: cannot write %s\n", a.json_path.c_str());
-        return kExitEnvironment;
-      }
-    }
+  if (a.json_path.empty()) return std::nullopt;
+  if (auto written = write_json(a.json_path, summary); !written) {
+    std::fprintf(stderr, "tracecorr agent: %s\n", written.error().message().c_str());
+    return kExitEnvironment;
   }
+  return std::nullopt;
+}
+
+int run_agent(const AgentArgs& a) {
+  HostAgentOptions o;
+  if (auto refused = agent_options(a, o)) return *refused;
+  auto sampler = make_sampler(a);
+  if (!sampler) {
+    std::fprintf(stderr, "tracecorr agent: %s reader unavailable: %s\n", a.reader.c_str(),
+                 sampler.error().message().c_str());
+    return kExitEnvironment;
+  }
+  RecordingSampler recording(**sampler, !a.html_path.empty());
+  HostAgent host(o, recording);
+  if (auto added = host.add_registered_parts(a.settings); !added) {
+    std::fprintf(stderr, "tracecorr agent: %s\n", added.error().message().c_str());
+    return kExitUsage;
+  }
+  auto started = std::chrono::system_clock::now();
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Status st = host.run(g_stop);
+  auto summary = host.summary();
+  if (auto failed = write_outputs(a, host, recording, started, summary)) return *failed;
   if (!st) {
     std::fprintf(stderr, "tracecorr agent: sampling failed: %s\n", st.error().message().c_str());
     return kExitEnvironment;
@@ -217,8 +213,20 @@ int run_agent(const AgentArgs& a) {
   return nothing.empty() ? kExitOk : kExitFailure;
 }
 
+// Each hook's settings as options of the command (--<name>), kept in `settings` when given.
+void add_hook_options(CLI::App& app, AgentSettings& settings) {
+  for (const AgentHook* hook : agent_hooks())
+    for (const AgentSetting& s : hook->settings()) {
+      auto* option = app.add_option_function<std::string>(
+          "--" + s.name, [&settings, name = s.name](const std::string& value) { settings[name] = value; },
+          s.help + " [" + std::string(hook->id()) + "]");
+      if (!s.type_name.empty()) option->type_name(s.type_name);
+      if (!s.choices.empty()) option->check(CLI::IsMember(s.choices));
+    }
+}
+
 RegisterCommand agent_command(
-    "agent", "Run the reference host agent: sample agent processes and send them correlations",
+    "agent", "Run the host agent: sample the processes that publish a protocol it reads, as each protocol's profiler",
     [](CLI::App& app) -> std::function<int()> {
       auto a = std::make_shared<AgentArgs>();
       app.footer(
@@ -226,33 +234,25 @@ RegisterCommand agent_command(
           "with every sample: the summary (--json: process_context, per process) counts the samples per resource\n"
           "(service.name, service.instance.id) and per publication (its timestamp), and those taken while the\n"
           "context was being written (timestamp 0) or whose publication was replaced before it could be read.\n"
-          "A process without the agent library that publishes an OpenTelemetry thread context (OTEP 4947) is\n"
-          "sampled too, in every TLS model (dynamic TLS included): --json lists per thread the records read\n"
+          "A process that publishes a protocol whose records are only read (OTEP 4947's thread context) is\n"
+          "sampled in every TLS model (dynamic TLS included): --json lists per thread the records read\n"
           "(ids, valid, flags, attributes named through the process context's key map, sample counts) and how\n"
           "often each status was seen (record_pointer_null: no context; tls_block_not_allocated: the thread\n"
-          "has not touched the module's TLS yet). Nothing is sent to such a process.");
-      app.add_option("--pid", a->pids, "Process to correlate, or whose thread contexts to sample (repeatable)");
-      app.add_flag("--all", a->all, "Every process that maps the agent library or publishes a thread context (rescanned every 500 ms)");
+          "has not touched the module's TLS yet). Nothing is sent to such a process. A protocol that acts on\n"
+          "its samples (sends correlations, say) brings its own options, marked with its protocol's id.");
+      app.add_option("--pid", a->pids, "Process to sample (repeatable)");
+      app.add_flag("--all", a->all, "Every process that publishes a protocol the agent reads (rescanned every 500 ms)");
       app.add_option("--frequency", a->frequency, "Samples per second (per CPU for bpf, per thread for ptrace)")
           ->check(CLI::Range(1u, 100000u));
       app.add_option("--duration", a->duration_s, "Seconds to run (default: until SIGINT/SIGTERM)")
           ->check(CLI::NonNegativeNumber);
-      app.add_option("--samples-delay-ms", a->samples_delay_ms, "samples-delay-ms in the registration message (default 1000, the spec's default)");
-      app.add_option("--host-id", a->host_id, "host-id in the registration message");
-      app.add_option("--personality", a->personality,
-                     "spec: registration + aggregated counts; ebpf-profiler: no registration, one message per sample")
-          ->check(CLI::IsMember({"spec", "ebpf-profiler"}));
-      app.add_option("--flush-interval", a->flush_interval_ms,
-                     "Spec: milliseconds a transaction goes unsampled before its counts are sent (a thread seen "
-                     "leaving it sends them at once; default: a fifth of --samples-delay-ms, at most 1000; must be "
-                     "below it)")
-          ->check(CLI::Range(1u, 3600000u));
+      add_hook_options(app, a->settings);
       app.add_option("--reader", a->reader, "bpf (perf_event + BPF, needs BTF and CAP_BPF/CAP_PERFMON) or ptrace")
           ->check(CLI::IsMember({"bpf", "ptrace"}));
       app.add_option("--json", a->json_path,
                      "Write the final summary as JSON to FILE ('-': stdout): per process its correlations and, when it "
                      "publishes an OTel process context, the samples per resource");
-      app.add_option("--html", a->html_path, "Write an HTML page with flame graphs of the samples, per transaction");
+      app.add_option("--html", a->html_path, "Write an HTML page with flame graphs of the samples, per trace");
       app.add_flag("--quiet", a->quiet, "No live summary on stderr");
       return [a] { return run_agent(*a); };
     });

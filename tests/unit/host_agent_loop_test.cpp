@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "elastic_v1/agent/host_agent.hpp"
+#include "tracecorr/host_agent.hpp"
 #include "tracecorr/sampler.hpp"
 
-namespace tracecorr::elastic_v1::agent {
+namespace tracecorr {
 namespace {
 
 using namespace std::chrono_literals;
@@ -65,16 +65,15 @@ class NeverEmptySampler final : public Sampler {
   std::atomic<bool> polled_{false};
 };
 
-AgentOptions quiet_options() {
-  AgentOptions o;
+HostAgentOptions quiet_options() {
+  HostAgentOptions o;
   o.log = nullptr;
-  o.samples_delay_ms = 50;
   return o;
 }
 
 TEST(HostAgentLoop, ANeverEmptySamplerEndsAtTheDurationAndIsPolledWithoutWaits) {
   NeverEmptySampler sampler;
-  AgentOptions o = quiet_options();
+  HostAgentOptions o = quiet_options();
   o.duration = 300ms;
   HostAgent agent(o, sampler);
   std::atomic<bool> stop{false};
@@ -106,8 +105,8 @@ TEST(HostAgentLoop, ANeverEmptySamplerStopsWhenTheFlagIsSet) {
 // the duration to examine them, and a run that ended first sampled nothing).
 TEST(HostAgentLoop, TheDurationCountsFromWhenTheNamedProcessesWereExamined) {
   NeverEmptySampler sampler;
-  AgentOptions o = quiet_options();
-  o.pids = {::getpid()};  // publishes no agent library: examined, then looked at again each rescan
+  HostAgentOptions o = quiet_options();
+  o.pids = {::getpid()};  // publishes no protocol: examined, then looked at again each rescan
   o.duration = 300ms;
   HostAgent agent(o, sampler);
   std::atomic<bool> stop{false};
@@ -122,7 +121,7 @@ TEST(HostAgentLoop, TheDurationCountsFromWhenTheNamedProcessesWereExamined) {
 
 TEST(HostAgentLoop, ANamedProcessNotExaminedBeforeTheStopIsNotSaidToPublishNothing) {
   NeverEmptySampler sampler;
-  AgentOptions o = quiet_options();
+  HostAgentOptions o = quiet_options();
   o.pids = {::getpid()};
   HostAgent agent(o, sampler);
   std::atomic<bool> stop{true};  // stopped before the first rescan
@@ -134,4 +133,4 @@ TEST(HostAgentLoop, ANamedProcessNotExaminedBeforeTheStopIsNotSaidToPublishNothi
 }
 
 }  // namespace
-}  // namespace tracecorr::elastic_v1::agent
+}  // namespace tracecorr

@@ -1,0 +1,79 @@
+// What the OTEP 4947 suite's judges share across areas: the worst finding
+// per requirement over many looks, a sampled record decoded, the spans the
+// writer exported by their ids.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "evidence.hpp"
+#include "tracecorr/finding.hpp"
+#include "tracecorr/otlp.hpp"
+
+namespace tracecorr::otel_thread_context {
+
+// How bad an outcome is, for keeping the worst of several looks.
+int finding_severity(Finding::Outcome o);
+
+// The worst finding per requirement over many looks; a pass counts every look that passed.
+class Worst {
+ public:
+  void add(Finding f) {
+    auto it = worst_.find(f.requirement);
+    if (it == worst_.end()) {
+      worst_.emplace(f.requirement, std::move(f));
+      return;
+    }
+    auto& kept = it->second;
+    if (f.outcome == Finding::Outcome::Met && kept.outcome == Finding::Outcome::Met) {
+      kept.evidence_count += f.evidence_count;
+    } else if (finding_severity(f.outcome) > finding_severity(kept.outcome)) {
+      kept = std::move(f);
+    }
+  }
+  Finding take(const std::string& id, const std::string& otherwise) {
+    auto it = worst_.find(id);
+    if (it == worst_.end()) return not_applicable(id, otherwise);
+    Finding f = std::move(it->second);
+    if (f.outcome == Finding::Outcome::Met)
+      f.reason = std::to_string(f.evidence_count) + " look(s) passed; e.g. " + f.reason;
+    return f;
+  }
+
+ private:
+  std::map<std::string, Finding> worst_;
+};
+
+std::string thread_text(pid_t tid);
+
+// A sample's record decoded, when it was read whole and decodes.
+std::optional<ThreadContextRecord> decoded(const RecordSample& s);
+
+// The spans the writer exported, by their ids (the last export of an id wins).
+class ExportedSpans {
+ public:
+  explicit ExportedSpans(const std::vector<otlp::ReceivedSpan>& spans) {
+    for (const auto& s : spans) {
+      by_ids_[{s.trace_id, s.span_id}] = &s;
+      carry_flags_ = carry_flags_ || s.flags != 0;
+    }
+  }
+  const otlp::ReceivedSpan* find(const TraceId& trace, const SpanId& span) const {
+    auto it = by_ids_.find({trace, span});
+    return it == by_ids_.end() ? nullptr : it->second;
+  }
+  // OTLP's flags field is optional: exporters that predate it send none,
+  // which reads as 0 on every span. Some span carrying a bit says it is sent.
+  bool carry_flags() const { return carry_flags_; }
+
+ private:
+  std::map<std::pair<TraceId, SpanId>, const otlp::ReceivedSpan*> by_ids_;
+  bool carry_flags_ = false;
+};
+
+}  // namespace tracecorr::otel_thread_context

@@ -1,0 +1,392 @@
+#include "tracecorr/host_agent.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <deque>
+#include <set>
+
+#include "tracecorr/text.hpp"
+#include "tracecorr/discovery.hpp"
+#include "tracecorr/plugin_registry.hpp"
+#include "tracecorr/sampled_processes.hpp"
+
+namespace tracecorr {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often the loop looks at the process contexts it follows (one 8-byte
+// read each): often enough that a publication is read while it is current
+// (the SDK frees the one it replaces), without a read per send tick.
+constexpr auto kAgentContextLookInterval = std::chrono::milliseconds(10);
+// The longest the loop examines processes before it polls the sampler again
+// and looks at the clock (a rescan goes on at the next turn).
+constexpr auto kAgentRescanSlice = std::chrono::milliseconds(20);
+
+PluginRegistry<AgentHook>& hook_registry() {
+  static PluginRegistry<AgentHook> r;
+  return r;
+}
+
+// How long the calling thread has waited for a CPU while runnable
+// (/proc/thread-self/schedstat, second field), 0 when unreadable: what a
+// loaded machine, not the loop, explains of a late end.
+std::chrono::nanoseconds waited_for_cpu() {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "re");
+  if (!f) return {};
+  unsigned long long running = 0, waiting = 0;
+  const int n = std::fscanf(f, "%llu %llu", &running, &waiting);
+  std::fclose(f);
+  return std::chrono::nanoseconds(n == 2 ? waiting : 0);
+}
+
+double seconds(auto d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+void register_agent_hook(const AgentHook& hook) { hook_registry().add(hook); }
+std::vector<const AgentHook*> agent_hooks() { return hook_registry().all(); }
+
+struct HostAgent::Impl {
+  Impl(Sampler& sampler, SampledProcesses::Notice notice) : sampled(sampler, contexts, std::move(notice)) {}
+  process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
+  std::vector<std::unique_ptr<AgentPart>> parts;  // the hooks' (Elastic v1: correlation and delivery)
+  // Processes no part holds that publish a sampled protocol (OTEP 4947's
+  // thread context): listed per thread, nothing sent.
+  SampledProcesses sampled;
+  std::set<pid_t> noticed_nothing;  // named processes said to publish nothing (yet): said once
+  std::deque<pid_t> rescan_work;    // the rescan's candidates not examined yet
+  std::set<pid_t> examined;         // named processes looked at (at most as many as named)
+  std::uint64_t unknown_pid_samples = 0;
+  Clock::time_point started;
+  // When the duration's clock started: at once, or with --pid once the first
+  // rescan had examined every named process.
+  std::optional<Clock::time_point> clock_started;
+  std::optional<Clock::time_point> end;
+  std::string sampler_error;
+  // The run's own timeline, for the summary: when sampling stopped, when the final reads ended, and
+  // how long the loop's thread waited for a CPU meanwhile.
+  std::optional<Clock::time_point> sampling_ended, all_read, finished;
+  std::chrono::milliseconds final_reads_limit{};
+  std::chrono::nanoseconds loop_waited_for_cpu{};
+
+  // The loop's steps (run()).
+  struct Loop;
+};
+
+HostAgent::HostAgent(HostAgentOptions options, Sampler& sampler)
+    : options_(std::move(options)),
+      sampler_(sampler),
+      impl_(std::make_unique<Impl>(sampler, [this](const std::string& text) { notice(text); })) {}
+HostAgent::~HostAgent() = default;
+
+void HostAgent::notice(const std::string& text) const {
+  // Paths and errors come from targets: control characters are escaped.
+  if (options_.log) std::fprintf(options_.log, "tracecorr agent: %s\n", tracecorr::printable_text(text).c_str());
+}
+
+AgentRun HostAgent::make_run() {
+  return AgentRun{sampler_, impl_->contexts, [this](const std::string& text) { notice(text); }};
+}
+
+void HostAgent::add_part(std::unique_ptr<AgentPart> part) { impl_->parts.push_back(std::move(part)); }
+
+Status HostAgent::add_registered_parts(const AgentSettings& settings) {
+  for (const AgentHook* hook : agent_hooks()) {
+    AgentSettings own;
+    for (const auto& s : hook->settings()) {
+      auto given = settings.find(s.name);
+      own[s.name] = given == settings.end() ? s.default_value : given->second;
+    }
+    auto part = hook->start(own, make_run());
+    if (!part) return make_error(std::string(hook->id()) + ": " + part.error().message());
+    add_part(std::move(*part));
+  }
+  return Ok{};
+}
+
+// ---- discovery ---------------------------------------------------------------------
+
+// The loop's state and steps: one object per run() so each step is short and named.
+struct HostAgent::Impl::Loop {
+  HostAgent& agent;
+  Impl& impl;
+  const std::atomic<bool>& stop;
+  Clock::time_point end = Clock::time_point::max();
+  Clock::time_point next_rescan, next_summary, next_context_look;
+  bool rescanning = false;
+  std::chrono::milliseconds patience{};
+  Sampler::Callback callback;
+
+  Loop(HostAgent& a, const std::atomic<bool>& s) : agent(a), impl(*a.impl_), stop(s) {
+    impl.started = Clock::now();
+    next_rescan = next_context_look = impl.started;
+    next_summary = impl.started + agent.options_.summary_interval;
+    callback = [this](const Sample& sample) { on_sample(sample); };
+    for (const auto& part : impl.parts) patience = std::max(patience, part->final_patience());
+    patience = std::min(patience, kFinalPatience);
+  }
+
+  // The duration is how long what was named is sampled: examining the named
+  // processes may take longer than it on a starved machine (an emulated
+  // guest with every CPU busy took 4 s for 11), and a run that ends first
+  // samples nothing of them.
+  void start_clock(Clock::time_point at) {
+    impl.clock_started = at;
+    if (!agent.options_.duration) return;
+    end = at + *agent.options_.duration;
+    impl.end = end;
+    for (auto& part : impl.parts) part->ends_at(end + patience);
+  }
+
+  void begin_rescan() {
+    for (auto& part : impl.parts) part->retire_gone();
+    impl.sampled.rescan();  // retires those that exited or exec'd: examined afresh below
+    std::set<pid_t> candidates(agent.options_.pids.begin(), agent.options_.pids.end());
+    if (agent.options_.all)
+      for (pid_t pid : list_processes()) candidates.insert(pid);
+    impl.rescan_work.assign(candidates.begin(), candidates.end());
+  }
+
+  // Examines the rescan's candidates until `until`: with --all on a host of
+  // thousands of processes a whole rescan takes longer than the loop may stay
+  // away from the sampler and the run's end. Returns true when it is done.
+  bool continue_rescan(Clock::time_point until) {
+    auto& work = impl.rescan_work;
+    while (!work.empty() && Clock::now() < until) {
+      const pid_t pid = work.front();
+      work.pop_front();
+      const auto& named = agent.options_.pids;
+      examine(pid, std::find(named.begin(), named.end(), pid) != named.end());
+    }
+    return work.empty();
+  }
+
+  void examine(pid_t pid, bool explicit_pid) {
+    if (explicit_pid) impl.examined.insert(pid);
+    if (impl.sampled.follows(pid)) return;  // refreshed by its rescan
+    for (auto& part : impl.parts)
+      if (part->examine(pid, explicit_pid)) return;
+    if (impl.sampled.examine(pid, explicit_pid)) return;
+    if (explicit_pid && impl.noticed_nothing.insert(pid).second)
+      agent.notice("pid " + std::to_string(pid) + ": publishes none of the protocols tracecorr agent samples (yet); will look again");
+  }
+
+  void on_sample(const Sample& s) {
+    for (auto& part : impl.parts)
+      if (part->on_sample(s)) return;
+    if (!impl.sampled.on_sample(s)) ++impl.unknown_pid_samples;
+  }
+
+  // One turn: rescan (a slice of it), the contexts, one poll, the live line. False: the sampler failed.
+  Status turn() {
+    auto now = Clock::now();
+    if (!rescanning && now >= next_rescan) {
+      begin_rescan();
+      rescanning = true;
+    }
+    if (rescanning && continue_rescan(std::min(end, now + kAgentRescanSlice))) {
+      rescanning = false;
+      next_rescan = Clock::now() + agent.options_.rescan_interval;
+      if (!impl.clock_started) start_clock(Clock::now());
+    }
+    now = Clock::now();
+    // Publications can be read only while current: look before the samples come.
+    if (now >= next_context_look) {
+      impl.contexts.refresh_all();
+      next_context_look = now + kAgentContextLookInterval;
+    }
+    // A backlog: samples come faster than this loop takes them; take the next batch at once.
+    const auto wake = rescanning || agent.sampler_.backlog()
+                          ? now
+                          : std::min({next_rescan, next_summary, end, next_context_look});
+    const auto wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(wake - now),
+                                 std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+    if (auto polled = agent.sampler_.poll(callback, wait); !polled) return polled.error();
+    if (Clock::now() >= next_summary) {
+      agent.live_summary(false);
+      next_summary = Clock::now() + agent.options_.summary_interval;
+    }
+    return Ok{};
+  }
+
+  // What was sampled until now is read (all of it, unless stopped), then what
+  // is pending goes out and the parts' waits end.
+  Status wind_down(Status result, std::chrono::nanoseconds waited_at_start) {
+    impl.sampling_ended = Clock::now();
+    impl.loop_waited_for_cpu = waited_for_cpu() - waited_at_start;
+    if (auto read = read_what_was_sampled(agent.sampler_, callback, stop); !read && result) {
+      impl.sampler_error = read.error().message();
+      result = read.error();
+    }
+    impl.all_read = Clock::now();
+    impl.final_reads_limit = patience;
+    for (auto& part : impl.parts) part->finish(patience);
+    impl.finished = Clock::now();
+    agent.live_summary(true);
+    return result;
+  }
+};
+
+Status HostAgent::run(const std::atomic<bool>& stop) {
+  Impl::Loop loop(*this, stop);
+  if (options_.pids.empty()) loop.start_clock(impl_->started);
+  const auto waited_at_start = waited_for_cpu();
+  Status result = Ok{};
+  // Sends happen on the parts' own threads: this loop only samples and rescans.
+  while (!stop.load() && Clock::now() < loop.end) {
+    if (result = loop.turn(); !result) {
+      impl_->sampler_error = result.error().message();
+      break;
+    }
+  }
+  return loop.wind_down(std::move(result), waited_at_start);
+}
+
+// ---- the live line ------------------------------------------------------------------
+
+namespace {
+
+// The followed contexts of every part's processes, summed up for people.
+struct ContextFigures {
+  std::size_t with_context = 0, resources = 0;
+  std::uint64_t resolved = 0, being_written = 0, other = 0;
+  void add(const FollowedContext& context) {
+    const auto& tally = context.tally();
+    if (tally.samples() == 0) return;
+    ++with_context;
+    resources += tally.resources();
+    resolved += tally.resolved();
+    being_written += tally.being_written();
+    other += tally.samples() - tally.resolved() - tally.being_written();
+  }
+  std::string text() const {
+    if (with_context == 0) return "";
+    return " | process contexts: " + std::to_string(resources) + " resources, " + std::to_string(resolved) +
+           " samples attributed, " + std::to_string(being_written) + " while being written, " +
+           std::to_string(other) + " unattributed";
+  }
+};
+
+std::string resource_notice(pid_t pid, const nlohmann::json& r) {
+  auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string("(none)") : v.get<std::string>(); };
+  return "pid " + std::to_string(pid) + ": resource service.name=" + text(r["service_name"]) +
+         " service.instance.id=" + text(r["service_instance_id"]) + ": " +
+         std::to_string(r["samples"].get<std::uint64_t>()) + " samples in " +
+         std::to_string(r["publications"].size()) + " publications";
+}
+
+}  // namespace
+
+void HostAgent::live_summary(bool final_line) const {
+  if (!options_.log) return;
+  std::size_t processes = 0, sampling = 0;
+  std::string parts_text;
+  ContextFigures contexts;
+  for (const auto& part : impl_->parts) {
+    processes += part->processes();
+    sampling += part->sampling();
+    parts_text += " | " + part->live_text();
+    part->each_context([&](pid_t, const FollowedContext& c) { contexts.add(c); });
+  }
+  std::string records_text;
+  if (impl_->sampled.followed() > 0 || impl_->sampled.samples() > 0)
+    records_text = " | thread records: " + std::to_string(impl_->sampled.followed()) + " processes (" +
+                   std::to_string(impl_->sampled.tracked()) + " sampling), " +
+                   std::to_string(impl_->sampled.samples()) + " samples, " +
+                   std::to_string(impl_->sampled.records_read()) + " with a record";
+  std::fprintf(options_.log, "tracecorr agent: %s%.1fs processes %zu sampling %zu%s | sampler lost %" PRIu64 "%s%s\n",
+               final_line ? "final " : "", seconds(Clock::now() - impl_->started), processes, sampling,
+               parts_text.c_str(), sampler_.counters().lost, contexts.text().c_str(), records_text.c_str());
+  if (final_line)
+    for (const auto& part : impl_->parts)
+      part->each_context([&](pid_t pid, const FollowedContext& c) {
+        if (c.tally().samples() == 0) return;
+        const nlohmann::json tally = c.tally().to_json();  // the loop below must not range over a temporary's member
+        for (const auto& r : tally["resources"]) notice(resource_notice(pid, r));
+      });
+  std::fflush(options_.log);
+}
+
+// ---- what was read ------------------------------------------------------------------
+
+std::vector<std::string> HostAgent::nothing_readable() const {
+  std::vector<std::string> out;
+  for (pid_t pid : options_.pids) {
+    const std::string who = "pid " + std::to_string(pid) + ": ";
+    if (!impl_->examined.count(pid)) {
+      out.push_back(who + "not examined: the agent was stopped first");
+      continue;
+    }
+    const AgentPart* holder = nullptr;
+    for (const auto& part : impl_->parts)
+      if (part->ever_held(pid)) holder = part.get();
+    if (holder) {
+      if (auto why = holder->nothing_readable(pid)) out.push_back(who + *why);
+    } else if (impl_->sampled.ever_followed(pid)) {
+      if (auto why = impl_->sampled.nothing_readable(pid))
+        out.push_back(*why + (impl_->sampled.context_only(pid) ? "; " + not_published_text() : std::string()));
+    } else {
+      out.push_back(who + "publishes none of the protocols tracecorr agent samples (" + not_published_text() +
+                    ": no records published; nor an OTel process context)");
+    }
+  }
+  return out;
+}
+
+// "<hook>: no library ..., <sampled protocol>, ...": what the agent looked for.
+std::string HostAgent::not_published_text() const {
+  std::string text;
+  for (const auto& part : impl_->parts) text += (text.empty() ? "" : ", ") + part->not_published();
+  for (const auto* protocol : sampled_protocols()) text += (text.empty() ? "" : ", ") + std::string(protocol->id());
+  return text;
+}
+
+// ---- summary ------------------------------------------------------------------------
+
+nlohmann::json HostAgent::summary() const {
+  using nlohmann::json;
+  json out = {{"reader", sampler_.name()},
+              {"frequency_hz", options_.frequency_hz},
+              {"elapsed_s", seconds(Clock::now() - impl_->started)},
+              {"totals", {{"samples", 0}, {"unknown_pid_samples", impl_->unknown_pid_samples}}},
+              {"processes", json::array()}};
+  if (auto timeline = timeline_json(); !timeline.is_null()) out["timeline"] = std::move(timeline);
+  for (const auto& part : impl_->parts) part->summarize(out);
+  // Processes read for a sampled protocol's records: per thread what was read (nothing is sent to them).
+  for (auto& j : impl_->sampled.to_json()) {
+    out["totals"]["samples"] = out["totals"]["samples"].get<std::uint64_t>() + j["samples"].get<std::uint64_t>();
+    out["processes"].push_back(std::move(j));
+  }
+  json sampler = json::object();
+  for (const auto& [k, v] : sampler_.counters().named()) sampler[k] = v;
+  out["sampler"] = std::move(sampler);
+  if (!impl_->sampler_error.empty()) out["sampler_error"] = impl_->sampler_error;
+  return out;
+}
+
+const conform::ActiveTraceOf* HostAgent::trace_of(pid_t pid) const {
+  for (const auto& part : impl_->parts)
+    if (const auto* of = part->trace_of(pid)) return of;
+  return nullptr;
+}
+
+nlohmann::json HostAgent::timeline_json() const {
+  using nlohmann::json;
+  if (!impl_->sampling_ended || !impl_->finished) return nullptr;
+  return {{"duration_s", options_.duration ? json(seconds(*options_.duration)) : json(nullptr)},
+          {"examining_s", seconds(impl_->clock_started.value_or(*impl_->sampling_ended) - impl_->started)},
+          {"sampling_s", seconds(*impl_->sampling_ended - impl_->started)},
+          {"loop_waited_for_cpu_s", seconds(impl_->loop_waited_for_cpu)},
+          {"reading_rest_s", seconds(*impl_->all_read - *impl_->sampling_ended)},
+          {"final_reads_s", seconds(*impl_->finished - *impl_->all_read)},
+          {"final_reads_limit_s", seconds(impl_->final_reads_limit)},
+          {"means", "examining_s: from start until every process named by --pid was examined once, when the "
+                    "duration's clock started (0 without --pid); sampling_s: from start until the loop stopped "
+                    "sampling (a rescan is examined in slices, so it stops at examining_s + duration_s unless the "
+                    "machine kept its thread from a CPU: loop_waited_for_cpu_s); reading_rest_s: then reading "
+                    "what was sampled and not yet read (no more is taken meanwhile); final_reads_s: then "
+                    "offering what was pending and awaiting the agents' reads, at most final_reads_limit_s"}};
+}
+
+}  // namespace tracecorr
