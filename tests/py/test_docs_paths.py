@@ -170,8 +170,21 @@ def local_links(doc: Path) -> list[tuple[int, str]]:
     return links
 
 
+def undefined_references(doc: Path, root: Path = REPO) -> list[str]:
+    """`[text][label]` whose label the document never defines: shown as plain brackets."""
+    lines = prose_lines(doc.read_text())
+    defined = {m.group(1).strip().lower() for _, line in lines for m in [REFERENCE_DEF.match(line)] if m}
+    missing = []
+    for number, line in lines:
+        for m in REFERENCE_USE.finditer(line):
+            label = (m.group(2) or m.group(1)).strip().lower()
+            if label not in defined:
+                missing.append(f"{doc.relative_to(root)}:{number}: [{m.group(2) or m.group(1)}]: no definition")
+    return missing
+
+
 def broken_links(doc: Path, roots: list[Path], root: Path = REPO) -> list[str]:
-    broken = []
+    broken = undefined_references(doc, root)
     relative_dir = doc.parent.relative_to(root)
     for number, target in local_links(doc):
         file_part, _, anchor = target.partition("#")
@@ -251,6 +264,13 @@ def test_the_link_check_fails_on_a_broken_link(tmp_path, target, broken):
     doc.write_text(f"# Note\n\n## A heading, with `code` and punctuation!\n\nSee [there]({target}).\n")
     found = broken_links(doc, [tmp_path], root=tmp_path)
     assert bool(found) == broken, found
+
+
+def test_the_link_check_fails_on_a_reference_never_defined(tmp_path):
+    doc = tmp_path / "note.md"
+    doc.write_text("# Note\n\nSee [`a.hpp`][a.hpp] and [`b.hpp`][b].\n\n[A.HPP]: note.md\n")
+    found = broken_links(doc, [tmp_path], root=tmp_path)
+    assert found == ["note.md:3: [b]: no definition"], found
 
 
 def test_github_slugs():
