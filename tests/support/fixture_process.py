@@ -1,6 +1,6 @@
 """A fixture program under test: run (natively, or under qemu-aarch64 for arm64) in a
 process group of its own, its stdout read line by line with a bound, its journal
-(TRACECORR_FIXTURE_JOURNAL, docs/ARCHITECTURE.md "Fixture journal") read back, its
+(TRACECORR_FIXTURE_JOURNAL, docs/design/fixture-journal.md) read back, its
 memory read through /proc/PID/mem, and stopped as a group.
 """
 from __future__ import annotations
