@@ -12,18 +12,6 @@ namespace tracecorr::otel_process_context {
 
 namespace {
 
-// How bad an outcome is, for keeping the worst of several looks.
-int severity(Finding::Outcome o) {
-  switch (o) {
-    case Finding::Outcome::Violated: return 4;
-    case Finding::Outcome::KitError: return 3;
-    case Finding::Outcome::Tolerated: return 2;
-    case Finding::Outcome::Met: return 1;
-    case Finding::Outcome::NotApplicable: return 0;
-  }
-  return 0;
-}
-
 using conform::SessionSet;
 
 // One look at the context, when each session opened and closed: every rule

@@ -17,9 +17,6 @@
 
 namespace tracecorr::otel_thread_context {
 
-// How bad an outcome is, for keeping the worst of several looks.
-int finding_severity(Finding::Outcome o);
-
 // The worst finding per requirement over many looks; a pass counts every look that passed.
 class Worst {
  public:
@@ -32,7 +29,7 @@ class Worst {
     auto& kept = it->second;
     if (f.outcome == Finding::Outcome::Met && kept.outcome == Finding::Outcome::Met) {
       kept.evidence_count += f.evidence_count;
-    } else if (finding_severity(f.outcome) > finding_severity(kept.outcome)) {
+    } else if (severity(f.outcome) > severity(kept.outcome)) {
       kept = std::move(f);
     }
   }

@@ -3,37 +3,18 @@ from outside the way a profiler does, and runs the host agent's sampler (BPF or 
 """
 from __future__ import annotations
 
-import time
-from typing import Dict, List
-
 from .. import _tracecorr
-from ..sampling import make_sampler
+from ..sampling import ThreadRecordReader, make_sampler
 from .target import PROTOCOL, thread_records
 
 __all__ = ["RecordReader"]
 
 
-class RecordReader:
+class RecordReader(ThreadRecordReader):
     """A profiler's side of the protocol: looks at every thread's record from outside, each thread stopped
-    while it is read, and keeps each distinct (tid, trace_id, span_id) it saw with the record."""
+    while it is read, and runs the host agent's sampler over the process."""
 
-    def __init__(self, target_or_pid):
-        self.pid = target_or_pid if isinstance(target_or_pid, int) else target_or_pid.pid
-        self.seen: Dict[tuple, dict] = {}
-
-    def __enter__(self) -> "RecordReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def read(self) -> Dict[int, dict]:
-        """One look: tid -> record of the threads with one now; the valid ones are remembered."""
-        now = thread_records(self.pid)
-        for tid, record in now.items():
-            if record["valid"] == 1:
-                self.seen.setdefault((tid, record["trace_id"], record["span_id"]), record)
-        return now
+    look = staticmethod(thread_records)
 
     def sample(self, duration: float, reader: str = "bpf", *, frequency_hz: int = 99) -> dict:
         """Runs the host agent's sampler (``"bpf"``: the BPF program walks the DTV itself for dynamic TLS;
@@ -47,11 +28,3 @@ class RecordReader:
             if process["pid"] == self.pid and not process["exited"]:
                 return process
         raise _tracecorr.TracecorrError(f"pid {self.pid} published no {PROTOCOL} while it was sampled")
-
-    def read_for(self, seconds: float, pause: float = 0.01) -> List[dict]:
-        """Looks for ``seconds``; returns every distinct valid record seen, in the order first seen."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self.read()
-            time.sleep(pause)
-        return list(self.seen.values())

@@ -41,6 +41,19 @@ struct Finding {
   std::size_t evidence_count = 0;
 };
 
+// How bad an outcome is (higher is worse), for keeping the worst of several
+// looks at one rule.
+inline int severity(Finding::Outcome o) {
+  switch (o) {
+    case Finding::Outcome::Violated: return 4;
+    case Finding::Outcome::KitError: return 3;
+    case Finding::Outcome::Tolerated: return 2;
+    case Finding::Outcome::Met: return 1;
+    case Finding::Outcome::NotApplicable: return 0;
+  }
+  return 0;
+}
+
 // Shorthands. A pass always states how many observations it rests on.
 Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence = {});
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});

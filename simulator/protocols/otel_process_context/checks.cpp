@@ -94,17 +94,6 @@ Finding unreachable(std::string id, const pc::MappingSnapshot& m) {
   return kit_error(std::move(id), "no consistent read of the context: " + read.error->message());
 }
 
-int severity(Finding::Outcome o) {
-  switch (o) {
-    case Finding::Outcome::Violated: return 0;
-    case Finding::Outcome::KitError: return 1;
-    case Finding::Outcome::Tolerated: return 2;
-    case Finding::Outcome::Met: return 3;
-    case Finding::Outcome::NotApplicable: return 4;
-  }
-  return 4;
-}
-
 }  // namespace
 
 // "a at 0x1, b at 0x2" for the mappings listed, "and N more" for those only counted.
@@ -322,7 +311,7 @@ std::vector<Finding> check_snapshot(const pc::Snapshot& snapshot) {
     }
     auto& list = found->second;
     auto worst = std::min_element(list.begin(), list.end(), [](const auto& a, const auto& b) {
-      return severity(a.second.outcome) < severity(b.second.outcome);
+      return severity(a.second.outcome) > severity(b.second.outcome);  // the worst first
     });
     Finding f = worst->second;
     if (f.outcome == Finding::Outcome::Met) {
