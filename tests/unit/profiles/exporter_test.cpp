@@ -56,6 +56,9 @@ TEST(ProfilesExporter, RoundTripsThroughTheGrpcReceiver) {
   options.endpoint = (*receiver)->endpoint();
   options.protocol = ExportProtocol::Grpc;
   options.max_batch_samples = 100;  // three exports
+  // By size and flush() alone: a batch due by time while the samples are
+  // made and offered (a loaded machine) would make it four.
+  options.interval = std::chrono::hours(1);
   auto exporter = ProfilesExporter::start(options);
   ASSERT_TRUE(exporter.ok()) << exporter.error().message();
   const auto samples = some_samples(250);
