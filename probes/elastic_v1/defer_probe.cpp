@@ -452,7 +452,7 @@ class DeferProbe final : public Probe {
       return not_applicable("DEFER-05", "its unsampled half cannot be observed: the records could not be read, so "
                                         "which transactions were unsampled is unknown");
     std::size_t unsampled = 0;
-    for (const auto& t : u.records->transactions) unsampled += !t.sampled();
+    for (const auto& t : u.records->contexts) unsampled += !t.sampled();
     if (!unsampled)
       return not_applicable("DEFER-05", std::string("its unsampled half cannot be observed: the agent published no "
                                                     "unsampled transaction with OTEL_TRACES_SAMPLER=traceidratio ") +
@@ -473,7 +473,7 @@ class DeferProbe final : public Probe {
     // flush delay may not have let them out yet) until the queue was full.
     std::size_t chances = 0, candidates = 0;
     const auto taken_up = *freeze->taken_up_at;
-    for (const auto& t : u.records->transactions) {
+    for (const auto& t : u.records->contexts) {
       if (t.sampled()) continue;
       auto ended = system_time(*freeze, t.last_seen);
       chances += ended > q.frozen_from && ended + kRecordSlack < q.filled_by;
@@ -609,7 +609,7 @@ class DeferProbe final : public Probe {
     auto regs = facts(s).registrations;
     if (!records || regs.empty()) return not_applicable("DEFER-06", "no registration or no readable records in the small-queue session");
     SpanIndex spans(s);
-    auto seen = records->transactions;
+    auto seen = records->contexts;
     if (seen.empty()) return not_applicable("DEFER-06", "no transaction seen");
     auto latest = seen.front().last_seen;
     for (const auto& t : seen) latest = std::max(latest, t.last_seen);
@@ -619,11 +619,11 @@ class DeferProbe final : public Probe {
     // receiver shows lost after it was last seen (otlp::ExportLosses): not
     // evidence that the agent dropped it.
     std::size_t ended = 0, exported = 0, prompt = 0, maybe_lost = 0;
-    const SeenTransaction* missing_example = nullptr;
+    const SeenContext* missing_example = nullptr;
     for (const auto& t : seen) {
       if (!t.sampled() || t.last_seen < from || t.last_seen + std::chrono::milliseconds(600) > latest) continue;
       ++ended;
-      if (const auto* sp = spans.transaction(t.trace_id, t.transaction_id)) {
+      if (const auto* sp = spans.transaction(t.trace_id, t.context_id)) {
         ++exported;
         if (spans.held_at_least_ms(*sp) < 1500 && sp->received_at_system < stopped) ++prompt;
       } else if (s.export_losses.lost_after(t.last_seen)) {

@@ -96,9 +96,9 @@ class CorrelationTraffic {
     std::size_t targeted = 0;
     while (Clock::now() < end) {
       if (records && channel(s_).can_send() && targeted < max_transactions) {
-        for (const auto& t : records->active_transactions()) {
+        for (const auto& t : records->active_contexts()) {
           if (!t.sampled() || targeted >= max_transactions) continue;
-          TransactionKey key{t.trace_id, t.transaction_id};
+          TransactionKey key{t.trace_id, t.context_id};
           if (!targeted_.insert(key).second) continue;
           send_pattern(key, requirement, attach_expected);
           ++targeted;
@@ -158,11 +158,11 @@ std::optional<TransactionKey> fresh_transaction(Session& s, CorrelationTraffic& 
   auto end = Clock::now() + wait;
   std::optional<TransactionKey> shared;
   do {
-    auto active = records->active_transactions();
+    auto active = records->active_contexts();
     std::sort(active.begin(), active.end(), [](const auto& x, const auto& y) { return x.first_seen > y.first_seen; });
     shared.reset();  // only the latest poll's transactions are still live
     for (const auto& t : active) {
-      TransactionKey key{t.trace_id, t.transaction_id};
+      TransactionKey key{t.trace_id, t.context_id};
       if (!t.sampled()) continue;
       if (!traffic.taken(key)) {
         traffic.reserve(key);
@@ -176,8 +176,8 @@ std::optional<TransactionKey> fresh_transaction(Session& s, CorrelationTraffic& 
     // Still nothing live: keep looking a while longer for any active one.
     auto patience = Clock::now() + wait;
     while (!shared && Clock::now() < patience) {
-      for (const auto& t : records->active_transactions())
-        if (t.sampled()) shared = TransactionKey{t.trace_id, t.transaction_id};
+      for (const auto& t : records->active_contexts())
+        if (t.sampled()) shared = TransactionKey{t.trace_id, t.context_id};
       std::this_thread::sleep_for(1ms);
     }
   }
@@ -371,7 +371,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
     while (!enough() && raw.size() < 20000) {
       auto polled = sampler->poll(
           [&](const Sample& sample) {
-            if (transaction_of(sample, active_trace())) ++in_transactions;
+            if (context_of(sample, active_trace())) ++in_transactions;
             raw.push_back(sample);
           },
           50ms);
@@ -531,7 +531,7 @@ std::optional<std::chrono::system_clock::time_point> latest_taken_up(Session& s,
 bool transaction_exported_after(Session& s, std::chrono::system_clock::time_point after) {
   std::set<SpanId> transactions;
   if (const auto* records = s.records())
-    for (const auto& t : records->transactions()) transactions.insert(t.transaction_id);
+    for (const auto& t : records->contexts()) transactions.insert(t.context_id);
   auto after_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(after.time_since_epoch()).count());
   return s.receiver().wait_for(

@@ -411,7 +411,7 @@ bool Session::wait_for_records(Millis timeout) {
   if (!watcher_) return false;
   auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
-    if (!watcher_->transactions().empty()) return true;
+    if (!watcher_->contexts().empty()) return true;
     if (!target_alive()) return false;
     std::this_thread::sleep_for(Millis(5));
   }
@@ -584,7 +584,7 @@ SessionEvidence Session::evidence() const {
   e.slot_watch = slot_watch_report_;
   e.slot_watch_unavailable = slot_watch_unavailable_;
   if (watcher_)
-    e.records = RecordEvidence{watcher_->observations(), watcher_->transactions(), watcher_->record_pointers(),
+    e.records = RecordEvidence{watcher_->observations(), watcher_->contexts(), watcher_->record_pointers(),
                                watcher_->stats(), watcher_->seen_before_publication()};
   e.update_order_reports = update_order_reports();
   e.timing_boundary = timing_boundary();

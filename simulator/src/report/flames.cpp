@@ -7,18 +7,18 @@
 
 namespace tracecorr::conform {
 
-std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& r, const ActiveTraceOf& active_trace) {
+std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& r, const ActiveTraceOf& active_trace) {
   if (r.error != SampleError::Ok || !r.record || !active_trace) return std::nullopt;
   auto trace = active_trace(*r.record);
   if (!trace) return std::nullopt;
-  return std::make_pair(trace->trace_id, trace->transaction_id);
+  return std::make_pair(trace->trace_id, trace->context_id);
 }
 
 StackSample stack_sample_of(const Sample& r, Symbolizer& symbols, const ActiveTraceOf& active_trace) {
   StackSample sample;
   sample.tid = r.tid;
   sample.time_ns = r.time_ns;
-  sample.transaction = transaction_of(r, active_trace);
+  sample.context = context_of(r, active_trace);
   // Frames past the first are return addresses: named by the call before them.
   for (std::size_t i = 0; i < r.frames.size(); ++i) sample.frames.push_back(symbols.name(r.frames[i], i > 0));
   return sample;
@@ -30,12 +30,12 @@ FlameGraphs flame_graphs_of(const StackSamples& samples) {
   out.samples = samples.samples.size();
   std::map<std::pair<TraceId, SpanId>, std::map<std::vector<std::string>, std::uint64_t>> by_transaction;
   for (const auto& sample : samples.samples) {
-    if (!sample.transaction) {
+    if (!sample.context) {
       ++out.samples_without_transaction;
       continue;
     }
     std::vector<std::string> outermost_first(sample.frames.rbegin(), sample.frames.rend());
-    ++by_transaction[*sample.transaction][outermost_first];
+    ++by_transaction[*sample.context][outermost_first];
   }
   out.transactions_total = by_transaction.size();
   for (const auto& [key, stacks] : by_transaction) {

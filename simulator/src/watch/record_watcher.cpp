@@ -125,12 +125,12 @@ void RecordWatcher::poll_once() {
       observations_[open->second - observations_dropped_].last_seen = now;
     }
     if (auto trace = active_trace_ ? active_trace_(bytes) : std::nullopt) {
-      auto key = std::make_pair(trace->trace_id, trace->transaction_id);
-      auto [it, inserted] = transactions_.try_emplace(key);
+      auto key = std::make_pair(trace->trace_id, trace->context_id);
+      auto [it, inserted] = contexts_.try_emplace(key);
       auto& seen = it->second;
       if (inserted) {
         seen.trace_id = trace->trace_id;
-        seen.transaction_id = trace->transaction_id;
+        seen.context_id = trace->context_id;
         seen.trace_flags = trace->trace_flags;
         seen.first_seen = now;
       }
@@ -148,19 +148,19 @@ std::vector<RecordObservation> RecordWatcher::observations() const {
   return observations_;
 }
 
-std::vector<SeenTransaction> RecordWatcher::transactions() const {
+std::vector<SeenContext> RecordWatcher::contexts() const {
   std::lock_guard lock(mutex_);
-  std::vector<SeenTransaction> out;
-  for (const auto& [key, t] : transactions_) out.push_back(t);
+  std::vector<SeenContext> out;
+  for (const auto& [key, t] : contexts_) out.push_back(t);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first_seen < b.first_seen; });
   return out;
 }
 
-std::vector<SeenTransaction> RecordWatcher::active_transactions() const {
+std::vector<SeenContext> RecordWatcher::active_contexts() const {
   std::lock_guard lock(mutex_);
-  std::vector<SeenTransaction> out;
+  std::vector<SeenContext> out;
   for (const auto& key : active_now_)
-    if (auto it = transactions_.find(key); it != transactions_.end()) out.push_back(it->second);
+    if (auto it = contexts_.find(key); it != contexts_.end()) out.push_back(it->second);
   return out;
 }
 

@@ -759,15 +759,15 @@ std::function<void(SessionSet&)> full_queue(int exported, bool at_stop = false, 
     const int transactions = 10;
     auto stop = t0_system + 500ms + transactions * 200ms + 1s;
     for (int i = 0; i < transactions; ++i) {
-      SeenTransaction seen;
+      SeenContext seen;
       seen.trace_id.fill(static_cast<std::uint8_t>(0x70 + i));
-      seen.transaction_id.fill(static_cast<std::uint8_t>(0x60 + i));
+      seen.context_id.fill(static_cast<std::uint8_t>(0x60 + i));
       seen.trace_flags = 1;
       seen.first_seen = t0_steady + 400ms + i * 200ms;
       seen.last_seen = t0_steady + 500ms + i * 200ms;
-      s.records->transactions.push_back(seen);
+      s.records->contexts.push_back(seen);
       if (i >= exported) continue;
-      auto sp = t.span(seen.transaction_id, std::nullopt, t0_system + 500ms + i * 200ms);
+      auto sp = t.span(seen.context_id, std::nullopt, t0_system + 500ms + i * 200ms);
       sp.trace_id = seen.trace_id;
       sp.received_at_system = at_stop ? stop + 10ms : t0_system + 550ms + i * 200ms;
       s.spans.push_back(sp);
@@ -969,12 +969,12 @@ Draft frozen_queue(const std::string& name, const Freeze& f) {
   s.run_queue_wait = f.run_queue;
   s.records = RecordEvidence{};
   for (std::size_t i = 0; i < f.unsampled_at.size(); ++i) {
-    SeenTransaction unsampled;
-    unsampled.transaction_id.fill(static_cast<std::uint8_t>(0x30 + i));
+    SeenContext unsampled;
+    unsampled.context_id.fill(static_cast<std::uint8_t>(0x30 + i));
     unsampled.trace_flags = 0;
     unsampled.first_seen = t0_steady + f.unsampled_at[i] - 40ms;
     unsampled.last_seen = t0_steady + f.unsampled_at[i];
-    s.records->transactions.push_back(unsampled);
+    s.records->contexts.push_back(unsampled);
   }
   return s;
 }

@@ -50,9 +50,9 @@ struct RunQueueWait {
 struct StackSample {
   pid_t tid = 0;
   std::uint64_t time_ns = 0;  // CLOCK_MONOTONIC (steady_clock)
-  // The transaction current in the thread's record when it was sampled
-  // (valid and trace present); nullopt otherwise.
-  std::optional<std::pair<TraceId, SpanId>> transaction;
+  // The context (trace id, context id) the thread's record named when it was
+  // sampled (the protocol's ActiveTraceOf); nullopt: none.
+  std::optional<std::pair<TraceId, SpanId>> context;
   std::vector<std::string> frames;  // innermost first
 };
 struct StackSamples {
@@ -63,7 +63,7 @@ struct StackSamples {
 // The record watcher's findings.
 struct RecordEvidence {
   std::vector<RecordObservation> observations;
-  std::vector<SeenTransaction> transactions;
+  std::vector<SeenContext> contexts;
   std::map<pid_t, std::uint64_t> record_pointers;  // the last seen per thread
   WatcherStats stats;
   std::set<pid_t> seen_before_publication;  // RecordWatcher::seen_before_publication()

@@ -12,7 +12,7 @@ namespace tracecorr::conform {
 
 // The transaction a sample's record held, if any: `active_trace` (the
 // protocol's) reads it from the record's bytes.
-std::optional<std::pair<TraceId, SpanId>> transaction_of(const Sample& sample, const ActiveTraceOf& active_trace);
+std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& sample, const ActiveTraceOf& active_trace);
 
 // A sample with its frames named and the transaction its record held, if
 // any. Needs the sampled process alive (its maps).

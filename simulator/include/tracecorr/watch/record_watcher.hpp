@@ -49,15 +49,15 @@ struct RecordObservation {
 // valid, trace present), in the protocol's words; nullopt: no active trace.
 struct ActiveTrace {
   TraceId trace_id{};
-  SpanId transaction_id{};  // the local root span
+  SpanId context_id{};  // the span the record names its context by (e.g. the local root span)
   std::uint8_t trace_flags = 0;
 };
 using ActiveTraceOf = std::function<std::optional<ActiveTrace>(std::span<const std::uint8_t> record)>;
 
-// A transaction seen active in some thread's record (valid, trace present).
-struct SeenTransaction {
+// A context (trace and context id) seen active in some thread's record.
+struct SeenContext {
   TraceId trace_id{};
-  SpanId transaction_id{};
+  SpanId context_id{};
   std::uint8_t trace_flags = 0;
   std::chrono::steady_clock::time_point first_seen, last_seen;
   std::set<pid_t> threads;
@@ -90,9 +90,9 @@ class RecordWatcher {
   void release_thread_pointer_source();
 
   std::vector<RecordObservation> observations() const;
-  std::vector<SeenTransaction> transactions() const;
-  // Transactions first seen after `since` that are still active now (seen in the last poll).
-  std::vector<SeenTransaction> active_transactions() const;
+  std::vector<SeenContext> contexts() const;
+  // Contexts first seen after `since` that are still active now (seen in the last poll).
+  std::vector<SeenContext> active_contexts() const;
   // The thread pointer and record pointer last seen per thread.
   std::map<pid_t, std::uint64_t> record_pointers() const;
   // Threads the watcher read with no record published (a null pointer) before
@@ -130,7 +130,7 @@ class RecordWatcher {
   std::vector<RecordObservation> observations_;
   std::uint64_t observations_dropped_ = 0;          // erased from the front (bounded memory)
   std::map<pid_t, std::uint64_t> open_observation_;  // per thread: absolute index of its current state
-  std::map<std::pair<TraceId, SpanId>, SeenTransaction> transactions_;
+  std::map<std::pair<TraceId, SpanId>, SeenContext> contexts_;
   std::set<std::pair<TraceId, SpanId>> active_now_;
   WatcherStats stats_;
   std::vector<std::string> errors_;
