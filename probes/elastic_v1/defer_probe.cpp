@@ -646,7 +646,7 @@ class DeferProbe final : public Probe {
       return violated("DEFER-06", std::to_string(missing) + " of " + std::to_string(ended) +
                                       " transactions that ended with the queue full never reached the exporter, not "
                                       "even when the agent was stopped",
-                      {text_evidence("transaction " + to_hex(missing_example->transaction_id) + " of trace " +
+                      {text_evidence("transaction " + to_hex(missing_example->context_id) + " of trace " +
                                          to_hex(missing_example->trace_id),
                                      "exported at once (queue full)", "never exported")});
     if (missing + maybe_lost > scenario::kSmallQueueSize)
