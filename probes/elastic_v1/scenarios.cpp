@@ -52,8 +52,8 @@ Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, 
 constexpr std::size_t kWindowSpans = 5;
 constexpr Millis kWindowMargin{300};  // more than the judges' kMargin (150 ms)
 constexpr Millis kWindowPatience{8000};
-bool exported_under_latest_registration(Session& s) {
-  auto regs = channel(s).registrations();
+bool exported_under_latest_registration(Session& s, Channel& ch) {
+  auto regs = ch.registrations();
   if (regs.empty() || !regs.back().sent()) return true;
   if (!regs.back().taken_up_at) return false;
   // The judges' window ends a margin before the next message: count only
@@ -70,10 +70,10 @@ bool exported_under_latest_registration(Session& s) {
 }
 
 // Sleeps for `at_least`, then on until exported_under_latest_registration, at most `at_most`.
-void sleep_until_exported(Session& s, Millis at_least, Millis at_most) {
+void sleep_until_exported(Session& s, Channel& ch, Millis at_least, Millis at_most) {
   auto give_up = Clock::now() + at_most;
   s.sleep(at_least);
-  while (Clock::now() < give_up && !exported_under_latest_registration(s)) s.sleep(50ms);
+  while (Clock::now() < give_up && !exported_under_latest_registration(s, ch)) s.sleep(50ms);
 }
 
 // A launched agent that died (the message battery crashes some) leaves
@@ -86,7 +86,7 @@ bool launched_target_died(Session& s) { return s.launched() && !s.target_alive()
 // every id to the one message that carried it.
 class CorrelationTraffic {
  public:
-  CorrelationTraffic(Session& s, const ScenarioOptions& o) : s_(s), o_(o) {}
+  CorrelationTraffic(Session& s, Channel& ch, const ScenarioOptions& o) : s_(s), ch_(ch), o_(o) {}
 
   // Runs for `duration`, targeting at most `max_transactions` new transactions.
   // expected_per_count: false when the agent must ignore the messages.
@@ -95,7 +95,7 @@ class CorrelationTraffic {
     auto end = Clock::now() + duration;
     std::size_t targeted = 0;
     while (Clock::now() < end) {
-      if (records && channel(s_).can_send() && targeted < max_transactions) {
+      if (records && ch_.can_send() && targeted < max_transactions) {
         for (const auto& t : records->active_contexts()) {
           if (!t.sampled() || targeted >= max_transactions) continue;
           TransactionKey key{t.trace_id, t.context_id};
@@ -116,7 +116,7 @@ class CorrelationTraffic {
   void pump_until_exported(Millis at_least, Millis at_most, const std::string& requirement) {
     auto give_up = Clock::now() + at_most;
     pump(at_least, requirement, true);
-    while (Clock::now() < give_up && !exported_under_latest_registration(s_) && !launched_target_died(s_))
+    while (Clock::now() < give_up && !exported_under_latest_registration(s_, ch_) && !launched_target_died(s_))
       pump(100ms, requirement, true, 1);
   }
 
@@ -130,19 +130,20 @@ class CorrelationTraffic {
     auto a = random_id<16>(), b = random_id<16>();
     auto expect = [&](unsigned n) { return attach_expected ? n : 0u; };
     if (settings_of(o_).personality == Personality::Spec) {
-      channel(s_).send_correlation(correlation_for(key, a, 2), requirement, "correlation (stack A, count 2)", expect(2));
-      channel(s_).send_correlation(correlation_for(key, b, 1), requirement, "correlation (stack B, count 1)", expect(1));
-      channel(s_).send_correlation(correlation_for(key, a, 1), requirement, "correlation (stack A again, count 1)", expect(1));
+      ch_.send_correlation(correlation_for(key, a, 2), requirement, "correlation (stack A, count 2)", expect(2));
+      ch_.send_correlation(correlation_for(key, b, 1), requirement, "correlation (stack B, count 1)", expect(1));
+      ch_.send_correlation(correlation_for(key, a, 1), requirement, "correlation (stack A again, count 1)", expect(1));
     } else {
       for (const auto* which : {"A", "B", "A", "A"}) {
         const auto& id = which[0] == 'A' ? a : b;
-        channel(s_).send_correlation(correlation_for(key, id, 1), requirement,
+        ch_.send_correlation(correlation_for(key, id, 1), requirement,
                             std::string("correlation per sample (stack ") + which + ", count 1)", expect(1));
       }
     }
   }
 
   Session& s_;
+  Channel& ch_;
   const ScenarioOptions& o_;
   std::set<TransactionKey> targeted_;
 };
@@ -199,9 +200,9 @@ std::string unique_host_id(const char* stem) { return std::string(stem) + "-" + 
 // MSG-04..07: every truncation, unknown types, trailing bytes, boundary values,
 // aimed at one live transaction, with control messages around them that must
 // still be counted.
-void send_message_battery(Session& s, const TransactionKey& t) {
+void send_message_battery(Channel& ch, const TransactionKey& t) {
   auto control = [&](const char* when) {
-    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
+    ch.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
                        std::string("control correlation ") + when + " the truncated messages", 1u);
   };
   control("before");
@@ -213,17 +214,17 @@ void send_message_battery(Session& s, const TransactionKey& t) {
     auto c = correlation_for(t, random_id<16>(), 1);
     auto bytes = encode(c);
     bytes.resize(len);
-    channel(s).send_correlation(c, "MSG-04",
+    ch.send_correlation(c, "MSG-04",
                        "correlation truncated to " + std::to_string(len) + " of " +
                            std::to_string(elastic_v1::spec::kMsgCorrelationFixedSize) + " bytes",
                        0u, std::move(bytes));
-    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
+    ch.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-04",
                        "control correlation after the " + std::to_string(len) + "-byte one", 1u);
   }
   auto reg = encode(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, scenario::kTruncatedHostId));
   for (std::size_t len = 0; len < reg.size(); ++len) {
     std::vector<std::uint8_t> bytes(reg.begin(), reg.begin() + static_cast<long>(len));
-    channel(s).send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
+    ch.send(bytes, "MSG-04", "registration truncated to " + std::to_string(len) + " of " + std::to_string(reg.size()) +
                                 " bytes");
   }
   control("after");
@@ -233,15 +234,15 @@ void send_message_battery(Session& s, const TransactionKey& t) {
     auto c = correlation_for(t, random_id<16>(), 1);
     auto bytes = encode(c);
     std::memcpy(bytes.data() + elastic_v1::spec::kHeaderMessageTypeOffset, &type, sizeof type);
-    channel(s).send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
+    ch.send_correlation(c, "MSG-05", "unknown message type " + std::to_string(type) + " with a correlation's payload",
                        0u, std::move(bytes));
-    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
+    ch.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-05",
                        "control correlation after unknown type " + std::to_string(type), 1u);
   }
   {
     auto c = correlation_for(t, random_id<16>(), 1);
     c.minor = 0;
-    channel(s).send_correlation(c, "MSG-05", "correlation at minor version 0", 0u);
+    ch.send_correlation(c, "MSG-05", "correlation at minor version 0", 0u);
   }
 
   // MSG-06: a later minor's trailing bytes are ignored; an oversized datagram
@@ -249,37 +250,37 @@ void send_message_battery(Session& s, const TransactionKey& t) {
   {
     auto c = correlation_for(t, random_id<16>(), 1);
     c.trailing.assign(10, 0x5A);
-    channel(s).send_correlation(c, "MSG-06", "correlation with 10 trailing bytes", 1u);
+    ch.send_correlation(c, "MSG-06", "correlation with 10 trailing bytes", 1u);
     c = correlation_for(t, random_id<16>(), 1);
     c.minor = 2;
     c.trailing.assign(4, 0x5A);
-    channel(s).send_correlation(c, "MSG-06", "correlation at minor 2 with 4 trailing bytes", 1u);
+    ch.send_correlation(c, "MSG-06", "correlation at minor 2 with 4 trailing bytes", 1u);
     c = correlation_for(t, random_id<16>(), 1);
     c.trailing.assign(60000, 0x00);
-    channel(s).send_correlation(c, "MSG-06", "oversized correlation (60046 bytes)", std::nullopt);
-    channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-06", "control correlation after the oversized one",
+    ch.send_correlation(c, "MSG-06", "oversized correlation (60046 bytes)", std::nullopt);
+    ch.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-06", "control correlation after the oversized one",
                        1u);
   }
 
   // MSG-07: boundary values of every correlation field.
-  channel(s).send_correlation(correlation_for(t, random_id<16>(), 0), "MSG-07", "correlation with count 0", 0u);
-  channel(s).send_correlation(correlation_for({random_id<16>(), random_id<8>()}, random_id<16>(), 1), "MSG-07",
+  ch.send_correlation(correlation_for(t, random_id<16>(), 0), "MSG-07", "correlation with count 0", 0u);
+  ch.send_correlation(correlation_for({random_id<16>(), random_id<8>()}, random_id<16>(), 1), "MSG-07",
                      "correlation for a transaction the agent never had", std::nullopt);
-  channel(s).send_correlation(correlation_for({TraceId{}, SpanId{}}, random_id<16>(), 1), "MSG-07",
+  ch.send_correlation(correlation_for({TraceId{}, SpanId{}}, random_id<16>(), 1), "MSG-07",
                      "correlation with all-zero trace and transaction ids", std::nullopt);
-  channel(s).send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-07", "control correlation after the boundary values",
+  ch.send_correlation(correlation_for(t, random_id<16>(), 1), "MSG-07", "control correlation after the boundary values",
                      1u);
 }
 
 // MSG-07: boundary values of the registration. Their effect on delay and
 // host.id is not specified, so they are not judged, only survived.
-void send_boundary_registrations(Session& s) {
+void send_boundary_registrations(Channel& ch) {
   const std::uint16_t minor = elastic_v1::spec::kMsgRegistrationMinor;
   for (auto r : {registration(minor, scenario::kFirstDelayMs, ""),
                  registration(minor, scenario::kFirstDelayMs, std::string(elastic_v1::spec::kMsgRegistrationHostIdMaxLength, 'h')),
                  registration(minor, scenario::kFirstDelayMs, std::string("\xff\xfe\xc0\x80", 4)),
                  registration(minor, 0xFFFFFFFFu, "tracecorr-boundary"), registration(minor, 0, "tracecorr-boundary")}) {
-    channel(s).register_profiler(std::move(r), "MSG-07", /*judged=*/false);
+    ch.register_profiler(std::move(r), "MSG-07", /*judged=*/false);
     std::this_thread::sleep_for(10ms);
   }
 }
@@ -389,10 +390,10 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
   });
 }
 
-void drain(Session& s, Millis timeout) {
+void drain(Session& s, Channel& ch, Millis timeout) {
   // Wait until every transaction a message expects to see has been exported.
   std::set<TransactionKey> expected;
-  for (const auto& m : channel(s).sent_messages())
+  for (const auto& m : ch.sent_messages())
     if (m.transaction && m.expected_count && *m.expected_count > 0) expected.insert(*m.transaction);
   s.receiver().wait_for(
       [&](const std::vector<otlp::ReceivedSpan>& spans) {
@@ -406,11 +407,11 @@ void drain(Session& s, Millis timeout) {
 
 // Only watching: the update order (TLS-04) and the records and spans the
 // agent produces on its own. Nothing is sent.
-Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
+Status run_enabled_watching(Session& s, Channel& ch, const ScenarioOptions& o) {
   // An agent may wait for a registration before it publishes records (TLS-06):
   // then, and only then, one registration is sent (never in observe-only).
-  if (!s.wait_for_records(3000ms) && !o.observe_only && channel(s).can_send()) {
-    channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+  if (!s.wait_for_records(3000ms) && !o.observe_only && ch.can_send()) {
+    ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                      unique_host_id("tracecorr-host-records")),
                         "TLS-06");
     s.wait_for_records(1500ms);
@@ -421,9 +422,9 @@ Status run_enabled_watching(Session& s, const ScenarioOptions& o) {
   return Ok{};
 }
 
-Status run_enabled(Session& s, const ScenarioOptions& o) {
-  if (!sends_messages(o)) return run_enabled_watching(s, o);
-  CorrelationTraffic traffic(s, o);
+Status run_enabled(Session& s, Channel& ch, const ScenarioOptions& o) {
+  if (!sends_messages(o)) return run_enabled_watching(s, ch, o);
+  CorrelationTraffic traffic(s, ch, o);
   s.wait_for_records(3000ms);
   // Unregistered: the default delay applies (DEFER-03); the update order is watched (TLS-04).
   std::thread watcher;
@@ -431,16 +432,16 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   traffic.pump(scaled(o, 1300ms), "ATTR-04", true);
   if (watcher.joinable()) watcher.join();
 
-  channel(s).register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
+  ch.register_profiler(registration(1, scenario::kFirstDelayMs, unique_host_id("tracecorr-host-1"), 8), "MSG-02");
   traffic.pump(scaled(o, 150ms), "ATTR-04", true);
   const bool battery_judged = o.judges("MSG-04") || o.judges("MSG-05") || o.judges("MSG-06") || o.judges("MSG-07");
   if (battery_judged)
-    if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(s, *battery);
+    if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(ch, *battery);
   traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
   if (launched_target_died(s)) return Ok{};
 
-  channel(s).reconnect_socket();  // a profiler restart
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
+  ch.reconnect_socket();  // a profiler restart
+  ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
                                    unique_host_id("tracecorr-host-2")),
                       "MSG-03");
   traffic.pump_until_exported(scaled(o, 1100ms), kWindowPatience, "ATTR-04");
@@ -448,13 +449,13 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (o.judges("MSG-07")) {
     auto long_host_id = unique_host_id("tracecorr-host-long");
     long_host_id.resize(scenario::kLongHostIdBytes, 'l');
-    channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
+    ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
                         "MSG-07");
     traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
-    send_boundary_registrations(s);
+    send_boundary_registrations(ch);
   }
   if (launched_target_died(s)) return Ok{};
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
+  ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFinalDelayMs,
                                    unique_host_id("tracecorr-host-3")),
                       "MSG-07");
   traffic.pump(scaled(o, 700ms), "MSG-07", true);
@@ -463,60 +464,60 @@ Status run_enabled(Session& s, const ScenarioOptions& o) {
   if (o.judges("MSG-07")) {
     if (auto big = fresh_transaction(s, traffic, 500ms)) {
       s.mark_timing_boundary();
-      channel(s).send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535",
+      ch.send_correlation(correlation_for(*big, random_id<16>(), 0xFFFF), "MSG-07", "correlation with count 65535",
                          65535u);
     }
   }
   // Stack samples for the report, while the agent drains: past the timing
   // boundary, so stopping threads cannot disturb any judged deferral.
   auto sampling = sample_stacks_async(s, kStackSamplingTime);
-  drain(s, 3000ms);
+  drain(s, ch, 3000ms);
   sampling.join();
   // Last, informational: how many datagrams the agent absorbs. The flood may
   // disturb its timing, so nothing after it is judged for deferral.
-  if (channel(s).can_send()) {
+  if (ch.can_send()) {
     if (!s.timing_boundary()) s.mark_timing_boundary();
-    (void)channel(s).measure_socket_capacity(scenario::kCapacityWindow, scenario::kCapacityMaxSends);
+    (void)ch.measure_socket_capacity(scenario::kCapacityWindow, scenario::kCapacityMaxSends);
   }
   return Ok{};
 }
 
-Status run_disabled(Session& s, const ScenarioOptions& o) {
-  CorrelationTraffic traffic(s, o);
+Status run_disabled(Session& s, Channel& ch, const ScenarioOptions& o) {
+  CorrelationTraffic traffic(s, ch, o);
   traffic.pump(scaled(o, 1200ms), "CONF-01", false);
   s.sleep(400ms);
   return Ok{};
 }
 
-Status run_auto(Session& s, const ScenarioOptions& o) {
-  CorrelationTraffic traffic(s, o);
-  if (!channel(s).wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
+Status run_auto(Session& s, Channel& ch, const ScenarioOptions& o) {
+  CorrelationTraffic traffic(s, ch, o);
+  if (!ch.wait_for_storage(1500ms)) return Ok{};  // no socket in auto mode: the judge says auto is not implemented
   s.wait_for_records(1500ms);
   traffic.pump(scaled(o, 800ms), "CONF-02", false);
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
+  ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                    unique_host_id("tracecorr-host-auto")),
                       "CONF-02");
   traffic.pump_until_exported(scaled(o, 900ms), kWindowPatience, "CONF-02");
-  drain(s, 1500ms);
+  drain(s, ch, 1500ms);
   return Ok{};
 }
 
-Status run_small_queue(Session& s, const ScenarioOptions& o) {
+Status run_small_queue(Session& s, Channel& ch, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
   // Minor 2 with trailing bytes, as the first registration this agent sees (MSG-02).
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
+  ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-queue"), 6),
                       "DEFER-06");
-  sleep_until_exported(s, scaled(o, 1500ms), kWindowPatience);
+  sleep_until_exported(s, ch, scaled(o, 1500ms), kWindowPatience);
   return Ok{};
 }
 
 // When the latest registration was read, waiting up to `patience` for it;
 // nullopt when it was not read by then (the judges leave its effect out).
-std::optional<std::chrono::system_clock::time_point> latest_taken_up(Session& s, Millis patience) {
+std::optional<std::chrono::system_clock::time_point> latest_taken_up(Session& s, Channel& ch, Millis patience) {
   auto give_up = Clock::now() + patience;
   for (;;) {
-    auto regs = channel(s).registrations();
+    auto regs = ch.registrations();
     if (regs.empty() || !regs.back().sent()) return std::nullopt;
     if (regs.back().taken_up_at) return regs.back().taken_up_at;
     if (Clock::now() >= give_up || launched_target_died(s)) return std::nullopt;
@@ -548,21 +549,21 @@ bool transaction_exported_after(Session& s, std::chrono::system_clock::time_poin
 // delay longer than the session freezes it. It fills, from empty, with the
 // transactions that end next, and nothing leaves it until the agent stops;
 // the judge counts the sampled transactions it held in each launch.
-Status run_queue_freeze(Session& s, const ScenarioOptions& o) {
+Status run_queue_freeze(Session& s, Channel& ch, const ScenarioOptions& o) {
   s.wait_for_records(1500ms);
-  if (!channel(s).can_send()) return Ok{};
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFlushDelayMs,
+  if (!ch.can_send()) return Ok{};
+  ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFlushDelayMs,
                                             unique_host_id("tracecorr-host-flush")),
                                "DEFER-05");
   // Whatever the default delay (1 s) queued has left by then, whether the
   // agent applies a new delay to queued transactions or only to later ones.
-  auto flushed = latest_taken_up(s, 3000ms);
+  auto flushed = latest_taken_up(s, ch, 3000ms);
   auto flush_until = (flushed ? *flushed : std::chrono::system_clock::now()) + scaled(o, scenario::kFlushWait);
   s.sleep(std::max(Millis(0), std::chrono::duration_cast<Millis>(flush_until - std::chrono::system_clock::now())));
-  channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFreezeDelayMs,
+  ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFreezeDelayMs,
                                             unique_host_id("tracecorr-host-freeze")),
                                "DEFER-05");
-  auto frozen = latest_taken_up(s, 3000ms);
+  auto frozen = latest_taken_up(s, ch, 3000ms);
   if (!frozen) return Ok{};
   // The queue is full once a transaction that ended under the freeze was
   // exported; everything it holds ended before that one. They are held on
@@ -578,12 +579,12 @@ Status run_queue_freeze(Session& s, const ScenarioOptions& o) {
   return Ok{};
 }
 
-Status run_own_host_id(Session& s, const ScenarioOptions& o) {
+Status run_own_host_id(Session& s, Channel& ch, const ScenarioOptions& o) {
   s.sleep(scaled(o, 900ms));  // before registration: does the default defer? (CONF-03)
-  if (channel(s).can_send()) {
-    channel(s).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
+  if (ch.can_send()) {
+    ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
                         "HOST-02");
-    sleep_until_exported(s, scaled(o, 900ms), kWindowPatience);
+    sleep_until_exported(s, ch, scaled(o, 900ms), kWindowPatience);
   }
   s.sleep(600ms);
   return Ok{};
@@ -666,17 +667,18 @@ void await_next_export(Session& s) {
 
 Status run_scenario(Session& session, const ScenarioOptions& options) {
   const auto& name = session.settings().name;
+  Channel& ch = channel(session);
   Status st = make_error("no scenario for session '" + name + "'");
-  if (name == kEnabledSession) st = run_enabled(session, options);
-  if (name == kDisabledSession) st = run_disabled(session, options);
-  if (name == kAutoSession) st = run_auto(session, options);
-  if (name == kSmallQueueSession) st = run_small_queue(session, options);
-  if (name == kOwnHostIdSession) st = run_own_host_id(session, options);
-  if (name == kUnsampledSession || name == kAllSampledSession) st = run_queue_freeze(session, options);
-  if (name == kEnabledSession && !session.launched() && !channel(session).registrations().empty() && channel(session).can_send()) {
+  if (name == kEnabledSession) st = run_enabled(session, ch, options);
+  if (name == kDisabledSession) st = run_disabled(session, ch, options);
+  if (name == kAutoSession) st = run_auto(session, ch, options);
+  if (name == kSmallQueueSession) st = run_small_queue(session, ch, options);
+  if (name == kOwnHostIdSession) st = run_own_host_id(session, ch, options);
+  if (name == kUnsampledSession || name == kAllSampledSession) st = run_queue_freeze(session, ch, options);
+  if (name == kEnabledSession && !session.launched() && !ch.registrations().empty() && ch.can_send()) {
     // A live service: whatever the scenario registered, leave the user's values in force.
     auto settings = settings_of(options);
-    channel(session).register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, settings.restore_samples_delay_ms,
+    ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, settings.restore_samples_delay_ms,
                                                     settings.restore_host_id),
                               kRestoreLabel, /*judged=*/false);
   }
