@@ -1,11 +1,14 @@
 #include "figures.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "evidence.hpp"
 #include "judging.hpp"
 #include "scenarios.hpp"
+#include "elastic_v1/library.hpp"
 #include "tracecorr/report/flames.hpp"
 
 namespace tracecorr::elastic_v1 {
@@ -39,23 +42,17 @@ class SessionClock {
   std::chrono::system_clock::time_point opened_system_;
 };
 
-std::vector<DeferralPoint> deferral_points(const std::string& name, const SessionEvidence& s) {
+ScatterFigure deferral_figure(const std::string& name, const SessionEvidence& s) {
   SessionClock clock(s);
   SpanIndex spans(s);
-  std::vector<DeferralPoint> out;
+  ScatterFigure out = deferral_scatter();
   for (const auto& sp : spans.spans()) {
-    if (out.size() >= kMaxDeferralPoints) break;
-    DeferralPoint p;
-    p.session = name;
-    p.trace_id = to_hex(sp.trace_id);
-    p.span_id = to_hex(sp.span_id);
-    p.transaction = spans.is_transaction(sp);
-    p.sampled = sp.sampled();
+    if (out.points.size() >= kMaxScatterPoints) break;
     auto end = SpanIndex::end_time(sp);
-    p.ended_ms = clock.ms(end);
-    p.export_delay_ms = SpanIndex::export_delay_ms(sp);
-    if (auto d = delay_in_force(s, end, kDeferralMargin)) p.delay_in_force_ms = *d;
-    out.push_back(std::move(p));
+    std::optional<double> in_force;
+    if (auto d = delay_in_force(s, end, kDeferralMargin)) in_force = *d;
+    out.points.push_back(deferral_point(name, to_hex(sp.trace_id), to_hex(sp.span_id), spans.is_transaction(sp),
+                                        clock.ms(end), SpanIndex::export_delay_ms(sp), in_force));
   }
   return out;
 }
@@ -142,7 +139,48 @@ SessionTimeline timeline(const std::string& name, const SessionEvidence& s) {
   return t;
 }
 
+// A number of ms as the page shows it (no decimals).
+std::string whole_ms(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", std::isfinite(v) ? v : 0.0);
+  return buf;
+}
+
 }  // namespace
+
+ScatterFigure deferral_scatter() {
+  ScatterFigure f;
+  f.caption.id = "deferral";
+  f.caption.title = "Deferral timing";
+  f.caption.empty = "No span of the enabled session was exported: nothing to draw.";
+  f.caption.description = "export delay of each span against the delay in force";
+  f.caption.x_axis = "span ended (s since the session opened)";
+  f.caption.y_axis = "export delay (ms)";
+  f.caption.y_quantity = "export delay";
+  f.caption.primary = "transactions";
+  f.caption.baseline = "child spans";
+  f.caption.baseline_note = "baseline, never deferred";
+  f.caption.reference = "delay in force";
+  f.caption.unclear = "delay unclear: not judged";
+  return f;
+}
+
+ScatterPoint deferral_point(const std::string& session, const std::string& trace_id, const std::string& span_id,
+                            bool transaction, double ended_ms, double export_delay_ms, std::optional<double> in_force) {
+  std::string label = std::string(transaction ? "transaction " : "child span ") + span_id + " of trace " + trace_id +
+                      ": ended at " + whole_ms(ended_ms) + " ms, exported " + whole_ms(export_delay_ms) + " ms later" +
+                      (in_force ? ", delay in force " + whole_ms(*in_force) + " ms"
+                                : ", delay in force unclear (registration close by)");
+  return {session, std::move(label), transaction, ended_ms, export_delay_ms, in_force};
+}
+
+RecordStoresCaption record_stores_caption() {
+  return {"tls04", "TLS-04", "valid-byte update timeline",
+          "No record store was watched (TLS-04 not run, or the watch failed: see its evidence).",
+          "Each column is one observed state of the record, in store order (hardware watchpoints stop the writing "
+          "thread after every store). Green: valid set; grey: valid clear; red: a field changed while valid stayed "
+          "set. Under each, the fields that store changed."};
+}
 
 Figures collect_figures(const SessionSet& sessions) {
   Figures f;
@@ -151,11 +189,14 @@ Figures collect_figures(const SessionSet& sessions) {
     if (!s) continue;
     f.timelines.push_back(timeline(name, *s));
     if (name == kEnabledSession) {
-      f.deferral = deferral_points(name, *s);
-      f.record_stores = record_stores(name, *s);
-      if (auto samples = s->stack_samples) f.flames = flame_graphs_of(*samples);
+      f.scatters.push_back(deferral_figure(name, *s));
+      f.record_stores = RecordStoresFigure{record_stores_caption(), record_stores(name, *s)};
+      if (auto samples = s->stack_samples) f.stacks = stacks_figure_of(*samples, stacks_caption());
     }
   }
+  // The pictures a run draws whatever its sessions saw (an empty one says why).
+  if (f.scatters.empty()) f.scatters.push_back(deferral_scatter());
+  if (!f.record_stores) f.record_stores = RecordStoresFigure{record_stores_caption(), {}};
   return f;
 }
 

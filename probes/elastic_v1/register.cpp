@@ -1,10 +1,12 @@
 // Elastic v1 tells the engine what it brings: its requirements, its
-// conformance suite, its inspector and its host agent hook. Called before main from the generated
+// conformance suite, its inspector, its host agent hook and the reader of its figures as older reports saved
+// them. Called before main from the generated
 // builtin_protocols.cpp (TRACECORR_PROTOCOLS in the top CMakeLists.txt).
 #include "elastic_v1/agent/hook.hpp"
 #include "elastic_v1/registry.hpp"
 #include "elastic_v1/inspect/inspect.hpp"
 #include "probes.hpp"
+#include "saved_figures.hpp"
 
 namespace tracecorr::elastic_v1 {
 
@@ -13,6 +15,7 @@ void register_protocol() {
   conform::register_suite(suite());
   tracecorr::register_inspector(inspector());
   tracecorr::register_agent_hook(agent::agent_hook());
+  conform::register_saved_figures_reader(saved_figures_reader());
 }
 
 }  // namespace tracecorr::elastic_v1

@@ -98,7 +98,14 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
     samples.samples.push_back(conform::stack_sample_of(s, *symbols, *trace_of));
   }
-  run.figures.flames = conform::flame_graphs_of(samples);
+  // Captioned in the words of the protocol of the first process drawn.
+  conform::StacksCaption caption;
+  for (const auto& s : recorded.kept())
+    if (host.trace_of(s.pid)) {
+      caption = host.stacks_caption(s.pid);
+      break;
+    }
+  run.figures.stacks = conform::stacks_figure_of(samples, std::move(caption));
   run.counters["samples"] = recorded.kept().size();
   return run;
 }

@@ -88,22 +88,26 @@ def test_conform_page_renders_in_chromium_with_every_requirement_and_the_picture
     # Every verdict is shown as it is in the JSON report.
     for r in run.report["results"]:
         assert dom.count("tr", id=f"req-{r['id']}", **{"data-verdict": r["verdict"]}) == 1, r["id"]
-    # The deferral picture: a point per exported transaction and per child span (the baseline).
-    spans = run.report["figures"]["deferral"]
-    assert sum(1 for s in spans if s["transaction"]) >= 5 and sum(1 for s in spans if not s["transaction"]) >= 5
+    # The deferral picture (the package's scatter): a point per exported transaction and per child span (the baseline).
+    scatters = {s["caption"]["id"]: s for s in run.report["figures"]["scatters"]}
+    assert scatters["deferral"]["caption"]["title"] == "Deferral timing", scatters["deferral"]["caption"]
+    points = scatters["deferral"]["points"]
+    assert sum(1 for p in points if p["primary"]) >= 5 and sum(1 for p in points if not p["primary"]) >= 5
     assert dom.count("svg", **{"data-figure": "deferral"}) == 1
-    assert dom.inside("deferral", "circle") >= sum(1 for s in spans if s["transaction"])
+    assert dom.inside("deferral", "circle") >= sum(1 for p in points if p["primary"])
     # The flame graphs: real samples of the reference, correlated with its transactions.
-    flames = run.report["figures"]["flames"]
+    flames = run.report["figures"]["stacks"]
+    assert flames["caption"]["context"] == "transaction", flames["caption"]
     assert "ptrace sampler" in flames["source"]
-    assert flames["transactions"], f"no sample fell inside a transaction: {flames}"
-    assert dom.count("svg", **{"data-figure": "flame"}) == len(flames["transactions"])
-    assert dom.inside("flame", "rect") >= len(flames["transactions"])
-    frames = {f for t in flames["transactions"] for s in t["stacks"] for f in s["frames"]}
+    assert flames["contexts"], f"no sample fell inside a transaction: {flames}"
+    assert dom.count("svg", **{"data-figure": "flame"}) == len(flames["contexts"])
+    assert dom.inside("flame", "rect") >= len(flames["contexts"])
+    frames = {f for t in flames["contexts"] for s in t["stacks"] for f in s["frames"]}
     assert any("(tracecorr-fixture)" in f and not f.startswith("[") for f in frames), \
         f"no frame was named from the fixture's ELF symbols: {sorted(frames)[:20]}"
-    # TLS-04: the watched stores, in order.
-    assert run.report["figures"]["record_stores"], "no record store was watched"
+    # TLS-04: the watched stores, in order, captioned by the package.
+    watch = run.report["figures"]["record_watch"]
+    assert watch["caption"]["requirement"] == "TLS-04" and watch["stores"], "no record store was watched"
     assert dom.count("svg", **{"data-figure": "tls04"}) >= 1 and dom.inside("tls04", "rect") >= 3
     assert dom.count("svg", **{"data-figure": "timeline"}) == len(run.report["figures"]["timelines"]) >= 5
 
@@ -123,6 +127,25 @@ def test_saved_json_report_renders_the_same_page(report, tmp_path):
     again = tmp_path / "again.html"
     subprocess.run([str(TRACECORR), "report", "--html", str(again), str(run.json_path)], check=True, timeout=60)
     assert again.read_text() == html_path.read_text()
+
+
+# A report saved by main's build at 2474359 (`tracecorr conform --json` on the reference, its lists cut short), when
+# the figures were still in Elastic v1's words ("deferral", "record_stores", "flames" per transaction), and the page
+# that build's `tracecorr report --html` rendered of it.
+SAVED_BY_MAIN = Path(__file__).resolve().parent / "data" / "report-saved-by-main-2474359.json"
+
+
+def test_a_report_saved_before_the_figures_were_generic_renders_as_it_did(tmp_path):
+    saved = json.loads(SAVED_BY_MAIN.read_text())
+    assert {"deferral", "record_stores", "flames"} <= set(saved["figures"]), "not the older shape"
+    page = tmp_path / "old.html"
+    subprocess.run([str(TRACECORR), "report", "--html", str(page), str(SAVED_BY_MAIN)], check=True, timeout=60)
+    rendered = page.read_text()
+    assert "<h3>Deferral timing</h3>" in rendered and "<h3>TLS-04: valid-byte update timeline</h3>" in rendered
+    # The same page to a reader: the captions are the package's strings now, escaped as every string is (that build
+    # wrote the flame graphs' apostrophe raw, this one as &#39;), and nothing else differs.
+    before = SAVED_BY_MAIN.with_suffix(".html").read_text()
+    assert html.unescape(rendered) == html.unescape(before)
 
 
 # Script that, if it ran, would mark the page: every payload tries a different way in.

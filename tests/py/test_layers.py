@@ -319,29 +319,6 @@ def test_no_file_outside_a_package_names_its_protocol():
 # name). A package's words are data it hands the engine (captions, areas, flags on requirements), never engine code.
 ENGINE_VOCABULARY_SCOPES = ("simulator/src", "simulator/include", "simulator/cli", "bpf")
 
-# Engine files that still speak a package's vocabulary, each with what it says (the test fails when a file no longer
-# does, so the list only shrinks): the figures the HTML report draws are still Elastic's (deferral timing, flame
-# graphs per transaction, the TLS-04 record-store timeline), waiting for generic figures (series, spans of time,
-# stacks per context) with captions the package supplies.
-VOCABULARY_NOT_YET_NEUTRAL: dict[str, set[str]] = {
-    # The figures (their model, JSON, HTML, flames): generic series, spans of time and stacks per context, captioned
-    # by the package, are the next step.
-    "simulator/include/tracecorr/conform/figures.hpp": {"elastic_v1: concept deferral", "elastic_v1: concept deferred", "elastic_v1: concept transaction"},
-    "simulator/include/tracecorr/report/flames.hpp": {"elastic_v1: concept transaction"},
-    "simulator/src/report/flames.cpp": {"elastic_v1: concept transaction"},
-    "simulator/src/report/figures_json.cpp": {"elastic_v1: concept deferral", "elastic_v1: concept transaction"},
-    "simulator/src/report/report_html.cpp": {"elastic_v1: concept deferral", "elastic_v1: concept deferred", "elastic_v1: concept transaction",
-                                             "elastic_v1: requirement ID TLS-NN"},
-    "simulator/src/conform/runner.cpp": {"elastic_v1: concept deferral"},  # merges the figures' deferral points
-    # The record watcher's traces seen (SeenTransaction, transactions()) and a stack sample's: renamed once the
-    # package's judges that read them (DeferProbe::judge_enabled, split on another branch) are merged.
-    "simulator/include/tracecorr/watch/record_watcher.hpp": {"elastic_v1: concept transaction"},
-    "simulator/src/watch/record_watcher.cpp": {"elastic_v1: concept transaction"},
-    "simulator/include/tracecorr/conform/session_evidence.hpp": {"elastic_v1: concept transaction"},
-    "simulator/src/conform/session.cpp": {"elastic_v1: concept transaction"},
-}
-
-
 # Area names that are also the engine's own words (thread-local storage, the file format): the engine may say "TLS"
 # and "ELF" as data (an ELF symbol's type), never a requirement ID of those areas.
 ENGINE_TERMS = {"TLS", "ELF"}
@@ -393,9 +370,5 @@ def test_no_engine_file_speaks_a_package_vocabulary():
     (issue 26): what a requirement needs of the engine is data on it (judged_by_sending, timed_by_export)."""
     hits = vocabulary_hits()
     assert engine_vocabulary_files(), ENGINE_VOCABULARY_SCOPES
-    problems = [f"{file}: {what}" for file, spelled in sorted(hits.items())
-                for what in sorted(spelled - VOCABULARY_NOT_YET_NEUTRAL.get(file, set()))]
+    problems = [f"{file}: {what}" for file, spelled in sorted(hits.items()) for what in sorted(spelled)]
     assert not problems, "engine files that speak a package's vocabulary:\n" + "\n".join(problems)
-    stale = [f"{file}: {what}" for file, known in sorted(VOCABULARY_NOT_YET_NEUTRAL.items())
-             for what in sorted(known - hits.get(file, set()))]
-    assert not stale, "no longer spoken, remove from VOCABULARY_NOT_YET_NEUTRAL:\n" + "\n".join(stale)

@@ -17,29 +17,44 @@ namespace {
 
 const std::string kHostile = std::string("</svg><script>alert(1)</script>\"'&\x01\x1b[31m\xff", 45);
 
+// A test protocol's captions: the engine draws whatever words it is handed.
+ScatterFigure scatter_captioned() {
+  ScatterFigure f;
+  f.caption = {"lag", "WIRE-01", "Lag timing", "nothing to draw", "lag of each item", "item ended (s)", "lag (ms)",
+               "lag", "roots", "leaves", "baseline, never held", "hold in force", "hold unclear: not judged"};
+  return f;
+}
+
+RecordStoresFigure record_stores_captioned() {
+  return {{"slot", "SLOT-01", "slot update timeline", "no store watched", "one column per state"}, {}};
+}
+
 RunResult run_with_figures() {
   RunResult run = test_support::sample_run();
   Figures& f = run.figures;
+  ScatterFigure scatter = scatter_captioned();
   for (int i = 0; i < 6; ++i) {
-    f.deferral.push_back({"enabled", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b" + std::to_string(i), true,
-                          true, 100.0 * i, 1000 + 10.0 * i, i < 5 ? std::optional<double>(1000) : std::nullopt});
-    f.deferral.push_back({"enabled", "4bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b" + std::to_string(i), false,
-                          true, 100.0 * i, 3.0 + i, 1000});
+    scatter.points.push_back({"enabled", "root " + std::to_string(i) + " " + kHostile, true, 100.0 * i, 1000 + 10.0 * i,
+                              i < 5 ? std::optional<double>(1000) : std::nullopt});
+    scatter.points.push_back({"enabled", "leaf " + std::to_string(i), false, 100.0 * i, 3.0 + i, 1000});
   }
+  f.scatters.push_back(scatter);
+  f.record_stores = record_stores_captioned();
   for (unsigned i = 0; i < 5; ++i)
-    f.record_stores.push_back({"enabled", 77, 0x7f0000001000, i, 0.1 * i, i % 2, i ? "valid" : "", 0x401000 + i, i == 3});
-  TransactionFlame flame;
+    f.record_stores->stores.push_back({"enabled", 77, 0x7f0000001000, i, 0.1 * i, i % 2, i ? "valid" : "", 0x401000 + i, i == 3});
+  ContextStacks flame;
   flame.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-  flame.transaction_id = "00f067aa0ba902b7";
+  flame.context_id = "00f067aa0ba902b7";
   flame.stacks = {{{"main (app)", "work (libwork.so)", "spin (libwork.so)"}, 30},
                   {{"main (app)", "work (libwork.so)", kHostile}, 10},
                   {{"main (app)", "idle (app)"}, 5}};
   flame.samples = 45;
-  f.flames.source = "a test's samples";
-  f.flames.samples = 50;
-  f.flames.samples_without_transaction = 5;
-  f.flames.transactions_total = 1;
-  f.flames.transactions.push_back(flame);
+  f.stacks.caption = {"Where each request's time went", "request", "requests"};
+  f.stacks.source = "a test's samples";
+  f.stacks.samples = 50;
+  f.stacks.samples_without_context = 5;
+  f.stacks.contexts_total = 1;
+  f.stacks.contexts.push_back(flame);
   f.timelines.push_back({"enabled", 3000, {{10, "registration", "delay 300 ms"}, {20, "message", kHostile}}});
   return run;
 }
@@ -115,13 +130,22 @@ TEST(HtmlReport, ContentSecurityPolicyAllowsOnlyThePagesOwnScript) {
 
 TEST(HtmlReport, DrawsTheFigures) {
   std::string page = render_html(run_with_figures());
-  // Deferral: one circle per transaction, one square per child span, the step line.
-  auto start = page.find("data-figure=\"deferral\"");
+  // The scatter: one circle per primary point, one square per baseline point, the step line, the package's words.
+  auto start = page.find("data-figure=\"lag\"");
   ASSERT_NE(start, std::string::npos);
-  std::string deferral = page.substr(start, page.find("</svg>", start) - start);
-  EXPECT_EQ(count(deferral, "<circle"), 6u + 2u);  // + two legend markers
-  EXPECT_EQ(count(deferral, "<rect x"), 6u + 2u);  // + frame and legend
-  EXPECT_NE(deferral.find("stroke-dasharray"), std::string::npos);
+  std::string scatter = page.substr(start, page.find("</svg>", start) - start);
+  EXPECT_EQ(count(scatter, "<circle"), 6u + 2u);  // + two legend markers
+  EXPECT_EQ(count(scatter, "<rect x"), 6u + 2u);  // + frame and legend
+  EXPECT_NE(scatter.find("stroke-dasharray"), std::string::npos);
+  EXPECT_NE(page.find("<h3>WIRE-01: Lag timing</h3>"), std::string::npos);
+  EXPECT_NE(scatter.find(">roots (6)</text>"), std::string::npos);
+  EXPECT_NE(scatter.find(">baseline, never held</text>"), std::string::npos);
+  EXPECT_NE(page.find("<th>hold in force</th><th>roots</th><th>median lag</th>"), std::string::npos);
+  EXPECT_NE(page.find("<td>leaves (baseline)</td>"), std::string::npos);
+  // The flame graphs in the package's word for a context.
+  EXPECT_NE(page.find("<h3>Where each request&#39;s time went</h3>"), std::string::npos);
+  EXPECT_NE(page.find("5 without a current request; 1 requests had samples"), std::string::npos);
+  EXPECT_NE(page.find("\">request 00f067aa0ba902b7 <span"), std::string::npos);
   // Flame graph: a rectangle per distinct frame path, and the top function.
   start = page.find("data-figure=\"flame\"");
   ASSERT_NE(start, std::string::npos);
@@ -129,8 +153,9 @@ TEST(HtmlReport, DrawsTheFigures) {
   EXPECT_EQ(count(flame, "<rect"), 5u);  // main, work, spin, hostile, idle
   EXPECT_NE(page.find("<td class=\"mono\">spin (libwork.so)</td><td>30 (67%)</td>"), std::string::npos);
   EXPECT_NE(page.find("a test&#39;s samples"), std::string::npos);
-  // TLS-04: one column per state, the violating one red.
-  start = page.find("data-figure=\"tls04\"");
+  // The record's stores: one column per state, the violating one red.
+  EXPECT_NE(page.find("<h3>SLOT-01: slot update timeline</h3>"), std::string::npos);
+  start = page.find("data-figure=\"slot\"");
   ASSERT_NE(start, std::string::npos);
   std::string tls = page.substr(start, page.find("</svg>", start) - start);
   EXPECT_EQ(count(tls, "<g><title>"), 5u);
@@ -138,13 +163,14 @@ TEST(HtmlReport, DrawsTheFigures) {
   EXPECT_NE(page.find("data-figure=\"timeline\""), std::string::npos);
 }
 
-TEST(HtmlReport, Tls04WindowShowsALateViolation) {
+TEST(HtmlReport, RecordStoresWindowShowsALateViolation) {
   RunResult run = test_support::sample_run();
+  run.figures.record_stores = record_stores_captioned();
   for (unsigned i = 0; i < 100; ++i)
-    run.figures.record_stores.push_back({"enabled", 5, 0x1000, i, 0.01 * i, 1, "span_id", 0x401000, i == 70});
+    run.figures.record_stores->stores.push_back({"enabled", 5, 0x1000, i, 0.01 * i, 1, "span_id", 0x401000, i == 70});
   std::string page = render_html(run);
   EXPECT_NE(page.find("(states 62..99 of 100)"), std::string::npos);
-  auto start = page.find("data-figure=\"tls04\"");
+  auto start = page.find("data-figure=\"slot\"");
   ASSERT_NE(start, std::string::npos);
   std::string tls = page.substr(start, page.find("</svg>", start) - start);
   EXPECT_EQ(count(tls, "#c62828"), 1u);

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tracecorr/conform/figures.hpp"
 #include "tracecorr/watch/record_watcher.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/process_context_resolver.hpp"
@@ -89,6 +90,8 @@ class AgentPart {
     (void)pid;
     return nullptr;
   }
+  // The words of those flame graphs (the protocol's word for what trace_of() names).
+  virtual conform::StacksCaption stacks_caption() const { return {}; }
 };
 
 // The package's plug-in: its settings (the CLI's options, by name) and its part of a run.
@@ -152,6 +155,8 @@ class HostAgent {
   nlohmann::json summary() const;
   // The part that holds pid's samples' trace (the HTML page's flame graphs), or nullptr.
   const conform::ActiveTraceOf* trace_of(pid_t pid) const;
+  // The words of that part's flame graphs (a neutral caption when no part holds pid).
+  conform::StacksCaption stacks_caption(pid_t pid) const;
   // The processes named in `pids` that published nothing this agent could
   // read, each with why ("pid 42: ..."). Valid after run().
   std::vector<std::string> nothing_readable() const;

@@ -5,6 +5,10 @@
 
 namespace tracecorr::elastic_v1 {
 
+conform::StacksCaption stacks_caption() {
+  return {"Where each transaction's time went: flame graphs", "transaction", "transactions"};
+}
+
 DiscoveryOptions discovery_options() {
   DiscoveryOptions o;
   o.name_regex = std::string(elastic_v1::spec::kLibraryNameRegex);

@@ -2,6 +2,7 @@
 // symbols (spec/elastic-v1.md §2), for the engine's discovery.
 #pragma once
 
+#include "tracecorr/conform/figures.hpp"
 #include "tracecorr/watch/record_watcher.hpp"
 #include "tracecorr/discovery.hpp"
 
@@ -13,5 +14,8 @@ DiscoveryOptions discovery_options();
 // while valid with a trace (for the engine's watchers, the host agent's
 // flame graphs).
 const conform::ActiveTraceOf& active_trace();
+
+// The flame graphs' words for what active_trace() names: a transaction.
+conform::StacksCaption stacks_caption();
 
 }  // namespace tracecorr::elastic_v1

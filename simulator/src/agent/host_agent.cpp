@@ -371,6 +371,12 @@ const conform::ActiveTraceOf* HostAgent::trace_of(pid_t pid) const {
   return nullptr;
 }
 
+conform::StacksCaption HostAgent::stacks_caption(pid_t pid) const {
+  for (const auto& part : impl_->parts)
+    if (part->trace_of(pid)) return part->stacks_caption();
+  return {};
+}
+
 nlohmann::json HostAgent::timeline_json() const {
   using nlohmann::json;
   if (!impl_->sampling_ended || !impl_->finished) return nullptr;

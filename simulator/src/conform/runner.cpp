@@ -788,9 +788,14 @@ void add_figures(Figures figures, const std::string& prefix, Figures& into) {
     t.session = prefix + t.session;
     into.timelines.push_back(std::move(t));
   }
-  into.deferral.insert(into.deferral.end(), figures.deferral.begin(), figures.deferral.end());
-  into.record_stores.insert(into.record_stores.end(), figures.record_stores.begin(), figures.record_stores.end());
-  if (into.flames.source.empty()) into.flames = std::move(figures.flames);
+  for (auto& s : figures.scatters)
+    if (into.scatters.size() < kMaxScatters) into.scatters.push_back(std::move(s));
+  if (!into.record_stores)
+    into.record_stores = std::move(figures.record_stores);
+  else if (figures.record_stores)
+    for (auto& s : figures.record_stores->stores)
+      if (into.record_stores->stores.size() < kMaxRecordStores) into.record_stores->stores.push_back(std::move(s));
+  if (into.stacks.source.empty()) into.stacks = std::move(figures.stacks);
 }
 
 RunResult start_run(const RunOptions& o, const std::vector<SuitePlan>& plans) {

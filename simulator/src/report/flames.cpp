@@ -24,35 +24,36 @@ StackSample stack_sample_of(const Sample& r, Symbolizer& symbols, const ActiveTr
   return sample;
 }
 
-FlameGraphs flame_graphs_of(const StackSamples& samples) {
-  FlameGraphs out;
+StacksFigure stacks_figure_of(const StackSamples& samples, StacksCaption caption) {
+  StacksFigure out;
+  out.caption = std::move(caption);
   out.source = samples.source;
   out.samples = samples.samples.size();
-  std::map<std::pair<TraceId, SpanId>, std::map<std::vector<std::string>, std::uint64_t>> by_transaction;
+  std::map<std::pair<TraceId, SpanId>, std::map<std::vector<std::string>, std::uint64_t>> by_context;
   for (const auto& sample : samples.samples) {
     if (!sample.context) {
-      ++out.samples_without_transaction;
+      ++out.samples_without_context;
       continue;
     }
     std::vector<std::string> outermost_first(sample.frames.rbegin(), sample.frames.rend());
-    ++by_transaction[*sample.context][outermost_first];
+    ++by_context[*sample.context][outermost_first];
   }
-  out.transactions_total = by_transaction.size();
-  for (const auto& [key, stacks] : by_transaction) {
-    TransactionFlame t;
+  out.contexts_total = by_context.size();
+  for (const auto& [key, stacks] : by_context) {
+    ContextStacks t;
     t.trace_id = to_hex(key.first);
-    t.transaction_id = to_hex(key.second);
+    t.context_id = to_hex(key.second);
     for (const auto& [frames, count] : stacks) {
       t.samples += count;
       t.stacks.push_back({frames, count});
     }
     std::stable_sort(t.stacks.begin(), t.stacks.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
-    if (t.stacks.size() > kMaxStacksPerTransaction) t.stacks.resize(kMaxStacksPerTransaction);
-    out.transactions.push_back(std::move(t));
+    if (t.stacks.size() > kMaxStacksPerContext) t.stacks.resize(kMaxStacksPerContext);
+    out.contexts.push_back(std::move(t));
   }
-  std::stable_sort(out.transactions.begin(), out.transactions.end(),
+  std::stable_sort(out.contexts.begin(), out.contexts.end(),
                    [](const auto& a, const auto& b) { return a.samples > b.samples; });
-  if (out.transactions.size() > kMaxFlameTransactions) out.transactions.resize(kMaxFlameTransactions);
+  if (out.contexts.size() > kMaxStackContexts) out.contexts.resize(kMaxStackContexts);
   return out;
 }
 

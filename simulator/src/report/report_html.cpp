@@ -252,16 +252,59 @@ int second_decimals(double step_ms) {
   return 2;
 }
 
-void deferral_picture(std::ostringstream& o, const Figures& f) {
-  o << "<div class=\"fig\" id=\"fig-deferral\"><h3>Deferral timing</h3>";
-  if (f.deferral.empty()) {
-    o << "<p class=\"note\">No span of the enabled session was exported: nothing to draw.</p></div>";
+// The figure's heading: the requirement it illustrates, then its title.
+std::string heading(const std::string& requirement, const std::string& title) {
+  return esc(requirement.empty() ? title : requirement + ": " + title);
+}
+
+void scatter_legend(std::ostringstream& o, const ScatterCaption& c, const std::vector<double>& primary,
+                    const std::vector<double>& baseline, double lx, double top) {
+  o << "<circle cx=\"" << lx + 6 << "\" cy=\"" << top + 12 << "\" r=\"4\" fill=\"#e07b00\"/><text x=\"" << lx + 16
+    << "\" y=\"" << top + 16 << "\" font-size=\"12\">" << esc(c.primary) << " (" << primary.size() << ")</text>"
+    << "<text x=\"" << lx + 16 << "\" y=\"" << top + 31 << "\" font-size=\"11\" fill=\"#5a6374\">median "
+    << num(median(primary)) << " ms</text>"
+    << "<rect x=\"" << lx + 3 << "\" y=\"" << top + 45 << "\" width=\"6\" height=\"6\" fill=\"#8a93a3\"/><text x=\""
+    << lx + 16 << "\" y=\"" << top + 52 << "\" font-size=\"12\">" << esc(c.baseline) << " (" << baseline.size()
+    << ")</text><text x=\"" << lx + 16 << "\" y=\"" << top + 67 << "\" font-size=\"11\" fill=\"#5a6374\">"
+    << esc(c.baseline_note) << "</text><text x=\"" << lx + 16 << "\" y=\"" << top + 81
+    << "\" font-size=\"11\" fill=\"#5a6374\">median " << num(median(baseline)) << " ms</text>"
+    << "<line x1=\"" << lx << "\" x2=\"" << lx + 12 << "\" y1=\"" << top + 98 << "\" y2=\"" << top + 98
+    << "\" stroke=\"#2457a6\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"" << lx + 16 << "\" y=\""
+    << top + 102 << "\" font-size=\"12\">" << esc(c.reference) << "</text>"
+    << "<circle cx=\"" << lx + 6 << "\" cy=\"" << top + 118 << "\" r=\"4\" fill=\"#f2c38a\"/><text x=\"" << lx + 16
+    << "\" y=\"" << top + 122 << "\" font-size=\"11\" fill=\"#5a6374\">" << esc(c.unclear) << "</text>";
+}
+
+// The same facts as numbers, per reference value.
+void scatter_table(std::ostringstream& o, const ScatterCaption& c, const std::vector<const ScatterPoint*>& judged,
+                   const std::vector<double>& baseline) {
+  std::map<double, std::vector<double>> by_reference;
+  for (const auto* d : judged) by_reference[*d->reference].push_back(d->y);
+  o << "<table class=\"facts\"><tr><th>" << esc(c.reference) << "</th><th>" << esc(c.primary) << "</th><th>median "
+    << esc(c.y_quantity) << "</th><th>min .. max</th></tr>";
+  for (const auto& [reference, v] : by_reference)
+    o << "<tr><td>" << num(reference) << " ms</td><td>" << v.size() << "</td><td>" << num(median(v)) << " ms</td><td>"
+      << num(*std::min_element(v.begin(), v.end())) << " .. " << num(*std::max_element(v.begin(), v.end()))
+      << " ms</td></tr>";
+  o << "<tr><td>" << esc(c.baseline) << " (baseline)</td><td>" << baseline.size() << "</td><td>" << num(median(baseline))
+    << " ms</td><td>"
+    << (baseline.empty() ? std::string("-")
+                         : num(*std::min_element(baseline.begin(), baseline.end())) + " .. " +
+                               num(*std::max_element(baseline.begin(), baseline.end())) + " ms")
+    << "</td></tr></table>";
+}
+
+void scatter_picture(std::ostringstream& o, const ScatterFigure& f) {
+  const ScatterCaption& c = f.caption;
+  o << "<div class=\"fig\" id=\"fig-" << esc(c.id) << "\"><h3>" << heading(c.requirement, c.title) << "</h3>";
+  if (f.points.empty()) {
+    o << "<p class=\"note\">" << esc(c.empty) << "</p></div>";
     return;
   }
   double x_max = 0, y_max = 0;
-  for (const auto& d : f.deferral) {
-    x_max = std::max(x_max, d.ended_ms);
-    y_max = std::max({y_max, d.export_delay_ms, d.delay_in_force_ms.value_or(0)});
+  for (const auto& d : f.points) {
+    x_max = std::max(x_max, d.x);
+    y_max = std::max({y_max, d.y, d.reference.value_or(0)});
   }
   auto [xa, xstep] = axis(x_max);
   auto [ya, ystep] = axis(y_max * 1.05);
@@ -269,8 +312,8 @@ void deferral_picture(std::ostringstream& o, const Figures& f) {
   double pw = W - left - right, ph = H - top - bottom;
   auto X = [&](double v) { return left + pw * v / xa; };
   auto Y = [&](double v) { return top + ph - ph * std::clamp(v, 0.0, ya) / ya; };
-  o << "<svg class=\"picture\" data-figure=\"deferral\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W
-    << "\" height=\"" << H << "\" role=\"img\" aria-label=\"export delay of each span against the delay in force\">";
+  o << "<svg class=\"picture\" data-figure=\"" << esc(c.id) << "\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W
+    << "\" height=\"" << H << "\" role=\"img\" aria-label=\"" << esc(c.description) << "\">";
   for (double v = 0; v <= ya + 1e-9; v += ystep)
     o << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << num(Y(v), 1) << "\" y2=\"" << num(Y(v), 1)
       << "\" stroke=\"#e6e8ec\"/><text x=\"" << left - 6 << "\" y=\"" << num(Y(v) + 4, 1)
@@ -279,83 +322,50 @@ void deferral_picture(std::ostringstream& o, const Figures& f) {
     o << "<text x=\"" << num(X(v), 1) << "\" y=\"" << top + ph + 16 << "\" font-size=\"11\" text-anchor=\"middle\" "
       << "fill=\"#5a6374\">" << num(v / 1000, second_decimals(xstep)) << "</text>";
   o << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 6
-    << "\" font-size=\"12\" text-anchor=\"middle\" fill=\"#1d2330\">span ended (s since the session opened)</text>"
+    << "\" font-size=\"12\" text-anchor=\"middle\" fill=\"#1d2330\">" << esc(c.x_axis) << "</text>"
     << "<text transform=\"translate(14 " << top + ph / 2 << ") rotate(-90)\" font-size=\"12\" text-anchor=\"middle\" "
-    << "fill=\"#1d2330\">export delay (ms)</text>";
+    << "fill=\"#1d2330\">" << esc(c.y_axis) << "</text>";
   o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
     << "\" fill=\"none\" stroke=\"#b7bfcc\"/>";
-  // The delay in force, as a step line through the transactions' end times.
-  std::vector<const DeferralPoint*> judged;
-  for (const auto& d : f.deferral)
-    if (d.transaction && d.delay_in_force_ms) judged.push_back(&d);
-  std::sort(judged.begin(), judged.end(), [](auto* a, auto* b) { return a->ended_ms < b->ended_ms; });
+  // The reference in force, as a step line through the primary points.
+  std::vector<const ScatterPoint*> judged;
+  for (const auto& d : f.points)
+    if (d.primary && d.reference) judged.push_back(&d);
+  std::sort(judged.begin(), judged.end(), [](auto* a, auto* b) { return a->x < b->x; });
   if (!judged.empty()) {
-    std::string path = "M" + num(X(judged.front()->ended_ms), 1) + " " + num(Y(*judged.front()->delay_in_force_ms), 1);
+    std::string path = "M" + num(X(judged.front()->x), 1) + " " + num(Y(*judged.front()->reference), 1);
     for (std::size_t i = 1; i < judged.size(); ++i)
-      path += " H" + num(X(judged[i]->ended_ms), 1) + " V" + num(Y(*judged[i]->delay_in_force_ms), 1);
+      path += " H" + num(X(judged[i]->x), 1) + " V" + num(Y(*judged[i]->reference), 1);
     o << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#2457a6\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>";
   }
-  for (const auto& d : f.deferral) {
-    std::string title = std::string(d.transaction ? "transaction " : "child span ") + d.span_id + " of trace " +
-                        d.trace_id + ": ended at " + num(d.ended_ms) + " ms, exported " + num(d.export_delay_ms) +
-                        " ms later" +
-                        (d.delay_in_force_ms ? ", delay in force " + num(*d.delay_in_force_ms) + " ms"
-                                             : ", delay in force unclear (registration close by)");
-    if (d.transaction)
-      o << "<circle cx=\"" << num(X(d.ended_ms), 1) << "\" cy=\"" << num(Y(d.export_delay_ms), 1) << "\" r=\"4\" fill=\""
-        << (d.delay_in_force_ms ? "#e07b00" : "#f2c38a") << "\" stroke=\"#7a4300\" stroke-width=\"0.6\"><title>"
-        << esc(title) << "</title></circle>";
+  for (const auto& d : f.points) {
+    if (d.primary)
+      o << "<circle cx=\"" << num(X(d.x), 1) << "\" cy=\"" << num(Y(d.y), 1) << "\" r=\"4\" fill=\""
+        << (d.reference ? "#e07b00" : "#f2c38a") << "\" stroke=\"#7a4300\" stroke-width=\"0.6\"><title>"
+        << esc(d.label) << "</title></circle>";
     else
-      o << "<rect x=\"" << num(X(d.ended_ms) - 2.5, 1) << "\" y=\"" << num(Y(d.export_delay_ms) - 2.5, 1)
-        << "\" width=\"5\" height=\"5\" fill=\"#8a93a3\"><title>" << esc(title) << "</title></rect>";
+      o << "<rect x=\"" << num(X(d.x) - 2.5, 1) << "\" y=\"" << num(Y(d.y) - 2.5, 1)
+        << "\" width=\"5\" height=\"5\" fill=\"#8a93a3\"><title>" << esc(d.label) << "</title></rect>";
   }
   // Legend, with the medians the judges compare.
-  std::vector<double> tx, base;
-  for (const auto& d : f.deferral) (d.transaction ? tx : base).push_back(d.export_delay_ms);
-  double lx = left + pw + 14;
-  o << "<circle cx=\"" << lx + 6 << "\" cy=\"" << top + 12 << "\" r=\"4\" fill=\"#e07b00\"/><text x=\"" << lx + 16
-    << "\" y=\"" << top + 16 << "\" font-size=\"12\">transactions (" << tx.size() << ")</text>"
-    << "<text x=\"" << lx + 16 << "\" y=\"" << top + 31 << "\" font-size=\"11\" fill=\"#5a6374\">median " << num(median(tx))
-    << " ms</text>"
-    << "<rect x=\"" << lx + 3 << "\" y=\"" << top + 45 << "\" width=\"6\" height=\"6\" fill=\"#8a93a3\"/><text x=\""
-    << lx + 16 << "\" y=\"" << top + 52 << "\" font-size=\"12\">child spans (" << base.size() << ")</text>"
-    << "<text x=\"" << lx + 16 << "\" y=\"" << top + 67 << "\" font-size=\"11\" fill=\"#5a6374\">baseline, never "
-    << "deferred</text><text x=\"" << lx + 16 << "\" y=\"" << top + 81 << "\" font-size=\"11\" fill=\"#5a6374\">median "
-    << num(median(base)) << " ms</text>"
-    << "<line x1=\"" << lx << "\" x2=\"" << lx + 12 << "\" y1=\"" << top + 98 << "\" y2=\"" << top + 98
-    << "\" stroke=\"#2457a6\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"" << lx + 16 << "\" y=\""
-    << top + 102 << "\" font-size=\"12\">delay in force</text>"
-    << "<circle cx=\"" << lx + 6 << "\" cy=\"" << top + 118 << "\" r=\"4\" fill=\"#f2c38a\"/><text x=\"" << lx + 16
-    << "\" y=\"" << top + 122 << "\" font-size=\"11\" fill=\"#5a6374\">delay unclear: not judged</text>";
+  std::vector<double> primary, baseline;
+  for (const auto& d : f.points) (d.primary ? primary : baseline).push_back(d.y);
+  scatter_legend(o, c, primary, baseline, left + pw + 14, top);
   o << "</svg>";
-  // The same facts as numbers, per delay in force.
-  std::map<double, std::vector<double>> by_delay;
-  for (const auto* d : judged) by_delay[*d->delay_in_force_ms].push_back(d->export_delay_ms);
-  o << "<table class=\"facts\"><tr><th>delay in force</th><th>transactions</th><th>median export delay</th>"
-       "<th>min .. max</th></tr>";
-  for (const auto& [delay, v] : by_delay)
-    o << "<tr><td>" << num(delay) << " ms</td><td>" << v.size() << "</td><td>" << num(median(v)) << " ms</td><td>"
-      << num(*std::min_element(v.begin(), v.end())) << " .. " << num(*std::max_element(v.begin(), v.end()))
-      << " ms</td></tr>";
-  o << "<tr><td>child spans (baseline)</td><td>" << base.size() << "</td><td>" << num(median(base)) << " ms</td><td>"
-    << (base.empty() ? std::string("-")
-                     : num(*std::min_element(base.begin(), base.end())) + " .. " +
-                           num(*std::max_element(base.begin(), base.end())) + " ms")
-    << "</td></tr></table></div>\n";
+  scatter_table(o, c, judged, baseline);
+  o << "</div>\n";
 }
 
-void record_store_picture(std::ostringstream& o, const Figures& f) {
-  o << "<div class=\"fig\" id=\"fig-tls04\"><h3>TLS-04: valid-byte update timeline</h3>";
-  if (f.record_stores.empty()) {
-    o << "<p class=\"note\">No record store was watched (TLS-04 not run, or the watch failed: see its "
-         "evidence).</p></div>";
+void record_store_picture(std::ostringstream& o, const RecordStoresFigure& f) {
+  const RecordStoresCaption& c = f.caption;
+  o << "<div class=\"fig\" id=\"fig-" << esc(c.id) << "\"><h3>" << heading(c.requirement, c.title) << "</h3>";
+  if (f.stores.empty()) {
+    o << "<p class=\"note\">" << esc(c.empty) << "</p></div>";
     return;
   }
-  o << "<p class=\"note\">Each column is one observed state of the record, in store order (hardware watchpoints stop "
-       "the writing thread after every store). Green: valid set; grey: valid clear; red: a field changed while valid "
-       "stayed set. Under each, the fields that store changed.</p>";
+  o << "<p class=\"note\">" << esc(c.note) << "</p>";
   std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<const RecordStore*>> watches;
-  for (const auto& s : f.record_stores) watches[{s.tid, s.record_address}].push_back(&s);
+  for (const auto& s : f.stores) watches[{s.tid, s.record_address}].push_back(&s);
   constexpr std::size_t kMaxColumns = 48;
   for (const auto& [key, stores] : watches) {
     // The first kMaxColumns states, or a window opening just before the first
@@ -367,7 +377,7 @@ void record_store_picture(std::ostringstream& o, const Figures& f) {
     std::size_t n = std::min(stores.size() - first, kMaxColumns);
     const double cell = 17, left = 60, top = 22, row = 16;
     double W = left + cell * static_cast<double>(n) + 20, H = top + row * 2 + 120;
-    o << "<svg class=\"picture\" data-figure=\"tls04\" viewBox=\"0 0 " << num(W) << " " << num(H) << "\" width=\""
+    o << "<svg class=\"picture\" data-figure=\"" << esc(c.id) << "\" viewBox=\"0 0 " << num(W) << " " << num(H) << "\" width=\""
       << num(W) << "\" height=\"" << num(H) << "\" role=\"img\" aria-label=\"record stores of thread "
       << key.first << "\">";
     o << "<text x=\"4\" y=\"14\" font-size=\"12\">thread " << key.first << ", record at " << hex64(key.second)
@@ -447,9 +457,9 @@ std::size_t depth_of(const FlameNode& node) {
   return d;
 }
 
-void flame_pictures(std::ostringstream& o, const Figures& f) {
-  const auto& flames = f.flames;
-  o << "<div class=\"fig\" id=\"fig-flames\"><h3>Where each transaction's time went: flame graphs</h3>";
+void flame_pictures(std::ostringstream& o, const StacksFigure& flames) {
+  const StacksCaption& c = flames.caption;
+  o << "<div class=\"fig\" id=\"fig-flames\"><h3>" << esc(c.title) << "</h3>";
   if (flames.source.empty()) {
     o << "<p class=\"note\">No stack samples were taken in this run.</p></div>";
     return;
@@ -459,17 +469,17 @@ void flame_pictures(std::ostringstream& o, const Figures& f) {
     return;
   }
   o << "<p class=\"note\"><b>Samples:</b> " << esc(flames.source) << ". " << flames.samples << " samples, "
-    << flames.samples_without_transaction << " without a current transaction; " << flames.transactions_total
-    << " transactions had samples";
-  if (flames.transactions_total > flames.transactions.size())
-    o << " (the " << flames.transactions.size() << " with the most are drawn)";
+    << flames.samples_without_context << " without a current " << esc(c.context) << "; " << flames.contexts_total
+    << " " << esc(c.contexts) << " had samples";
+  if (flames.contexts_total > flames.contexts.size())
+    o << " (the " << flames.contexts.size() << " with the most are drawn)";
   o << ". Frames are symbolised from the target's ELF symbols; outermost frame at the bottom.</p>";
-  if (flames.transactions.empty()) o << "<p class=\"note\">No sample fell inside a transaction.</p>";
+  if (flames.contexts.empty()) o << "<p class=\"note\">No sample fell inside a " << esc(c.context) << ".</p>";
   constexpr std::size_t kShownOpen = 3;  // the rest fold, to keep the page short
-  std::size_t drawn_transactions = 0;
-  for (const auto& t : flames.transactions) {
-    if (drawn_transactions++ == kShownOpen)
-      o << "<details><summary>" << flames.transactions.size() - kShownOpen << " more transactions</summary>";
+  std::size_t drawn_contexts = 0;
+  for (const auto& t : flames.contexts) {
+    if (drawn_contexts++ == kShownOpen)
+      o << "<details><summary>" << flames.contexts.size() - kShownOpen << " more " << esc(c.contexts) << "</summary>";
     FlameNode root;
     std::map<std::string, std::uint64_t> self, total;
     for (const auto& s : t.stacks) {
@@ -489,10 +499,10 @@ void flame_pictures(std::ostringstream& o, const Figures& f) {
     const double W = 900, pad = 4;
     std::size_t depth = std::min<std::size_t>(depth_of(root), 64);
     double H = 17.0 * static_cast<double>(depth) + 2 * pad + 18;
-    o << "<h3 class=\"mono\" id=\"flame-" << esc(t.transaction_id) << "\">transaction " << esc(t.transaction_id)
+    o << "<h3 class=\"mono\" id=\"flame-" << esc(t.context_id) << "\">" << esc(c.context) << " " << esc(t.context_id)
       << " <span class=\"note\">trace " << esc(t.trace_id) << ", " << t.samples << " samples</span></h3>";
     o << "<svg class=\"picture flame\" data-figure=\"flame\" viewBox=\"0 0 " << W << " " << num(H) << "\" width=\"" << W
-      << "\" height=\"" << num(H) << "\" role=\"img\" aria-label=\"flame graph of transaction " << esc(t.transaction_id)
+      << "\" height=\"" << num(H) << "\" role=\"img\" aria-label=\"flame graph of " << esc(c.context) << " " << esc(t.context_id)
       << "\">";
     std::size_t drawn = 0;
     if (root.count)
@@ -508,7 +518,7 @@ void flame_pictures(std::ostringstream& o, const Figures& f) {
         << "%)</td><td>" << total[name] << "</td></tr>";
     o << "</table>";
   }
-  if (drawn_transactions > kShownOpen) o << "</details>";
+  if (drawn_contexts > kShownOpen) o << "</details>";
   o << "</div>\n";
 }
 
@@ -584,15 +594,16 @@ std::string render_html(const RunResult& run) {
     << csp_script_source(kScript) << "; img-src data:; base-uri 'none'; form-action 'none'\">"
        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
     << "<title>tracecorr report: " << esc(run.results.empty() ? "agent samples" : summary_line(s)) << "</title><style>" << kStyle << "</style></head><body>\n";
-  std::string outcome = run.results.empty() ? std::to_string(run.figures.flames.samples) + " samples"
+  std::string outcome = run.results.empty() ? std::to_string(run.figures.stacks.samples) + " samples"
                                             : summary_line(s);
   o << "<header><h1>tracecorr " << (run.results.empty() ? "agent samples" : "conformance report")
     << "</h1><div class=\"sub\">" << esc(run.target.description) << " — " << esc(outcome) << "</div></header><main>\n";
   summary_section(o, run);
   o << "<section id=\"pictures\"><h2>Pictures</h2>";
-  if (!run.results.empty()) deferral_picture(o, run.figures);
-  flame_pictures(o, run.figures);
-  if (!run.results.empty()) record_store_picture(o, run.figures);
+  if (!run.results.empty())
+    for (const auto& scatter : run.figures.scatters) scatter_picture(o, scatter);
+  flame_pictures(o, run.figures.stacks);
+  if (!run.results.empty() && run.figures.record_stores) record_store_picture(o, *run.figures.record_stores);
   o << "</section>\n";
   requirements_section(o, run);
   timelines_section(o, run.figures);

@@ -10,16 +10,17 @@
 
 namespace tracecorr::conform {
 
-// The transaction a sample's record held, if any: `active_trace` (the
-// protocol's) reads it from the record's bytes.
+// The context (trace id, context id) a sample's record named, if any:
+// `active_trace` (the protocol's) reads it from the record's bytes.
 std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& sample, const ActiveTraceOf& active_trace);
 
-// A sample with its frames named and the transaction its record held, if
+// A sample with its frames named and the context its record named, if
 // any. Needs the sampled process alive (its maps).
 StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols, const ActiveTraceOf& active_trace);
 
-// Groups samples by transaction (outermost frame first), keeps the
-// kMaxFlameTransactions with the most samples, each bounded.
-FlameGraphs flame_graphs_of(const StackSamples& samples);
+// Groups samples by context (outermost frame first), keeps the
+// kMaxStackContexts with the most samples, each bounded; `caption` is the
+// package's (its word for a context).
+StacksFigure stacks_figure_of(const StackSamples& samples, StacksCaption caption = {});
 
 }  // namespace tracecorr::conform

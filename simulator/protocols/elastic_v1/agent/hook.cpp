@@ -148,6 +148,7 @@ class ElasticPart final : public AgentPart {
   const conform::ActiveTraceOf* trace_of(pid_t pid) const override {
     return held(pid) ? &elastic_v1::active_trace() : nullptr;
   }
+  conform::StacksCaption stacks_caption() const override { return elastic_v1::stacks_caption(); }
 
  private:
   // refresh()'s steps, in order: each returns false when the next cannot be taken yet.
