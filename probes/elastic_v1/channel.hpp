@@ -103,7 +103,7 @@ class Channel final : public conform::SessionPart {
   std::optional<std::string> socket_dir_unusable_;
   std::optional<std::string> socket_dir_complaint_;
   std::optional<AgentSocket> socket_;
-  conform::TakeUpClock take_up_;
+  watch::TakeUpClock take_up_;
   bool pacing_abandoned_ = false;  // see kPaceEvery (channel.cpp)
   std::optional<Error> socket_error_;
   std::optional<SocketFacts> socket_facts_;

@@ -619,7 +619,7 @@ class DeferProbe final : public Probe {
     // receiver shows lost after it was last seen (otlp::ExportLosses): not
     // evidence that the agent dropped it.
     std::size_t ended = 0, exported = 0, prompt = 0, maybe_lost = 0;
-    const SeenContext* missing_example = nullptr;
+    const watch::SeenContext* missing_example = nullptr;
     for (const auto& t : seen) {
       if (!t.sampled() || t.last_seen < from || t.last_seen + std::chrono::milliseconds(600) > latest) continue;
       ++ended;

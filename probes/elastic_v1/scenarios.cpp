@@ -307,12 +307,12 @@ std::thread watch_update_order_async(Session& s, Millis per_thread) {
       if (threads.size() == 2) break;
     }
     if (threads.empty()) return;
-    conform::ActivityClock activity(s.pid(), kUpdateOrderCeiling * per_thread);
+    watch::ActivityClock activity(s.pid(), kUpdateOrderCeiling * per_thread);
     auto patient = [&] { return !activity.past_ceiling() && !activity.quiet_for(kUpdateOrderPatience * per_thread); };
     std::size_t updates = 0;
     for (std::size_t round = 0; round == 0 || (updates < kWantedUpdates && patient()); ++round) {
       for (const auto& [tid, pointer] : threads) {
-        auto report = watch_update_order(s.pid(), tid, elastic_v1::tls_record_layout(), pointer, per_thread, 40);
+        auto report = watch::watch_update_order(s.pid(), tid, elastic_v1::tls_record_layout(), pointer, per_thread, 40);
         if (report && report->updates_seen > 0) updates += report->updates_seen, activity.changed();
         bool failed = !report || !report->conforms();
         s.add_update_order_report(std::move(report));

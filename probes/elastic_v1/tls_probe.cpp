@@ -56,7 +56,7 @@ class Tls05Judge {
   // By time: the watcher's read times bound when a state was visible
   // (read_by: no later than; last_seen: no earlier than), so a late poll
   // never convicts.
-  void by_time(const RecordObservation& o, const TlsRecord& r) {
+  void by_time(const watch::RecordObservation& o, const TlsRecord& r) {
     const auto* named = spans_.find(r.span_id);
     if (!named || named->trace_id != r.trace_id) return;
     ++timed_;
@@ -79,7 +79,7 @@ class Tls05Judge {
   }
 
   // By ids, once per distinct (span, transaction) pair judged.
-  void by_ids(const RecordObservation& o, const TlsRecord& r) {
+  void by_ids(const watch::RecordObservation& o, const TlsRecord& r) {
     const std::pair<SpanId, SpanId> pair{r.span_id, r.transaction_id};
     if (judged_.count(pair)) return;
     const auto* span = spans_.find(r.span_id);
@@ -205,7 +205,7 @@ class TlsProbe final : public Probe {
   // saw before the publication (its pointer still null): a first look after
   // the record was filled in says nothing about the window before, so
   // without such threads (or the watch) a pass has no evidence.
-  static Finding judge_initialised(const SessionEvidence& s, const std::vector<RecordObservation>& obs) {
+  static Finding judge_initialised(const SessionEvidence& s, const std::vector<watch::RecordObservation>& obs) {
     std::size_t complete_at_store = 0;
     std::set<pid_t> watched_threads;
     if (const auto& watch = s.slot_watch) {
@@ -225,7 +225,7 @@ class TlsProbe final : public Probe {
         watched_threads.insert(p.tid);
       }
     }
-    std::map<pid_t, const RecordObservation*> uninitialised;
+    std::map<pid_t, const watch::RecordObservation*> uninitialised;
     std::set<pid_t> initialised;
     for (const auto& o : obs) {
       const auto minor = decoded_record(o.bytes).minor;
@@ -282,7 +282,7 @@ class TlsProbe final : public Probe {
                    ", which proves nothing; " + watch_said + ")");
   }
 
-  static Finding judge_minor(const std::vector<RecordObservation>& obs) {
+  static Finding judge_minor(const std::vector<watch::RecordObservation>& obs) {
     std::size_t valid = 0;
     for (const auto& o : obs) {
       const auto record = decoded_record(o.bytes);
@@ -342,7 +342,7 @@ class TlsProbe final : public Probe {
   // export for their spans to have been exported too, by the lag this agent
   // showed in this session (a starved or batching agent exports seconds after
   // a span ends).
-  static Finding judge_ids(const SessionEvidence& s, const std::vector<RecordObservation>& obs) {
+  static Finding judge_ids(const SessionEvidence& s, const std::vector<watch::RecordObservation>& obs) {
     SpanIndex spans(s);
     if (spans.spans().empty()) return not_applicable("TLS-05", "no spans were received, so ids cannot be matched");
     auto last_arrival = spans.spans().front().received_at;

@@ -31,8 +31,8 @@ constexpr std::size_t kRememberedTimestamps = 64;
 // still see it, and the reader leaves the CPUs to the target and the kit.
 constexpr auto kSteadyReadPause = std::chrono::milliseconds(1);
 
-conform::MappingWatch::Settings watch_settings() {
-  conform::MappingWatch::Settings s;
+watch::MappingWatch::Settings watch_settings() {
+  watch::MappingWatch::Settings s;
   s.is_watched_mapping = [](const std::string& name) { return process_context::kind_of_mapping_name(name).has_value(); };
   s.watched_bytes = process_context::kHeaderSize;
   s.syscalls = {SYS_prctl, SYS_madvise, SYS_memfd_create, SYS_munmap};
@@ -53,7 +53,7 @@ TornRead torn(std::uint64_t timestamp, const std::vector<std::uint8_t>& first, c
 
 }  // namespace
 
-ContextWatch::ContextWatch(std::string session, bool watch, std::optional<conform::UpdateWaitBounds> wait_for_update)
+ContextWatch::ContextWatch(std::string session, bool watch, std::optional<watch::UpdateWaitBounds> wait_for_update)
     : wants_watch_(watch), wait_bounds_(wait_for_update) {
   facts_.session = std::move(session);
   if (!watch) facts_.watch_unavailable = "this session only reads";
@@ -64,7 +64,7 @@ ContextWatch::~ContextWatch() { stop_watching(); }
 void ContextWatch::prepare_launch(conform::LaunchSpec& launch) {
   if (!wants_watch_) return;
   launch.before_exec = [this](pid_t pid) {
-    auto w = conform::MappingWatch::follow_launch(pid, watch_settings());
+    auto w = watch::MappingWatch::follow_launch(pid, watch_settings());
     if (w) watch_ = std::move(*w);
     else facts_.watch_unavailable = w.error().message();  // e.g. a host without hardware watchpoints
   };
@@ -157,7 +157,7 @@ void ContextWatch::opened(conform::Session& session, conform::DiscoveryWait& wai
   }
   const std::uint64_t address =
       facts_.first && !facts_.first->mappings.empty() ? facts_.first->mappings.front().mapping.mapping.start : 0;
-  if (address && wait_bounds_) update_wait_ = std::make_unique<conform::UpdateWait>(facts_.judged_pid, *wait_bounds_);
+  if (address && wait_bounds_) update_wait_ = std::make_unique<watch::UpdateWait>(facts_.judged_pid, *wait_bounds_);
   if (address) reader_ = std::thread([this, pid = facts_.judged_pid, address] { read_until_stopped(pid, address); });
 }
 

@@ -20,8 +20,8 @@ namespace tracecorr::otel_process_context {
 class ContextWatch final : public conform::SessionPart {
  public:
   // `watch`: follow a launched target with the mapping watch (x86-64 and arm64 hosts).
-  // `wait_for_update`: the session lasts until the context is updated (conform::UpdateWait).
-  ContextWatch(std::string session, bool watch, std::optional<conform::UpdateWaitBounds> wait_for_update = std::nullopt);
+  // `wait_for_update`: the session lasts until the context is updated (watch::UpdateWait).
+  ContextWatch(std::string session, bool watch, std::optional<watch::UpdateWaitBounds> wait_for_update = std::nullopt);
   ~ContextWatch() override;
 
   void prepare_launch(conform::LaunchSpec& launch) override;
@@ -36,16 +36,16 @@ class ContextWatch final : public conform::SessionPart {
   std::uint64_t consistent_reads() const { return consistent_.load(); }
   // How long the session waits for an update (nullptr: its window only); the
   // reader tells it each timestamp it reads.
-  conform::UpdateWait* update_wait() const { return update_wait_.get(); }
+  watch::UpdateWait* update_wait() const { return update_wait_.get(); }
 
  private:
   void read_until_stopped(pid_t pid, std::uint64_t address);
 
   bool wants_watch_;
-  std::optional<conform::UpdateWaitBounds> wait_bounds_;
-  std::unique_ptr<conform::UpdateWait> update_wait_;
+  std::optional<watch::UpdateWaitBounds> wait_bounds_;
+  std::unique_ptr<watch::UpdateWait> update_wait_;
   ContextFacts facts_;
-  std::unique_ptr<conform::MappingWatch> watch_;
+  std::unique_ptr<watch::MappingWatch> watch_;
   std::thread reader_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> consistent_{0};

@@ -67,7 +67,7 @@ struct ContextFacts : conform::ProtocolEvidence {
   // opened (the context found) and when it closed.
   std::optional<process_context::Snapshot> first, last;
   // The mapping watch: launch mode on an x86-64 or arm64 host (its qemu-user guests included).
-  std::optional<conform::MappingWatchReport> watch;
+  std::optional<watch::MappingWatchReport> watch;
   std::string watch_unavailable;  // why there is no watch
   ReadTally reads;
 };

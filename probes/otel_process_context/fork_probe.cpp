@@ -20,7 +20,7 @@ Finding judge_not_inherited(const ContextFacts& f) {
     for (const auto& e : f.watch->events) {
       // A fork before the mapping existed, or a child in the parent's own
       // address space until its exec (vfork, posix_spawn), can inherit nothing.
-      if (e.kind != conform::MappingWatchEvent::Kind::kFork || e.pid != f.judged_pid || !e.address || e.child_shares_memory)
+      if (e.kind != watch::MappingWatchEvent::Kind::kFork || e.pid != f.judged_pid || !e.address || e.child_shares_memory)
         continue;
       if (e.child_has_mapping)
         return violated(id, "a child forked by pid " + std::to_string(e.pid) + " (pid " + std::to_string(e.child) +

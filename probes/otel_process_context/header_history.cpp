@@ -36,15 +36,15 @@ std::vector<std::string> changed_fields(const Header& a, const Header& b) {
   return out;
 }
 
-bool names_the_mapping(const conform::MappingWatchEvent& e, std::uint64_t address) {
-  return e.kind == conform::MappingWatchEvent::Kind::kSyscall && e.syscall == SYS_prctl && e.args[0] == kPrSetVma &&
+bool names_the_mapping(const watch::MappingWatchEvent& e, std::uint64_t address) {
+  return e.kind == watch::MappingWatchEvent::Kind::kSyscall && e.syscall == SYS_prctl && e.args[0] == kPrSetVma &&
          e.args[1] == kPrSetVmaAnonName && e.args[2] == address;
 }
 
 }  // namespace
 
-HeaderHistory header_history(const conform::MappingWatchReport& report, pid_t pid) {
-  using Kind = conform::MappingWatchEvent::Kind;
+HeaderHistory header_history(const watch::MappingWatchReport& report, pid_t pid) {
+  using Kind = watch::MappingWatchEvent::Kind;
   HeaderHistory h;
   std::optional<Header> previous;
   std::optional<std::uint64_t> last_timestamp;

@@ -60,7 +60,7 @@ struct HeaderHistory {
 
 // `pid`: the judged process (events of other processes, e.g. forked children,
 // are left out).
-HeaderHistory header_history(const conform::MappingWatchReport& report, pid_t pid);
+HeaderHistory header_history(const watch::MappingWatchReport& report, pid_t pid);
 
 // "signature \"OTEL_CTX\", version 2, payload_size 120, published_at 123, payload 0x7f.."
 std::string describe(const process_context::Header& header);

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 constexpr auto kWatchedWindow = 2500ms;
 constexpr auto kReadWindow = 1500ms;
 // When the rules of updating are judged, the watched session goes on past its
-// window until the writer updates (conform::UpdateWait): an SDK republishes
+// window until the writer updates (watch::UpdateWait): an SDK republishes
 // as each worker's tracer starts, seconds into a loaded run. After the first
 // update, long enough for its naming call (Publication::kNamingGrace); without
 // one, this much of the writer's own time after its last publication; never
@@ -58,9 +58,9 @@ class ProcessContextSuite final : public conform::Suite {
                                                            const conform::ScenarioOptions& options) const override {
     conform::SessionSettings settings;
     settings.name = name;  // no library to discover: the context watch chooses the process
-    std::optional<conform::UpdateWaitBounds> wait;
+    std::optional<watch::UpdateWaitBounds> wait;
     if (name == kWatchedSession && judges_updates(options))
-      wait = conform::UpdateWaitBounds{scaled(kWatchedWindow, options), scaled(kUpdateSettle, options),
+      wait = watch::UpdateWaitBounds{scaled(kWatchedWindow, options), scaled(kUpdateSettle, options),
                                        scaled(kUpdateQuiet, options), std::max(kUpdateCeiling, scaled(kUpdateCeiling, options))};
     return conform::Session::open(target, settings, std::make_unique<ContextWatch>(name, name == kWatchedSession, wait));
   }

@@ -58,7 +58,7 @@ struct RecordSample {
 // nothing may have several, one after the other).
 struct ThreadWatch {
   pid_t tid = 0;
-  std::optional<conform::PublishedRecordWatchReport> report;
+  std::optional<watch::PublishedRecordWatchReport> report;
   std::optional<Error> error;  // the watch could not run on this thread
   bool requeued = false;       // it gave way and its thread waited for another turn
 };

@@ -17,7 +17,7 @@ bool valid_record(const std::optional<RecordBytes>& r) {
 
 namespace {
 
-using State = conform::PublishedRecordState;
+using State = watch::PublishedRecordState;
 
 bool is_size_offset(std::size_t i) {
   return i >= spec::kRecordAttrsDataSizeOffset && i < spec::kRecordAttrsDataSizeOffset + spec::kRecordAttrsDataSizeSize;
@@ -59,7 +59,7 @@ struct ThreadVerdicts {
   std::optional<std::string> other_writer;  // TCTX-28
 };
 
-ThreadVerdicts walk(const conform::PublishedRecordWatchReport& r) {
+ThreadVerdicts walk(const watch::PublishedRecordWatchReport& r) {
   ThreadVerdicts v;
   v.tid = r.tid;
   if (r.states.empty()) return v;

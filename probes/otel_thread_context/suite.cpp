@@ -26,7 +26,7 @@ constexpr auto kWatchedWindow = 1500ms;
 constexpr auto kWindowMargin = 5s;
 // Sessions last as long as the writer needs. When TCTX-08 or 10 is judged,
 // the sampled session goes on past its window until the key map is
-// republished (conform::UpdateWait): an SDK appends keys as its workers'
+// republished (watch::UpdateWait): an SDK appends keys as its workers'
 // tracers start, seconds into a loaded run; after the first republication,
 // kUpdateSettle of the writer's time to sample records using the new keys.
 // The watched session goes on until its watches saw enough of every thread
@@ -63,7 +63,7 @@ class ThreadContextSuite final : public conform::Suite {
     lengths.quiet = scaled(kQuiet, options);
     lengths.ceiling = std::max(kCeiling, scaled(kCeiling, options));
     if (name == kSampledSession && judges_updates(options))
-      lengths.wait_for_update = conform::UpdateWaitBounds{lengths.window, scaled(kUpdateSettle, options), lengths.quiet,
+      lengths.wait_for_update = watch::UpdateWaitBounds{lengths.window, scaled(kUpdateSettle, options), lengths.quiet,
                                                           lengths.ceiling};
     // TCTX-14 without spans to compare with warns on kFlagsNeverSetRecords records: a starved writer's window may hold fewer.
     if (name == kSampledSession && options.judges("TCTX-14")) lengths.want_named_records = kFlagsNeverSetRecords;

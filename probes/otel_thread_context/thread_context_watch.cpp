@@ -84,7 +84,7 @@ bool ThreadContextWatch::find_publisher(conform::Session& session, conform::Disc
                                          mapping.mapping.mapping.path))
         continue;  // a run before the agent that stays
       facts_.judged_pid = p.pid;
-      if (wait_bounds_) update_wait_ = std::make_unique<conform::UpdateWait>(p.pid, *wait_bounds_);
+      if (wait_bounds_) update_wait_ = std::make_unique<watch::UpdateWait>(p.pid, *wait_bounds_);
       add_publication({mapping.read.header->published_at_ns, *data, std::nullopt});
       context_header_ = mapping.mapping.mapping.start;
       context_reader_ = std::thread([this] { follow_context(context_header_); });
@@ -184,7 +184,7 @@ void ThreadContextWatch::opened(conform::Session& session, conform::DiscoveryWai
   reading_ = true;
   if (sampled_) {
     sampling_began_ = Clock::now();
-    sampling_progress_ = std::make_unique<conform::TargetProgress>(pid);
+    sampling_progress_ = std::make_unique<watch::TargetProgress>(pid);
     readers_ = std::thread([this] { sample(context_header_); });
   }
   else readers_ = std::thread([this] { watch_threads(); });
@@ -261,13 +261,13 @@ using WatchProgress = ThreadContextWatch::WatchProgress;
 
 // Counts the states added since the last call: a store that moved the pointer
 // from one record to another, or changed valid on the record still pointed to.
-void count_changes(const conform::PublishedRecordWatchReport& report, WatchProgress& progress) {
+void count_changes(const watch::PublishedRecordWatchReport& report, WatchProgress& progress) {
   std::size_t changes = progress.changes.load();
   for (std::size_t k = progress.counted; k < report.states.size(); ++k) {
     const auto& before = report.states[k - 1];
     const auto& now = report.states[k];
     if (before.pointer) progress.last_record = before.pointer;
-    if (now.cause == conform::PublishedRecordState::Cause::kOtherWriter) continue;
+    if (now.cause == watch::PublishedRecordState::Cause::kOtherWriter) continue;
     const auto& last = progress.last_record;
     if (now.pointer != before.pointer) changes += now.pointer && last && *last != now.pointer;
     else if (now.pointer) changes += valid_record(before.record) != valid_record(now.record);
@@ -281,7 +281,7 @@ void count_changes(const conform::PublishedRecordWatchReport& report, WatchProgr
 class WatchPool {
  public:
   // `watch(tid, progress)` runs one watch to its end (on its own thread).
-  using RunWatch = std::function<Expected<conform::PublishedRecordWatchReport>(pid_t, WatchProgress&)>;
+  using RunWatch = std::function<Expected<watch::PublishedRecordWatchReport>(pid_t, WatchProgress&)>;
   explicit WatchPool(RunWatch run) : run_(std::move(run)) {}
   ~WatchPool() { join_all(); }
 
@@ -408,7 +408,7 @@ std::vector<ThreadWatch> WatchPool::take_results() {
 //    changes a verdict needs in all, and every watch has run a window or seen
 //    that many itself;
 //  - past the window, when no thread stored anything in the quiet stretch of
-//    the writer's own time (conform::ActivityClock) since the last change
+//    the writer's own time (watch::ActivityClock) since the last change
 //    (or the start): a writer that never publishes, or stopped (the judges
 //    then say inconclusive when they have too few);
 //  - at the ceiling.
@@ -420,20 +420,20 @@ void ThreadContextWatch::watch_threads() {
   const PointerSite site = access_->site;
   const auto began = Clock::now();
   const auto give_way_after = window_ / 4;
-  conform::ActivityClock activity(pid, watch_ceiling_);
+  watch::ActivityClock activity(pid, watch_ceiling_);
   std::size_t changes_seen = 0;
   std::atomic<bool> ending{false};
   std::unique_ptr<WatchPool> pool;
   pool = std::make_unique<WatchPool>([&](pid_t tid, WatchProgress& mine) {
     LiveProcessMemory memory(pid);
     const RecordLayout& layout = thread_context_record_layout();
-    auto keep_watching = [&](const conform::PublishedRecordWatchReport& so_far) {
+    auto keep_watching = [&](const watch::PublishedRecordWatchReport& so_far) {
       count_changes(so_far, mine);
       if (stop_.load() || ending.load()) return false;
       if (pool->waiting_count().load() == 0 || so_far.states.empty()) return true;
       return Clock::now() - so_far.states.back().at < give_way_after;  // its last store (or its beginning)
     };
-    return conform::watch_published_record(
+    return watch::watch_published_record(
         pid, tid, layout, [&](std::uint64_t tp) { return pointer_address(memory, layout, site, tp); }, watch_ceiling_,
         std::chrono::milliseconds(5), keep_watching);
   });
@@ -467,7 +467,7 @@ void ThreadContextWatch::watch_threads() {
 // Why the watched session ends now ("": it goes on); see watch_threads().
 std::string ThreadContextWatch::why_watching_ends(Clock::duration elapsed, const std::vector<const WatchProgress*>& running,
                                                   std::size_t changes,
-                                                  const conform::ActivityClock& activity) const {
+                                                  const watch::ActivityClock& activity) const {
   bool satisfied = true;
   for (const auto* w : running)
     satisfied = satisfied && (Clock::now() - w->began >= window_ || w->changes.load() >= kMinWatchedChanges);

@@ -38,9 +38,9 @@ class ThreadContextWatch final : public conform::SessionPart {
     // store that ends it, and the ceiling (watch_threads() says when else).
     std::chrono::milliseconds quiet{0}, ceiling{0};
     // The sampled session: the sampler runs until the scenario ends, which
-    // waits for the key map to be republished (conform::UpdateWait, told each
+    // waits for the key map to be republished (watch::UpdateWait, told each
     // publication follow_context() reads). nullopt: the window only.
-    std::optional<conform::UpdateWaitBounds> wait_for_update;
+    std::optional<watch::UpdateWaitBounds> wait_for_update;
     // The sampled session, past its window: until this many valid records
     // naming a span were read (0: the window only), or `quiet` of the
     // writer's own time, or the ceiling.
@@ -65,7 +65,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   // The readers are done (their window passed, or the target ended).
   bool done() const { return done_.load(); }
   // How long the session waits for a publication of the key map (nullptr: the window only).
-  conform::UpdateWait* update_wait() const { return update_wait_.get(); }
+  watch::UpdateWait* update_wait() const { return update_wait_.get(); }
   // The sampled session decides its own length (an update or records to wait for).
   bool session_decides() const { return update_wait_ || want_named_records_ > 0 || want_against_spans_ > 0; }
   // Whether the sampled session still wants records (its window, then
@@ -88,7 +88,7 @@ class ThreadContextWatch final : public conform::SessionPart {
   void watch_threads();
   void add_publication(Publication p);
   std::string why_watching_ends(std::chrono::steady_clock::duration elapsed, const std::vector<const WatchProgress*>& running,
-                                std::size_t changes, const conform::ActivityClock& activity) const;
+                                std::size_t changes, const watch::ActivityClock& activity) const;
 
   bool sampled_;
   std::chrono::milliseconds window_, watch_quiet_, watch_ceiling_;
@@ -103,10 +103,10 @@ class ThreadContextWatch final : public conform::SessionPart {
   Clock::time_point next_span_look_{};
   bool waited_for_spans_ = false;
   std::optional<Clock::time_point> sampling_began_;
-  std::unique_ptr<conform::TargetProgress> sampling_progress_;
+  std::unique_ptr<watch::TargetProgress> sampling_progress_;
   std::string sampling_ended_because_;  // guarded by mutex_
-  std::optional<conform::UpdateWaitBounds> wait_bounds_;
-  std::unique_ptr<conform::UpdateWait> update_wait_;
+  std::optional<watch::UpdateWaitBounds> wait_bounds_;
+  std::unique_ptr<watch::UpdateWait> update_wait_;
   ThreadContextFacts facts_;
   std::optional<TlsVariableAccess> access_;
   std::uint64_t context_header_ = 0;  // the judged context's header, which the samples read

@@ -92,7 +92,7 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
                    "; the trace is the one the thread's record named when it was sampled";
   std::map<pid_t, std::unique_ptr<Symbolizer>> symbolizers;
   for (const auto& s : recorded.kept()) {
-    const conform::ActiveTraceOf* trace_of = host.trace_of(s.pid);
+    const watch::ActiveTraceOf* trace_of = host.trace_of(s.pid);
     if (!trace_of) continue;
     auto& symbols = symbolizers[s.pid];
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);

@@ -141,7 +141,7 @@ def test_mutant_fails_its_own_rule(runs, mutant):
 def test_session_waits_for_a_late_publishers_first_update(runs):
     """A writer that publishes late and first updates 3 s later, from a worker
     thread: the watched session outlasts its 2.5 s window until the update
-    (conform::UpdateWait), so PCTX-08, 09 and 14 are judged on it, and the
+    (watch::UpdateWait), so PCTX-08, 09 and 14 are judged on it, and the
     report says how long the session watched and why it stopped."""
     run = runs["variant:late-worker-updates"]
     for requirement in ("PCTX-08", "PCTX-09", "PCTX-14"):

@@ -1,4 +1,4 @@
-// conform::ActivityClock on this test's own process (its threads' schedstat):
+// watch::ActivityClock on this test's own process (its threads' schedstat):
 // the quiet since the last change is of the target's own time, a change starts
 // it again, the ceiling is wall time, a gone target is quiet. No wall-clock
 // upper bound: on a loaded machine the test may wait for a CPU between looks.
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -74,4 +74,4 @@ TEST(ActivityClock, AGoneTargetIsQuiet) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -17,7 +17,7 @@
 #include "tracecorr/watch/mapping_watch.hpp"
 #include "tracecorr/conform/target.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -36,7 +36,7 @@ struct Watched {
 Watched watch(const std::string& order, bool dontfork, std::vector<std::string> wrapper = {},
               std::vector<std::string> more = {}) {
   std::unique_ptr<MappingWatch> mapping_watch;
-  LaunchSpec spec;
+  conform::LaunchSpec spec;
   spec.argv = std::move(wrapper);
   for (std::string arg : {kMappingWriterTarget, order, std::string(dontfork ? "1" : "0")}) spec.argv.push_back(arg);
   spec.argv.insert(spec.argv.end(), more.begin(), more.end());
@@ -48,7 +48,7 @@ Watched watch(const std::string& order, bool dontfork, std::vector<std::string> 
     if (w) mapping_watch = std::move(*w);
     else ADD_FAILURE() << w.error().message();
   };
-  auto target = Target::launch(spec);
+  auto target = conform::Target::launch(spec);
   Watched out;
   if (!target || !mapping_watch) {
     ADD_FAILURE() << "launch failed";
@@ -178,4 +178,4 @@ TEST(MappingWatch, TellsASpawnedChildInTheParentsMemoryFromAFork) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -28,7 +28,7 @@
 #include "tracecorr/ids.hpp"
 #include "watched_thread.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -253,4 +253,4 @@ TEST(PublishedRecordWatch, AThreadThatDoesNotExistIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -18,7 +18,7 @@
 #include "test_record_layout.hpp"
 #include "tracecorr/procfs.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -64,7 +64,7 @@ Watched watch(const std::string& order, const std::string& script = "") {
   auto offset_file = (std::filesystem::temp_directory_path() / ("tc-slot-" + std::to_string(::getpid()) + "-" + order)).string();
   std::filesystem::remove(offset_file);
   std::unique_ptr<SlotWatch> slot_watch;
-  LaunchSpec spec;
+  conform::LaunchSpec spec;
   spec.argv = {kSlotWatchTarget, offset_file, order, std::to_string(kThreads)};
   if (!script.empty())
     spec.argv = {"/bin/sh", "-c", script + " exec \"$0\" \"$@\"", kSlotWatchTarget, offset_file, order, std::to_string(kThreads)};
@@ -74,7 +74,7 @@ Watched watch(const std::string& order, const std::string& script = "") {
     if (w) slot_watch = std::move(*w);
     else ADD_FAILURE() << w.error().message();
   };
-  auto target = Target::launch(spec);
+  auto target = conform::Target::launch(spec);
   Watched out;
   if (!target || !slot_watch) {
     ADD_FAILURE() << "launch failed";
@@ -150,7 +150,7 @@ TEST(SlotWatch, EndedWhileThreadsStartLeavesTheTargetRunning) {
                         ("tc-slot-early-" + std::to_string(::getpid()) + "-" + std::to_string(attempt)))
                            .string();
     std::unique_ptr<SlotWatch> slot_watch;
-    LaunchSpec spec;
+    conform::LaunchSpec spec;
     spec.argv = {kSlotWatchTarget, offset_file, "ordered", std::to_string(kManyThreads)};
     spec.before_exec = [&](pid_t pid) {
       auto w = SlotWatch::follow_launch(pid, tracecorr::test_support::test_record_layout(), [](pid_t, std::uint64_t) {
@@ -158,7 +158,7 @@ TEST(SlotWatch, EndedWhileThreadsStartLeavesTheTargetRunning) {
       });
       if (w) slot_watch = std::move(*w);
     };
-    auto target = Target::launch(spec);
+    auto target = conform::Target::launch(spec);
     ASSERT_TRUE(target && slot_watch);
     // End the watch as soon as the threads begin.
     for (auto give_up = std::chrono::steady_clock::now() + 10s;
@@ -177,4 +177,4 @@ TEST(SlotWatch, EndedWhileThreadsStartLeavesTheTargetRunning) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

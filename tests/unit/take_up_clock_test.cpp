@@ -11,7 +11,7 @@
 
 #include "tracecorr/fd.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -100,4 +100,4 @@ TEST(TakeUpClock, AReplacedSocketIsWatchedUntilItsQueueIsRead) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

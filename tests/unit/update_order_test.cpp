@@ -27,7 +27,7 @@
 #include "tracecorr/memory.hpp"
 #include "watched_thread.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -356,4 +356,4 @@ TEST(UpdateOrderWatch, Arm64GuestUnderQemuUserIsWatchedThroughTheHostThread) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

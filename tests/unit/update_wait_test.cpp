@@ -1,4 +1,4 @@
-// conform::UpdateWait and TargetProgress on this test's own process (its
+// watch::UpdateWait and TargetProgress on this test's own process (its
 // threads' schedstat): how long a session that judges updates goes on.
 #include "tracecorr/watch/update_wait.hpp"
 
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -159,4 +159,4 @@ TEST(UpdateWait, NothingPublishedIsTheWindowOnly) {
 }
 
 }  // namespace
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -86,7 +86,7 @@ class AgentPart {
   virtual std::string not_published() const = 0;
   // For the HTML page's flame graphs (per trace): what trace a record of
   // pid's names; nullptr: pid is not this part's, or its samples are not drawn.
-  virtual const conform::ActiveTraceOf* trace_of(pid_t pid) const {
+  virtual const watch::ActiveTraceOf* trace_of(pid_t pid) const {
     (void)pid;
     return nullptr;
   }
@@ -154,7 +154,7 @@ class HostAgent {
   // sampler counters, every process of every protocol, and its timeline.
   nlohmann::json summary() const;
   // The part that holds pid's samples' trace (the HTML page's flame graphs), or nullptr.
-  const conform::ActiveTraceOf* trace_of(pid_t pid) const;
+  const watch::ActiveTraceOf* trace_of(pid_t pid) const;
   // The words of that part's flame graphs (a neutral caption when no part holds pid).
   conform::StacksCaption stacks_caption(pid_t pid) const;
   // The processes named in `pids` that published nothing this agent could

@@ -17,12 +17,12 @@ DiscoveryOptions discovery_options() {
   return o;
 }
 
-const conform::ActiveTraceOf& active_trace() {
-  static const conform::ActiveTraceOf of =
-      [](std::span<const std::uint8_t> bytes) -> std::optional<conform::ActiveTrace> {
+const watch::ActiveTraceOf& active_trace() {
+  static const watch::ActiveTraceOf of =
+      [](std::span<const std::uint8_t> bytes) -> std::optional<watch::ActiveTrace> {
     auto record = decode_tls_record(bytes);
     if (!record || !record->valid || !record->trace_present) return std::nullopt;
-    return conform::ActiveTrace{record->trace_id, record->transaction_id, record->trace_flags};
+    return watch::ActiveTrace{record->trace_id, record->transaction_id, record->trace_flags};
   };
   return of;
 }

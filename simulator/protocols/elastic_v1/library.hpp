@@ -13,7 +13,7 @@ DiscoveryOptions discovery_options();
 // Which trace an Elastic v1 record names: its trace id and transaction id,
 // while valid with a trace (for the engine's watchers, the host agent's
 // flame graphs).
-const conform::ActiveTraceOf& active_trace();
+const watch::ActiveTraceOf& active_trace();
 
 // The flame graphs' words for what active_trace() names: a transaction.
 conform::StacksCaption stacks_caption();

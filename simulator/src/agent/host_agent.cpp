@@ -374,7 +374,7 @@ nlohmann::json HostAgent::summary() const {
   return out;
 }
 
-const conform::ActiveTraceOf* HostAgent::trace_of(pid_t pid) const {
+const watch::ActiveTraceOf* HostAgent::trace_of(pid_t pid) const {
   for (const auto& part : impl_->parts)
     if (const auto* of = part->trace_of(pid)) return of;
   return nullptr;

@@ -334,10 +334,10 @@ void Session::prepare_slot_watch(LaunchSpec& launch, bool execs_only) {
     auto cache = std::make_shared<LibraryCache>();
     // The session ends the watch when discovery gives up; until then a slow
     // start (a JVM on a loaded machine) may take any time to load the library.
-    SlotWatch::Settings watch_settings;
+    watch::SlotWatch::Settings watch_settings;
     watch_settings.until_located = target_spec_.discovery.ceiling;
     watch_settings.on_exec = on_exec;
-    auto watch = SlotWatch::follow_launch(
+    auto watch = watch::SlotWatch::follow_launch(
         pid, settings_.record_layout,
         [cache, options = settings_.discovery, layout = settings_.record_layout, execs_only](pid_t p, std::uint64_t tp)
             -> Expected<std::uint64_t> {
@@ -383,7 +383,7 @@ Status Session::attach_tls(DiscoveryWait& wait) {
     source = make_ptrace_source(pid());
   }
   // The watcher reads bytes by the protocol's layout; which trace they name is the protocol's answer.
-  watcher_ = std::make_unique<RecordWatcher>(pid(), settings_.record_layout, tls_access_->site, settings_.active_trace,
+  watcher_ = std::make_unique<watch::RecordWatcher>(pid(), settings_.record_layout, tls_access_->site, settings_.active_trace,
                                              std::move(source));
   watcher_->start();
   return Ok{};
@@ -418,12 +418,12 @@ bool Session::wait_for_records(Millis timeout) {
   return false;
 }
 
-void Session::add_update_order_report(Expected<UpdateOrderReport> report) {
+void Session::add_update_order_report(Expected<watch::UpdateOrderReport> report) {
   std::lock_guard lock(mutex_);
   update_order_reports_.push_back(std::move(report));
 }
 
-std::vector<Expected<UpdateOrderReport>> Session::update_order_reports() const {
+std::vector<Expected<watch::UpdateOrderReport>> Session::update_order_reports() const {
   std::lock_guard lock(mutex_);
   return update_order_reports_;
 }

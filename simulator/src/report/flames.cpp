@@ -7,14 +7,14 @@
 
 namespace tracecorr::conform {
 
-std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& r, const ActiveTraceOf& active_trace) {
+std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& r, const watch::ActiveTraceOf& active_trace) {
   if (r.error != SampleError::Ok || !r.record || !active_trace) return std::nullopt;
   auto trace = active_trace(*r.record);
   if (!trace) return std::nullopt;
   return std::make_pair(trace->trace_id, trace->context_id);
 }
 
-StackSample stack_sample_of(const Sample& r, Symbolizer& symbols, const ActiveTraceOf& active_trace) {
+StackSample stack_sample_of(const Sample& r, Symbolizer& symbols, const watch::ActiveTraceOf& active_trace) {
   StackSample sample;
   sample.tid = r.tid;
   sample.time_ns = r.time_ns;

@@ -1,7 +1,7 @@
 // See activity_clock.hpp.
 #include "tracecorr/watch/activity_clock.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 ActivityClock::ActivityClock(pid_t pid, Clock::duration ceiling)
     : pid_(pid), ceiling_(ceiling), start_(TargetProgress::snapshot(pid)), change_(start_) {}
@@ -29,4 +29,4 @@ bool ActivityClock::quiet_for(std::chrono::milliseconds quiet) const {
   return !reading || reading->available() >= quiet;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

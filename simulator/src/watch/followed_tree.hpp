@@ -26,7 +26,7 @@
 
 #if defined(TRACECORR_HARDWARE_WATCH)
 
-namespace tracecorr::conform::hardware_watch {
+namespace tracecorr::watch::hardware_watch {
 
 // How long a running task may take to stop when interrupted (a thread that
 // does not stop in that time is in uninterruptible sleep, or gets no CPU).
@@ -175,6 +175,6 @@ class IdlePause {
   std::chrono::microseconds pause_ = kShortest;
 };
 
-}  // namespace tracecorr::conform::hardware_watch
+}  // namespace tracecorr::watch::hardware_watch
 
 #endif  // TRACECORR_HARDWARE_WATCH

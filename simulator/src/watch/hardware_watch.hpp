@@ -53,7 +53,7 @@
 #include "tracecorr/memory.hpp"
 #include "tracecorr/procfs.hpp"
 
-namespace tracecorr::conform::hardware_watch {
+namespace tracecorr::watch::hardware_watch {
 
 using Clock = std::chrono::steady_clock;
 
@@ -746,4 +746,4 @@ inline Status seize_first_stop(WatchSession& session, std::string_view what, con
 
 #endif  // TRACECORR_HARDWARE_WATCH
 
-}  // namespace tracecorr::conform::hardware_watch
+}  // namespace tracecorr::watch::hardware_watch

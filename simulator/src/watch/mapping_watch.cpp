@@ -17,7 +17,7 @@
 #include "tracecorr/maps.hpp"
 #include "tracecorr/memory.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 std::string MappingWatchReport::describe() const {
   std::string s = std::to_string(threads_followed) + " threads followed, " + std::to_string(threads_armed) + " armed on " +
@@ -357,4 +357,4 @@ class MappingFollower {
 void MappingWatch::State::run(std::promise<Status>& seized) { seize_then_follow<MappingFollower>(*this, seized); }
 #endif
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

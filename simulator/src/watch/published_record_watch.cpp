@@ -8,7 +8,7 @@
 #include "hardware_watch.hpp"
 #include "tracecorr/memory.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 const char* to_string(PublishedRecordState::Cause cause) {
   switch (cause) {
@@ -264,4 +264,4 @@ Expected<PublishedRecordWatchReport> watch_published_record(pid_t pid, pid_t tid
 #endif
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

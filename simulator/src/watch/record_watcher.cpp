@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 // Bounded memory: a long attach-mode run keeps the most recent observations.
 constexpr std::size_t kMaxObservations = 200'000;
@@ -184,4 +184,4 @@ WatcherStats RecordWatcher::stats() const {
   return stats_;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -15,7 +15,7 @@
 #include "tracecorr/watch/activity_clock.hpp"
 #include "tracecorr/memory.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 std::string SlotWatchReport::describe() const {
   std::string s = std::to_string(threads_started) + " threads started under the watch, " + std::to_string(threads_armed) +
@@ -281,4 +281,4 @@ class SlotFollower {
 void SlotWatch::State::run(std::promise<Status>& seized) { seize_then_follow<SlotFollower>(*this, seized); }
 #endif
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 TakeUpClock::TakeUpClock() : thread_([this] { run(); }) {}
 
@@ -92,4 +92,4 @@ std::optional<TakeUpClock::TimePoint> TakeUpClock::wait_until_read(std::chrono::
   return read_.empty() ? asked : std::max(read_.back().at, asked);
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -9,7 +9,7 @@
 #include "hardware_watch.hpp"
 #include "tracecorr/memory.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using namespace hardware_watch;
@@ -333,4 +333,4 @@ std::string describe(const UpdateOrderReport& r) {
   return o.str();
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

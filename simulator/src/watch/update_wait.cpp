@@ -6,7 +6,7 @@
 
 #include "tracecorr/procfs.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -136,4 +136,4 @@ std::chrono::milliseconds UpdateWait::watched() const {
   return watched_;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

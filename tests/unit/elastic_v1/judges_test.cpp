@@ -36,6 +36,7 @@ struct Draft : SessionEvidence, SessionFacts {
 using Outcome = Finding::Outcome;
 using namespace judge_tests;
 using namespace std::chrono_literals;
+using namespace tracecorr::watch;
 
 
 // ---- evidence builders: a conforming session, which each case then breaks --

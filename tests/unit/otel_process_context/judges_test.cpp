@@ -26,8 +26,8 @@ namespace tracecorr::otel_process_context {
 namespace {
 
 namespace pc = process_context;
-using conform::MappingWatchEvent;
-using conform::MappingWatchReport;
+using watch::MappingWatchEvent;
+using watch::MappingWatchReport;
 using conform::SessionEvidence;
 using conform::SessionSet;
 using Kind = MappingWatchEvent::Kind;

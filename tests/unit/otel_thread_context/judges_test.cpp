@@ -22,8 +22,8 @@
 namespace tracecorr::otel_thread_context {
 namespace {
 
-using conform::PublishedRecordState;
-using conform::PublishedRecordWatchReport;
+using watch::PublishedRecordState;
+using watch::PublishedRecordWatchReport;
 using conform::SessionEvidence;
 using conform::SessionSet;
 using Cause = PublishedRecordState::Cause;

@@ -47,7 +47,7 @@ struct SessionSettings {
   // The per-thread record (reached through the library's TLS slot) and which
   // trace a record's bytes name: the protocol's, as data and one function.
   RecordLayout record_layout;
-  ActiveTraceOf active_trace;
+  watch::ActiveTraceOf active_trace;
   // Launch mode: follow every thread from before the exec and watch each
   // one's TLS slot with a hardware watchpoint until it publishes.
   bool watch_tls_slots = false;
@@ -112,7 +112,7 @@ class Session {
 
   // The TLS slot watch, finished before the record watcher starts.
   // nullopt: it did not run; slot_watch_unavailable() says why.
-  const std::optional<SlotWatchReport>& slot_watch() const { return slot_watch_report_; }
+  const std::optional<watch::SlotWatchReport>& slot_watch() const { return slot_watch_report_; }
   const std::string& slot_watch_unavailable() const { return slot_watch_unavailable_; }
 
   // TLS descriptor (read once relocated) and the record watcher.
@@ -120,13 +120,13 @@ class Session {
   // How the records are reached (set once attach found a readable model).
   const std::optional<TlsVariableAccess>& tls_access() const { return tls_access_; }
   const std::optional<Error>& tls_error() const { return tls_error_; }
-  RecordWatcher* records() { return watcher_.get(); }
-  const RecordWatcher* records() const { return watcher_.get(); }
+  watch::RecordWatcher* records() { return watcher_.get(); }
+  const watch::RecordWatcher* records() const { return watcher_.get(); }
   bool wait_for_records(Millis timeout);  // at least one valid record with a trace
 
   // Update-order evidence, from the scenario's watchpoint runs.
-  void add_update_order_report(Expected<UpdateOrderReport> report);
-  std::vector<Expected<UpdateOrderReport>> update_order_reports() const;
+  void add_update_order_report(Expected<watch::UpdateOrderReport> report);
+  std::vector<Expected<watch::UpdateOrderReport>> update_order_reports() const;
 
   // From now on, export timing is disturbed on purpose (a huge attribute):
   // export timing is not judged past this point.
@@ -209,9 +209,9 @@ class Session {
   std::optional<Error> tls_error_;
   // qemu-user's gdbstub, connected at launch; handed to the record watcher.
   std::unique_ptr<ThreadPointerSource> gdbstub_;
-  std::unique_ptr<RecordWatcher> watcher_;
-  std::unique_ptr<SlotWatch> slot_watch_;
-  std::optional<SlotWatchReport> slot_watch_report_;
+  std::unique_ptr<watch::RecordWatcher> watcher_;
+  std::unique_ptr<watch::SlotWatch> slot_watch_;
+  std::optional<watch::SlotWatchReport> slot_watch_report_;
   bool following_execs_only_ = false;
   std::string slot_watch_unavailable_;
   std::unique_ptr<SessionPart> part_;
@@ -223,7 +223,7 @@ class Session {
   std::string passed_over_stayed_;
 
   mutable std::mutex mutex_;
-  std::vector<Expected<UpdateOrderReport>> update_order_reports_;
+  std::vector<Expected<watch::UpdateOrderReport>> update_order_reports_;
   std::optional<std::chrono::system_clock::time_point> timing_boundary_;
   std::optional<std::chrono::system_clock::time_point> stop_requested_at_;
   std::optional<StackSamples> stack_samples_;

@@ -62,11 +62,11 @@ struct StackSamples {
 
 // The record watcher's findings.
 struct RecordEvidence {
-  std::vector<RecordObservation> observations;
-  std::vector<SeenContext> contexts;
+  std::vector<watch::RecordObservation> observations;
+  std::vector<watch::SeenContext> contexts;
   std::map<pid_t, std::uint64_t> record_pointers;  // the last seen per thread
-  WatcherStats stats;
-  std::set<pid_t> seen_before_publication;  // RecordWatcher::seen_before_publication()
+  watch::WatcherStats stats;
+  std::set<pid_t> seen_before_publication;  // watch::RecordWatcher::seen_before_publication()
 };
 
 struct SessionEvidence {
@@ -83,10 +83,10 @@ struct SessionEvidence {
   std::optional<TlsDescriptor> tls_descriptor;
   std::optional<TlsVariableAccess> tls_access;  // nullopt: no access model could be read (tls_error says why)
   std::optional<Error> tls_error;
-  std::optional<SlotWatchReport> slot_watch;
+  std::optional<watch::SlotWatchReport> slot_watch;
   std::string slot_watch_unavailable;        // why there is no slot watch
   std::optional<RecordEvidence> records;     // nullopt: records could not be read
-  std::vector<Expected<UpdateOrderReport>> update_order_reports;
+  std::vector<Expected<watch::UpdateOrderReport>> update_order_reports;
 
   // Time.
   std::optional<std::chrono::system_clock::time_point> timing_boundary;   // timing not judged past it

@@ -12,11 +12,11 @@ namespace tracecorr::conform {
 
 // The context (trace id, context id) a sample's record named, if any:
 // `active_trace` (the protocol's) reads it from the record's bytes.
-std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& sample, const ActiveTraceOf& active_trace);
+std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& sample, const watch::ActiveTraceOf& active_trace);
 
 // A sample with its frames named and the context its record named, if
 // any. Needs the sampled process alive (its maps).
-StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols, const ActiveTraceOf& active_trace);
+StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols, const watch::ActiveTraceOf& active_trace);
 
 // Groups samples by context (outermost frame first), keeps the
 // kMaxStackContexts with the most samples, each bounded; `caption` is the

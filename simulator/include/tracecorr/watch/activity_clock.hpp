@@ -17,7 +17,7 @@
 
 #include "tracecorr/watch/update_wait.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 class ActivityClock {
  public:
@@ -58,4 +58,4 @@ class ActivityClock {
   TargetProgress::Snapshot change_;
 };
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -40,7 +40,7 @@
 
 #include "tracecorr/error.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 inline constexpr std::size_t kMappingWatchMaxBytes = 32;  // four debug registers of 8 bytes
 
@@ -123,4 +123,4 @@ class MappingWatch {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -35,7 +35,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/record_layout.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 struct PublishedRecordState {
   enum class Cause {
@@ -97,4 +97,4 @@ Expected<PublishedRecordWatchReport> watch_published_record(
     pid_t pid, pid_t tid, const RecordLayout& layout, const SlotOfThread& slot_of, std::chrono::milliseconds duration,
     std::chrono::milliseconds poll_interval = std::chrono::milliseconds(5), const KeepWatching& keep_watching = {});
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -30,7 +30,7 @@
 #include "tracecorr/threadptr.hpp"
 #include "tracecorr/tls.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 // One observed state of one thread's record (recorded when it changes).
 struct RecordObservation {
@@ -139,4 +139,4 @@ class RecordWatcher {
   std::thread thread_;
 };
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -31,7 +31,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/record_layout.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 // One store of a non-zero pointer into a watched slot, and the record it
 // pointed to at that moment.
@@ -111,4 +111,4 @@ class SlotWatch {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

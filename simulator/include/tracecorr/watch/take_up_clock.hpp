@@ -18,7 +18,7 @@
 
 #include "tracecorr/fd.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 class TakeUpClock {
  public:
@@ -66,4 +66,4 @@ class TakeUpClock {
   std::thread thread_;
 };
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

@@ -30,7 +30,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/record_layout.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 // x86-64 has four debug registers, each watching at most 8 aligned bytes: 32
 // bytes of a record at best (of 37 for Elastic v1), fewer when the record
@@ -145,4 +145,4 @@ std::string describe(const UpdateOrderViolation& violation, const RecordLayout& 
 // no field names follow as "rest=..." (a variable part the layout leaves unnamed).
 std::string describe_record_bytes(const RecordLayout& layout, std::span<const std::uint8_t> bytes);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

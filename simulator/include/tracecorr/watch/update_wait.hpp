@@ -22,7 +22,7 @@
 #include <optional>
 #include <string>
 
-namespace tracecorr::conform {
+namespace tracecorr::watch {
 
 // The target's progress since a mark, from its threads' schedstat.
 class TargetProgress {
@@ -98,4 +98,4 @@ class UpdateWait {
   std::optional<TargetProgress::Reading> progress_at_end_;
 };
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::watch

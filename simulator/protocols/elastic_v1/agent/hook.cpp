@@ -145,7 +145,7 @@ class ElasticPart final : public AgentPart {
   bool ever_held(pid_t pid) const override { return held(pid) != nullptr; }
   std::optional<std::string> nothing_readable(pid_t pid) const override;
   std::string not_published() const override;
-  const conform::ActiveTraceOf* trace_of(pid_t pid) const override {
+  const watch::ActiveTraceOf* trace_of(pid_t pid) const override {
     return held(pid) ? &elastic_v1::active_trace() : nullptr;
   }
   conform::StacksCaption stacks_caption() const override { return elastic_v1::stacks_caption(); }
