@@ -191,7 +191,7 @@ Figures collect_figures(const SessionSet& sessions) {
     if (name == kEnabledSession) {
       f.scatters.push_back(deferral_figure(name, *s));
       f.record_stores = RecordStoresFigure{record_stores_caption(), record_stores(name, *s)};
-      if (auto samples = s->stack_samples) f.stacks = stacks_figure_of(*samples, stacks_caption());
+      if (auto samples = s->stack_samples) f.stacks = report::stacks_figure_of(*samples, stacks_caption());
     }
   }
   // The pictures a run draws whatever its sessions saw (an empty one says why).

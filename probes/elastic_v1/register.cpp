@@ -15,7 +15,7 @@ void register_protocol() {
   conform::register_suite(suite());
   tracecorr::register_inspector(inspector());
   tracecorr::register_agent_hook(agent::agent_hook());
-  conform::register_saved_figures_reader(saved_figures_reader());
+  report::register_saved_figures_reader(saved_figures_reader());
 }
 
 }  // namespace tracecorr::elastic_v1

@@ -6,6 +6,6 @@
 
 namespace tracecorr::elastic_v1 {
 
-const conform::SavedFiguresReader& saved_figures_reader();
+const report::SavedFiguresReader& saved_figures_reader();
 
 }  // namespace tracecorr::elastic_v1

@@ -372,7 +372,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
     while (!enough() && raw.size() < 20000) {
       auto polled = sampler->poll(
           [&](const Sample& sample) {
-            if (context_of(sample, active_trace())) ++in_transactions;
+            if (report::context_of(sample, active_trace())) ++in_transactions;
             raw.push_back(sample);
           },
           50ms);
@@ -385,7 +385,7 @@ std::thread sample_stacks_async(Session& s, Millis duration) {
                  " ms after the timing boundary (while the agent drained, so no judged timing was disturbed); "
                  "the transaction is the one in the thread's record at that instant; stacks walked by frame pointers";
     Symbolizer symbols(s.pid());
-    for (const auto& r : raw) out.samples.push_back(stack_sample_of(r, symbols, active_trace()));
+    for (const auto& r : raw) out.samples.push_back(report::stack_sample_of(r, symbols, active_trace()));
     s.set_stack_samples(std::move(out));
   });
 }

@@ -160,18 +160,18 @@ void bind_conform(py::module_& m) {
   m.def(
       "render_console",
       [](const RunResult& run, bool color, bool show_passes) {
-        ConsoleOptions o;
+        report::ConsoleOptions o;
         o.color = color;
         o.show_passes = show_passes;
-        return render_console(run, o);
+        return report::render_console(run, o);
       },
       py::arg("run"), py::arg("color") = false, py::arg("show_passes") = true);
-  m.def("render_junit", &render_junit, py::arg("run"));
-  m.def("render_json", &render_json, py::arg("run"), "JSON matching spec/report-schema-v2.json.");
-  m.def("render_html", &render_html, py::arg("run"),
+  m.def("render_junit", &report::render_junit, py::arg("run"));
+  m.def("render_json", &report::render_json, py::arg("run"), "JSON matching spec/report-schema-v2.json.");
+  m.def("render_html", &report::render_html, py::arg("run"),
         "One self-contained HTML page: summary, every requirement with its evidence, pictures.");
   m.def(
-      "write_text_file", [](const std::string& path, const std::string& text) { check(write_text_file(path, text)); },
+      "write_text_file", [](const std::string& path, const std::string& text) { check(report::write_text_file(path, text)); },
       py::arg("path"), py::arg("text"), "Replaces the file atomically.");
   m.def(
       "apply_expectations_file",

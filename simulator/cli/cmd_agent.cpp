@@ -96,7 +96,7 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
     if (!trace_of) continue;
     auto& symbols = symbolizers[s.pid];
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
-    samples.samples.push_back(conform::stack_sample_of(s, *symbols, *trace_of));
+    samples.samples.push_back(report::stack_sample_of(s, *symbols, *trace_of));
   }
   // Captioned in the words of the protocol of the first process drawn.
   conform::StacksCaption caption;
@@ -105,7 +105,7 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
       caption = host.stacks_caption(s.pid);
       break;
     }
-  run.figures.stacks = conform::stacks_figure_of(samples, std::move(caption));
+  run.figures.stacks = report::stacks_figure_of(samples, std::move(caption));
   run.counters["samples"] = recorded.kept().size();
   return run;
 }
@@ -168,12 +168,12 @@ std::optional<int> write_outputs(const AgentArgs& a, const HostAgent& host, cons
     auto page = agent_page(a, recording, host, summary);
     page.started = started;
     page.finished = std::chrono::system_clock::now();
-    if (auto written = conform::write_text_file(a.html_path, conform::render_html(page)); !written) {
+    if (auto written = report::write_text_file(a.html_path, report::render_html(page)); !written) {
       std::fprintf(stderr, "tracecorr agent: %s\n", written.error().message().c_str());
       return kExitEnvironment;
     }
   }
-  conform::make_utf8(summary);  // paths read from targets may not be UTF-8
+  report::make_utf8(summary);  // paths read from targets may not be UTF-8
   if (a.json_path.empty()) return std::nullopt;
   if (auto written = write_json(a.json_path, summary); !written) {
     std::fprintf(stderr, "tracecorr agent: %s\n", written.error().message().c_str());
@@ -216,7 +216,7 @@ int run_agent(const AgentArgs& a) {
   auto nothing = host.nothing_readable();
   for (const auto& why : nothing)
     std::fprintf(stderr, "tracecorr agent: nothing sampled: %s\n",
-                 conform::printable_text(why).c_str());  // paths and errors come from the target
+                 printable_text(why).c_str());  // paths and errors come from the target
   return nothing.empty() ? kExitOk : kExitFailure;
 }
 

@@ -102,20 +102,20 @@ int run_conform(const ConformArgs& a) {
   }
   if (expectations) apply_expectations(*run, *expectations);
 
-  ConsoleOptions console;
-  console.color = use_color(stdout);
-  std::fputs(render_console(*run, console).c_str(), stdout);
+  report::ConsoleOptions console;
+  console.color = report::use_color(stdout);
+  std::fputs(report::render_console(*run, console).c_str(), stdout);
   std::fflush(stdout);
   auto write = [](const std::string& path, const std::string& text) {
     if (path.empty()) return true;
-    if (auto st = write_text_file(path, text); !st) {
+    if (auto st = report::write_text_file(path, text); !st) {
       std::fprintf(stderr, "tracecorr conform: %s\n", st.error().message().c_str());
       return false;
     }
     return true;
   };
-  if (!write(a.junit, render_junit(*run)) || !write(a.json, render_json(*run))) return kExitEnvironment;
-  if (!a.html.empty() && !write(a.html, render_html(*run))) return kExitEnvironment;
+  if (!write(a.junit, report::render_junit(*run)) || !write(a.json, report::render_json(*run))) return kExitEnvironment;
+  if (!a.html.empty() && !write(a.html, report::render_html(*run))) return kExitEnvironment;
   if (a.update_expectations) {
     if (a.expect.empty()) {
       std::fprintf(stderr, "tracecorr conform: --update-expectations needs --expect FILE\n");

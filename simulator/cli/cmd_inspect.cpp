@@ -99,7 +99,7 @@ int run_inspect(const InspectArgs& a) {
   // One protocol: its inspection as the document (what tools read); several:
   // one member per protocol.
   nlohmann::json document = by_protocol.size() == 1 ? std::move(by_protocol.begin().value()) : std::move(by_protocol);
-  if (a.json) std::puts(conform::make_utf8(document).dump(2).c_str());
+  if (a.json) std::puts(report::make_utf8(document).dump(2).c_str());
   if (found.empty()) {
     std::string what;
     for (const auto& l : looked_for) what += (what.empty() ? "" : "; ") + l;

@@ -22,16 +22,16 @@ int run_report(const ReportArgs& a) {
   }
   std::ostringstream text;
   text << in.rdbuf();
-  auto run = conform::parse_json_report(text.str(), a.input);
+  auto run = report::parse_json_report(text.str(), a.input);
   if (!run) {
     std::fprintf(stderr, "tracecorr report: %s\n", run.error().message().c_str());
     return kExitUsage;
   }
   if (a.html.empty()) {
-    std::fputs(conform::render_console(*run).c_str(), stdout);
+    std::fputs(report::render_console(*run).c_str(), stdout);
     return kExitOk;
   }
-  if (auto st = conform::write_text_file(a.html, conform::render_html(*run)); !st) {
+  if (auto st = report::write_text_file(a.html, report::render_html(*run)); !st) {
     std::fprintf(stderr, "tracecorr report: %s\n", st.error().message().c_str());
     return kExitEnvironment;
   }

@@ -13,6 +13,8 @@
 #include "tracecorr/symbols.hpp"
 
 namespace tracecorr::conform {
+
+using namespace tracecorr::report;
 namespace {
 
 const std::string kHostile = std::string("</svg><script>alert(1)</script>\"'&\x01\x1b[31m\xff", 45);

@@ -13,6 +13,8 @@
 #include "tracecorr/report/report.hpp"
 
 namespace tracecorr::conform {
+
+using namespace tracecorr::report;
 namespace {
 
 using test_support::sample_run;

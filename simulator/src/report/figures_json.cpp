@@ -4,7 +4,9 @@
 #include "tracecorr/report/report.hpp"
 #include "tracecorr/report/saved_figures.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 
 // Strings from the target may be anything: keep them valid UTF-8 and visible.
 std::string json_text(std::string_view raw) { return printable_text(raw, true); }
@@ -237,4 +239,4 @@ Figures figures_from_json(const json& j) {
   return f;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

@@ -6,14 +6,14 @@
 
 #include "tracecorr/conform/figures.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
 
 // What the target named, as the JSON report keeps it: printable, newlines kept.
 std::string json_text(std::string_view raw);
 
-nlohmann::ordered_json figures_to_json(const Figures& figures);
+nlohmann::ordered_json figures_to_json(const conform::Figures& figures);
 // Lenient: a member missing or of the wrong type is left at its default, and
 // every list is cut at the same bounds the collector keeps.
-Figures figures_from_json(const nlohmann::ordered_json& document);
+conform::Figures figures_from_json(const nlohmann::ordered_json& document);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

@@ -5,7 +5,9 @@
 
 #include "tracecorr/ids.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 
 std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& r, const watch::ActiveTraceOf& active_trace) {
   if (r.error != SampleError::Ok || !r.record || !active_trace) return std::nullopt;
@@ -57,4 +59,4 @@ StacksFigure stacks_figure_of(const StackSamples& samples, StacksCaption caption
   return out;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

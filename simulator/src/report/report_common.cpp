@@ -8,7 +8,9 @@
 
 #include "tracecorr/report/report.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 
 std::string markup_text(std::string_view raw, bool whitespace_as_references) {
   std::string text = printable_text(raw, true);
@@ -97,4 +99,4 @@ Status write_text_file(const std::filesystem::path& path, std::string_view text)
   return Ok{};
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

@@ -4,7 +4,9 @@
 
 #include "tracecorr/report/report.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 namespace {
 
 struct Style {
@@ -170,4 +172,4 @@ std::string render_console(const RunResult& run, const ConsoleOptions& options) 
   return out;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

@@ -25,7 +25,9 @@
 #include "tracecorr/ids.hpp"
 #include "tracecorr/protocol.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 namespace {
 
 std::string esc(std::string_view raw) { return markup_text(raw, false); }
@@ -611,4 +613,4 @@ std::string render_html(const RunResult& run) {
   return o.str();
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

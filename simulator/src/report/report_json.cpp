@@ -5,7 +5,9 @@
 #include "tracecorr/report/report.hpp"
 #include "tracecorr/ids.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -109,4 +111,4 @@ std::string render_json(const RunResult& run) {
   return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

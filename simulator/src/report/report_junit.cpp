@@ -9,7 +9,9 @@
 
 #include "tracecorr/report/report.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 namespace {
 
 // Escapes for attribute values and text. printable_text has already made the
@@ -188,4 +190,4 @@ std::string render_junit(const RunResult& run) {
   return out;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

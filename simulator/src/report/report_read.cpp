@@ -7,7 +7,9 @@
 #include "tracecorr/report/report.hpp"
 #include "tracecorr/ids.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
+
+using namespace tracecorr::conform;
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -197,4 +199,4 @@ Expected<RunResult> parse_json_report(std::string_view text, std::string_view or
   return run;
 }
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

@@ -8,7 +8,7 @@
 #include "tracecorr/sampler.hpp"
 #include "tracecorr/symbols.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
 
 // The context (trace id, context id) a sample's record named, if any:
 // `active_trace` (the protocol's) reads it from the record's bytes.
@@ -16,11 +16,11 @@ std::optional<std::pair<TraceId, SpanId>> context_of(const Sample& sample, const
 
 // A sample with its frames named and the context its record named, if
 // any. Needs the sampled process alive (its maps).
-StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols, const watch::ActiveTraceOf& active_trace);
+conform::StackSample stack_sample_of(const Sample& sample, Symbolizer& symbols, const watch::ActiveTraceOf& active_trace);
 
 // Groups samples by context (outermost frame first), keeps the
 // kMaxStackContexts with the most samples, each bounded; `caption` is the
 // package's (its word for a context).
-StacksFigure stacks_figure_of(const StackSamples& samples, StacksCaption caption = {});
+conform::StacksFigure stacks_figure_of(const conform::StackSamples& samples, conform::StacksCaption caption = {});
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

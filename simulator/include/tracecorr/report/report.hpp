@@ -1,4 +1,4 @@
-// Reports rendered from the one RunResult model:
+// Reports rendered from the one conform::RunResult model:
 //  - console, in the manner of h2spec: grouped by area in registry order, one
 //    line per requirement, details (the requirement's words, expected vs
 //    actual, bytes with decoded fields, the repeat command) for failures and
@@ -22,7 +22,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/text.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
 
 struct ConsoleOptions {
   bool color = false;          // ANSI colours; use use_color(stdout) to decide
@@ -32,9 +32,9 @@ struct ConsoleOptions {
 // Colours only on a terminal, and never with NO_COLOR set or TERM=dumb.
 bool use_color(std::FILE* stream);
 
-std::string render_console(const RunResult& run, const ConsoleOptions& options = {});
-std::string render_junit(const RunResult& run);
-std::string render_json(const RunResult& run);
+std::string render_console(const conform::RunResult& run, const ConsoleOptions& options = {});
+std::string render_junit(const conform::RunResult& run);
+std::string render_json(const conform::RunResult& run);
 
 // Hex dump: "0000  01 00 ...  |..|" lines, 16 bytes each, at most max_bytes.
 std::string hex_dump(const std::vector<std::uint8_t>& bytes, std::size_t max_bytes = 256,
@@ -55,15 +55,15 @@ nlohmann::json& make_utf8(nlohmann::json& document);
 // Writes text to path (the report files): replaced atomically via a temp file.
 Status write_text_file(const std::filesystem::path& path, std::string_view text);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
 
 // One self-contained HTML page (report_html.cpp): the summary, every judged
 // requirement with its evidence, the session timelines and inline SVG pictures
 // of the figures. No network, no external scripts or fonts; readable without
 // JavaScript (a small inline script only filters and folds).
-std::string render_html(const RunResult& run);
+std::string render_html(const conform::RunResult& run);
 // The CSP source that allows exactly `script` as an inline script:
 // "'sha256-<base64 of its SHA-256>'" (the page's own filter script).
 std::string csp_script_source(std::string_view script);
@@ -71,6 +71,6 @@ std::string csp_script_source(std::string_view script);
 // Reads a report written by render_json back into the model (for
 // `tracecorr report --html`). The file is hostile input: sizes are bounded,
 // and what is malformed is named with its place.
-Expected<RunResult> parse_json_report(std::string_view text, std::string_view origin);
+Expected<conform::RunResult> parse_json_report(std::string_view text, std::string_view origin);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report

@@ -12,7 +12,7 @@
 
 #include "tracecorr/conform/figures.hpp"
 
-namespace tracecorr::conform {
+namespace tracecorr::report {
 
 // The member `key` of `j` when it has `fallback`'s type, else `fallback`:
 // a saved report is hostile, a wrong type is no reason to fail.
@@ -35,7 +35,7 @@ const nlohmann::ordered_json& saved_list(const nlohmann::ordered_json& j, const 
 // The object `key` of `j`, or an empty one.
 const nlohmann::ordered_json& saved_object(const nlohmann::ordered_json& j, const char* key);
 // A saved stack list ("frames", "count"), bounded as the engine's own reader bounds it.
-StackCount saved_stack(const nlohmann::ordered_json& j);
+conform::StackCount saved_stack(const nlohmann::ordered_json& j);
 
 // A package's reader of its figures saved in an older shape. Returns nullopt
 // when `figures` is not that shape; the timelines (a shape that never changed)
@@ -43,10 +43,10 @@ StackCount saved_stack(const nlohmann::ordered_json& j);
 class SavedFiguresReader {
  public:
   virtual ~SavedFiguresReader() = default;
-  virtual std::optional<Figures> read(const nlohmann::ordered_json& figures) const = 0;
+  virtual std::optional<conform::Figures> read(const nlohmann::ordered_json& figures) const = 0;
 };
 
 // Packages register before main (their register_protocol()); adding one twice is a no-op.
 void register_saved_figures_reader(const SavedFiguresReader& reader);
 
-}  // namespace tracecorr::conform
+}  // namespace tracecorr::report
