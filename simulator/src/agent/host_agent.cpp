@@ -331,7 +331,8 @@ void HostAgent::live_summary(bool final_line) const {
 // with each protocol's own count, from the summary's process list.
 void HostAgent::notice_several_protocols() const {
   std::map<pid_t, std::map<std::string, std::uint64_t>> under;  // pid -> protocol -> samples (an exec'd pid's images summed)
-  for (const auto& p : summary()["processes"]) {
+  const nlohmann::json listed = summary();  // the loop must not range over a temporary's member
+  for (const auto& p : listed["processes"]) {
     if (!p.contains("pid") || !p["protocol"].is_string() || !p["samples"].is_number_unsigned()) continue;
     under[p["pid"].get<pid_t>()][p["protocol"].get<std::string>()] += p["samples"].get<std::uint64_t>();
   }
