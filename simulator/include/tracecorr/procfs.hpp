@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,20 @@ struct ProcessStat {
 };
 // nullopt when the process is gone or the file does not parse.
 std::optional<ProcessStat> read_process_stat(pid_t pid);
+
+// The processes a user named by pid (`--pid`): each number stands for the
+// process found under it first. Once that process exits the number may name
+// another (pids wrap at pid_max, 32768 by default, within minutes on a busy
+// host), which nobody asked to sample or to send to.
+class NamedProcesses {
+ public:
+  // True while pid names the process first found under it, or none was found
+  // under it yet; false once another process holds the number.
+  bool still_named(pid_t pid);
+
+ private:
+  std::map<pid_t, std::uint64_t> start_times_;  // pid -> start time of the process it named
+};
 
 // Whether the process is a qemu-user guest (its executable is qemu-*): its
 // memory and system calls are then qemu's on the guest's behalf.

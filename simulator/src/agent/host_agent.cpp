@@ -1,4 +1,5 @@
 #include "tracecorr/host_agent.hpp"
+#include "tracecorr/procfs.hpp"
 
 #include <algorithm>
 #include <cinttypes>
@@ -58,6 +59,8 @@ struct HostAgent::Impl {
   std::set<pid_t> noticed_nothing;  // named processes said to publish nothing (yet): said once
   std::deque<pid_t> rescan_work;    // the rescan's candidates not examined yet
   std::set<pid_t> examined;         // named processes looked at (at most as many as named)
+  NamedProcesses named;             // what each --pid number named when first found
+  std::set<pid_t> replaced;         // named numbers now held by another process: said once
   std::uint64_t unknown_pid_samples = 0;
   Clock::time_point started;
   // When the duration's clock started: at once, or with --pid once the first
@@ -173,6 +176,12 @@ struct HostAgent::Impl::Loop {
   // SampledProcesses for its process context alone (the part follows it).
   void examine(pid_t pid, bool explicit_pid) {
     if (explicit_pid) impl.examined.insert(pid);
+    if (explicit_pid && !impl.named.still_named(pid)) {
+      if (impl.replaced.insert(pid).second)
+        agent.notice("pid " + std::to_string(pid) + ": the process named by --pid exited and the number now names "
+                     "another process: not followed");
+      return;
+    }
     bool held = false;
     for (auto& part : impl.parts)
       if (part->examine(pid, explicit_pid)) {

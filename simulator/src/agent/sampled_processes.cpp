@@ -384,6 +384,7 @@ Expected<nlohmann::json> sample_records(Sampler& sampler, const std::vector<pid_
                                         std::chrono::milliseconds duration, const std::atomic<bool>& stop) {
   process_context::PublicationResolver resolver;
   SampledProcesses processes(sampler, resolver);
+  NamedProcesses named;  // a number whose process exited names no process of ours
   const auto started = Clock::now();
   const auto end = started + duration;
   auto next_rescan = started;
@@ -396,7 +397,7 @@ Expected<nlohmann::json> sample_records(Sampler& sampler, const std::vector<pid_
     if (now >= next_rescan) {
       processes.rescan();
       for (pid_t pid : pids)
-        if (!processes.follows(pid)) (void)processes.examine(pid, true);
+        if (!processes.follows(pid) && named.still_named(pid)) (void)processes.examine(pid, true);
       next_rescan = now + kRescanInterval;
     }
     if (now >= next_context_look) {

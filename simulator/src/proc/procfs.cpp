@@ -99,6 +99,13 @@ std::uint64_t process_start_time(pid_t pid) {
   return st ? st->start_time : 0;
 }
 
+bool NamedProcesses::still_named(pid_t pid) {
+  const std::uint64_t now = process_start_time(pid);
+  if (now == 0) return true;  // nothing under the number now: nothing to mistake
+  auto [known, first] = start_times_.emplace(pid, now);
+  return first || known->second == now;
+}
+
 std::string exec_identity(pid_t pid) { return read_small(process_dir(pid) + "/auxv", 4096); }
 
 std::string executable_of(pid_t pid) {
