@@ -22,18 +22,21 @@ SampleError to_sample_error(std::uint32_t status) {
 }
 
 static_assert(TC_MAX_STACK_DEPTH == kMaxStackFrames);
+static_assert(TC_LAYOUTS_PER_PROCESS == kLayoutsPerProcess);
 
 class BpfSampler final : public Sampler {
  public:
   explicit BpfSampler(std::unique_ptr<SamplerLoader> l) : loader_(std::move(l)) {}
   std::string name() const override { return "bpf"; }
-  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
-    return loader_->track(pid, layout, site);
+  using Sampler::track;
+  using Sampler::untrack;
+  Status track(pid_t pid, LayoutSlot slot, const RecordLayout& layout, PointerSite site) override {
+    return loader_->track(pid, layout, site, 0, slot);
   }
   Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
     return loader_->track_process_context(pid, header_address);
   }
-  Status untrack(pid_t pid) override { return loader_->untrack(pid); }
+  Status untrack(pid_t pid, LayoutSlot slot) override { return loader_->untrack(pid, slot); }
 
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     SamplerLoader::Callback convert = [&callback](const SampleView& v) {
@@ -41,6 +44,7 @@ class BpfSampler final : public Sampler {
       Sample s;
       s.pid = static_cast<pid_t>(r.pid);
       s.tid = static_cast<pid_t>(r.tid);
+      s.slot = r.slot;
       s.cpu = static_cast<int>(r.cpu);
       s.time_ns = r.ktime_ns;
       s.thread_pointer = r.thread_pointer;

@@ -16,7 +16,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, TC_MAX_TRACKED_PROCESSES);
   __type(key, __u32);
-  __type(value, struct tc_process);
+  __type(value, struct tc_tracked);
 } tracked SEC(".maps");
 
 struct {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Trace-correlation sampler: on each cpu-clock perf sample of a tracked
- * process, read the thread's record by the process's layout (data in its
- * `tracked` entry: through the thread pointer and a static TLS offset, or a
- * memory area; a fixed size, or a size field read from the record's header)
- * and emit it, with the user stack unless the process is records-only. When
+ * process, read the thread's record by each of the process's layouts (data
+ * in its `tracked` entry, one slot per protocol it publishes: through the
+ * thread pointer and a static TLS offset, a DTV block, or a memory area; a
+ * fixed size, or a size field read from the record's header) and emit one
+ * ring record per layout, with the user stack unless the layout is
+ * records-only. The process context header is read once per sample. When
  * the process publishes an OpenTelemetry process context (OTEP 4719) whose
  * header user space found, the sample also carries that header's timestamp:
  * user space maps it to the publication (the resource) it stands for.
@@ -42,7 +44,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, TC_MAX_TRACKED_PROCESSES);
   __type(key, __u32);
-  __type(value, struct tc_process);
+  __type(value, struct tc_tracked);
 } tracked SEC(".maps");
 
 struct {
@@ -148,12 +150,12 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
  * read whole, at the address user space found, and trusted only as far as
  * they check: the signature and a version this reader reads. The payload is
  * user space's to read (a seqlock read with retries has no place here). */
-static __always_inline void read_context(const struct tc_process* proc, struct tc_scratch* s) {
+static __always_inline void read_context(__u64 context_header, struct tc_scratch* s) {
   s->head.context = TC_CONTEXT_NONE;
   s->head.context_published_at = 0;
-  if (proc->context_header == 0) return;
+  if (context_header == 0) return;
   __u64 header[TC_PCTX_HEADER_SIZE / 8];
-  if (bpf_probe_read_user(header, sizeof(header), (const void*)proc->context_header) != 0) {
+  if (bpf_probe_read_user(header, sizeof(header), (const void*)context_header) != 0) {
     s->head.context = TC_CONTEXT_UNREADABLE;
     count(s, TC_CTR_CONTEXT_UNREADABLE);
     return;
@@ -205,28 +207,18 @@ not_allocated:
   return 0;
 }
 
-SEC("perf_event")
-int tc_sample(void* ctx) {
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  __u32 pid = pid_tgid >> 32;
-  struct tc_process* proc = bpf_map_lookup_elem(&tracked, &pid);
-  if (!proc) return 0;
-  __u32 zero = 0;
-  struct tc_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
-  if (!s) return 0;
-  count(s, TC_CTR_SAMPLES);
-  s->head.pid = pid;
-  s->head.tid = (__u32)pid_tgid;
-  s->head.cpu = bpf_get_smp_processor_id();
-  s->head.ktime_ns = bpf_ktime_get_ns();
+/* The current thread's record by one of the process's layouts, emitted with
+ * the user stack unless the layout is records-only. The header's per-sample
+ * fields (pid, tid, cpu, time, context) are the caller's; the stack is read
+ * again for each layout (bpf_get_stack writes where this record ends), which
+ * only a process tracked with two layouts pays. */
+static __always_inline void emit_layout(void* ctx, const struct tc_process* proc, __u32 slot, __u64 tp,
+                                        struct tc_scratch* s) {
+  s->head.slot = (__u8)slot;
   s->head.record_pointer = 0;
   s->head.status = TC_SAMPLE_OK;
   s->head.declared_length = 0;
-  read_context(proc, s);
-
   __u32 length = 0;
-  __u64 tp = thread_pointer();
-  s->head.thread_pointer = tp;
   const __u8 indirection = proc->indirection;
   __u64 block = 0;
   if (indirection != TC_POINTER_IN_MEMORY_AREA && tp == 0) {
@@ -271,9 +263,34 @@ int tc_sample(void* ctx) {
                TC_FOR_VERIFIER(stack, TC_MAX_STACK_DEPTH * 8);
   if (bpf_ringbuf_output(&samples, &s->head, size, BPF_RB_NO_WAKEUP) != 0) {
     count(s, TC_CTR_RINGBUF_FULL);
-    return 0;
+    return;
   }
   count(s, TC_CTR_EMITTED);
+}
+
+SEC("perf_event")
+int tc_sample(void* ctx) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 pid = pid_tgid >> 32;
+  struct tc_tracked* tracked_process = bpf_map_lookup_elem(&tracked, &pid);
+  if (!tracked_process) return 0;
+  __u32 zero = 0;
+  struct tc_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!s) return 0;
+  count(s, TC_CTR_SAMPLES);
+  s->head.pid = pid;
+  s->head.tid = (__u32)pid_tgid;
+  s->head.cpu = (__u16)bpf_get_smp_processor_id();
+  s->head.reserved = 0;
+  s->head.ktime_ns = bpf_ktime_get_ns();
+  read_context(tracked_process->context_header, s);
+  const __u64 tp = thread_pointer();
+  s->head.thread_pointer = tp;
+#pragma unroll
+  for (__u32 slot = 0; slot < TC_LAYOUTS_PER_PROCESS; ++slot) {
+    const struct tc_process* proc = &tracked_process->layouts[slot];
+    if (proc->flags & TC_PROCESS_F_TRACKED) emit_layout(ctx, proc, slot, tp, s);
+  }
   return 0;
 }
 

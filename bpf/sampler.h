@@ -1,9 +1,11 @@
 /* Records and counters shared by sampler.bpf.c and its user-space loader.
  *
  * One ring-buffer record per perf sample taken on a thread of a tracked
- * process. What a record is (its length, valid byte, how it is reached) is
- * the tracked process's layout, passed as data in its `tracked` map entry;
- * nothing here spells a protocol offset. Fixed-size types only, so the same
+ * process and per layout the process is tracked with (a process may publish
+ * several protocols: up to TC_LAYOUTS_PER_PROCESS, one per slot). What a
+ * record is (its length, valid byte, how it is reached) is the layout, passed
+ * as data in the process's `tracked` map entry; nothing here spells a
+ * protocol offset. Fixed-size types only, so the same
  * bytes mean the same thing to BPF (either architecture) and to C++.
  */
 #ifndef TRACECORR_BPF_SAMPLER_H
@@ -35,6 +37,10 @@ typedef __s64 tc_s64;
 #define TC_MAX_STACK_DEPTH 64
 /* Processes the sampler can track at once. */
 #define TC_MAX_TRACKED_PROCESSES 4096
+/* Layouts (slots) one process can be tracked with at once: a process that
+ * publishes two protocols (Elastic's agent and an OTel SDK in one JVM) has
+ * each thread's two records read at every sample. Sampler::kLayoutsPerProcess. */
+#define TC_LAYOUTS_PER_PROCESS 2
 
 /* Module ids and DTV entry counts a DTV walk believes (kMaxTlsModules). */
 #define TC_MAX_TLS_MODULES (1u << 16)
@@ -50,13 +56,13 @@ enum tc_indirection {
 /* tc_process.presence_offset when the layout has no presence byte. */
 #define TC_NO_PRESENCE_BYTE 0xffffu
 
-/* Value of the `tracked` hash map, keyed by tgid (u32): where the process's
- * records are and how they are laid out (RecordLayout, as the loader checked it). */
+/* One layout of a tracked process (a slot of its struct tc_tracked): where
+ * the records are and how they are laid out (RecordLayout, as the loader
+ * checked it). A slot without TC_PROCESS_F_TRACKED is empty. */
 struct tc_process {
   tc_u64 pointer_site;     /* TLS slot: its offset from the thread pointer (two's complement);
                               memory area: the pointer's address (the area's + the layout's pointer offset) */
   tc_u64 valid_values[4];  /* bit v % 64 of word v / 64: valid byte value v is accepted */
-  tc_u64 context_header;   /* the process context's header (OTEP 4719, process_context_header.h), 0: none */
   tc_u32 flags;            /* TC_PROCESS_F_* */
   tc_u8 indirection;       /* enum tc_indirection */
   tc_u8 size_field_width;  /* 0: fixed size; 1, 2 or 4: the record's size field (native byte order) */
@@ -75,8 +81,18 @@ struct tc_process {
   tc_s16 dtv_generation_entry; /* the entry holding the DTV's generation (read when dtv_generation != 0) */
   tc_u16 reserved[3];
 };
-/* Skip bpf_get_stack for this process (records only). */
+/* Skip bpf_get_stack for this layout's records (records only). */
 #define TC_PROCESS_F_NO_STACK 1u
+/* The slot holds a layout (set by the loader for every slot it fills). */
+#define TC_PROCESS_F_TRACKED 2u
+
+/* Value of the `tracked` hash map, keyed by tgid (u32): the process's layouts,
+ * one per slot, and its process context header, read once per perf sample.
+ * One lookup per perf sample whatever the number of layouts. */
+struct tc_tracked {
+  tc_u64 context_header;   /* the process context's header (OTEP 4719, process_context_header.h), 0: none */
+  struct tc_process layouts[TC_LAYOUTS_PER_PROCESS];
+};
 
 /* What the sample says of the process's context header (tc_process.context_header). */
 enum tc_context_status {
@@ -104,7 +120,9 @@ enum tc_sample_status {
 struct tc_sample {
   tc_u32 pid; /* tgid, initial pid namespace */
   tc_u32 tid;
-  tc_u32 cpu;
+  tc_u16 cpu;            /* < NR_CPUS, which no kernel config takes past 8192 */
+  tc_u8 slot;            /* the layout (tc_tracked.layouts[slot]) the record was read by */
+  tc_u8 reserved;
   tc_u8 status;          /* enum tc_sample_status */
   tc_u8 context;         /* enum tc_context_status */
   tc_u16 record_length;  /* record bytes after this header (<= TC_RECORD_MAX_BYTES) */
@@ -122,7 +140,7 @@ struct tc_sample {
 /* Indexes into tc_scratch.counters, per CPU. */
 enum tc_counter {
   TC_CTR_SAMPLES = 0,               /* perf samples on a thread of a tracked process */
-  TC_CTR_EMITTED,                   /* records written to the ring buffer */
+  TC_CTR_EMITTED,                   /* records written to the ring buffer (one per sample and layout) */
   TC_CTR_THREAD_POINTER_FAILED,
   TC_CTR_RECORD_POINTER_READ_FAILED,
   TC_CTR_RECORD_POINTER_NULL,

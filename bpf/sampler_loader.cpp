@@ -203,7 +203,7 @@ Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite
   static_assert(kRecordMaxBytes <= 0xffff, "tc_process holds record offsets in 16 bits");
   static_assert(kMaxTlsModules == TC_MAX_TLS_MODULES, "the program bounds a DTV walk as user space does");
   tc_process value{};
-  value.flags = flags;
+  value.flags = flags | TC_PROCESS_F_TRACKED;
   value.pointer_site = site.value;
   if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) {
     value.indirection = TC_POINTER_IN_MEMORY_AREA;
@@ -268,7 +268,7 @@ std::optional<SampleView> parse_sample(std::span<const std::uint8_t> data) {
   return v;
 }
 
-Status SamplerLoader::write_entry(pid_t pid, const tc_process& value) {
+Status SamplerLoader::write_entry(pid_t pid, const tc_tracked& value) {
   __u32 key = static_cast<__u32>(pid);
   if (bpf_map__update_elem(skel_->maps.tracked, &key, sizeof(key), &value, sizeof(value), BPF_ANY) != 0)
     return make_error("updating the tracked-process map failed: " + errno_text(errno) +
@@ -278,12 +278,19 @@ Status SamplerLoader::write_entry(pid_t pid, const tc_process& value) {
   return Ok{};
 }
 
-Status SamplerLoader::track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags) {
+Status SamplerLoader::track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags,
+                            LayoutSlot slot) {
   if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "BPF sampler");
+  if (slot >= TC_LAYOUTS_PER_PROCESS)
+    return make_error("layout slot " + std::to_string(slot) + " past the " + std::to_string(TC_LAYOUTS_PER_PROCESS) +
+                          " a process holds",
+                      "BPF sampler, pid " + std::to_string(pid));
   auto entry = tracked_entry(layout, site, flags);
   if (!entry) return entry.error().within("pid " + std::to_string(pid));
-  if (auto it = tracked_.find(pid); it != tracked_.end()) entry->context_header = it->second.context_header;
-  return write_entry(pid, *entry);
+  tc_tracked value{};  // a new process: no context header, every other slot empty
+  if (auto it = tracked_.find(pid); it != tracked_.end()) value = it->second;
+  value.layouts[slot] = *entry;
+  return write_entry(pid, value);
 }
 
 Status SamplerLoader::track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) {
@@ -292,9 +299,19 @@ Status SamplerLoader::track_process_context(pid_t pid, std::optional<std::uint64
     return make_error("pid " + std::to_string(pid) + " is not tracked: track() it first", "BPF sampler");
   if (header_address && *header_address == 0)
     return make_error("a process context header at address 0", "BPF sampler, pid " + std::to_string(pid));
-  tc_process value = it->second;
+  tc_tracked value = it->second;
   value.context_header = header_address.value_or(0);
   return write_entry(pid, value);
+}
+
+Status SamplerLoader::untrack(pid_t pid, LayoutSlot slot) {
+  auto it = tracked_.find(pid);
+  if (it == tracked_.end() || slot >= TC_LAYOUTS_PER_PROCESS) return Ok{};
+  tc_tracked value = it->second;
+  value.layouts[slot] = tc_process{};
+  const bool any_left = std::any_of(std::begin(value.layouts), std::end(value.layouts),
+                                    [](const tc_process& p) { return (p.flags & TC_PROCESS_F_TRACKED) != 0; });
+  return any_left ? write_entry(pid, value) : untrack(pid);
 }
 
 Status SamplerLoader::untrack(pid_t pid) {
@@ -421,7 +438,7 @@ FloorLoader::~FloorLoader() {
 
 Status FloorLoader::track(pid_t pid) {
   __u32 key = static_cast<__u32>(pid);
-  tc_process value{};
+  tc_tracked value{};
   if (bpf_map__update_elem(skel_->maps.tracked, &key, sizeof(key), &value, sizeof(value), BPF_ANY) != 0)
     return make_error("updating the floor's tracked map failed: " + errno_text(errno), "BPF floor, pid " + std::to_string(pid));
   return Ok{};

@@ -21,6 +21,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/record_layout.hpp"
+#include "tracecorr/sampler.hpp"
 
 struct bpf_link;
 struct bpf_program;
@@ -87,13 +88,17 @@ class SamplerLoader {
   SamplerLoader(const SamplerLoader&) = delete;
   SamplerLoader& operator=(const SamplerLoader&) = delete;
 
-  // Samples pid's threads, reading their records by `layout` through `site`.
+  // Samples pid's threads, reading their records by `layout` through `site`
+  // in layout slot `slot` (< TC_LAYOUTS_PER_PROCESS; the other slots stay).
   // Tracking again keeps the process context header track_process_context gave.
-  Status track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags = 0);
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site, std::uint32_t flags = 0,
+               LayoutSlot slot = 0);
   // Reads the process context header at `header_address` (nullopt: none) at
   // each of pid's samples. pid must be tracked.
   Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address);
-  Status untrack(pid_t pid);
+  // Forgets one slot's layout; the process (its context header too) goes with its last.
+  Status untrack(pid_t pid, LayoutSlot slot);
+  Status untrack(pid_t pid);  // every slot
 
   Status attach(unsigned hz);  // one cpu-clock event per online CPU
   void detach();
@@ -126,7 +131,7 @@ class SamplerLoader {
   static int on_record(void* ctx, void* data, std::size_t size);
   static constexpr int kConsumeLimitReached = -ECANCELED;  // on_record's stop: no libbpf error of its own
   bool consume_limit_passed();
-  Status write_entry(pid_t pid, const tc_process& value);
+  Status write_entry(pid_t pid, const tc_tracked& value);
 
   ::tc_sampler_bpf* skel_ = nullptr;
   ring_buffer* ringbuf_ = nullptr;
@@ -136,7 +141,7 @@ class SamplerLoader {
   std::size_t consumer_page_size_ = 0;
   std::uint64_t consumer_at_open_ = 0;
   std::vector<LinkPtr> links_;
-  std::map<pid_t, tc_process> tracked_;  // what the `tracked` map holds, so one field changes without the others
+  std::map<pid_t, tc_tracked> tracked_;  // what the `tracked` map holds, so one field changes without the others
   const Callback* callback_ = nullptr;
   std::size_t delivered_ = 0;
   std::chrono::steady_clock::time_point consume_until_{};

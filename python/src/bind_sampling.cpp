@@ -23,6 +23,7 @@ py::dict sample_to_py(const Sample& s) {
   py::dict d;
   d["pid"] = s.pid;
   d["tid"] = s.tid;
+  d["slot"] = s.slot;
   d["cpu"] = s.cpu;
   d["time_ns"] = s.time_ns;
   d["thread_pointer"] = s.thread_pointer;
@@ -41,6 +42,7 @@ py::dict sample_to_py(const Sample& s) {
 void bind_sampling(py::module_& m) {
   // ---- record layouts: what samplers read, as data -------------------------------------
   m.attr("RECORD_MAX_BYTES") = kRecordMaxBytes;
+  m.attr("LAYOUTS_PER_PROCESS") = kLayoutsPerProcess;
   py::class_<RecordLayout>(m, "RecordLayout",
                            "A published record as data: its length (fixed, or a size field), valid byte, fields and "
                            "how it is reached (a pointer in a TLS slot, or in a memory area). Samplers read through one.")
@@ -128,23 +130,26 @@ void bind_sampling(py::module_& m) {
       .def(
           "track",
           [](Sampler& s, pid_t pid, const RecordLayout& layout, std::optional<std::int64_t> tls_offset,
-             std::optional<std::uint64_t> area_address, std::optional<TlsVariableAccess> tls_variable) {
+             std::optional<std::uint64_t> area_address, std::optional<TlsVariableAccess> tls_variable,
+             LayoutSlot slot) {
             // The site must be the one the layout's indirection needs.
             const int sites = tls_offset.has_value() + area_address.has_value() + tls_variable.has_value();
             if (uses_thread_pointer(layout) ? sites != 1 || area_address : sites != 1 || !area_address)
               throw py::value_error(uses_thread_pointer(layout)
                                         ? "layout " + layout.name + " reads a TLS slot: give tls_offset or tls_variable only"
                                         : "layout " + layout.name + " reads a memory area: give area_address only");
-            check(s.track(pid, layout,
+            check(s.track(pid, slot, layout,
                           tls_variable ? tls_variable->site
                           : tls_offset ? PointerSite::tls_offset(*tls_offset)
                                        : PointerSite::area(*area_address)));
           },
           py::arg("pid"), py::arg("layout"), py::kw_only(), py::arg("tls_offset") = py::none(),
-          py::arg("area_address") = py::none(), py::arg("tls_variable") = py::none(),
+          py::arg("area_address") = py::none(), py::arg("tls_variable") = py::none(), py::arg("slot") = 0,
           "Starts sampling pid's threads, reading records by `layout` (a protocol package supplies its own) "
           "through the pointer at thread pointer + tls_offset, in the TLS variable resolve_tls_variable found (any "
-          "access model, dynamic TLS included), or in the memory area at area_address.")
+          "access model, dynamic TLS included), or in the memory area at area_address. `slot` (< "
+          "LAYOUTS_PER_PROCESS): one process may be tracked with that many layouts at once; each sample says its "
+          "'slot'.")
       .def(
           "track_process_context",
           [](Sampler& s, pid_t pid, std::optional<std::uint64_t> header_address) {
@@ -154,7 +159,11 @@ void bind_sampling(py::module_& m) {
           "Also reads, with each of pid's samples (pid tracked), the OTel process context header at header_address "
           "(None: no longer): samples then carry its timestamp in 'context_published_at' (0: being written).")
       .def(
-          "untrack", [](Sampler& s, pid_t pid) { check(s.untrack(pid)); }, py::arg("pid"))
+          "untrack",
+          [](Sampler& s, pid_t pid, std::optional<LayoutSlot> slot) {
+            check(slot ? s.untrack(pid, *slot) : s.untrack(pid));
+          },
+          py::arg("pid"), py::arg("slot") = py::none(), "Forgets slot's layout (None: every slot) of pid.")
       .def(
           "poll",
           [](Sampler& s, double timeout_s) {

@@ -47,13 +47,15 @@ class RecordingSampler final : public Sampler {
   static constexpr std::size_t kMaxKept = 200000;
   RecordingSampler(Sampler& inner, bool keep) : inner_(inner), keep_(keep) {}
   std::string name() const override { return inner_.name(); }
-  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
-    return inner_.track(pid, layout, site);
+  using Sampler::track;
+  using Sampler::untrack;
+  Status track(pid_t pid, LayoutSlot slot, const RecordLayout& layout, PointerSite site) override {
+    return inner_.track(pid, slot, layout, site);
   }
   Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
     return inner_.track_process_context(pid, header_address);
   }
-  Status untrack(pid_t pid) override { return inner_.untrack(pid); }
+  Status untrack(pid_t pid, LayoutSlot slot) override { return inner_.untrack(pid, slot); }
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     return inner_.poll(
         [&](const Sample& s) {
@@ -92,7 +94,7 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
                    "; the trace is the one the thread's record named when it was sampled";
   std::map<pid_t, std::unique_ptr<Symbolizer>> symbolizers;
   for (const auto& s : recorded.kept()) {
-    const watch::ActiveTraceOf* trace_of = host.trace_of(s.pid);
+    const watch::ActiveTraceOf* trace_of = host.trace_of(s);
     if (!trace_of) continue;
     auto& symbols = symbolizers[s.pid];
     if (!symbols) symbols = std::make_unique<Symbolizer>(s.pid);
@@ -101,8 +103,8 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
   // Captioned in the words of the protocol of the first process drawn.
   conform::StacksCaption caption;
   for (const auto& s : recorded.kept())
-    if (host.trace_of(s.pid)) {
-      caption = host.stacks_caption(s.pid);
+    if (host.trace_of(s)) {
+      caption = host.stacks_caption(s);
       break;
     }
   run.figures.stacks = report::stacks_figure_of(samples, std::move(caption));

@@ -9,11 +9,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "tracecorr/host_agent.hpp"
+#include "tracecorr/sampled_processes.hpp"
 #include "tracecorr/sampler.hpp"
 
 namespace tracecorr {
@@ -26,9 +29,9 @@ using namespace std::chrono_literals;
 class NeverEmptySampler final : public Sampler {
  public:
   std::string name() const override { return "never-empty"; }
-  Status track(pid_t, const RecordLayout&, PointerSite) override { return Ok{}; }
+  Status track(pid_t, LayoutSlot, const RecordLayout&, PointerSite) override { return Ok{}; }
   Status track_process_context(pid_t, std::optional<std::uint64_t>) override { return Ok{}; }
-  Status untrack(pid_t) override { return Ok{}; }
+  Status untrack(pid_t, LayoutSlot) override { return Ok{}; }
   Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
     {
       std::lock_guard lk(mu_);
@@ -130,6 +133,100 @@ TEST(HostAgentLoop, ANamedProcessNotExaminedBeforeTheStopIsNotSaidToPublishNothi
   ASSERT_EQ(why.size(), 1u);
   EXPECT_NE(why[0].find("not examined"), std::string::npos) << why[0];
   EXPECT_EQ(why[0].find("publishes none"), std::string::npos) << why[0];
+}
+
+// ---- a process that publishes two protocols -------------------------------------------
+
+// Delivers, for this very process, one sample per layout slot at each poll:
+// a process tracked in both slots (a hook's layout and SampledProcesses').
+class TwoSlotSampler final : public Sampler {
+ public:
+  std::string name() const override { return "two-slot"; }
+  Status track(pid_t, LayoutSlot, const RecordLayout&, PointerSite) override { return Ok{}; }
+  Status track_process_context(pid_t, std::optional<std::uint64_t>) override { return Ok{}; }
+  Status untrack(pid_t, LayoutSlot) override { return Ok{}; }
+  Expected<std::size_t> poll(const Callback& callback, std::chrono::milliseconds timeout) override {
+    std::this_thread::sleep_for(std::min(timeout, 5ms));
+    for (LayoutSlot slot = 0; slot < kLayoutsPerProcess; ++slot) {
+      Sample s;
+      s.pid = s.tid = ::getpid();
+      s.slot = slot;
+      callback(s);
+      ++delivered_[slot];
+    }
+    return std::size_t{kLayoutsPerProcess};
+  }
+  SamplerCounters counters() const override { return {}; }
+  std::uint64_t delivered(LayoutSlot slot) const { return delivered_[slot]; }
+
+ private:
+  std::uint64_t delivered_[kLayoutsPerProcess] = {};
+};
+
+// A hook's part that holds this process and counts what it is handed, by slot.
+class HoldingPart final : public AgentPart {
+ public:
+  explicit HoldingPart(AgentRun run) : run_(std::move(run)) {}
+  void retire_gone() override {}
+  bool examine(pid_t pid, bool) override { return pid == ::getpid(); }
+  bool on_sample(const Sample& s) override {
+    if (s.pid != ::getpid()) return false;
+    ++handed[s.slot];
+    return true;
+  }
+  std::size_t processes() const override { return 1; }
+  std::size_t sampling() const override { return 1; }
+  std::string live_text() const override { return "holding"; }
+  void each_context(const std::function<void(pid_t, const FollowedContext&)>&) const override {}
+  void summarize(nlohmann::json&) const override {}
+  bool ever_held(pid_t pid) const override { return pid == ::getpid(); }
+  std::optional<std::string> nothing_readable(pid_t) const override { return std::nullopt; }
+  std::string not_published() const override { return "holding"; }
+
+  AgentRun run_;
+  std::uint64_t handed[kLayoutsPerProcess] = {};
+};
+
+TEST(HostAgentRouting, EachSampleGoesToWhoeverTrackedItsLayoutSlot) {
+  TwoSlotSampler sampler;
+  HostAgentOptions o = quiet_options();
+  o.pids = {::getpid()};
+  o.duration = 200ms;
+  HostAgent agent(o, sampler);
+  auto run = agent.make_run();
+  ASSERT_TRUE(run) << run.error().message();
+  EXPECT_NE(run->slot, HostAgent::kSampledProcessesSlot) << "a hook's part has a slot of its own";
+  auto owned = std::make_unique<HoldingPart>(std::move(*run));
+  HoldingPart& part = *owned;
+  agent.add_part(std::move(owned));
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(agent.run(stop));
+  const LayoutSlot mine = part.run_.slot;
+  ASSERT_GT(sampler.delivered(mine), 0u);
+  // The part gets every sample of its slot and none of SampledProcesses': the
+  // loop routes by slot, not by pid (the part holds the pid).
+  EXPECT_EQ(part.handed[mine], sampler.delivered(mine));
+  EXPECT_EQ(part.handed[HostAgent::kSampledProcessesSlot], 0u);
+  // This process publishes no sampled protocol: SampledProcesses follows
+  // nothing, and its slot's samples are counted as nobody's.
+  EXPECT_EQ(agent.summary()["totals"]["unknown_pid_samples"].get<std::uint64_t>(),
+            sampler.delivered(HostAgent::kSampledProcessesSlot));
+}
+
+TEST(HostAgentRouting, HooksGetTheSlotsBeforeSampledProcessesAndNoMore) {
+  TwoSlotSampler sampler;
+  HostAgent agent(quiet_options(), sampler);
+  std::vector<LayoutSlot> slots;
+  for (LayoutSlot i = 0; i < HostAgent::kSampledProcessesSlot; ++i) {
+    auto run = agent.make_run();
+    ASSERT_TRUE(run) << run.error().message();
+    slots.push_back(run->slot);
+  }
+  for (LayoutSlot i = 0; i < slots.size(); ++i) EXPECT_EQ(slots[i], i);
+  auto one_too_many = agent.make_run();
+  ASSERT_FALSE(one_too_many) << "slot " << one_too_many->slot << " handed out twice";
+  EXPECT_NE(one_too_many.error().message().find("no layout slot left"), std::string::npos)
+      << one_too_many.error().message();
 }
 
 }  // namespace

@@ -357,6 +357,70 @@ TEST_P(LayoutSampling, RefusesALayoutThatFailsItsCheck) {
   EXPECT_NE(st.error().message().find("width 3"), std::string::npos) << st.error().message();
 }
 
+// A process that publishes two protocols: tracked with two layouts at once
+// (slot 0 through its threads' TLS slot, slot 1 through its memory area),
+// every interrupt of a thread gives one sample per layout, each carrying its
+// slot, the thread's state and stack the same in both.
+TEST_P(LayoutSampling, ReadsEveryLayoutOfAProcessTrackedInTwoSlots) {
+  std::string why_not;
+  auto sampler = test::make_test_sampler(GetParam(), why_not);
+  if (!sampler) GTEST_SKIP() << why_not;
+  LayoutTarget target;
+  ASSERT_TRUE(target.ready) << "the target did not start: " << kLayoutRecordTarget;
+  static_assert(kLayoutsPerProcess == 2);
+  ASSERT_TRUE(sampler->track(target.pid(), 0, size_field_layout(), PointerSite::tls_offset(target.tls_offset)));
+  ASSERT_TRUE(sampler->track(target.pid(), 1, area_layout(), PointerSite::area(target.area_address)));
+  EXPECT_FALSE(sampler->track(target.pid(), kLayoutsPerProcess, area_layout(), PointerSite::area(target.area_address)))
+      << "a slot past kLayoutsPerProcess";
+
+  std::map<std::pair<pid_t, LayoutSlot>, Sample> seen;
+  std::map<std::pair<pid_t, std::uint64_t>, std::vector<LayoutSlot>> by_interrupt;  // (tid, time) -> slots
+  for (auto give_up = std::chrono::steady_clock::now() + 15s;
+       seen.size() < 2 * target.threads.size() && std::chrono::steady_clock::now() < give_up;) {
+    auto n = sampler->poll(
+        [&](const Sample& s) {
+          if (!target.threads.count(s.tid)) return;
+          seen[{s.tid, s.slot}] = s;
+          by_interrupt[{s.tid, s.time_ns}].push_back(s.slot);
+        },
+        100ms);
+    ASSERT_TRUE(n) << n.error().message();
+  }
+  ASSERT_EQ(seen.size(), 2 * target.threads.size()) << "not every thread was sampled in both slots";
+  for (const auto& [tid, expected] : target.threads) {
+    SCOPED_TRACE(expected.kind + " (tid " + std::to_string(tid) + ")");
+    const Sample& by_tls = seen.at({tid, 0});
+    const Sample& by_area = seen.at({tid, 1});
+    EXPECT_EQ(by_tls.slot, 0u);
+    EXPECT_EQ(by_area.slot, 1u);
+    if (expected.kind == "none")
+      EXPECT_EQ(by_tls.error, SampleError::RecordPointerNull);
+    else
+      EXPECT_EQ(by_tls.record_pointer, expected.record);
+    if (expected.bytes && expected.kind != "oversized") {
+      ASSERT_TRUE(by_tls.record) << to_string(by_tls.error);
+      EXPECT_EQ(*by_tls.record, *expected.bytes);
+    }
+    EXPECT_EQ(by_area.error, SampleError::Ok) << to_string(by_area.error);
+    ASSERT_TRUE(by_area.record);
+    EXPECT_EQ(*by_area.record, target.area_record) << "slot 1's layout, not slot 0's";
+  }
+  // One interrupt, one sample per layout: both slots at the same moment.
+  std::size_t paired = 0;
+  for (const auto& [at, slots] : by_interrupt) paired += slots.size() == 2 && slots[0] == 0 && slots[1] == 1;
+  EXPECT_GE(paired, target.threads.size());
+  sampler->stop_sampling();  // the BPF counters settle
+  const auto c = sampler->counters();
+  EXPECT_EQ(c.lost, 0u);
+  EXPECT_EQ(c.emitted, 2 * c.samples) << "one record per interrupt and layout";
+
+  // Untracking slot 0 keeps the process, its other layout and its context header.
+  ASSERT_TRUE(sampler->untrack(target.pid(), 0));
+  EXPECT_TRUE(sampler->track_process_context(target.pid(), std::nullopt)) << "still tracked in slot 1";
+  ASSERT_TRUE(sampler->untrack(target.pid(), 1));
+  EXPECT_FALSE(sampler->track_process_context(target.pid(), std::nullopt)) << "forgotten with its last slot";
+}
+
 INSTANTIATE_TEST_SUITE_P(Samplers, LayoutSampling, testing::Values("ptrace", "bpf"),
                          [](const auto& info) { return info.param; });
 
@@ -374,7 +438,7 @@ TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
   EXPECT_EQ(fixed->presence_offset, TC_TEST_RECORD_PRESENT_OFFSET);
   EXPECT_EQ(fixed->valid_values[0], ~std::uint64_t{1});  // any non-zero
   EXPECT_EQ(fixed->valid_values[3], ~std::uint64_t{0});
-  EXPECT_EQ(fixed->flags, TC_PROCESS_F_NO_STACK);
+  EXPECT_EQ(fixed->flags, TC_PROCESS_F_NO_STACK | TC_PROCESS_F_TRACKED);  // the slot holds a layout
 
   auto area = bpf::tracked_entry(area_layout(), PointerSite::area(0x7f0000001000), 0);
   ASSERT_TRUE(area);

@@ -50,7 +50,9 @@ void bind_elastic_v1_agent(py::module_& m) {
              if (duration_s > 0) o.duration = std::chrono::milliseconds(static_cast<long long>(duration_s * 1000));
              o.log = nullptr;
              h->agent = std::make_unique<HostAgent>(o, sampler);
-             h->agent->add_part(agent::make_agent_part(elastic, h->agent->make_run()));
+             auto run = h->agent->make_run();  // the first part's: always a slot
+             if (!run) throw py::value_error(run.error().message());
+             h->agent->add_part(agent::make_agent_part(elastic, std::move(*run)));
              return h;
            }),
            py::arg("sampler"), py::arg("pids") = std::vector<pid_t>{}, py::arg("all") = false,

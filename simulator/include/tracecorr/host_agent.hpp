@@ -8,9 +8,13 @@
 //    listed per thread by SampledProcesses; nothing is sent (OTEP 4947);
 //  - an AgentHook (here): the protocol's own part of a run, for a protocol
 //    that does something with its samples (Elastic v1: its discovery, its
-//    socket, correlation messages aggregated and delivered). A process a hook
-//    holds is not asked for sampled protocols: the sampler reads one record
-//    per thread (it holds one layout per process).
+//    socket, correlation messages aggregated and delivered).
+// A process may publish several protocols (a JVM with Elastic's agent and an
+// OTel SDK): each part tracks its layout in a layout slot of its own
+// (AgentRun::slot; SampledProcesses the last), the sampler reads every
+// thread's record by each, and the loop routes each sample by its slot. A
+// process a hook holds is still examined by SampledProcesses for the sampled
+// protocols, and is listed under each protocol with its own counts.
 // Packages register theirs before main, like their inspectors; the engine
 // names none of them.
 #pragma once
@@ -45,6 +49,9 @@ struct AgentRun {
   Sampler& sampler;
   process_context::PublicationResolver& contexts;  // refreshed by the loop before each poll
   std::function<void(const std::string&)> notice;  // "pid N: ...", for people (escaped by the loop)
+  // The layout slot the part tracks its processes in (Sampler::track): its
+  // samples carry it, and untrack() forgets only it.
+  LayoutSlot slot = 0;
 };
 
 // A protocol's part of one agent run: the processes that publish it.
@@ -57,7 +64,8 @@ class AgentPart {
   // pid is a candidate of the rescan: true when this part holds it (it did,
   // and looked again at what is missing, or it adopts it now).
   virtual bool examine(pid_t pid, bool explicit_pid) = 0;
-  // A sample of one of its processes: true when it held pid.
+  // A sample of one of its processes: true when it held pid and the sample
+  // was read by its layout (sample.slot is its run's slot).
   virtual bool on_sample(const Sample& sample) = 0;
   // The run ends at `end` (a duration was given): what waits beyond it is pointless.
   virtual void ends_at(std::chrono::steady_clock::time_point end) { (void)end; }
@@ -133,15 +141,19 @@ struct HostAgentOptions {
 class HostAgent {
  public:
   static constexpr std::chrono::milliseconds kFinalPatience{2000};
+  // SampledProcesses' layout slot; the hooks' parts get the slots before it.
+  static constexpr LayoutSlot kSampledProcessesSlot = kLayoutsPerProcess - 1;
   // `parts` are made by their hooks with the run this agent hands them
-  // (make_run()); samples of processes none holds go to SampledProcesses.
+  // (make_run()); samples read in kSampledProcessesSlot go to SampledProcesses.
   HostAgent(HostAgentOptions options, Sampler& sampler);
   ~HostAgent();
   HostAgent(const HostAgent&) = delete;
   HostAgent& operator=(const HostAgent&) = delete;
 
-  // What a part is handed (the sampler, the loop's context resolver, its notices).
-  AgentRun make_run();
+  // What a part is handed (the sampler, the loop's context resolver, its
+  // notices, a layout slot of its own). An error: every slot a hook may have
+  // (kSampledProcessesSlot of them) was handed out.
+  Expected<AgentRun> make_run();
   void add_part(std::unique_ptr<AgentPart> part);
   // Starts every registered hook's part with `settings` (each hook's own by
   // name, defaults filled in); an error names the hook's refusal.
@@ -153,10 +165,12 @@ class HostAgent {
   // The final summary (also valid mid-run): the run's settings, totals,
   // sampler counters, every process of every protocol, and its timeline.
   nlohmann::json summary() const;
-  // The part that holds pid's samples' trace (the HTML page's flame graphs), or nullptr.
-  const watch::ActiveTraceOf* trace_of(pid_t pid) const;
-  // The words of that part's flame graphs (a neutral caption when no part holds pid).
-  conform::StacksCaption stacks_caption(pid_t pid) const;
+  // What trace the sample's record names (the HTML page's flame graphs): the
+  // part's that read it in its slot, or nullptr (SampledProcesses' records
+  // are not drawn).
+  const watch::ActiveTraceOf* trace_of(const Sample& sample) const;
+  // The words of that part's flame graphs (a neutral caption when no part's record named it).
+  conform::StacksCaption stacks_caption(const Sample& sample) const;
   // The processes named in `pids` that published nothing this agent could
   // read, each with why ("pid 42: ..."). Valid after run().
   std::vector<std::string> nothing_readable() const;
@@ -166,10 +180,12 @@ class HostAgent {
  private:
   void notice(const std::string& text) const;
   void live_summary(bool final_line) const;
+  void notice_several_protocols() const;
   std::string not_published_text() const;
   nlohmann::json timeline_json() const;
   HostAgentOptions options_;
   Sampler& sampler_;
+  LayoutSlot next_part_slot_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,8 +4,9 @@
 // program walks the DTV), their samples tallied per thread, and their OTel
 // process context (OTEP 4719) followed so each sample names its resource.
 // The engine's host agent (host_agent.hpp) hosts it beside the protocols'
-// hooks, for the processes no hook holds; `sample_records` runs it alone
-// (Python: RecordReader.sample()).
+// hooks, in a layout slot of its own, so a process a hook holds is sampled
+// for its sampled protocol too; `sample_records` runs it alone (Python:
+// RecordReader.sample()).
 #pragma once
 
 #include <sys/types.h>
@@ -62,7 +63,11 @@ class SampledProcesses {
   using Notice = std::function<void(const std::string&)>;  // "pid N: ...", for people
   // `resolver` maps context timestamps to publications; its owner refreshes
   // it before each poll (publications are readable only while current).
-  SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice = {});
+  // `slot`: the sampler's layout slot it tracks its processes in (another
+  // protocol's part may hold the same process in another slot); samples of
+  // other slots are not its.
+  SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice = {},
+                   LayoutSlot slot = 0);
   ~SampledProcesses();
   SampledProcesses(const SampledProcesses&) = delete;
   SampledProcesses& operator=(const SampledProcesses&) = delete;
@@ -71,15 +76,16 @@ class SampledProcesses {
   // it; true when one does: pid is followed from now on and tracked as soon
   // as its records can be read. A process that publishes none but an OTel
   // process context is followed too, listed with its resource (nothing to
-  // sample until a protocol's records appear: each rescan asks again).
-  // `explicit_pid`: the user named it.
-  bool examine(pid_t pid, bool explicit_pid);
+  // sample until a protocol's records appear: each rescan asks again), unless
+  // `context_alone` is false (another part holds the process and follows its
+  // context). `explicit_pid`: the user named it.
+  bool examine(pid_t pid, bool explicit_pid, bool context_alone = true);
   bool follows(pid_t pid) const;
   // Retires followed processes that exited or exec'd (a later examine looks
   // at the new image afresh), locates again those not tracked yet, and
   // follows each tracked process's context.
   void rescan();
-  // Tallies a sample of a followed process; false when pid is not one.
+  // Tallies a sample of a followed process read in its slot; false when it is not one.
   bool on_sample(const Sample& sample);
 
   std::size_t followed() const;  // followed now
@@ -107,6 +113,7 @@ class SampledProcesses {
   Sampler& sampler_;
   process_context::PublicationResolver& resolver_;
   Notice notice_;
+  LayoutSlot slot_;
   LibraryCache cache_;
   std::vector<std::unique_ptr<Process>> processes_;  // retired ones stay, marked exited
 };

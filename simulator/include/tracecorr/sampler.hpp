@@ -12,6 +12,13 @@
 //    running or not), reading registers, frame-pointer stack and record with
 //    process_vm_readv, then detaching. Needs no BPF, no BTF.
 //
+// A process may publish several protocols at once (a JVM with Elastic's agent
+// and an OTel SDK): it is tracked with up to kLayoutsPerProcess layouts, one
+// per slot, and each interrupt of one of its threads reads the thread's record
+// by every layout, one Sample per layout (Sample::slot says which). The thread
+// is interrupted once; the BPF sampler reads its stack again per layout, the
+// ptrace one once.
+//
 // A tracked process may also publish an OpenTelemetry process context (OTEP
 // 4719): given its header's address, both samplers read the header with each
 // sample and hand on its timestamp, which names the publication (resource)
@@ -51,9 +58,18 @@ const char* to_string(SampleError e);  // "thread_pointer_failed", ...
 // The sampler's maximum stack depth (frames, innermost first).
 inline constexpr std::size_t kMaxStackFrames = 64;
 
+// Which of a tracked process's layouts a record is read by: 0 .. kLayoutsPerProcess - 1.
+using LayoutSlot = unsigned;
+// Layouts one process can be tracked with at once (bpf/sampler.h's
+// TC_LAYOUTS_PER_PROCESS): two protocols per process is what real software
+// ships (an Elastic agent beside an OTel SDK); each costs a record read, and
+// for the BPF sampler a stack read, per sample.
+inline constexpr LayoutSlot kLayoutsPerProcess = 2;
+
 struct Sample {
   pid_t pid = 0;  // process (tgid), as seen from the sampler's pid namespace
   pid_t tid = 0;
+  LayoutSlot slot = 0;            // the layout the record was read by (track()'s slot)
   int cpu = -1;                   // -1: unknown (ptrace sampler)
   std::uint64_t time_ns = 0;      // CLOCK_MONOTONIC
   std::uint64_t thread_pointer = 0;
@@ -73,7 +89,7 @@ struct Sample {
 // Counters kept by the sampler (the BPF one in kernel per-CPU maps).
 struct SamplerCounters {
   std::uint64_t samples = 0;   // interrupts of a tracked process's thread
-  std::uint64_t emitted = 0;   // samples delivered to poll()'s callback (or queued for it)
+  std::uint64_t emitted = 0;   // samples delivered to poll()'s callback (or queued for it): one per interrupt and layout
   std::uint64_t thread_pointer_failed = 0;
   std::uint64_t record_pointer_read_failed = 0;
   std::uint64_t record_pointer_null = 0;
@@ -98,18 +114,24 @@ class Sampler {
   virtual std::string name() const = 0;  // "bpf" or "ptrace"
   // Starts sampling pid's threads, reading each thread's record by `layout`
   // through the pointer at `site` (a thread-pointer offset, a module's block
-  // in each thread's DTV, or the process's memory area: resolve_tls_access).
-  // Tracking again replaces both. An error: the layout fails
-  // RecordLayout::check(), or the sampler cannot hold it (the BPF sampler does
-  // not walk DTVs yet: kUnsupported).
-  virtual Status track(pid_t pid, const RecordLayout& layout, PointerSite site) = 0;
+  // in each thread's DTV, or the process's memory area: resolve_tls_access),
+  // in layout slot `slot`: its samples carry it. Tracking a slot again
+  // replaces its layout and site; the other slot stays. An error: the slot
+  // is past kLayoutsPerProcess, the layout fails RecordLayout::check(), or
+  // the sampler cannot hold it.
+  virtual Status track(pid_t pid, LayoutSlot slot, const RecordLayout& layout, PointerSite site) = 0;
+  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) { return track(pid, 0, layout, site); }
   // Also reads, with each of pid's samples, the process context header at
   // `header_address` (a mapping process_context::discover found): its
   // signature and version checked, its timestamp in Sample::context_published_at.
-  // nullopt stops it. pid must be tracked; the address stays when track() is
-  // called again for pid, and untrack() forgets it.
+  // nullopt stops it. pid must be tracked (in any slot): the header is the
+  // process's, read once per interrupt; the address stays when track() is
+  // called again for pid, and is forgotten with the process's last slot.
   virtual Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) = 0;
-  virtual Status untrack(pid_t pid) = 0;
+  // Forgets slot's layout (no error when the slot holds none); with the last
+  // slot, the process and its context header.
+  virtual Status untrack(pid_t pid, LayoutSlot slot) = 0;
+  Status untrack(pid_t pid);  // every slot
   // Delivers the samples taken so far, waiting up to `timeout` for the first,
   // and returns how many were delivered. It returns after a bounded time
   // however fast samples come (a caller slower than the sampled threads must

@@ -49,11 +49,12 @@ void register_agent_hook(const AgentHook& hook) { hook_registry().add(hook); }
 std::vector<const AgentHook*> agent_hooks() { return hook_registry().all(); }
 
 struct HostAgent::Impl {
-  Impl(Sampler& sampler, SampledProcesses::Notice notice) : sampled(sampler, contexts, std::move(notice)) {}
+  Impl(Sampler& sampler, SampledProcesses::Notice notice)
+      : sampled(sampler, contexts, std::move(notice), HostAgent::kSampledProcessesSlot) {}
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
   std::vector<std::unique_ptr<AgentPart>> parts;  // the hooks' (Elastic v1: correlation and delivery)
-  // Processes no part holds that publish a sampled protocol (OTEP 4947's
-  // thread context): listed per thread, nothing sent.
+  // Processes that publish a sampled protocol (OTEP 4947's thread context),
+  // held by a part or not: listed per thread, nothing sent.
   SampledProcesses sampled;
   std::set<pid_t> noticed_nothing;  // named processes said to publish nothing (yet): said once
   std::deque<pid_t> rescan_work;    // the rescan's candidates not examined yet
@@ -88,8 +89,11 @@ void HostAgent::notice(const std::string& text) const {
   if (options_.log) std::fprintf(options_.log, "tracecorr agent: %s\n", tracecorr::printable_text(text).c_str());
 }
 
-AgentRun HostAgent::make_run() {
-  return AgentRun{sampler_, impl_->contexts, [this](const std::string& text) { notice(text); }};
+Expected<AgentRun> HostAgent::make_run() {
+  if (next_part_slot_ >= kSampledProcessesSlot)
+    return make_error("a process holds " + std::to_string(kLayoutsPerProcess) + " layouts, the last for the sampled " +
+                      "protocols: no layout slot left for another protocol's part");
+  return AgentRun{sampler_, impl_->contexts, [this](const std::string& text) { notice(text); }, next_part_slot_++};
 }
 
 void HostAgent::add_part(std::unique_ptr<AgentPart> part) { impl_->parts.push_back(std::move(part)); }
@@ -101,7 +105,9 @@ Status HostAgent::add_registered_parts(const AgentSettings& settings) {
       auto given = settings.find(s.name);
       own[s.name] = given == settings.end() ? s.default_value : given->second;
     }
-    auto part = hook->start(own, make_run());
+    auto run = make_run();
+    if (!run) return make_error(std::string(hook->id()) + ": " + run.error().message());
+    auto part = hook->start(own, std::move(*run));
     if (!part) return make_error(std::string(hook->id()) + ": " + part.error().message());
     add_part(std::move(*part));
   }
@@ -165,6 +171,9 @@ struct HostAgent::Impl::Loop {
     return work.empty();
   }
 
+  // Every part, and SampledProcesses, may hold the same process: it may
+  // publish several protocols. A process a part holds is not followed by
+  // SampledProcesses for its process context alone (the part follows it).
   void examine(pid_t pid, bool explicit_pid) {
     if (explicit_pid) impl.examined.insert(pid);
     if (explicit_pid && !impl.named.still_named(pid)) {
@@ -173,18 +182,27 @@ struct HostAgent::Impl::Loop {
                      "another process: not followed");
       return;
     }
-    if (impl.sampled.follows(pid)) return;  // refreshed by its rescan
+    bool held = false;
     for (auto& part : impl.parts)
-      if (part->examine(pid, explicit_pid)) return;
-    if (impl.sampled.examine(pid, explicit_pid)) return;
+      if (part->examine(pid, explicit_pid)) {
+        held = true;
+        break;
+      }
+    // A followed process is refreshed by SampledProcesses' own rescan.
+    if (impl.sampled.follows(pid) || impl.sampled.examine(pid, explicit_pid, !held) || held) return;
     if (explicit_pid && impl.noticed_nothing.insert(pid).second)
       agent.notice("pid " + std::to_string(pid) + ": publishes none of the protocols tracecorr agent samples (yet); will look again");
   }
 
+  // By the sample's layout slot: SampledProcesses' own, or the part's whose it is.
   void on_sample(const Sample& s) {
+    if (s.slot == kSampledProcessesSlot) {
+      if (!impl.sampled.on_sample(s)) ++impl.unknown_pid_samples;
+      return;
+    }
     for (auto& part : impl.parts)
       if (part->on_sample(s)) return;
-    if (!impl.sampled.on_sample(s)) ++impl.unknown_pid_samples;
+    ++impl.unknown_pid_samples;
   }
 
   // One turn: rescan (a slice of it), the contexts, one poll, the live line. False: the sampler failed.
@@ -307,6 +325,7 @@ void HostAgent::live_summary(bool final_line) const {
   std::fprintf(options_.log, "tracecorr agent: %s%.1fs processes %zu sampling %zu%s | sampler lost %" PRIu64 "%s%s\n",
                final_line ? "final " : "", seconds(Clock::now() - impl_->started), processes, sampling,
                parts_text.c_str(), sampler_.counters().lost, contexts.text().c_str(), records_text.c_str());
+  if (final_line) notice_several_protocols();
   if (final_line)
     for (const auto& part : impl_->parts)
       part->each_context([&](pid_t pid, const FollowedContext& c) {
@@ -315,6 +334,24 @@ void HostAgent::live_summary(bool final_line) const {
         for (const auto& r : tally["resources"]) notice(resource_notice(pid, r));
       });
   std::fflush(options_.log);
+}
+
+// A process that publishes several protocols is sampled under each: said
+// with each protocol's own count, from the summary's process list.
+void HostAgent::notice_several_protocols() const {
+  std::map<pid_t, std::map<std::string, std::uint64_t>> under;  // pid -> protocol -> samples (an exec'd pid's images summed)
+  const nlohmann::json listed = summary();  // the loop must not range over a temporary's member
+  for (const auto& p : listed["processes"]) {
+    if (!p.contains("pid") || !p["protocol"].is_string() || !p["samples"].is_number_unsigned()) continue;
+    under[p["pid"].get<pid_t>()][p["protocol"].get<std::string>()] += p["samples"].get<std::uint64_t>();
+  }
+  for (const auto& [pid, protocols] : under) {
+    if (protocols.size() < 2) continue;
+    std::string text;
+    for (const auto& [protocol, samples] : protocols)
+      text += (text.empty() ? "" : ", ") + protocol + " (" + std::to_string(samples) + " samples)";
+    notice("pid " + std::to_string(pid) + ": sampled under " + std::to_string(protocols.size()) + " protocols: " + text);
+  }
 }
 
 // ---- what was read ------------------------------------------------------------------
@@ -374,15 +411,18 @@ nlohmann::json HostAgent::summary() const {
   return out;
 }
 
-const watch::ActiveTraceOf* HostAgent::trace_of(pid_t pid) const {
+const watch::ActiveTraceOf* HostAgent::trace_of(const Sample& sample) const {
+  // A process publishing two protocols: a record read by SampledProcesses' layout is not the part's.
+  if (sample.slot == kSampledProcessesSlot) return nullptr;
   for (const auto& part : impl_->parts)
-    if (const auto* of = part->trace_of(pid)) return of;
+    if (const auto* of = part->trace_of(sample.pid)) return of;
   return nullptr;
 }
 
-conform::StacksCaption HostAgent::stacks_caption(pid_t pid) const {
+conform::StacksCaption HostAgent::stacks_caption(const Sample& sample) const {
+  if (sample.slot == kSampledProcessesSlot) return {};
   for (const auto& part : impl_->parts)
-    if (part->trace_of(pid)) return part->stacks_caption();
+    if (part->trace_of(sample.pid)) return part->stacks_caption();
   return {};
 }
 

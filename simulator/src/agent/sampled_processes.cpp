@@ -163,8 +163,9 @@ struct SampledProcesses::Process {
   std::map<std::string, std::uint64_t> statuses;  // every thread's
 };
 
-SampledProcesses::SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice)
-    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)) {}
+SampledProcesses::SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice,
+                                   LayoutSlot slot)
+    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)), slot_(slot) {}
 SampledProcesses::~SampledProcesses() = default;
 
 bool SampledProcesses::adopt(Process& p) {
@@ -184,7 +185,7 @@ bool SampledProcesses::adopt(Process& p) {
   return false;
 }
 
-bool SampledProcesses::examine(pid_t pid, bool explicit_pid) {
+bool SampledProcesses::examine(pid_t pid, bool explicit_pid, bool context_alone) {
   if (follows(pid) || !process_exists(pid)) return false;
   auto p = std::make_unique<Process>();
   p->pid = pid;
@@ -192,6 +193,7 @@ bool SampledProcesses::examine(pid_t pid, bool explicit_pid) {
   p->exec_identity = exec_identity(pid);
   p->explicit_pid = explicit_pid;
   if (!adopt(*p)) {
+    if (!context_alone) return false;
     auto resource = context_resource(pid);
     if (!resource) return false;
     p->resource = std::move(*resource);
@@ -256,7 +258,7 @@ void SampledProcesses::refresh(Process& p) {
     p.records = std::move(*located);
   }
   if (!p.tracked) {
-    if (auto st = sampler_.track(p.pid, p.records->layout(), p.records->site()); !st) {
+    if (auto st = sampler_.track(p.pid, slot_, p.records->layout(), p.records->site()); !st) {
       set_state("the sampler cannot track it: " + st.error().message());
       return;
     }
@@ -268,7 +270,8 @@ void SampledProcesses::refresh(Process& p) {
 }
 
 void SampledProcesses::retire(Process& p, const std::string& why) {
-  if (p.tracked) (void)sampler_.untrack(p.pid);  // the sampler forgets the context header too
+  // Its slot only (the sampler forgets the context header with the process's last slot).
+  if (p.tracked) (void)sampler_.untrack(p.pid, slot_);
   p.tracked = false;
   p.context.forget(p.pid, resolver_);
   p.exited = true;
@@ -277,6 +280,7 @@ void SampledProcesses::retire(Process& p, const std::string& why) {
 }
 
 bool SampledProcesses::on_sample(const Sample& s) {
+  if (s.slot != slot_) return false;
   auto it = std::find_if(processes_.begin(), processes_.end(),
                          [&](const auto& p) { return !p->exited && p->pid == s.pid; });
   if (it == processes_.end()) return false;

@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context_header.h"
@@ -84,12 +86,16 @@ class PtraceSampler final : public Sampler {
 
   std::string name() const override { return "ptrace"; }
 
-  Status track(pid_t pid, const RecordLayout& layout, PointerSite site) override {
+  using Sampler::track;
+  using Sampler::untrack;
+  Status track(pid_t pid, LayoutSlot slot, const RecordLayout& layout, PointerSite site) override {
     if (pid <= 0) return make_error("invalid pid " + std::to_string(pid), "ptrace sampler");
+    if (slot >= kLayoutsPerProcess)
+      return make_error("layout slot " + std::to_string(slot) + " past the " + std::to_string(kLayoutsPerProcess) +
+                            " a process holds",
+                        "ptrace sampler, pid " + std::to_string(pid));
     if (auto st = layout.check(); !st) return st.error().within("ptrace sampler, pid " + std::to_string(pid));
-    auto it = tracked_.find(pid);
-    const std::uint64_t context_header = it != tracked_.end() ? it->second.context_header : 0;
-    tracked_.insert_or_assign(pid, Tracked{layout, site, context_header});
+    tracked_[pid].layouts[slot] = Layout{layout, site};  // a new process: no context header
     return Ok{};
   }
   Status track_process_context(pid_t pid, std::optional<std::uint64_t> header_address) override {
@@ -101,8 +107,13 @@ class PtraceSampler final : public Sampler {
     it->second.context_header = header_address.value_or(0);
     return Ok{};
   }
-  Status untrack(pid_t pid) override {
-    tracked_.erase(pid);
+  Status untrack(pid_t pid, LayoutSlot slot) override {
+    auto it = tracked_.find(pid);
+    if (it == tracked_.end() || slot >= kLayoutsPerProcess) return Ok{};
+    it->second.layouts[slot].reset();
+    const auto& layouts = it->second.layouts;
+    if (std::none_of(layouts.begin(), layouts.end(), [](const auto& l) { return l.has_value(); }))
+      tracked_.erase(it);  // its context header with it
     return Ok{};
   }
 
@@ -137,13 +148,15 @@ class PtraceSampler final : public Sampler {
       for (pid_t tid : list_threads(pid)) {
         ++attempted;
         int err = 0;
-        Sample s;
+        std::vector<Sample> samples;  // one per layout the process is tracked with
         bool next_process = false;
-        switch (sample_thread(pid, tid, tracked, s, err)) {
+        switch (sample_thread(pid, tid, tracked, samples, err)) {
           case Outcome::Sampled:
-            ++delivered;
-            ++counters_.emitted;
-            callback(s);
+            for (const Sample& s : samples) {
+              ++delivered;
+              ++counters_.emitted;
+              callback(s);
+            }
             break;
           case Outcome::Gone:
             // A thread that vanished mid-read may be another thread's exec
@@ -167,13 +180,18 @@ class PtraceSampler final : public Sampler {
 
   enum class Outcome { Sampled, Gone, Refused };
 
-  struct Tracked {
+  struct Layout {
     RecordLayout layout;
     PointerSite site;
+  };
+  struct Tracked {
+    std::array<std::optional<Layout>, kLayoutsPerProcess> layouts;  // by slot
     std::uint64_t context_header = 0;  // 0: no process context
   };
 
-  Outcome sample_thread(pid_t pid, pid_t tid, const Tracked& tracked, Sample& s, int& err) {
+  // One stop of the thread: its registers, stack and context header read
+  // once, its record by every layout of the process, one Sample each.
+  Outcome sample_thread(pid_t pid, pid_t tid, const Tracked& tracked, std::vector<Sample>& out, int& err) {
     reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
     if (is_parked(tid)) return Outcome::Gone;
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
@@ -197,6 +215,7 @@ class PtraceSampler final : public Sampler {
     const int inject = event_stop ? 0 : WSTOPSIG(status);
 
     ++counters_.samples;
+    Sample s;
     s.pid = pid;
     s.tid = tid;
     s.cpu = -1;
@@ -205,13 +224,11 @@ class PtraceSampler final : public Sampler {
     int reg_err = 0;
     LiveProcessMemory mem(pid);
     read_context_header(mem, tracked.context_header, s);
-    if (!read_registers(tid, regs, reg_err)) {
+    const bool registers_read = read_registers(tid, regs, reg_err);
+    if (!registers_read) {
       s.error = SampleError::ThreadPointerFailed;
       s.stack_errno = reg_err;
-      ++counters_.thread_pointer_failed;
-      ++counters_.stack_failed;
     } else {
-      read_sample_record(mem, regs.thread_pointer, tracked, s);
       s.frames = walk_frame_pointers(
           regs.ip, regs.fp,
           [&mem](std::uint64_t addr, std::uint64_t& out) {
@@ -222,12 +239,23 @@ class PtraceSampler final : public Sampler {
           },
           options_.max_frames);
     }
+    for (LayoutSlot slot = 0; slot < kLayoutsPerProcess; ++slot) {
+      if (!tracked.layouts[slot]) continue;
+      Sample& one = out.emplace_back(s);
+      one.slot = slot;
+      if (registers_read) {
+        read_sample_record(mem, regs.thread_pointer, *tracked.layouts[slot], one);
+      } else {
+        ++counters_.thread_pointer_failed;
+        ++counters_.stack_failed;
+      }
+    }
     detach_or_reap(tid, inject);
     return Outcome::Sampled;
   }
 
   // The same steps, and the same classification, as bpf/sampler.bpf.c.
-  void read_sample_record(const ProcessMemory& mem, std::uint64_t tp, const Tracked& tracked, Sample& s) {
+  void read_sample_record(const ProcessMemory& mem, std::uint64_t tp, const Layout& tracked, Sample& s) {
     const RecordLayout& layout = tracked.layout;
     s.thread_pointer = tp;
     if (tp == 0 && uses_thread_pointer(layout)) {

@@ -18,6 +18,13 @@ const char* to_string(SampleError e) {
   return "unknown";
 }
 
+Status Sampler::untrack(pid_t pid) {
+  Status result = Ok{};
+  for (LayoutSlot slot = 0; slot < kLayoutsPerProcess; ++slot)
+    if (auto st = untrack(pid, slot); !st && result) result = st;
+  return result;
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> SamplerCounters::named() const {
   return {
       {"samples", samples},

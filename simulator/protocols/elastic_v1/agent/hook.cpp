@@ -331,7 +331,7 @@ bool ElasticPart::read_tls(ElasticProcess& p, const ProcessMemory& mem) {
 
 bool ElasticPart::track(ElasticProcess& p) {
   if (p.tracked && p.tracked_offset == p.tls->tp_offset) return true;
-  auto st = run_.sampler.track(p.pid, tls_record_layout(), PointerSite::tls_offset(p.tls->tp_offset));
+  auto st = run_.sampler.track(p.pid, run_.slot, tls_record_layout(), PointerSite::tls_offset(p.tls->tp_offset));
   if (!st) {
     set_state(p, "the sampler cannot track it: " + st.error().message());
     return false;
@@ -343,7 +343,9 @@ bool ElasticPart::track(ElasticProcess& p) {
 }
 
 void ElasticPart::untrack(ElasticProcess& p) {
-  if (p.tracked) (void)run_.sampler.untrack(p.pid);  // the sampler forgets the context header too
+  // Its slot only: the process may still be sampled for another protocol
+  // (the sampler forgets the context header with the last slot).
+  if (p.tracked) (void)run_.sampler.untrack(p.pid, run_.slot);
   p.tracked = false;
   p.context.forget(p.pid, run_.contexts);
 }
@@ -364,6 +366,7 @@ void ElasticPart::retire(pid_t pid, const std::string& why) {
 // ---- samples and messages ----------------------------------------------------------
 
 bool ElasticPart::on_sample(const Sample& s) {
+  if (s.slot != run_.slot) return false;  // another protocol's record of the process (the loop routes it)
   auto it = processes_.find(s.pid);
   if (it == processes_.end()) return false;
   ElasticProcess& p = it->second;
