@@ -123,9 +123,19 @@ std::vector<const otlp::ReceivedSpan*> SpanIndex::transactions() const {
   return out;
 }
 
-std::chrono::system_clock::time_point SpanIndex::end_time(const otlp::ReceivedSpan& s) {
+namespace {
+std::chrono::system_clock::time_point unix_nano_time(std::uint64_t ns) {
   return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(s.end_unix_nano)));
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
+}
+}  // namespace
+
+std::chrono::system_clock::time_point SpanIndex::start_time(const otlp::ReceivedSpan& s) {
+  return unix_nano_time(s.start_unix_nano);
+}
+
+std::chrono::system_clock::time_point SpanIndex::end_time(const otlp::ReceivedSpan& s) {
+  return unix_nano_time(s.end_unix_nano);
 }
 
 double SpanIndex::export_delay_ms(const otlp::ReceivedSpan& s) {
@@ -395,15 +405,17 @@ Evidence mismatch_evidence(const CountMismatch& m) {
                           actual);
 }
 
-std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(const std::vector<SentMessage>& sent,
-                                                                           const SpanIndex& spans) {
+std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(
+    const std::vector<SentMessage>& sent, const SpanIndex& spans, std::chrono::system_clock::time_point judged_from) {
   std::set<StackTraceId> known;
   for (const auto& m : sent)
     if (m.stack_trace_id) known.insert(*m.stack_trace_id);
   std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> out;
-  for (const auto& s : spans.spans())
+  for (const auto& s : spans.spans()) {
+    if (SpanIndex::start_time(s) < judged_from) continue;
     for (const auto& [id, count] : attribute_ids(s).counts)
       if (!known.count(id)) out.emplace_back(&s, id);
+  }
   return out;
 }
 

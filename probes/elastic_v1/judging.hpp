@@ -63,6 +63,7 @@ class SpanIndex {
   // spans with wrong end times cannot make others look held.)
   double held_at_least_ms(const otlp::ReceivedSpan& s) const;
   static constexpr std::size_t kHoldWitnesses = 3;
+  static std::chrono::system_clock::time_point start_time(const otlp::ReceivedSpan& s);
   static std::chrono::system_clock::time_point end_time(const otlp::ReceivedSpan& s);
   // Whether a hold of `s` shorter than `upto` would be visible: at least
   // kHoldWitnesses spans of the session ended within (s's end + `from`,
@@ -176,9 +177,11 @@ struct CountCheck {
 CountCheck check_counts(const std::vector<SentMessage>& sent, const SpanIndex& spans,
                         const std::function<bool(const SentMessage&)>& which);
 Evidence mismatch_evidence(const CountMismatch& m);
-// Ids in some exported attribute that no sent message carried.
-std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(const std::vector<SentMessage>& sent,
-                                                                           const SpanIndex& spans);
+// Ids in some exported attribute that no sent message carried, in spans that
+// began at `judged_from` or later (earlier ones may carry ids someone else sent).
+std::vector<std::pair<const otlp::ReceivedSpan*, StackTraceId>> unknown_ids(
+    const std::vector<SentMessage>& sent, const SpanIndex& spans,
+    std::chrono::system_clock::time_point judged_from = std::chrono::system_clock::time_point::min());
 
 }  // namespace tracecorr::elastic_v1
 

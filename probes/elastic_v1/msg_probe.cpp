@@ -74,6 +74,18 @@ Finding judge_counts(const std::string& id, const SessionEvidence& s, const Span
   return met(id, check.checked, std::to_string(check.checked) + " " + what + " counted exactly as required");
 }
 
+// Launched, the agent met no profiler before tracecorr. Attached, it may have
+// (a host agent, or an earlier run of tracecorr): a transaction that began
+// before this session's first message can carry the ids they sent.
+std::chrono::system_clock::time_point ids_judged_from(const SessionEvidence& s) {
+  auto from = std::chrono::system_clock::time_point::min();
+  if (s.launched) return from;
+  for (const auto& m : facts(s).sent_messages)
+    if (m.outcome == SendOutcome::Sent && (from == std::chrono::system_clock::time_point::min() || m.at_system < from))
+      from = m.at_system;
+  return from;
+}
+
 bool died_during(const SessionEvidence& s, std::string* how) {
   auto exit = s.target_exit;
   if (!exit || !s.launched) return false;
@@ -192,7 +204,7 @@ class MsgProbe final : public Probe {
   static Finding judge_truncation(const SessionEvidence& s, const SpanIndex& spans) {
     auto f = judge_counts("MSG-04", s, spans, "truncated messages (and their controls)");
     if (f.outcome == Finding::Outcome::Violated) return f;
-    auto unknown = unknown_ids(facts(s).sent_messages, spans);
+    auto unknown = unknown_ids(facts(s).sent_messages, spans, ids_judged_from(s));
     if (!unknown.empty()) {
       std::vector<Evidence> ev;
       for (std::size_t i = 0; i < unknown.size() && i < kMaxExamples; ++i)

@@ -141,7 +141,7 @@ def test_elastic_reference_in_a_container(tmp_path):
     verdicts = {r["id"]: r for r in document["results"]}
     # Read through /proc/PID/root and the container's own network: library, storage, records, socket, messages, spans.
     for rid in ("ELF-04", "PROC-01", "TLS-04", "SOCK-02", "MSG-04", "ATTR-04", "DEFER-01", "HOST-01"):
-        assert verdicts[rid]["verdict"] == "pass", verdicts[rid]
+        assert verdicts[rid]["verdict"] == "pass", f"{rid} {verdicts[rid]['verdict']}: {verdicts[rid]['reason']}"
     assert not failures(document), failures(document)
     assert run.returncode == cs.EXIT_OK, run.stdout[-3000:]
     assert_received_in_its_namespace(document, pid, netns)

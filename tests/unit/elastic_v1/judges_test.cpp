@@ -679,6 +679,22 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"ShortDatagramDecoded", "MSG-04",
                   traffic({{0, 1}}, ids_array({kStackIdA, kStackIdB}), std::nullopt, "MSG-04"), Outcome::Violated,
                   "that no message carried whole"},
+        // Attached, the agent may have met a profiler before tracecorr: a
+        // transaction that began before the first message may carry its ids.
+        JudgeCase{"AttachedShortDatagramDecoded", "MSG-04",
+                  traffic({{0, 1}}, ids_array({kStackIdA, kStackIdB}), std::nullopt, "MSG-04",
+                          [](Draft& s) { s.launched = false; }),
+                  Outcome::Violated, "that no message carried whole"},
+        JudgeCase{"AttachedIdsFromBeforeTheFirstMessage", "MSG-04",
+                  traffic({{0, 1}}, ids_array({kStackIdA, kStackIdB}), std::nullopt, "MSG-04",
+                          [](Draft& s) {
+                            s.launched = false;
+                            for (auto& m : s.sent_messages) {  // after the transaction began (end - 100 ms)
+                              m.at_system += 950ms;
+                              m.taken_up_by = m.at_system + 10ms;
+                            }
+                          }),
+                  Outcome::Met, "counted exactly as required"},
         JudgeCase{"AgentDiedOnABoundary", "MSG-07",
                   traffic({{0, 1}}, ids_array({kStackIdA}), std::nullopt, "MSG-07",
                           [](Draft& s) { s.target_exit = "killed by signal 6 (Aborted)"; }),
