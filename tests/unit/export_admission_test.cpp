@@ -50,9 +50,11 @@ struct Listener {
 
 // bash: a subshell (the "pre-flight run") connects and holds the connection;
 // the shell then either execs another program (the agent that stays, at the
-// shell's pid) or stays bash.
+// shell's pid) or stays bash. The subshell stays bash (the `:` after its
+// sleep): had it exec'd its last command, a test that judges it would see
+// another program at its pid than the one that connected, by timing alone.
 pid_t launch(std::uint16_t port, bool exec_after) {
-  const std::string script = "( exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "; sleep 3 ) & sleep 0.5; " +
+  const std::string script = "( exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "; sleep 3; : ) & sleep 0.5; " +
                              (exec_after ? "exec sleep 3" : "sleep 3; :");
   pid_t pid = ::fork();
   if (pid == 0) {

@@ -124,19 +124,23 @@ struct ProfilesExporter::Impl {
   std::thread thread;
 
   void run();
+  std::vector<ProfileSample> take(bool everything);  // the caller holds mutex
   void export_batch(std::vector<ProfileSample> batch);
 };
 
 void ProfilesExporter::Impl::run() {
   std::unique_lock lock(mutex);
   for (;;) {
-    wake.wait_for(lock, options.interval, [&] {
+    const bool woken = wake.wait_for(lock, options.interval, [&] {
       return stopping || flush_asked != flush_done || queue.size() >= options.max_batch_samples;
     });
     const std::uint64_t asked = flush_asked;
     const bool last = stopping;
-    std::vector<ProfileSample> taken;
-    taken.swap(queue);
+    // Woken by full batches alone, only the full batches go: what was offered
+    // while this thread woke up waits for its own batch to fill, so a loaded
+    // machine sends no extra part-batches.
+    const bool everything = !woken || last || asked != flush_done;
+    std::vector<ProfileSample> taken = take(everything);
     lock.unlock();
     for (std::size_t start = 0; start < taken.size(); start += options.max_batch_samples) {
       const std::size_t end = std::min(taken.size(), start + options.max_batch_samples);
@@ -148,6 +152,19 @@ void ProfilesExporter::Impl::run() {
     flushed.notify_all();
     if (last) return;
   }
+}
+
+std::vector<ProfileSample> ProfilesExporter::Impl::take(bool everything) {
+  std::vector<ProfileSample> taken;
+  const std::size_t count =
+      everything ? queue.size() : queue.size() / options.max_batch_samples * options.max_batch_samples;
+  if (count == queue.size()) {
+    taken.swap(queue);
+    return taken;
+  }
+  taken.assign(std::make_move_iterator(queue.begin()), std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(count)));
+  queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(count));
+  return taken;
 }
 
 void ProfilesExporter::Impl::export_batch(std::vector<ProfileSample> batch) {
