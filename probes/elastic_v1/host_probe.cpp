@@ -36,42 +36,56 @@ class HostProbe final : public Probe {
   }
 
  private:
+  // A host.id on spans before the session's first registration is the
+  // agent's own (HOST-02's case) only if the agent keeps it: attached, it may
+  // be an earlier profiler's registration (a host agent's, an earlier run's),
+  // which the agent replaces with this session's like any other.
   static Finding judge_adoption(const SessionEvidence* s) {
     if (!s) return not_run({"HOST-01"}).front();
     SpanIndex spans(*s);
     auto windows = registration_windows(*s, kMargin);
     if (windows.empty()) return not_applicable("HOST-01", "no registration could be sent");
-    for (const auto& sp : spans.spans())
-      if (sp.received_at_system < facts(*s).registrations.front().at_system && !host_id_of(sp).empty())
-        return not_applicable("HOST-01", "the agent sends host.id \"" + host_id_of(sp) +
-                                             "\" of its own before any registration (HOST-02 applies)");
+    const std::string before = host_id_before_registration(*s, spans);
     std::size_t judged = 0;
     for (const auto& w : windows) {
       if (scenario::is_long_registration(w.registration.message)) continue;  // MSG-07 judges it
       auto e = effect_of(w, spans);
       if (!e.spans) continue;
       ++judged;
-      if (!e.host_id_adopted()) {
-        // The first span that lacks it after the agent had shown it (or the
-        // first in the window when it never did).
-        const otlp::ReceivedSpan* example = nullptr;
-        bool shown = false;
-        for (const auto& sp : spans.spans()) {
-          if (sp.received_at_system < w.from || sp.received_at_system + w.margin > w.next) continue;
-          bool carries = host_id_of(sp) == w.registration.message.host_id;
-          if (!carries && (shown || e.since_adoption == 0)) {
-            example = &sp;
-            break;
-          }
-          shown = shown || carries;
-        }
-        return violated("HOST-01", "spans exported after a registration do not carry its host-id",
-                        {span_evidence(*example, "resource host.id \"" + w.registration.message.host_id + "\"",
-                                       "host.id \"" + host_id_of(*example) + "\"")});
-      }
+      if (e.host_id_adopted()) continue;
+      const otlp::ReceivedSpan& example = first_not_adopted(w, e, spans);
+      if (!before.empty() && host_id_of(example) == before)
+        return not_applicable("HOST-01", "the agent sends host.id \"" + before +
+                                             "\" of its own before any registration and keeps it (HOST-02 applies)");
+      return violated("HOST-01", "spans exported after a registration do not carry its host-id",
+                      {span_evidence(example, "resource host.id \"" + w.registration.message.host_id + "\"",
+                                     "host.id \"" + host_id_of(example) + "\"")});
     }
     if (!judged) return not_applicable("HOST-01", "no span ended after a registration");
-    return met("HOST-01", judged, std::to_string(judged) + " registrations' host-ids adopted");
+    return met("HOST-01", judged,
+               std::to_string(judged) + " registrations' host-ids adopted" +
+                   (before.empty() ? "" : " (host.id \"" + before + "\" before the first, replaced)"));
+  }
+
+  static std::string host_id_before_registration(const SessionEvidence& s, const SpanIndex& spans) {
+    for (const auto& sp : spans.spans())
+      if (sp.received_at_system < facts(s).registrations.front().at_system && !host_id_of(sp).empty())
+        return host_id_of(sp);
+    return {};
+  }
+
+  // The first span of window `w` that lacks its host-id after the agent had
+  // shown it (or the first in the window when it never did).
+  static const otlp::ReceivedSpan& first_not_adopted(const RegistrationWindow& w, const RegistrationEffect& e,
+                                                     const SpanIndex& spans) {
+    bool shown = false;
+    for (const auto& sp : spans.spans()) {
+      if (sp.received_at_system < w.from || sp.received_at_system + w.margin > w.next) continue;
+      bool carries = host_id_of(sp) == w.registration.message.host_id;
+      if (!carries && (shown || e.since_adoption == 0)) return sp;
+      shown = shown || carries;
+    }
+    return spans.spans().front();  // host_id_adopted() was false: some span lacked it
   }
 
   static Finding judge_own(const SessionEvidence* s) {

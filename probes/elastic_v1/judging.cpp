@@ -35,8 +35,13 @@ SpanIndex::SpanIndex(std::vector<otlp::ReceivedSpan> spans, otlp::ExportLosses l
       std::sort(latest.begin(), latest.end(), std::greater<>());
     }
     held_ms_.push_back(latest.back() > end ? static_cast<double>(latest.back() - end) / 1e6 : 0.0);
-    ends_.push_back(end);
   }
+  // Witnesses of a hold are spans an agent hands over as they end: a sampled
+  // transaction is itself held, so one that ended just after `s` leaves after
+  // it whatever s's hold (a stalled agent, 5 s, then a burst of transactions
+  // ended before the stall made a deferring agent look prompt).
+  for (const auto& sp : spans_)
+    if (is_child(sp) || !sp.sampled()) ends_.push_back(sp.end_unix_nano);
   std::sort(ends_.begin(), ends_.end());
 }
 

@@ -66,9 +66,10 @@ class SpanIndex {
   static std::chrono::system_clock::time_point start_time(const otlp::ReceivedSpan& s);
   static std::chrono::system_clock::time_point end_time(const otlp::ReceivedSpan& s);
   // Whether a hold of `s` shorter than `upto` would be visible: at least
-  // kHoldWitnesses spans of the session ended within (s's end + `from`,
-  // s's end + `upto`). A starved target ends few spans; then a short
-  // held_at_least_ms says nothing, and the span is no evidence either way.
+  // kHoldWitnesses spans that are never held (children, unsampled
+  // transactions) ended within (s's end + `from`, s's end + `upto`). A starved
+  // target ends few spans; then a short held_at_least_ms says nothing, and the
+  // span is no evidence either way.
   bool hold_witnessed(const otlp::ReceivedSpan& s, std::chrono::milliseconds from,
                       std::chrono::milliseconds upto) const;
 
@@ -76,7 +77,7 @@ class SpanIndex {
   std::vector<otlp::ReceivedSpan> spans_;
   std::map<SpanId, std::size_t> by_id_;
   std::vector<double> held_ms_;  // held_at_least_ms, by position
-  std::vector<std::uint64_t> ends_;  // every span's end (unix ns), ascending
+  std::vector<std::uint64_t> ends_;  // the never-held spans' ends (unix ns), ascending
   bool flags_absent_ = false;
   otlp::ExportLosses losses_;
   // Parent never arrived, and maybe lost on the way (neither role).

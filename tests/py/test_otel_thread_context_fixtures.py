@@ -583,6 +583,22 @@ def test_late_key_is_published_before_records_use_it(writers):
 
 
 @host_only
+def test_late_keys_every_period_grow_the_key_map_one_publication_each(writers):
+    w = writers(HOST_ARCH, reference(), SPANS + ["--late-key-after-ms", "50", "--late-key-every-ms", "100"])
+    threads = w.wait_ready()
+    deadline = time.monotonic() + WAIT_S
+    while len(w.journal("key_map")) < 4:
+        assert time.monotonic() < deadline, f"key maps published: {w.journal('key_map')}"
+        time.sleep(0.02)
+    records, context = w.snapshot(threads)
+    used = {key for r in records.values() if r is not None and r.valid == 1 for key, _ in r.entries()[0]}
+    assert used <= set(range(len(context[KEY_MAP_KEY]))), f"keys {used} outside {context[KEY_MAP_KEY]}"
+    maps = [e["keys"] for e in w.journal("key_map")][:4]
+    late = [LATE_KEY, LATE_KEY + ".2", LATE_KEY + ".3"]
+    assert maps == [INITIAL_KEYS] + [INITIAL_KEYS + late[:k] for k in (1, 2, 3)], "each period's key appended once"
+
+
+@host_only
 @pytest.mark.parametrize("style", ["swap", "in-place"])
 def test_detached_after_the_last_span(style, writers):
     w = writers(HOST_ARCH, reference(), SPANS + ["--style", style, "--spans", "2"])

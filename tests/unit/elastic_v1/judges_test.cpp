@@ -621,6 +621,19 @@ std::function<void(SessionSet&)> registered(std::vector<std::string> host_ids, s
   return enabled(registrations(std::move(host_ids), std::move(exported), first_minor));
 }
 
+// As `registered`, after spans exported with host.id `before` ahead of the first registration
+// (the agent's own, or an earlier profiler's when tracecorr attached).
+std::function<void(SessionSet&)> registered_after(std::string before, std::vector<std::string> host_ids,
+                                                  std::vector<std::string> exported) {
+  return enabled([=](Draft& s) {
+    registrations(host_ids, exported)(s);
+    const auto first = s.registrations.front().at_system;
+    std::vector<otlp::ReceivedSpan> earlier;
+    for (int k = 4; k >= 1; --k) earlier.push_back(span_with_host_id(before, first - k * 300ms));
+    s.spans.insert(s.spans.begin(), earlier.begin(), earlier.end());
+  });
+}
+
 // MSG-07's long registration (scenario::kLongHostIdBytes of host-id, the same
 // delay as before it, so that only its host.id shows whether it was taken), as
 // the scenario sends it: after an ordinary registration ("host-a"), each
@@ -724,7 +737,14 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"KeptTheOldHostId", "HOST-01", registered({"host-a", "host-b"}, {"host-a", "host-a"}),
                   Outcome::Violated, "do not carry its host-id"},
         JudgeCase{"NoRegistrationSentForHostId", "HOST-01", registered({}, {}), Outcome::NotApplicable,
-                  "no registration could be sent"}),
+                  "no registration could be sent"},
+        // Attached: an earlier profiler's host.id before the first registration, replaced by each registration's.
+        JudgeCase{"EarlierHostIdReplaced", "HOST-01", registered_after("host-0", {"host-a", "host-b"}, {"host-a", "host-b"}),
+                  Outcome::Met, "2 registrations' host-ids adopted (host.id \"host-0\" before the first, replaced)"},
+        JudgeCase{"OwnHostIdKept", "HOST-01", registered_after("host-0", {"host-a", "host-b"}, {"host-0", "host-0"}),
+                  Outcome::NotApplicable, "of its own before any registration and keeps it (HOST-02 applies)"},
+        JudgeCase{"EarlierHostIdThenAnother", "HOST-01", registered_after("host-0", {"host-a", "host-b"}, {"host-a", "host-c"}),
+                  Outcome::Violated, "do not carry its host-id"}),
     case_name);
 
 // ---- the small queue: DEFER-07, CONF-05; CONF-04 -------------------------

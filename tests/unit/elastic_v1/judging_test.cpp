@@ -8,6 +8,7 @@
 
 namespace tracecorr::elastic_v1 {
 namespace {
+using namespace std::chrono_literals;
 
 RequirementResult result_with(Verdict v, std::size_t count, std::size_t minimum) {
   auto r = make_result("CONF-02");
@@ -92,6 +93,26 @@ TEST(HeldByExportOrder, ABatchArrivingSecondsLaterIsNotAHold) {
     EXPECT_GT(SpanIndex::export_delay_ms(s), 4000);
     EXPECT_DOUBLE_EQ(spans.held_at_least_ms(s), 0);
   }
+}
+
+// What shows a hold: spans a conforming agent hands over as they end. Sampled
+// transactions are held themselves: three that ended after T and left after
+// it say nothing of T's hold (a stalled agent's burst); three children do.
+TEST(HoldWitnesses, AreSpansNeverHeldNotOtherTransactions) {
+  otlp::ReceivedSpan root = span(0x10, 0, false, 900);
+  otlp::ReceivedSpan t = span(1, 0, false, 1100);
+  std::vector<otlp::ReceivedSpan> later{root, t, span(2, 100, false, 1400), span(3, 200, false, 1400),
+                                        span(4, 300, false, 1400)};
+  SpanIndex transactions_only(later);
+  EXPECT_FALSE(transactions_only.hold_witnessed(transactions_only.spans()[1], 0ms, 500ms));
+  for (std::uint8_t id = 5; id < 8; ++id) {
+    otlp::ReceivedSpan child = span(id, 100u * (id - 4), true, 1500);
+    child.parent_span_id = root.span_id;
+    later.push_back(child);
+  }
+  SpanIndex with_children(later);
+  EXPECT_TRUE(with_children.hold_witnessed(with_children.spans()[1], 0ms, 500ms));
+  EXPECT_FALSE(with_children.hold_witnessed(with_children.spans()[1], 0ms, 250ms));  // two children only
 }
 
 // A span whose parent never arrived is a transaction with a remote parent,
