@@ -30,6 +30,8 @@ from build_products import HOST_ARCH, REPO, TRACECORR, fixture_program, need, pa
 from fixture_process import WAIT_S
 from thread_context_writer import DYNAMIC_TLS, held_writer
 
+import test_agent_two_protocols as dual_support  # its DualFixture: Elastic's fixture also publishing OTEP 4947
+
 try:
     import tracecorr
 except ImportError:
@@ -245,6 +247,37 @@ def test_agent_exports_elastic_records_with_the_process_context_resource(cli, tm
                                "service.instance.id": "i-42"}), s.resource
     (process,) = [p for p in summary["processes"] if p["pid"] == fx.proc.pid]
     assert len(attributed) <= process["process_context"]["resolved"], "a resource is never guessed"
+
+
+# ---- one process, two protocols: one observation per interrupt -----------------------------------------
+
+@pytest.mark.parametrize("reader", ["ptrace", "bpf"])
+def test_a_process_publishing_two_protocols_is_exported_once_per_interrupt(cli, tmp_path, request, reader):
+    """Elastic's fixture that also publishes each worker's span as an OTel thread context: the sampler reads both
+    records at each interrupt (two Samples, one per layout slot); the export has one observation per interrupt,
+    linked to the worker's span (both records name it)."""
+    if reader == "bpf":
+        request.getfixturevalue("bpf_works")
+    fx = dual_support.DualFixture(tmp_path)
+    try:
+        with ProfilesReceiver("grpc") as receiver:
+            summary, _ = run_agent(cli, fx.pid, reader, "--otlp-endpoint", receiver.endpoint)
+            samples = assert_counted_as_received(summary, receiver, "grpc")
+        otel = fx.last("otel_record")
+        tids = {int(t) for t in os.listdir(f"/proc/{fx.pid}/task")}
+    finally:
+        fx.stop()
+    assert_of_the_process(samples, fx.pid, tids, summary["test_window_ns"])
+    interrupts = [(s.tid, s.time_unix_nano) for s in samples]
+    assert len(set(interrupts)) == len(interrupts), "an interrupt exported once per protocol"
+    entries = [p for p in summary["processes"] if p["pid"] == fx.pid]
+    assert len(entries) == 2, "sampled under both protocols"
+    assert len(samples) < sum(p["samples"] for p in entries), "the two slots' samples were not merged"
+    linked = [s for s in samples if s.span_id is not None]
+    assert {s.tid for s in linked} == set(otel), "every worker exported with its span"
+    for s in linked:
+        meant = otel[s.tid]
+        assert (hex_of(s.trace_id), hex_of(s.span_id)) == (meant["trace_id"], meant["span_id"]), s.tid
 
 
 # ---- an endpoint that refuses, a protocol not spoken -------------------------------------------------------

@@ -79,6 +79,48 @@ class ObservedResources {
   std::map<pid_t, Known> by_pid_;
 };
 
+// One interrupt of a process tracked in several layout slots yields one
+// Sample per slot, with the same pid, tid and time: it is handed on as one
+// observation, the slots' contexts merged (the first link and its flags,
+// every attribute, the first of a key kept), so a process that publishes two
+// protocols is not counted twice. The slots of one interrupt come one after
+// the other (perhaps across two polls); what is pending goes out at the next
+// interrupt or flush() (the run's end).
+class InterruptMerger {
+ public:
+  using Emit = std::function<void(const Sample&, RecordContext)>;
+  void add(const Sample& s, RecordContext context, const Emit& emit) {
+    if (pending_ && pending_->pid == s.pid && pending_->tid == s.tid && pending_->time_ns == s.time_ns &&
+        pending_->slot != s.slot) {
+      merge(std::move(context));
+      return;
+    }
+    flush(emit);
+    pending_ = s;
+    context_ = std::move(context);
+  }
+  void flush(const Emit& emit) {
+    if (!pending_) return;
+    emit(*pending_, std::move(context_));
+    pending_.reset();
+  }
+
+ private:
+  void merge(RecordContext other) {
+    if (!context_.link && other.link) {
+      context_.link = other.link;
+      context_.trace_flags = other.trace_flags;
+    }
+    if (other.attributes && !other.attributes->empty()) {
+      otlp::Attributes both = context_.attributes ? *context_.attributes : otlp::Attributes{};
+      both.insert(other.attributes->begin(), other.attributes->end());  // a key already there is kept
+      context_.attributes = std::make_shared<const otlp::Attributes>(std::move(both));
+    }
+  }
+  std::optional<Sample> pending_;
+  RecordContext context_;
+};
+
 }  // namespace
 
 void register_agent_hook(const AgentHook& hook) { hook_registry().add(hook); }
@@ -99,6 +141,7 @@ struct HostAgent::Impl {
   std::set<pid_t> replaced;         // named numbers now held by another process: said once
   std::uint64_t unknown_pid_samples = 0;
   ObservedResources resources;     // of the observations handed to HostAgentOptions::observe
+  InterruptMerger interrupts;      // an interrupt's samples in several slots, handed on as one
   std::uint64_t observed = 0;
   Clock::time_point started;
   // When the duration's clock started: at once, or with --pid once the first
@@ -164,12 +207,17 @@ struct HostAgent::Impl::Loop {
   bool rescanning = false;
   std::chrono::milliseconds patience{};
   Sampler::Callback callback;
+  InterruptMerger::Emit emit;  // to HostAgentOptions::observe
 
   Loop(HostAgent& a, const std::atomic<bool>& s) : agent(a), impl(*a.impl_), stop(s) {
     impl.started = Clock::now();
     next_rescan = next_context_look = impl.started;
     next_summary = impl.started + agent.options_.summary_interval;
     callback = [this](const Sample& sample) { on_sample(sample); };
+    emit = [this](const Sample& s, RecordContext context) {
+      ++impl.observed;
+      agent.options_.observe(AgentObservation{s, std::move(context), impl.resources.of(s, impl.contexts)});
+    };
     for (const auto& part : impl.parts) patience = std::max(patience, part->final_patience());
     patience = std::min(patience, kFinalPatience);
   }
@@ -250,10 +298,10 @@ struct HostAgent::Impl::Loop {
     ++impl.unknown_pid_samples;
   }
 
-  // Every sample a protocol took is handed on, with or without a context.
-  void observe(const Sample& s, RecordContext context) {
-    ++impl.observed;
-    agent.options_.observe(AgentObservation{s, std::move(context), impl.resources.of(s, impl.contexts)});
+  // Every sample a protocol took is handed on, with or without a context, one per interrupt.
+  void observe(const Sample& s, RecordContext context) { impl.interrupts.add(s, std::move(context), emit); }
+  void flush_observations() {
+    if (agent.options_.observe) impl.interrupts.flush(emit);
   }
 
   // One turn: rescan (a slice of it), the contexts, one poll, the live line. False: the sampler failed.
@@ -297,6 +345,7 @@ struct HostAgent::Impl::Loop {
       impl.sampler_error = read.error().message();
       result = read.error();
     }
+    flush_observations();
     impl.all_read = Clock::now();
     impl.final_reads_limit = patience;
     for (auto& part : impl.parts) part->finish(patience);
