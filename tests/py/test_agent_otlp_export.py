@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.root,
               pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the BPF sampler runs natively on x86-64 here"),
               pytest.mark.skipif(not HAVE_PROFILES, reason="built without OTLP profiles (libgrpc++-dev)")]
 
-DURATION_S = 2
+DURATION_S = 3  # as test_agent_thread_context.py: long enough for every burning worker to be sampled
 FREQUENCY_HZ = 199
 MAX_VALUE_BYTES = 255  # the writer shortens longer attribute values (test_agent_thread_context.py)
 ELASTIC_FIXTURE = fixture_program(HOST_ARCH)
