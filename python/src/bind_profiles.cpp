@@ -118,6 +118,19 @@ void bind_sample(py::module_& m) {
       .def_property_readonly("stack", [](const ProfileSample& s) {
         return s.stack ? *s.stack : profiles::Stack{};
       }, "Instruction addresses, leaf first (empty: none sent)")
+      .def_property_readonly("profile", [](const ProfileSample& s) -> py::object {
+        if (!s.profile) return py::none();
+        const auto& p = *s.profile;
+        py::dict d;
+        d["sample_type"] = p.sample_type;
+        d["sample_unit"] = p.sample_unit;
+        d["period_type"] = p.period_type;
+        d["period_unit"] = p.period_unit;
+        d["period"] = p.period;
+        d["scope_name"] = p.scope_name;
+        d["scope_version"] = p.scope_version;
+        return d;
+      }, "What its profile says of its samples (types, period, scope) as a dict; None for JSON lines")
       .def_property_readonly("source", [](const ProfileSample& s) { return std::string(profiles::to_string(s.source)); })
       .def_readonly("export_index", &ProfileSample::export_index)
       .def("__repr__", [](const ProfileSample& s) {

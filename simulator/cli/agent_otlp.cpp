@@ -1,5 +1,6 @@
 #include "agent_otlp.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <tuple>
@@ -94,6 +95,8 @@ Expected<std::unique_ptr<AgentExport>> AgentExport::start(const OtlpExportTarget
   options.endpoint = target.endpoint;
   options.protocol =
       target.protocol == "grpc" ? profiles::ExportProtocol::Grpc : profiles::ExportProtocol::HttpProtobuf;
+  if (target.wall_clock) options.profile.period_type = "wall";
+  options.profile.period = static_cast<std::int64_t>(1'000'000'000 / std::max(1u, target.frequency_hz));
   auto exporter = profiles::ProfilesExporter::start(std::move(options));
   if (!exporter) return exporter.error();
   auto impl = std::make_unique<Impl>();

@@ -29,6 +29,10 @@ struct OtlpExportTarget {
   std::string protocol;
   std::string endpoint_from;  // "--otlp-endpoint", "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", ...
   std::string protocol_from;  // "--otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "default"
+  // What each profile says of its samples: the sampler's period (1 s / frequency) and whether it
+  // counts CPU time (bpf: on-CPU samples) or wall time (ptrace: every thread, running or not).
+  unsigned frequency_hz = 99;
+  bool wall_clock = false;
 };
 
 using Environment = std::function<std::optional<std::string>(const std::string& name)>;

@@ -192,6 +192,8 @@ std::optional<int> start_export(const AgentArgs& a, HostAgentOptions& o, std::un
   auto target = otlp_export_target(a.otlp, process_environment());
   if (target && !*target) return std::nullopt;
   if (target) {
+    (*target)->frequency_hz = a.frequency;
+    (*target)->wall_clock = a.reader == "ptrace";
     auto started = AgentExport::start(**target);
     if (started) {
       exporter = std::move(*started);

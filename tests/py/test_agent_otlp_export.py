@@ -150,6 +150,9 @@ def check_thread_context_export(cli, model, env, reader, protocol, how, tmp_path
         samples = assert_counted_as_received(summary, receiver, protocol)
     assert "OTLP profiles to" in log, log
     assert_of_the_process(samples, pid, set(published) | {pid}, summary["test_window_ns"])
+    # The profile says how it was sampled: every 1/FREQUENCY_HZ s, on-CPU (bpf) or wall clock (ptrace).
+    assert {(s.profile["period"], s.profile["period_type"], s.profile["scope_name"]) for s in samples} == \
+        {(10**9 // FREQUENCY_HZ, "wall" if reader == "ptrace" else "cpu", "tracecorr")}
     linked = [s for s in samples if s.span_id is not None]
     for s in linked:
         meant = published.get(s.tid)

@@ -143,6 +143,7 @@ class ProfileSample:
     attributes: Dict[str, Any]
     resource: Dict[str, Any]
     stack: List[int]
+    profile: Optional[Dict[str, Any]]
     source: str
     export_index: int
 
