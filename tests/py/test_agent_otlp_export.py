@@ -141,6 +141,24 @@ TCTX_MODELS = [("tlsdesc", {}), ("tlsdesc-dlopen", DYNAMIC_TLS)]
 TCTX_IDS = ["tlsdesc", "tlsdesc-dlopen-dynamic-tls"]
 
 
+def executable_ranges(pid: int) -> list[tuple[int, int]]:
+    ranges = []
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            addresses, perms = line.split()[:2]
+            if "x" in perms:
+                lo, hi = addresses.split("-")
+                ranges.append((int(lo, 16), int(hi, 16)))
+    return ranges
+
+
+def assert_stacks_are_the_processes(samples: list, ranges: list[tuple[int, int]]) -> None:
+    """Only frames the sampler took: every address is in one of the process's executable mappings."""
+    for s in samples:
+        for address in s.stack:
+            assert any(lo <= address < hi for lo, hi in ranges), (hex(address), s)
+
+
 def check_thread_context_export(cli, model, env, reader, protocol, how, tmp_path):
     with held_writer(model, env, tmp_path / "journal.jsonl", 2) as (process, published), \
             ProfilesReceiver(protocol) as receiver:
@@ -148,6 +166,8 @@ def check_thread_context_export(cli, model, env, reader, protocol, how, tmp_path
         args, agent_env = exporting(receiver, how)
         summary, log = run_agent(cli, pid, reader, *args, env=agent_env)
         samples = assert_counted_as_received(summary, receiver, protocol)
+        assert_stacks_are_the_processes(samples, executable_ranges(pid))
+    assert any(s.stack for s in samples), "both samplers walk the frame pointers: the stacks are exported"
     assert "OTLP profiles to" in log, log
     assert_of_the_process(samples, pid, set(published) | {pid}, summary["test_window_ns"])
     # The profile says how it was sampled: every 1/FREQUENCY_HZ s, on-CPU (bpf) or wall clock (ptrace).
@@ -176,8 +196,7 @@ def test_ptrace_agent_exports_thread_contexts(cli, tmp_path, model, env, protoco
 @pytest.mark.parametrize("model,env", TCTX_MODELS, ids=TCTX_IDS)
 @pytest.mark.parametrize("protocol,how", [("grpc", "variables"), ("http/protobuf", "flags")])
 def test_bpf_agent_exports_thread_contexts(cli, bpf_works, tmp_path, model, env, protocol, how):
-    samples, _ = check_thread_context_export(cli, model, env, "bpf", protocol, how, tmp_path)
-    assert any(s.stack for s in samples), "the BPF sampler takes stacks: they are exported"
+    check_thread_context_export(cli, model, env, "bpf", protocol, how, tmp_path)
 
 
 # ---- Elastic's reference APM agent, with an OTel SDK's process context beside it ---------------------------
