@@ -9,11 +9,16 @@ the gRPC receiver, or the HTTP route), and the test holds what arrived against w
   * the record's attributes arrive named through the key map (OTEP 4947);
   * `process.pid` is the writer's pid and `thread.id` one of its threads; the resource carries the process
     context's resource attributes (OTEP 4719) when the sample named a publication the agent read;
+  * only frames the sampler took: every exported address is in one of the process's executable mappings;
+  * a process publishing two protocols is exported once per interrupt, not once per protocol;
+  * each profile says how it was sampled (its period, cpu or wall);
   * what the agent counts as exported is what the receiver took, nothing dropped or failed;
   * an endpoint that refuses connections costs the sampling nothing: failures counted, exit 0.
 
 The OTEP 4947 writer in one static and one dynamic TLS model; Elastic's reference fixture holding its
-records, with an OTel SDK's process context preloaded beside it. BPF when it works here, ptrace always.
+records, with an OTel SDK's process context preloaded beside it; the variant of it that also publishes
+OTEP 4947 (test_agent_two_protocols.py's). BPF when it works here, ptrace always; gRPC and HTTP, by the flags
+and by the standard OTEL_EXPORTER_OTLP_* variables.
 """
 from __future__ import annotations
 
