@@ -54,6 +54,8 @@ struct PyReceiver {
 
 }  // namespace
 
+py::dict attributes_to_py(const otlp::Attributes& attributes) { return to_py(attributes); }
+
 void bind_otlp(py::module_& m) {
   py::class_<otlp::ReceivedSpan>(m, "ReceivedSpan", "One span as the receiver decoded it.")
       .def_property_readonly("trace_id", [](const otlp::ReceivedSpan& s) { return to_bytes(s.trace_id); })

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tracecorr/error.hpp"
+#include "tracecorr/otlp.hpp"
 
 namespace tracecorr::python {
 
@@ -57,12 +58,16 @@ std::array<std::uint8_t, N> to_id(const py::bytes& b, const char* field) {
 // nlohmann::json -> dict/list/str/int/float/bool/None (via the json module).
 py::object json_to_py(const nlohmann::json& j);
 
+// OTLP attributes as a dict name -> Python value (bind_otlp.cpp).
+py::dict attributes_to_py(const otlp::Attributes& attributes);
+
 // The engine's bindings, one file each.
 void bind_registry(py::module_& m);
 void bind_process(py::module_& m);
 void bind_otlp(py::module_& m);
 void bind_sampling(py::module_& m);
 void bind_conform(py::module_& m);
+void bind_profiles(py::module_& m);  // empty when tracecorr was built without OTLP profiles
 
 // A protocol package's bindings (python/src/<package>/) register themselves
 // from a static initialiser, so the module names no package: module.cpp binds

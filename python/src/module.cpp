@@ -72,6 +72,7 @@ PYBIND11_MODULE(_tracecorr, m) {
   bind_otlp(m);
   bind_sampling(m);
   bind_conform(m);
+  bind_profiles(m);
   for (const PackageBindings* package : package_bindings()) {
     py::module_ submodule = m.def_submodule(std::string(package->package).c_str(), std::string(package->doc).c_str());
     package->bind(submodule);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 
+#include "agent_otlp.hpp"
 #include "command.hpp"
 #include "tracecorr/host_agent.hpp"
 #include "tracecorr/report/flames.hpp"
@@ -37,6 +38,7 @@ struct AgentArgs {
   std::string json_path;
   std::string html_path;
   bool quiet = false;
+  OtlpExportArgs otlp;
 };
 
 // Passes the host agent's sampler through, keeping what it delivers (up to a
@@ -184,9 +186,39 @@ std::optional<int> write_outputs(const AgentArgs& a, const HostAgent& host, cons
   return std::nullopt;
 }
 
+// The OTLP profiles export, when asked for (flags or environment): every
+// observation offered to it. An exit code when it cannot be started.
+std::optional<int> start_export(const AgentArgs& a, HostAgentOptions& o, std::unique_ptr<AgentExport>& exporter) {
+  auto target = otlp_export_target(a.otlp, process_environment());
+  if (target && !*target) return std::nullopt;
+  if (target) {
+    (*target)->frequency_hz = a.frequency;
+    (*target)->wall_clock = a.reader == "ptrace";
+    auto started = AgentExport::start(**target);
+    if (started) {
+      exporter = std::move(*started);
+      o.observe = [sink = exporter.get()](const AgentObservation& observation) { sink->offer(observation); };
+      return std::nullopt;
+    }
+    target = started.error();
+  }
+  std::fprintf(stderr, "tracecorr agent: OTLP export: %s\n", printable_text(target.error().message()).c_str());
+  return kExitUsage;
+}
+
+// What was offered is sent (within the exporter's bounds), then counted in the summary and said.
+void finish_export(const AgentArgs& a, AgentExport* exporter, nlohmann::json& summary) {
+  if (!exporter) return;
+  exporter->flush();
+  summary["otlp_export"] = exporter->summary();
+  if (!a.quiet) std::fprintf(stderr, "tracecorr agent: %s\n", printable_text(exporter->final_line()).c_str());
+}
+
 int run_agent(const AgentArgs& a) {
   HostAgentOptions o;
   if (auto refused = agent_options(a, o)) return *refused;
+  std::unique_ptr<AgentExport> exporter;
+  if (auto refused = start_export(a, o, exporter)) return *refused;
   auto sampler = make_sampler(a);
   if (!sampler) {
     std::fprintf(stderr, "tracecorr agent: %s reader unavailable: %s\n", a.reader.c_str(),
@@ -208,6 +240,7 @@ int run_agent(const AgentArgs& a) {
 
   Status st = host.run(g_stop);
   auto summary = host.summary();
+  finish_export(a, exporter.get(), summary);
   if (auto failed = write_outputs(a, host, recording, started, summary)) return *failed;
   if (!st) {
     std::fprintf(stderr, "tracecorr agent: sampling failed: %s\n", st.error().message().c_str());
@@ -248,7 +281,14 @@ RegisterCommand agent_command(
           "(ids, valid, flags, attributes named through the process context's key map, sample counts) and how\n"
           "often each status was seen (record_pointer_null: no context; tls_block_not_allocated: the thread\n"
           "has not touched the module's TLS yet). Nothing is sent to such a process. A protocol that acts on\n"
-          "its samples (sends correlations, say) brings its own options, marked with its protocol's id.");
+          "its samples (sends correlations, say) brings its own options, marked with its protocol's id.\n"
+          "With --otlp-endpoint (or OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT; the flags\n"
+          "win) every sample of a process a protocol holds is exported as one OTLP profiles observation: pid,\n"
+          "thread.id, its time, a link (trace id, span id) when its record carried a valid context (none\n"
+          "otherwise), the record's attributes, the sampled stack when there is one, and a resource of\n"
+          "process.pid and the OTel process context's resource attributes. Sampling never waits for the\n"
+          "network: a full queue drops and counts; the summary (--json: otlp_export) counts what was offered,\n"
+          "exported, dropped and failed, with the last error. A refusing endpoint is not the run's failure.");
       app.add_option("--pid", a->pids, "Process to sample (repeatable)");
       app.add_flag("--all", a->all, "Every process that publishes a protocol the agent reads (rescanned every 500 ms)");
       app.add_option("--frequency", a->frequency, "Samples per second (per CPU for bpf, per thread for ptrace)")
@@ -263,6 +303,13 @@ RegisterCommand agent_command(
                      "publishes an OTel process context, the samples per resource");
       app.add_option("--html", a->html_path, "Write an HTML page with flame graphs of the samples, per trace");
       app.add_flag("--quiet", a->quiet, "No live summary on stderr");
+      app.add_option("--otlp-endpoint", a->otlp.endpoint,
+                     "Export every sample as OTLP profiles to http://HOST:PORT (default: "
+                     "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT; neither: no export)");
+      app.add_option("--otlp-protocol", a->otlp.protocol,
+                     "grpc (ProfilesService/Export) or http/protobuf (POST /v1development/profiles) (default: "
+                     "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
+          ->check(CLI::IsMember({"grpc", "http/protobuf"}));
       return [a] { return run_agent(*a); };
     });
 

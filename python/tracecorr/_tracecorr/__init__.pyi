@@ -128,6 +128,39 @@ class OtlpReceiver:
     def clear(self) -> None: ...
     def close(self) -> None: ...
 
+# ---- OTLP profiles (when built with gRPC and cpp-httplib) ---------------------------------------
+HAVE_PROFILES: bool
+
+class ProfileSample:
+    time_unix_nano: Optional[int]
+    clock: Optional[str]
+    value: int
+    pid: Optional[int]
+    tid: Optional[int]
+    trace_id: Optional[bytes]
+    span_id: Optional[bytes]
+    trace_flags: Optional[int]
+    attributes: Dict[str, Any]
+    resource: Dict[str, Any]
+    stack: List[int]
+    profile: Optional[Dict[str, Any]]
+    source: str
+    export_index: int
+
+class ProfilesReceiver:
+    @staticmethod
+    def start(protocol: str = "grpc", host: str = "127.0.0.1", port: int = 0) -> ProfilesReceiver: ...
+    endpoint: str
+    port: int
+    protocol: str
+    closed: bool
+    def samples(self) -> List[ProfileSample]: ...
+    def exports(self) -> List[Dict[str, Any]]: ...
+    def counters(self) -> Dict[str, int]: ...
+    def wait_for(self, predicate: Callable[[List[ProfileSample]], bool], timeout: float) -> bool: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+
 # ---- record layouts and samplers ----------------------------------------------------------------
 RECORD_MAX_BYTES: int
 

@@ -38,6 +38,7 @@
 #include "tracecorr/watch/record_watcher.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/process_context_resolver.hpp"
+#include "tracecorr/sampled_protocol.hpp"
 #include "tracecorr/sampler.hpp"
 
 namespace tracecorr {
@@ -67,6 +68,13 @@ class AgentPart {
   // A sample of one of its processes: true when it held pid and the sample
   // was read by its layout (sample.slot is its run's slot).
   virtual bool on_sample(const Sample& sample) = 0;
+  // What the record of a sample on_sample() took says, for the exported
+  // observation (its protocol's reading: link, flags, attributes). The
+  // default: no context (the sample is exported without a link).
+  virtual RecordContext context_of(const Sample& sample) {
+    (void)sample;
+    return {};
+  }
   // The run ends at `end` (a duration was given): what waits beyond it is pointless.
   virtual void ends_at(std::chrono::steady_clock::time_point end) { (void)end; }
   // How long what it has pending may still wait once sampling ended (its
@@ -125,6 +133,21 @@ class AgentHook {
 void register_agent_hook(const AgentHook& hook);
 std::vector<const AgentHook*> agent_hooks();  // in registration order
 
+// One sample of a process a protocol holds, as the agent hands it on for
+// export (an OTLP profiles observation): the sample itself (pid, tid, time,
+// frames), what its record said in its protocol's reading, and the process's
+// resource: `process.pid` as the sampler saw it, with the resource attributes
+// of the OTel process context publication current when the thread was
+// sampled (OTEP 4719; none when it publishes none, or that publication was
+// never read: never guessed).
+struct AgentObservation {
+  const Sample& sample;
+  RecordContext context;
+  std::shared_ptr<const otlp::Attributes> resource;
+};
+// Called on the agent's loop thread for every such sample: it must not block.
+using ObservationSink = std::function<void(const AgentObservation&)>;
+
 struct HostAgentOptions {
   std::vector<pid_t> pids;  // processes named by the user
   bool all = false;         // every process on the host (rescanned)
@@ -136,6 +159,7 @@ struct HostAgentOptions {
   // machine that can take longer than the duration.
   std::optional<std::chrono::milliseconds> duration;
   std::FILE* log = stderr;  // live summary and notices; nullptr: silent
+  ObservationSink observe;  // unset: samples are not handed on
 };
 
 class HostAgent {

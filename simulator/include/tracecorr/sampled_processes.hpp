@@ -87,6 +87,10 @@ class SampledProcesses {
   void rescan();
   // Tallies a sample of a followed process read in its slot; false when it is not one.
   bool on_sample(const Sample& sample);
+  // What the record of a sample on_sample() took says in its protocol's
+  // reading (SampledRecords::context), cached per process by the record's
+  // bytes within a bound; no context for a sample without a record.
+  RecordContext context_of(const Sample& sample);
 
   std::size_t followed() const;  // followed now
   std::size_t tracked() const;

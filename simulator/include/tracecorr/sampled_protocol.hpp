@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,9 +22,33 @@
 
 #include "tracecorr/discovery.hpp"
 #include "tracecorr/error.hpp"
+#include "tracecorr/ids.hpp"
+#include "tracecorr/otlp.hpp"
 #include "tracecorr/record_layout.hpp"
 
 namespace tracecorr {
+
+// What one record read with a sample says of its thread, in the terms every
+// profiler exports (an OTLP profiles sample's link and attributes): the
+// package's own reading of its record, so the engine can export every sample
+// of every protocol without naming one (HostAgentOptions::observe).
+struct RecordContext {
+  struct Link {
+    TraceId trace_id{};
+    SpanId span_id{};
+    bool operator==(const Link&) const = default;
+  };
+  // nullopt: the record carried no valid context (not valid, outside a
+  // trace, zero ids, undecodable): the sample is exported without a link.
+  std::optional<Link> link;
+  std::optional<std::uint8_t> trace_flags;  // when the protocol's record carries them
+  // The record's attributes by name (a key map's names, say); null: none.
+  std::shared_ptr<const otlp::Attributes> attributes;
+  // false: read the same bytes again next time (an index its key map lacked
+  // may be named by a later refresh), so the engine does not cache it.
+  bool settled = true;
+  bool operator==(const RecordContext& other) const;
+};
 
 // One process's records, as its protocol located them.
 class SampledRecords {
@@ -43,6 +68,13 @@ class SampledRecords {
   // may still run: a protocol may read it again (a key map refreshed).
   // Hostile bytes: never an exception, a record it cannot decode says why.
   virtual nlohmann::json decode(std::span<const std::uint8_t> record) = 0;
+  // The same record as an exported observation's context (link, flags,
+  // attributes). Asked once per distinct record a thread shows (cached by its
+  // bytes, within a bound), under the same rules as decode(). The default: no context.
+  virtual RecordContext context(std::span<const std::uint8_t> record) {
+    (void)record;
+    return {};
+  }
 };
 
 class SampledProtocol {

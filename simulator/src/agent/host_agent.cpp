@@ -43,6 +43,84 @@ std::chrono::nanoseconds waited_for_cpu() {
 
 double seconds(auto d) { return std::chrono::duration<double>(d).count(); }
 
+// The resource each observation carries: `process.pid` as the sampler saw it,
+// with the resource attributes of the process context publication the
+// sample's context timestamp names (the first of duplicate keys). Made once
+// per process and publication and shared by its observations.
+class ObservedResources {
+ public:
+  std::shared_ptr<const otlp::Attributes> of(const Sample& s, process_context::PublicationResolver& resolver) {
+    std::shared_ptr<const process_context::Publication> publication;
+    if (s.context_published_at && *s.context_published_at != 0) {  // 0: being written, nothing to name
+      auto resolved = resolver.resolve(s.pid, *s.context_published_at);
+      if (resolved.kind == process_context::ResolutionKind::Resolved && resolved.publication &&
+          resolved.publication->payload)
+        publication = resolved.publication;
+    }
+    const std::uint64_t published_at = publication ? publication->published_at_ns : 0;
+    auto known = by_pid_.find(s.pid);
+    if (known != by_pid_.end() && known->second.published_at == published_at) return known->second.attributes;
+    if (by_pid_.size() >= kMaxProcesses) by_pid_.clear();  // --all over a host of short-lived processes
+    otlp::Attributes attributes;
+    if (publication)
+      for (const auto& kv : publication->payload->resource) attributes.emplace(kv.key, kv.value);
+    attributes.insert_or_assign("process.pid", otlp::AttributeValue(static_cast<std::int64_t>(s.pid)));
+    auto made = std::make_shared<const otlp::Attributes>(std::move(attributes));
+    by_pid_[s.pid] = {published_at, made};
+    return made;
+  }
+
+ private:
+  static constexpr std::size_t kMaxProcesses = 4096;
+  struct Known {
+    std::uint64_t published_at = 0;
+    std::shared_ptr<const otlp::Attributes> attributes;
+  };
+  std::map<pid_t, Known> by_pid_;
+};
+
+// One interrupt of a process tracked in several layout slots yields one
+// Sample per slot, with the same pid, tid and time: it is handed on as one
+// observation, the slots' contexts merged (the first link and its flags,
+// every attribute, the first of a key kept), so a process that publishes two
+// protocols is not counted twice. The slots of one interrupt come one after
+// the other (perhaps across two polls); what is pending goes out at the next
+// interrupt or flush() (the run's end).
+class InterruptMerger {
+ public:
+  using Emit = std::function<void(const Sample&, RecordContext)>;
+  void add(const Sample& s, RecordContext context, const Emit& emit) {
+    if (pending_ && pending_->pid == s.pid && pending_->tid == s.tid && pending_->time_ns == s.time_ns &&
+        pending_->slot != s.slot) {
+      merge(std::move(context));
+      return;
+    }
+    flush(emit);
+    pending_ = s;
+    context_ = std::move(context);
+  }
+  void flush(const Emit& emit) {
+    if (!pending_) return;
+    emit(*pending_, std::move(context_));
+    pending_.reset();
+  }
+
+ private:
+  void merge(RecordContext other) {
+    if (!context_.link && other.link) {
+      context_.link = other.link;
+      context_.trace_flags = other.trace_flags;
+    }
+    if (other.attributes && !other.attributes->empty()) {
+      otlp::Attributes both = context_.attributes ? *context_.attributes : otlp::Attributes{};
+      both.insert(other.attributes->begin(), other.attributes->end());  // a key already there is kept
+      context_.attributes = std::make_shared<const otlp::Attributes>(std::move(both));
+    }
+  }
+  std::optional<Sample> pending_;
+  RecordContext context_;
+};
+
 }  // namespace
 
 void register_agent_hook(const AgentHook& hook) { hook_registry().add(hook); }
@@ -62,6 +140,9 @@ struct HostAgent::Impl {
   NamedProcesses named;             // what each --pid number named when first found
   std::set<pid_t> replaced;         // named numbers now held by another process: said once
   std::uint64_t unknown_pid_samples = 0;
+  ObservedResources resources;     // of the observations handed to HostAgentOptions::observe
+  InterruptMerger interrupts;      // an interrupt's samples in several slots, handed on as one
+  std::uint64_t observed = 0;
   Clock::time_point started;
   // When the duration's clock started: at once, or with --pid once the first
   // rescan had examined every named process.
@@ -126,12 +207,17 @@ struct HostAgent::Impl::Loop {
   bool rescanning = false;
   std::chrono::milliseconds patience{};
   Sampler::Callback callback;
+  InterruptMerger::Emit emit;  // to HostAgentOptions::observe
 
   Loop(HostAgent& a, const std::atomic<bool>& s) : agent(a), impl(*a.impl_), stop(s) {
     impl.started = Clock::now();
     next_rescan = next_context_look = impl.started;
     next_summary = impl.started + agent.options_.summary_interval;
     callback = [this](const Sample& sample) { on_sample(sample); };
+    emit = [this](const Sample& s, RecordContext context) {
+      ++impl.observed;
+      agent.options_.observe(AgentObservation{s, std::move(context), impl.resources.of(s, impl.contexts)});
+    };
     for (const auto& part : impl.parts) patience = std::max(patience, part->final_patience());
     patience = std::min(patience, kFinalPatience);
   }
@@ -197,12 +283,25 @@ struct HostAgent::Impl::Loop {
   // By the sample's layout slot: SampledProcesses' own, or the part's whose it is.
   void on_sample(const Sample& s) {
     if (s.slot == kSampledProcessesSlot) {
-      if (!impl.sampled.on_sample(s)) ++impl.unknown_pid_samples;
+      if (!impl.sampled.on_sample(s)) {
+        ++impl.unknown_pid_samples;
+        return;
+      }
+      if (agent.options_.observe) observe(s, impl.sampled.context_of(s));
       return;
     }
     for (auto& part : impl.parts)
-      if (part->on_sample(s)) return;
+      if (part->on_sample(s)) {
+        if (agent.options_.observe) observe(s, part->context_of(s));
+        return;
+      }
     ++impl.unknown_pid_samples;
+  }
+
+  // Every sample a protocol took is handed on, with or without a context, one per interrupt.
+  void observe(const Sample& s, RecordContext context) { impl.interrupts.add(s, std::move(context), emit); }
+  void flush_observations() {
+    if (agent.options_.observe) impl.interrupts.flush(emit);
   }
 
   // One turn: rescan (a slice of it), the contexts, one poll, the live line. False: the sampler failed.
@@ -246,6 +345,7 @@ struct HostAgent::Impl::Loop {
       impl.sampler_error = read.error().message();
       result = read.error();
     }
+    flush_observations();
     impl.all_read = Clock::now();
     impl.final_reads_limit = patience;
     for (auto& part : impl.parts) part->finish(patience);
@@ -398,6 +498,7 @@ nlohmann::json HostAgent::summary() const {
               {"totals", {{"samples", 0}, {"unknown_pid_samples", impl_->unknown_pid_samples}}},
               {"processes", json::array()}};
   if (auto timeline = timeline_json(); !timeline.is_null()) out["timeline"] = std::move(timeline);
+  if (options_.observe) out["totals"]["observations"] = impl_->observed;  // samples handed on for export
   for (const auto& part : impl_->parts) part->summarize(out);
   // Processes read for a sampled protocol's records: per thread what was read (nothing is sent to them).
   for (auto& j : impl_->sampled.to_json()) {

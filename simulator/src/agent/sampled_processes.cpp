@@ -19,6 +19,7 @@ using Clock = std::chrono::steady_clock;
 // Bounds on what one process may make the summary hold.
 constexpr std::size_t kMaxThreads = 1024;            // per process
 constexpr std::size_t kMaxDistinctRecords = 64;      // per thread, each decoded once
+constexpr std::size_t kMaxContextsCached = 1024;     // per process; beyond, a record's context is read per sample
 // How often sample_records' loop looks for exits, execs, libraries loaded
 // late and context changes, and at the contexts it follows (one 8-byte read
 // each: often enough that a publication is read while it is current).
@@ -85,6 +86,12 @@ nlohmann::json counts_json(const std::map<std::string, std::uint64_t>& counts) {
 }
 
 }  // namespace
+
+bool RecordContext::operator==(const RecordContext& other) const {
+  static const otlp::Attributes none;
+  return link == other.link && trace_flags == other.trace_flags &&
+         (attributes ? *attributes : none) == (other.attributes ? *other.attributes : none);
+}
 
 void register_sampled_protocol(const SampledProtocol& protocol) { registry().add(protocol); }
 std::vector<const SampledProtocol*> sampled_protocols() { return registry().all(); }
@@ -161,6 +168,7 @@ struct SampledProcesses::Process {
   std::map<pid_t, Thread> threads;
   std::uint64_t samples = 0, records_read = 0, threads_overflow = 0;
   std::map<std::string, std::uint64_t> statuses;  // every thread's
+  std::map<RecordBytes, RecordContext> contexts;  // context_of()'s, by the record's bytes
 };
 
 SampledProcesses::SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice,
@@ -311,6 +319,18 @@ bool SampledProcesses::on_sample(const Sample& s) {
     ++t.records_overflow;
   }
   return true;
+}
+
+RecordContext SampledProcesses::context_of(const Sample& s) {
+  if (s.slot != slot_ || !s.record) return {};
+  auto it = std::find_if(processes_.begin(), processes_.end(),
+                         [&](const auto& p) { return !p->exited && p->pid == s.pid; });
+  if (it == processes_.end() || !(*it)->records) return {};
+  Process& p = **it;
+  if (auto known = p.contexts.find(*s.record); known != p.contexts.end()) return known->second;
+  RecordContext context = p.records->context(s.record->span());
+  if (context.settled && p.contexts.size() < kMaxContextsCached) p.contexts.emplace(*s.record, context);
+  return context;
 }
 
 std::size_t SampledProcesses::followed() const {

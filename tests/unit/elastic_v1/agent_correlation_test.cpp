@@ -56,6 +56,33 @@ TEST(AgentRecord, MinorZeroAndZeroIdsAreNotCorrelated) {
   EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r)).verdict, RecordVerdict::Correlate);
 }
 
+// The record as the host agent exports it (OTLP profiles): a link to the active span only when it is one to correlate.
+TEST(AgentRecordContext, ACorrelatedRecordIsALinkToTheActiveSpanWithItsFlags) {
+  auto r = traced_record();
+  const auto context = record_context(elastic_v1::encode_tls_record(r));
+  ASSERT_TRUE(context.link);
+  EXPECT_EQ(context.link->trace_id, r.trace_id);
+  EXPECT_EQ(context.link->span_id, r.span_id) << "the active span, not the transaction";
+  EXPECT_EQ(context.trace_flags, std::optional<std::uint8_t>(1));
+  EXPECT_FALSE(context.attributes);
+}
+
+TEST(AgentRecordContext, NoLinkForARecordNotToCorrelateOrNamingNoSpan) {
+  auto valid_zero = traced_record();
+  valid_zero.valid = 0;  // TLS-08
+  auto absent = traced_record();
+  absent.trace_present = 0;  // TLS-09
+  auto minor_zero = traced_record();
+  minor_zero.minor = 0;
+  auto no_span = traced_record();
+  no_span.span_id = {};
+  for (const auto& r : {valid_zero, absent, minor_zero, no_span}) {
+    const auto context = record_context(elastic_v1::encode_tls_record(r));
+    EXPECT_FALSE(context.link);
+    EXPECT_FALSE(context.trace_flags);
+  }
+}
+
 TEST(AgentStackId, SameFramesSameIdDifferentFramesDifferentId) {
   std::vector<std::uint64_t> a{0x401000, 0x402000, 0x403000};
   std::vector<std::uint64_t> b{0x401000, 0x402000, 0x403008};

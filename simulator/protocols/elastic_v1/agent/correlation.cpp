@@ -60,6 +60,15 @@ JudgedRecord judge_record(std::span<const std::uint8_t> bytes) {
   return j;
 }
 
+RecordContext record_context(std::span<const std::uint8_t> bytes) {
+  const JudgedRecord j = judge_record(bytes);
+  RecordContext context;
+  if (j.verdict != RecordVerdict::Correlate || is_zero(j.record.span_id)) return context;
+  context.link = RecordContext::Link{j.record.trace_id, j.record.span_id};
+  context.trace_flags = j.record.trace_flags;
+  return context;
+}
+
 StackTraceId stack_trace_id(std::span<const std::uint64_t> frames) {
   std::vector<std::uint8_t> bytes(frames.size() * 8);
   for (std::size_t i = 0; i < frames.size(); ++i)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tracecorr/ids.hpp"
+#include "tracecorr/sampled_protocol.hpp"
 #include "elastic_v1/wire.hpp"
 
 namespace tracecorr::elastic_v1::agent {
@@ -36,6 +37,11 @@ struct JudgedRecord {
   elastic_v1::TlsRecord record;  // decoded fields (meaningful only for Correlate)
 };
 JudgedRecord judge_record(std::span<const std::uint8_t> bytes);  // Elastic v1 bytes, as its layout reads them
+// The record as an exported observation's context (the host agent's OTLP
+// profiles): a link (trace id, the active span's id) and the trace flags
+// when the record is one to correlate and names a span; otherwise none.
+// Elastic's record names no attributes.
+RecordContext record_context(std::span<const std::uint8_t> bytes);
 
 // ---- stack trace ids -------------------------------------------------------------
 // XXH3-128 of the frame addresses (little-endian u64 each, innermost first),

@@ -129,6 +129,9 @@ class ElasticPart final : public AgentPart {
   void retire_gone() override;
   bool examine(pid_t pid, bool explicit_pid) override;
   bool on_sample(const Sample& s) override;
+  RecordContext context_of(const Sample& s) override {
+    return s.record && s.error == SampleError::Ok ? record_context(s.record->span()) : RecordContext{};
+  }
   void ends_at(std::chrono::steady_clock::time_point end) override { deliverer_.ends_at(end); }
   std::chrono::milliseconds final_patience() const override {
     return std::min<std::chrono::milliseconds>(kFinalDeliveryPatience,

@@ -6,6 +6,7 @@
 #include "otel_thread_context/registry.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"
+#include "tracecorr/text.hpp"
 #include "tracecorr/tls.hpp"
 
 namespace tracecorr::otel_thread_context {
@@ -65,18 +66,27 @@ class ThreadRecords final : public SampledRecords {
     auto record = decode_record(bytes);
     if (!record) return {{"error", record.error().message()}};
     if (!record->readable()) return record_json(*record, nullptr);  // its entries are not read (TCTXR-07, 08)
-    auto named = name_attributes(*record, key_map_, [&]() -> std::optional<KeyMap> {
-      auto fresh = refresher_.refresh();
-      if (fresh) {
-        key_map_ = *fresh;
-        key_map_refreshed_ = true;
-      }
-      return fresh;
-    });
+    auto named = name_attributes(*record, key_map_, [&] { return refresh_key_map(); });
     return record_json(*record, &named);
   }
 
+  RecordContext context(std::span<const std::uint8_t> bytes) override {
+    auto record = decode_record(bytes);
+    if (!record || !record->readable()) return {};
+    return record_context(*record, name_attributes(*record, key_map_, [&] { return refresh_key_map(); }));
+  }
+
  private:
+  // TCTXR-10: a record names an index the map lacks (at most once per kKeyMapRefreshInterval).
+  std::optional<KeyMap> refresh_key_map() {
+    auto fresh = refresher_.refresh();
+    if (fresh) {
+      key_map_ = *fresh;
+      key_map_refreshed_ = true;
+    }
+    return fresh;
+  }
+
   pid_t pid_;
   AgentLibrary module_;
   TlsVariableAccess access_;
@@ -115,6 +125,26 @@ class ThreadContextProtocol final : public SampledProtocol {
 };
 
 }  // namespace
+
+RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named) {
+  RecordContext context;
+  if (!record.readable()) return context;
+  if (!is_zero(record.trace_id) || !is_zero(record.span_id)) {
+    context.link = RecordContext::Link{record.trace_id, record.span_id};
+    context.trace_flags = record.trace_flags;
+  }
+  otlp::Attributes attributes;
+  for (const auto& a : named.attributes) {
+    std::string text(a.value.begin(), a.value.end());
+    if (valid_utf8(text))
+      attributes.emplace(a.key, otlp::AttributeValue(std::move(text)));
+    else
+      attributes.emplace(a.key, otlp::AttributeValue(otlp::AttributeValue::Bytes(a.value)));
+  }
+  if (!attributes.empty()) context.attributes = std::make_shared<const otlp::Attributes>(std::move(attributes));
+  context.settled = named.unknown_indexes.empty();
+  return context;
+}
 
 const SampledProtocol& sampled_protocol() {
   static const ThreadContextProtocol protocol;

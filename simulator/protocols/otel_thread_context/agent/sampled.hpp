@@ -5,10 +5,19 @@
 // read. Registered with the package (inspect/register.cpp).
 #pragma once
 
+#include "otel_thread_context/record.hpp"
 #include "tracecorr/sampled_protocol.hpp"
 
 namespace tracecorr::otel_thread_context {
 
 const SampledProtocol& sampled_protocol();
+
+// The record as an exported observation's context (the host agent's OTLP
+// profiles, sampled_protocol.hpp): a link when the record is readable
+// (valid 1, TCTXR-07, 08) and its ids are not all zero (a thread outside any
+// trace), its trace flags then, and `named`'s attributes by key (a value that
+// is not UTF-8 as bytes). Not readable: no link, no flags, no attributes.
+// Not settled when the key map lacked an index even after any refresh.
+RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named);
 
 }  // namespace tracecorr::otel_thread_context
