@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Union
 
 from . import _tracecorr
+from ._receiver import NativeReceiver
 from . import protocol as _protocol
 from ._tracecorr import ReceivedSpan
 
@@ -19,7 +20,7 @@ def _id(value: IdLike, size: int) -> bytes:
     return _tracecorr.from_hex(value, size) if isinstance(value, str) else bytes(value)
 
 
-class OtlpReceiver:
+class OtlpReceiver(NativeReceiver):
     """An OTLP/HTTP trace receiver on ``host``:``port`` (0: ephemeral). Context manager; closed on exit.
 
     Spans come back as :class:`ReceivedSpan` (ids as bytes, attributes as
@@ -82,15 +83,3 @@ class OtlpReceiver:
     def wait_for_transaction(self, trace_id: IdLike, transaction_id: IdLike, timeout: float) -> Optional[ReceivedSpan]:
         """The transaction (the span whose id is ``transaction_id``) once exported, or None after ``timeout``."""
         return self.wait_for_span(trace_id, transaction_id, timeout)
-
-    def clear(self) -> None:
-        self._native.clear()
-
-    def close(self) -> None:
-        self._native.close()
-
-    def __enter__(self) -> "OtlpReceiver":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

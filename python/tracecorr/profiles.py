@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Callable, List
 
 from . import _tracecorr
+from ._receiver import NativeReceiver
 
 __all__ = ["HAVE_PROFILES", "ProfilesReceiver", "ProfileSample"]
 
@@ -14,7 +15,7 @@ else:  # built without gRPC or cpp-httplib: nothing to receive with
     ProfileSample = None  # type: ignore[assignment,misc]
 
 
-class ProfilesReceiver:
+class ProfilesReceiver(NativeReceiver):
     """An OTLP profiles receiver on ``host``:``port`` (0: ephemeral) speaking ``protocol``: ``"grpc"``
     (``ProfilesService/Export``) or ``"http/protobuf"`` (``POST /v1development/profiles``). Context
     manager; closed on exit.
@@ -58,15 +59,3 @@ class ProfilesReceiver:
         """Blocks until ``predicate(samples)`` holds or ``timeout`` seconds pass; returns whether it held.
         The predicate must not call back into the receiver."""
         return self._native.wait_for(predicate, timeout)
-
-    def clear(self) -> None:
-        self._native.clear()
-
-    def close(self) -> None:
-        self._native.close()
-
-    def __enter__(self) -> "ProfilesReceiver":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
