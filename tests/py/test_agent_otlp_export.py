@@ -17,7 +17,7 @@ the gRPC receiver, or the HTTP route), and the test holds what arrived against w
 
 The OTEP 4947 writer in one static and one dynamic TLS model; Elastic's reference fixture holding its
 records, with an OTel SDK's process context preloaded beside it; the variant of it that also publishes
-OTEP 4947 (test_agent_two_protocols.py's). BPF when it works here, ptrace always; gRPC and HTTP, by the flags
+OTEP 4947 (tests/py/dual_fixture.py). BPF when it works here, ptrace always; gRPC and HTTP, by the flags
 and by the standard OTEL_EXPORTER_OTLP_* variables.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from build_products import HOST_ARCH, REPO, TRACECORR, fixture_program, need, pa
 from fixture_process import WAIT_S
 from thread_context_writer import DYNAMIC_TLS, held_writer
 
-import test_agent_two_protocols as dual_support  # its DualFixture: Elastic's fixture also publishing OTEP 4947
+from dual_fixture import DualFixture  # Elastic's fixture also publishing OTEP 4947
 
 try:
     import tracecorr
@@ -285,7 +285,7 @@ def test_a_process_publishing_two_protocols_is_exported_once_per_interrupt(cli, 
     linked to the worker's span (both records name it)."""
     if reader == "bpf":
         request.getfixturevalue("bpf_works")
-    fx = dual_support.DualFixture(tmp_path)
+    fx = DualFixture(tmp_path)
     try:
         with ProfilesReceiver("grpc") as receiver:
             summary, _ = run_agent(cli, fx.pid, reader, "--otlp-endpoint", receiver.endpoint)

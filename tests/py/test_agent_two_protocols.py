@@ -16,16 +16,13 @@ x86-64 only: BPF runs natively here; the ptrace reader needs no BPF.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from build_products import HOST_ARCH, REGISTRY, REPO, TRACECORR, fixture_dir, need
-from json_otlp_receiver import JsonOtlpReceiver
+from build_products import HOST_ARCH, REGISTRY, REPO, TRACECORR, need
+from dual_fixture import THREADS, DualFixture
 
 try:
     import tracecorr
@@ -36,65 +33,11 @@ except ImportError:
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the BPF sampler runs natively on x86-64 here")]
 
-FIXTURE = fixture_dir(HOST_ARCH) / "otel_thread_context" / "variants" / "with-elastic-v1" / "tracecorr-fixture"
 OTEL = "otel-thread-context"
-THREADS = 2
 DURATION_S = 3
 FREQUENCY_HZ = {"bpf": 199, "ptrace": 20}
-WAIT_S = 20.0  # bound on waiting for the fixture's journal; a missed event fails, it never slows a pass
 TLS = {f["name"]: f for f in REGISTRY["layouts"]["tls_record"]["fields"]}
 TLS_SIZE = REGISTRY["layouts"]["tls_record"]["size"]
-
-
-class DualFixture:
-    """The variant under --hold: every worker's Elastic record and OTel thread context published, journaled."""
-
-    def __init__(self, tmp_path):
-        self.receiver = JsonOtlpReceiver()
-        self.journal = tmp_path / "journal.jsonl"
-        env = dict(os.environ)
-        env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": self.receiver.endpoint, "TRACECORR_FIXTURE_JOURNAL": str(self.journal),
-                    "TMPDIR": str(tmp_path)})
-        self.proc = subprocess.Popen([str(need(FIXTURE)), "--hold", "--threads", str(THREADS)], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + WAIT_S
-        while len(self.last("otel_record")) < THREADS or not self.events("ready"):
-            assert self.proc.poll() is None, f"fixture exited: {self.proc.stderr.read()}"
-            assert not self.events("otel_error"), self.events("otel_error")
-            if time.monotonic() > deadline:
-                pytest.fail(f"the fixture journaled no OTel record of each worker within {WAIT_S} s: {self.events()}")
-            time.sleep(0.05)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def events(self, kind: str | None = None) -> list[dict]:
-        if not self.journal.exists():
-            return []
-        out = []
-        for line in self.journal.read_text().splitlines():
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line being written
-            if kind is None or ev.get("event") == kind:
-                out.append(ev)
-        return out
-
-    def last(self, kind: str) -> dict[int, dict]:
-        """Each thread's last `kind` event: what it holds now."""
-        return {ev["tid"]: ev for ev in self.events(kind)}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=WAIT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.receiver.close()
 
 
 @pytest.fixture
