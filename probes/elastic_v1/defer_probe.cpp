@@ -311,7 +311,7 @@ class DeferProbe final : public Probe {
 
   // DEFER-01: sampled transactions are held, most certainly so.
   static Finding judge_transactions_deferred(const EnabledHolds& h, const SpanIndex& spans, const TimingBaseline& baseline) {
-    if (!h.judged) return not_applicable("DEFER-01", "no sampled transaction was exported");
+    if (!h.judged) return not_applicable("DEFER-01", "no sampled transaction was exported while a delay tracecorr knows was in force");
     if (h.certainly_immediate * 2 >= h.judged)
       return violated("DEFER-01", std::to_string(h.certainly_immediate) + " of " + std::to_string(h.judged) +
                                       " transactions were exported without deferral",

@@ -19,7 +19,12 @@ const SessionFacts& facts(const conform::SessionEvidence& session) {
 std::optional<std::uint32_t> delay_in_force(const conform::SessionEvidence& session,
                                             std::chrono::system_clock::time_point t, std::chrono::milliseconds margin) {
   const auto& registrations = facts(session).registrations;
-  std::optional<std::uint32_t> delay = elastic_v1::spec::kDefaultDelayMs;
+  // Launched, the agent met no profiler before tracecorr: the default delay
+  // until the first registration. Attached, a host agent or an earlier run
+  // may have registered another delay (a host agent's 10 ms made transactions
+  // leave at once, judged "not deferred" against the default): unknown.
+  std::optional<std::uint32_t> delay;
+  if (session.launched) delay = elastic_v1::spec::kDefaultDelayMs;
   for (const auto& r : registrations)
     if (r.sent() && r.effective_from() <= t) delay = r.judged ? std::optional<std::uint32_t>(r.message.samples_delay_ms) : std::nullopt;
   if (!delay) return std::nullopt;

@@ -923,11 +923,12 @@ std::vector<otlp::ReceivedSpan> deferral_timeline(std::chrono::system_clock::tim
 // delay reaches the stop are not judged.)
 std::function<void(SessionSet&)> deferral(std::chrono::milliseconds enabled_hold, std::chrono::milliseconds enabled_child_hold,
                                           std::chrono::milliseconds disabled_hold,
-                                          std::chrono::milliseconds disabled_child_hold = 0ms) {
+                                          std::chrono::milliseconds disabled_child_hold = 0ms, bool attached = false) {
   return [=](SessionSet& set) {
     auto t0 = std::chrono::system_clock::now() - 60s;
     // Each session stops its agent once the last span has ended, as a launched session does.
     auto on = conforming_session(kEnabledSession);
+    on.launched = !attached;
     on.spans = deferral_timeline(t0, enabled_hold, enabled_child_hold);
     on.stop_requested_at = t0 + 6s;
     auto off = conforming_session(kDisabledSession);
@@ -1047,6 +1048,11 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         JudgeCase{"HeldForTheDefaultDelay", "DEFER-01", deferral(1100ms, 0ms, 0ms), Outcome::Met, "all deferred"},
         JudgeCase{"NotDeferred", "DEFER-01", deferral(0ms, 0ms, 0ms), Outcome::Violated, "exported without deferral"},
+        // Attached, before this session's first registration: another profiler's delay may be in force.
+        JudgeCase{"AttachedBeforeAnyRegistrationIsUnknown", "DEFER-01", deferral(0ms, 0ms, 0ms, 0ms, /*attached=*/true),
+                  Outcome::NotApplicable, "while a delay tracecorr knows was in force"},
+        JudgeCase{"AttachedDefaultNotAssumed", "DEFER-03", deferral(0ms, 0ms, 0ms, 0ms, /*attached=*/true),
+                  Outcome::NotApplicable, ""},
         JudgeCase{"DefaultDelayKept", "DEFER-03", deferral(1100ms, 0ms, 0ms), Outcome::Met, "median hold 995 ms"},
         JudgeCase{"DisabledExportsAtOnce", "DEFER-04", deferral(1100ms, 0ms, 0ms), Outcome::Met, "exported at once"},
         JudgeCase{"DisabledStillDefers", "DEFER-04", deferral(1100ms, 0ms, 1000ms), Outcome::Violated,
