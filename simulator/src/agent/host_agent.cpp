@@ -83,42 +83,52 @@ class ObservedResources {
 // Sample per slot, with the same pid, tid and time: it is handed on as one
 // observation, the slots' contexts merged (the first link and its flags,
 // every attribute, the first of a key kept), so a process that publishes two
-// protocols is not counted twice. The slots of one interrupt come one after
-// the other (perhaps across two polls); what is pending goes out at the next
-// interrupt or flush() (the run's end).
+// protocols is not counted twice. The slots of one interrupt are written one
+// after the other, but the BPF ring is shared by every CPU: another CPU's
+// samples can come between them (4 of 602 interrupts exported twice beside
+// stress-ng when only the last sample was held). So the last kPending
+// interrupts wait for their other slots; the oldest goes out when a newer one
+// needs its place, and all at flush() (the run's end).
 class InterruptMerger {
  public:
   using Emit = std::function<void(const Sample&, RecordContext)>;
   void add(const Sample& s, RecordContext context, const Emit& emit) {
-    if (pending_ && pending_->pid == s.pid && pending_->tid == s.tid && pending_->time_ns == s.time_ns &&
-        pending_->slot != s.slot) {
-      merge(std::move(context));
-      return;
-    }
-    flush(emit);
-    pending_ = s;
-    context_ = std::move(context);
+    for (auto& p : pending_)
+      if (p.sample.pid == s.pid && p.sample.tid == s.tid && p.sample.time_ns == s.time_ns && p.sample.slot != s.slot) {
+        merge(p.context, std::move(context));
+        return;
+      }
+    if (pending_.size() == kPending) emit_oldest(emit);
+    pending_.push_back(Pending{s, std::move(context)});
   }
   void flush(const Emit& emit) {
-    if (!pending_) return;
-    emit(*pending_, std::move(context_));
-    pending_.reset();
+    while (!pending_.empty()) emit_oldest(emit);
   }
 
  private:
-  void merge(RecordContext other) {
-    if (!context_.link && other.link) {
-      context_.link = other.link;
-      context_.trace_flags = other.trace_flags;
+  // Far more than the samples other CPUs can write between two slots' of one interrupt.
+  static constexpr std::size_t kPending = 64;
+  struct Pending {
+    Sample sample;
+    RecordContext context;
+  };
+  void emit_oldest(const Emit& emit) {
+    Pending oldest = std::move(pending_.front());
+    pending_.pop_front();
+    emit(oldest.sample, std::move(oldest.context));
+  }
+  static void merge(RecordContext& into, RecordContext other) {
+    if (!into.link && other.link) {
+      into.link = other.link;
+      into.trace_flags = other.trace_flags;
     }
     if (other.attributes && !other.attributes->empty()) {
-      otlp::Attributes both = context_.attributes ? *context_.attributes : otlp::Attributes{};
+      otlp::Attributes both = into.attributes ? *into.attributes : otlp::Attributes{};
       both.insert(other.attributes->begin(), other.attributes->end());  // a key already there is kept
-      context_.attributes = std::make_shared<const otlp::Attributes>(std::move(both));
+      into.attributes = std::make_shared<const otlp::Attributes>(std::move(both));
     }
   }
-  std::optional<Sample> pending_;
-  RecordContext context_;
+  std::deque<Pending> pending_;
 };
 
 }  // namespace
