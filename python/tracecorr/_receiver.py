@@ -11,6 +11,10 @@ class NativeReceiver:
 
     _native: Any
 
+    @property
+    def port(self) -> int:
+        return self._native.port
+
     def clear(self) -> None:
         """Forgets what was received so far."""
         self._native.clear()

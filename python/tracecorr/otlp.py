@@ -35,10 +35,6 @@ class OtlpReceiver(NativeReceiver):
         """``http://HOST:PORT`` for OTEL_EXPORTER_OTLP_ENDPOINT."""
         return self._native.endpoint
 
-    @property
-    def port(self) -> int:
-        return self._native.port
-
     def spans(self) -> List[ReceivedSpan]:
         """Every span received so far (a snapshot)."""
         return self._native.spans()

@@ -36,10 +36,6 @@ class ProfilesReceiver(NativeReceiver):
         return self._native.endpoint
 
     @property
-    def port(self) -> int:
-        return self._native.port
-
-    @property
     def protocol(self) -> str:
         return self._native.protocol
 

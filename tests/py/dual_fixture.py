@@ -2,7 +2,6 @@
 `with-elastic-v1` variant), held and journaled, for the agent tests that sample it."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import time
 import pytest
 
 from build_products import HOST_ARCH, fixture_dir, need
+from fixture_process import read_journal
 from json_otlp_receiver import JsonOtlpReceiver
 
 FIXTURE = fixture_dir(HOST_ARCH) / "otel_thread_context" / "variants" / "with-elastic-v1" / "tracecorr-fixture"
@@ -42,17 +42,7 @@ class DualFixture:
         return self.proc.pid
 
     def events(self, kind: str | None = None) -> list[dict]:
-        if not self.journal.exists():
-            return []
-        out = []
-        for line in self.journal.read_text().splitlines():
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line being written
-            if kind is None or ev.get("event") == kind:
-                out.append(ev)
-        return out
+        return read_journal(self.journal, kind)
 
     def last(self, kind: str) -> dict[int, dict]:
         """Each thread's last `kind` event: what it holds now."""

@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+from fixture_process import read_journal
 from json_otlp_receiver import JsonOtlpReceiver
 
 from build_products import HOST_ARCH as ARCH, REGISTRY, TRACECORR, fixture_program, need, package_fixture_program
@@ -73,17 +74,7 @@ class Fixture:
         return self.proc.pid
 
     def events(self, kind=None):
-        if not self.journal.exists():
-            return []
-        out = []
-        for line in self.journal.read_text().splitlines():
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line being written
-            if kind is None or ev.get("event") == kind:
-                out.append(ev)
-        return out
+        return read_journal(self.journal, kind)
 
     def wait_for(self, kind):
         deadline = time.monotonic() + WAIT_S

@@ -32,7 +32,7 @@ import time
 import pytest
 
 from build_products import HOST_ARCH, REPO, TRACECORR, fixture_program, need, package_fixture_program
-from fixture_process import WAIT_S
+from fixture_process import WAIT_S, read_journal
 from thread_context_writer import DYNAMIC_TLS, held_writer
 
 from dual_fixture import DualFixture  # Elastic's fixture also publishing OTEP 4947
@@ -223,16 +223,7 @@ class ElasticFixture:
             time.sleep(0.05)
 
     def records(self) -> dict[int, dict]:
-        last = {}
-        if self.journal.exists():
-            for line in self.journal.read_text().splitlines():
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line being written
-                if ev.get("event") == "record":
-                    last[ev["tid"]] = ev
-        return last
+        return {ev["tid"]: ev for ev in read_journal(self.journal, "record")}
 
     def stop(self) -> None:
         self.proc.terminate()

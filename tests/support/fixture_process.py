@@ -22,6 +22,16 @@ AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
 WAIT_S = 20.0
 
 
+def read_journal(path: Path, event: str | None = None) -> list[dict]:
+    """A fixture's JSON-lines journal (TRACECORR_FIXTURE_JOURNAL): its whole lines, the one being
+    written left out; only `event`'s when given."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    lines = [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
+    return [e for e in lines if event is None or e.get("event") == event]
+
+
 def command_for(arch, path):
     """The command that runs `path` built for `arch` here. qemu-user maps 64-bit guests at
     guest address = host address, so the addresses an arm64 fixture prints and journals are
@@ -66,11 +76,7 @@ class FixtureProcess:
         return data
 
     def journal(self, event=None):
-        if not self.journal_path.exists():
-            return []
-        text = self.journal_path.read_text()
-        lines = [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
-        return [e for e in lines if event is None or e["event"] == event]
+        return read_journal(self.journal_path, event)
 
     def wait_journal(self, event, count, between=lambda: time.sleep(0.02)):
         """The journal's `event` lines once there are `count`, calling `between` while waiting."""
