@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from build_products import HOST_ARCH, TRACECORR, need, package_fixture_program
+from build_products import HOST_ARCH, TRACECORR, fixture_program, need, package_fixture_program
 from fixture_process import WAIT_S, FixtureProcess
 
 PACKAGE = "otel_thread_context"
@@ -326,3 +326,99 @@ def test_the_stage_options_are_refused_where_they_mean_nothing(tmp_path):
     out = subprocess.run([str(model_program("rust-cdylib")), "--state-journal", "--hold-hazard", "oversize"],
                          capture_output=True, text=True, timeout=WAIT_S)
     assert out.returncode == 2 and "oversize" in out.stderr
+
+
+# ---- Elastic v1's reference agent (fixtures/elastic_v1/README.md, "State journal") -------------------
+
+ELASTIC_STATE_FIELDS = STATE_FIELDS | {"trace_present"}
+ELASTIC_HAZARDS = ["valid_0_poison", "trace_present_0_poison"]
+
+
+def elastic_program():
+    return need(fixture_program(HOST_ARCH))
+
+
+def run_elastic(journal, args):
+    proc = FixtureProcess([str(elastic_program()), *args], journal)
+    assert proc.read_line().startswith("tracecorr-fixture pid=")
+    return proc
+
+
+def check_elastic_state(state: dict):
+    assert set(state) == ELASTIC_STATE_FIELDS, state
+    for ids in (state["context"], state["poison"]):
+        if ids is not None:
+            check_ids(ids)
+            assert len(ids["transaction_id"]) == 16 and HEX.fullmatch(ids["transaction_id"])
+    if state["context"] is not None:
+        assert set(state["context"]) == {"trace_id", "span_id", "transaction_id", "trace_flags"}
+        assert state["trace_present"] == 1 and state["poison"] is None
+
+
+def test_elastic_stage_journals_its_hazards_over_poison_never_reported(tmp_path):
+    proc = run_elastic(tmp_path / "journal.jsonl", ["--state-journal", "--stage-hazards", "--hazard-ms", "30",
+                                                    "--threads", "2", "--span-ms", "10", "--duration", "2"])
+    try:
+        proc.returncode = proc.proc.wait(timeout=WAIT_S)
+    finally:
+        proc.stop()
+    assert proc.returncode == 0, proc.stderr
+    journal = proc.journal()
+    (announced,) = events(journal, "hazards")
+    assert announced["done"] == ELASTIC_HAZARDS and announced["skipped"] == []
+    states = events(journal, "state")
+    for s in states:
+        check_elastic_state(s)
+    assert {s["hazard"] for s in states} == {"", *ELASTIC_HAZARDS}
+    for tid in {s["tid"] for s in states}:
+        mine = [s for s in states if s["tid"] == tid]
+        for before, after in zip(mine, mine[1:]):
+            assert before["t0"] <= before["t"] < after["t0"] <= after["t"], (before, after)
+        assert mine[-1]["context"] is None and mine[-1]["poison"] is None  # the record withdrawn at the end
+    for s in states:
+        if s["hazard"]:
+            assert s["context"] is None and s["poison"]["trace_id"].startswith("bd" * 8), s
+            assert s["trace_present"] == (0 if s["hazard"] == "trace_present_0_poison" else 1), s
+    # Every context a reader must report is a span the agent ran (and ended), with its transaction's id.
+    spans = {(e["trace_id"], e["span_id"]): e for e in events(journal, "span_end")}
+    contexts = [s["context"] for s in states if s["context"]]
+    assert contexts
+    for c in contexts:
+        span = spans.get((c["trace_id"], c["span_id"]))
+        if span is None:
+            continue  # the span running at stop ends after the journal's last state is read back
+        root = span["span_id"] if span["transaction"] else span["parent_span_id"]
+        assert c["transaction_id"] == root and c["trace_flags"] == (1 if span["sampled"] else 0), (c, span)
+    assert sum((c["trace_id"], c["span_id"]) in spans for c in contexts) >= len(contexts) - 2 * 2
+    reported = {c["trace_id"] for c in contexts} | {c["span_id"] for c in contexts} | \
+        {c["transaction_id"] for c in contexts}
+    for p in (s["poison"] for s in states if s["poison"]):
+        assert not {p["trace_id"], p["span_id"], p["transaction_id"]} & reported, p
+
+
+def test_elastic_hold_state_agrees_with_its_record_and_inspect(tmp_path):
+    proc = run_elastic(tmp_path / "journal.jsonl", ["--state-journal", "--hold", "--threads", "2"])
+    try:
+        proc.wait_journal("ready", 1)
+        out = subprocess.run([str(need(TRACECORR)), "inspect", str(proc.proc.pid), "--json"], capture_output=True,
+                             text=True, timeout=WAIT_S)
+        report = json.loads(out.stdout)["elastic-v1"]
+        journal = proc.journal()
+    finally:
+        proc.stop()
+    last, meant = {}, {}
+    for e in journal:
+        if e["event"] == "state":
+            last[e["tid"]] = e
+        elif e["event"] == "record":
+            meant[e["tid"]] = e
+    threads = {t["tid"]: t for t in report["threads"]}
+    assert len(meant) == 2
+    for tid, record in meant.items():
+        state = last[tid]
+        check_elastic_state(state)
+        expected = {k: record[k] for k in ("trace_id", "span_id", "transaction_id", "trace_flags")}
+        assert state["context"] == expected and state["trace_present"] == 1
+        got = threads[tid]["record"]
+        assert got["valid"] == 1 and got["trace_present"] == 1
+        assert {k: got[k] for k in expected} == expected
