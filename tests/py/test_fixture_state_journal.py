@@ -315,6 +315,37 @@ def test_hold_with_append_journals_the_record_it_holds(start):
         assert inspect_context(by_tid[tid]) == journal_context(held)
 
 
+@pytest.mark.parametrize("style", ["swap", "in-place"])
+def test_spans_mode_journals_each_attach_append_and_detach(style, start):
+    """--state-journal without the stage: every span's attach, its append and, after an even span, its
+    detach are states, in README.md's order, with the ids README.md derives from index and number."""
+    spans = 4
+    w = start("tlsdesc", ["--state-journal", "--spans", str(spans), "--span-ms", "20", "--append", "--style", style,
+                          "--threads", "2", "--busy-percent", "5"])
+    w.wait_journal("idle", 2)  # each worker detached after its last span; nothing changes until stopped
+    states = w.journal("state")
+    for tid in {s["tid"] for s in states}:
+        mine = [s for s in states if s["tid"] == tid]
+        for s in mine:
+            check_state_form(s)
+            assert s["hazard"] == "" and s["poison"] is None, s  # a detached in-place record names its last span
+        index = mine[0]["index"]
+        shown = []  # (n, appended) of each state with a context, None for none
+        for s in mine[1:]:
+            c = s["context"]
+            if c is None:
+                shown.append(None)
+                continue
+            n = int(c["span_id"][8:], 16)
+            assert (c["trace_id"], c["span_id"], c["trace_flags"]) == (*span_ids(index, n), n % 2)
+            shown.append((n, dict(c["attributes"]).get("http.status_code") == "200"))
+        expected = []
+        for n in range(1, spans + 1):
+            expected += [(n, False), (n, True)] + ([None] if n % 2 == 0 else [])
+        assert shown[:len(expected)] == expected, shown
+        assert all(x is None for x in shown[len(expected):])
+
+
 def test_the_stage_options_are_refused_where_they_mean_nothing(tmp_path):
     program = model_program("tlsdesc")
     for args in (["--stage-hazards"], ["--state-journal", "--stage-hazards", "--hold"],
