@@ -15,11 +15,25 @@
 #include "tracecorr/conform/runner.hpp"
 #include "tracecorr/conform/expectations.hpp"
 #include "tracecorr/report/report.hpp"
+#ifdef TRACECORR_HAVE_PROFILES
+#include "tracecorr/profiler/run.hpp"
+#endif
 
 namespace tracecorr::cli {
 namespace {
 
 using namespace tracecorr::conform;
+
+// Profiler mode (--profiler): the reader side judged.
+struct ProfilerArgs {
+  bool enabled = false;
+  int pid = 0;
+  std::string protocol = "http/protobuf";
+  int grpc_port = 0, http_port = 0;
+  std::string json_lines, fixtures;
+  std::size_t samples = 0;
+  double max_stage = 0, tolerance_ms = 0;
+};
 
 struct ConformArgs {
   std::vector<std::string> command;
@@ -32,6 +46,7 @@ struct ConformArgs {
   unsigned jobs = 0;
   int otlp_port = 0;
   double discovery_ceiling = 0;  // seconds; 0: DiscoveryLimits' default
+  ProfilerArgs profiler;
 };
 
 std::vector<std::string> split_ids(const std::string& text) {
@@ -46,7 +61,59 @@ std::vector<std::string> split_ids(const std::string& text) {
 // The expected duration of the main session's phases, which --duration scales.
 constexpr double kDefaultMainSessionSeconds = 5.0;
 
+// Expectations applied, reports written, the gate's exit code: the same for
+// both sides (an agent's run and a profiler's).
+int finish_run(RunResult& run, const ConformArgs& a, const std::optional<Expectations>& expectations) {
+  if (expectations) apply_expectations(run, *expectations);
+
+  report::ConsoleOptions console;
+  console.color = report::use_color(stdout);
+  std::fputs(report::render_console(run, console).c_str(), stdout);
+  std::fflush(stdout);
+  auto write = [](const std::string& path, const std::string& text) {
+    if (path.empty()) return true;
+    if (auto st = report::write_text_file(path, text); !st) {
+      std::fprintf(stderr, "tracecorr conform: %s\n", st.error().message().c_str());
+      return false;
+    }
+    return true;
+  };
+  if (!write(a.junit, report::render_junit(run)) || !write(a.json, report::render_json(run))) return kExitEnvironment;
+  if (!a.html.empty() && !write(a.html, report::render_html(run))) return kExitEnvironment;
+  if (a.update_expectations) {
+    if (a.expect.empty()) {
+      std::fprintf(stderr, "tracecorr conform: --update-expectations needs --expect FILE\n");
+      return kExitUsage;
+    }
+    if (!write(a.expect, update_expectations(run, expectations.value_or(Expectations{})))) return kExitEnvironment;
+    std::fprintf(stderr, "tracecorr conform: wrote %s\n", a.expect.c_str());
+    return kExitOk;
+  }
+  return exit_code(run, a.strict);
+}
+
+// --expect's file, read and checked; false: a usage error was printed.
+bool load_expected(const ConformArgs& a, std::optional<Expectations>& expectations) {
+  if (a.expect.empty() || (!std::filesystem::exists(a.expect) && a.update_expectations)) return true;
+  auto loaded = load_expectations(a.expect);
+  if (!loaded) {
+    std::fprintf(stderr, "tracecorr conform: %s\n", loaded.error().message().c_str());
+    return false;
+  }
+  expectations = *loaded;
+  std::vector<std::string> listed;
+  for (const auto& e : expectations->expected_failures) listed.push_back(e.id);
+  if (auto unknown = validate_ids(listed); !unknown.empty()) {
+    std::fprintf(stderr, "tracecorr conform: %s lists unknown requirement %s\n", a.expect.c_str(), unknown.front().c_str());
+    return false;
+  }
+  return true;
+}
+
+int run_conform_profiler(const ConformArgs& a);
+
 int run_conform(const ConformArgs& a) {
+  if (a.profiler.enabled || a.profiler.pid) return run_conform_profiler(a);
   if (a.command.empty() == (a.pid == 0)) {
     std::fprintf(stderr, "tracecorr conform: give either --pid PID or -- CMD ARGS...\n");
     return kExitUsage;
@@ -78,21 +145,7 @@ int run_conform(const ConformArgs& a) {
     o.target.discovery.ceiling = std::chrono::milliseconds(static_cast<long long>(a.discovery_ceiling * 1000));
 
   std::optional<Expectations> expectations;
-  if (!a.expect.empty() && (std::filesystem::exists(a.expect) || !a.update_expectations)) {
-    auto loaded = load_expectations(a.expect);
-    if (!loaded) {
-      std::fprintf(stderr, "tracecorr conform: %s\n", loaded.error().message().c_str());
-      return kExitUsage;
-    }
-    expectations = *loaded;
-    std::vector<std::string> listed;
-    for (const auto& e : expectations->expected_failures) listed.push_back(e.id);
-    if (auto unknown = validate_ids(listed); !unknown.empty()) {
-      std::fprintf(stderr, "tracecorr conform: %s lists unknown requirement %s\n", a.expect.c_str(),
-                   unknown.front().c_str());
-      return kExitUsage;
-    }
-  }
+  if (!load_expected(a, expectations)) return kExitUsage;
 
   auto run = run_conformance(o);
   if (!run) {
@@ -100,32 +153,79 @@ int run_conform(const ConformArgs& a) {
     // A target that publishes nothing tracecorr knows is the environment's fault, not the command line's.
     return run.error().kind == ErrorKind::kNotFound && run.error().where == "--protocol auto" ? kExitEnvironment : kExitUsage;
   }
-  if (expectations) apply_expectations(*run, *expectations);
+  return finish_run(*run, a, expectations);
+}
 
-  report::ConsoleOptions console;
-  console.color = report::use_color(stdout);
-  std::fputs(report::render_console(*run, console).c_str(), stdout);
-  std::fflush(stdout);
-  auto write = [](const std::string& path, const std::string& text) {
-    if (path.empty()) return true;
-    if (auto st = report::write_text_file(path, text); !st) {
-      std::fprintf(stderr, "tracecorr conform: %s\n", st.error().message().c_str());
-      return false;
-    }
-    return true;
-  };
-  if (!write(a.junit, report::render_junit(*run)) || !write(a.json, report::render_json(*run))) return kExitEnvironment;
-  if (!a.html.empty() && !write(a.html, report::render_html(*run))) return kExitEnvironment;
-  if (a.update_expectations) {
-    if (a.expect.empty()) {
-      std::fprintf(stderr, "tracecorr conform: --update-expectations needs --expect FILE\n");
-      return kExitUsage;
-    }
-    if (!write(a.expect, update_expectations(*run, expectations.value_or(Expectations{})))) return kExitEnvironment;
-    std::fprintf(stderr, "tracecorr conform: wrote %s\n", a.expect.c_str());
-    return kExitOk;
+#ifdef TRACECORR_HAVE_PROFILES
+#if defined(__aarch64__)
+constexpr char kArch[] = "arm64";  // the fixtures folder's name (fixtures/CMakeLists.txt)
+#else
+constexpr char kArch[] = "x86_64";
+#endif
+
+// Where the stage's writers are: --fixtures, else next to the binary (a build
+// tree: build/bin/../fixtures/ARCH), else the package's.
+std::string fixtures_dir(const std::string& given, const std::string& arch) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto beside = exe.parent_path().parent_path() / "fixtures" / arch;
+  if (!ec && std::filesystem::is_directory(beside, ec)) return beside.string();
+  return "/usr/lib/tracecorr/fixtures/" + arch;
+}
+
+int run_conform_profiler(const ConformArgs& a) {
+  const auto& p = a.profiler;
+  profiler::ProfilerRunOptions o;
+  o.command = a.command;
+  if (p.pid) o.profiler_pid = p.pid;
+  if (o.command.empty() == !o.profiler_pid) {
+    std::fprintf(stderr, "tracecorr conform --profiler: give either --profiler-pid PID or -- PROFILER ARGS...\n");
+    return kExitUsage;
   }
-  return exit_code(*run, a.strict);
+  o.otlp_protocol = p.protocol;
+  o.grpc_port = static_cast<std::uint16_t>(p.grpc_port);
+  o.http_port = static_cast<std::uint16_t>(p.http_port);
+  o.json_lines = p.json_lines;
+  o.protocols = split_ids(a.protocol == "auto" ? "" : a.protocol);
+  o.only = split_ids(a.only);
+  o.strict = a.strict;
+  o.stage.arch = kArch;
+  o.stage.fixtures_dir = fixtures_dir(p.fixtures, o.stage.arch);
+  if (p.samples) o.samples_per_member = p.samples;
+  if (p.max_stage > 0) o.max_stage = std::chrono::milliseconds(static_cast<long long>(p.max_stage * 1000));
+  if (p.tolerance_ms > 0) o.tolerance = std::chrono::milliseconds(static_cast<long long>(p.tolerance_ms));
+  o.progress = a.quiet ? nullptr : stderr;
+  std::optional<Expectations> expectations;
+  if (!load_expected(a, expectations)) return kExitUsage;
+  auto run = profiler::run_profiler_conformance(o);
+  if (!run) {
+    std::fprintf(stderr, "tracecorr conform --profiler: %s\n", printable_text(run.error().message()).c_str());
+    return kExitUsage;
+  }
+  run->target.arch = o.stage.arch;
+  return finish_run(*run, a, expectations);
+}
+#else
+int run_conform_profiler(const ConformArgs&) {
+  std::fprintf(stderr, "tracecorr conform --profiler: this build has no OTLP profiles intake (gRPC and cpp-httplib)\n");
+  return kExitEnvironment;
+}
+#endif
+
+void add_profiler_options(CLI::App& app, ProfilerArgs& p) {
+  app.add_flag("--profiler", p.enabled,
+               "Judge a profiler (the reader side): launch it (-- PROFILER ARGS...) with OTEL_EXPORTER_OTLP_* naming "
+               "tracecorr's receiver, run a stage of writers, judge its samples");
+  app.add_option("--profiler-pid", p.pid, "Profiler mode on a running profiler (export to --grpc-port/--http-port)");
+  app.add_option("--profiler-protocol", p.protocol, "grpc or http/protobuf (default): what the launched profiler is told");
+  app.add_option("--grpc-port", p.grpc_port, "Profiler mode: fixed port of the OTLP/gRPC profiles receiver");
+  app.add_option("--http-port", p.http_port, "Profiler mode: fixed port of the OTLP/HTTP profiles receiver");
+  app.add_option("--json-lines", p.json_lines, "Profiler mode: also read samples as JSON lines (docs/json-lines.md) from this file, FIFO or -");
+  app.add_option("--fixtures", p.fixtures, "Profiler mode: the stage's writers (default: beside the binary, else /usr/lib/tracecorr/fixtures/ARCH)");
+  app.add_option("--stage-samples", p.samples, "Profiler mode: samples per stage member before the stage ends (default 40)");
+  app.add_option("--max-stage", p.max_stage, "Profiler mode: seconds the stage runs at most (default 45)");
+  app.add_option("--tolerance-ms", p.tolerance_ms, "Profiler mode: how far a sample's time may be from the state it reports (default 20)");
 }
 
 RegisterCommand conform_command(
@@ -161,6 +261,7 @@ RegisterCommand conform_command(
       app.add_option("--gdbstub", a->gdbstub, "HOST:PORT of qemu-user's gdbstub, for arm64 agents under qemu-aarch64 -g");
       app.add_option("--otlp-port", a->otlp_port, "Fixed port for tracecorr's OTLP receiver (attach mode)");
       app.add_flag("--quiet", a->quiet, "No progress lines on stderr");
+      add_profiler_options(app, a->profiler);
       app.add_option("command", a->command, "The agent's command line (after --)");
       return [a] { return run_conform(*a); };
     });

@@ -8,23 +8,40 @@
 #include "command.hpp"
 #include "tracecorr/conform/suite.hpp"
 #include "tracecorr/protocol.hpp"
+#ifdef TRACECORR_HAVE_PROFILES
+#include "tracecorr/profiler/reader_suite.hpp"
+#endif
 
 namespace tracecorr::cli {
 namespace {
 
-// The probe's file, e.g. probes/elastic_v1/msg_probe.cpp, or "-" (a
-// profiler-side requirement tracecorr's own host agent follows, not something
-// to judge).
-std::string probe_name(std::string_view id) {
-  const auto* probe = conform::probe_for(id);
-  return probe ? probe->name() : "-";
+// The probe judging a requirement: a writer-side probe (its name and file,
+// probes/elastic_v1/msg_probe.cpp) or a reader-side one (profiler mode:
+// probes/<protocol>/reader/<name>_probe.cpp); empty when none.
+struct ProbeRef {
+  std::string name;
+  std::string subfolder;  // "" or "reader/"
+  const conform::Probe* writer = nullptr;
+};
+
+ProbeRef probe_of(std::string_view id) {
+  if (const auto* probe = conform::probe_for(id)) return {probe->name(), "", probe};
+#ifdef TRACECORR_HAVE_PROFILES
+  if (const auto* probe = profiler::reader_probe_for(id)) return {probe->name(), "reader/", nullptr};
+#endif
+  return {};
 }
 
-std::string probe_file(const ProtocolSpec& protocol, const conform::Probe& probe) {
+std::string probe_name(std::string_view id) {
+  auto probe = probe_of(id);
+  return probe.name.empty() ? "-" : probe.name;
+}
+
+std::string probe_file(const ProtocolSpec& protocol, const ProbeRef& probe) {
   std::string folder(protocol.id);
   for (auto& c : folder)
     if (c == '-') c = '_';
-  return "probes/" + folder + "/" + probe.name() + "_probe.cpp";
+  return "probes/" + folder + "/" + probe.subfolder + probe.name + "_probe.cpp";
 }
 
 // The registry as written, each requirement with the file of the probe that
@@ -33,9 +50,9 @@ nlohmann::json registry_with_probes(const ProtocolSpec& protocol) {
   auto registry = nlohmann::json::parse(protocol.registry_json);
   for (auto& r : registry["requirements"]) {
     const auto id = r["id"].get<std::string>();
-    const auto* probe = conform::probe_for(id);
-    r["probe"] = probe ? nlohmann::json(probe_file(protocol, *probe)) : nlohmann::json(nullptr);
-    r["sessions"] = probe ? nlohmann::json(probe->sessions_for(id)) : nlohmann::json::array();
+    const auto probe = probe_of(id);
+    r["probe"] = probe.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(probe_file(protocol, probe));
+    r["sessions"] = probe.writer ? nlohmann::json(probe.writer->sessions_for(id)) : nlohmann::json::array();
   }
   return registry;
 }

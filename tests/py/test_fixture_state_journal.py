@@ -116,7 +116,7 @@ def check_ids(ids: dict):
 
 
 def check_state_form(state: dict):
-    assert set(state) == STATE_FIELDS, state
+    assert set(state) - {"poison_values"} == STATE_FIELDS, state
     assert isinstance(state["hazard"], str)
     context = state["context"]
     if context is not None:
@@ -227,9 +227,18 @@ def test_each_hazard_publishes_what_the_driver_meant(stage, stages):
             assert late not in key_map_at(journal, s["t0"]), "the late key was published before its state began"
         elif hazard == "oversize":  # the third pad is cut by a reader's 1024 bytes: dropped
             assert extra == {"tracecorr.pad.1", "tracecorr.pad.2"}, extra
-            assert attributes["tracecorr.pad.1"] == "p" * 250
-        else:  # an ordinary span, a duplicate key, an out-of-map entry (dropped)
+            assert attributes["tracecorr.pad.1"] == "1" + "p" * 249
+            # The pad past the bound is what a reader reading on would report: poison, each pad its own value.
+            assert s["poison_values"] == ["3" + "p" * 249], s["poison_values"]
+        elif hazard == "duplicate_key":
+            assert s["poison_values"] == ["GET"], s  # the first value, replaced
             assert extra == set(), (hazard, extra)
+        elif hazard == "out_of_map":
+            assert s["poison_values"], s  # the entry past the map
+            assert extra == set(), (hazard, extra)
+        else:  # an ordinary span
+            assert extra == set(), (hazard, extra)
+            assert s.get("poison_values", []) == [], s
 
 
 @pytest.mark.parametrize("stage", ["tlsdesc/swap", "tlsdesc/in-place", "arm64:tlsdesc/swap"])

@@ -1,0 +1,311 @@
+// The profiler-mode run (profiler_run.hpp). Order matters: the intake
+// listens before anything exports; the stage runs before the profiler starts
+// (a host's applications are there when its profiler comes up); the
+// profiler is stopped (and has flushed) before the stage is, so every sample
+// it took falls inside journaled time.
+#include "tracecorr/profiler/run.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tracecorr/clock_offset.hpp"
+#include "tracecorr/conform/export_admission.hpp"
+#include "tracecorr/conform/target.hpp"
+#include "tracecorr/profiles/grpc_receiver.hpp"
+#include "tracecorr/profiles/http_route.hpp"
+#include "tracecorr/profiles/json_lines.hpp"
+
+namespace tracecorr::profiler {
+using conform::ExportAdmission;
+using conform::LaunchSpec;
+using conform::ProtocolRun;
+using conform::RunResult;
+using conform::Target;
+using conform::kToolVersion;
+using conform::shell_join;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// A private directory for the stage's journals, removed with everything in it.
+class JournalDir {
+ public:
+  JournalDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tracecorr-stage-XXXXXX").string();
+    if (mkdtemp(tmpl.data())) path_ = tmpl;
+  }
+  ~JournalDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  JournalDir(const JournalDir&) = delete;
+  JournalDir& operator=(const JournalDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Where every export lands, and the listeners that take them in.
+struct Intake {
+  std::shared_ptr<profiles::SampleStore> store = std::make_shared<profiles::SampleStore>();
+  std::unique_ptr<ExportAdmission> admission;
+  std::unique_ptr<profiles::GrpcProfilesReceiver> grpc;
+  std::unique_ptr<otlp::OtlpReceiver> http;
+  std::unique_ptr<profiles::JsonLinesReader> json_lines;
+};
+
+Status start_intake(const ProfilerRunOptions& o, Intake& in) {
+  in.admission = std::make_unique<ExportAdmission>(0, o.profiler_pid);
+  auto* admission = in.admission.get();
+  profiles::GrpcReceiverOptions g;
+  g.port = o.grpc_port;
+  g.check_connection = [admission](const sockaddr_storage& local, const sockaddr_storage& peer) {
+    auto v = admission->check(local, peer);
+    return profiles::ConnectionVerdict{v.of_target, v.who};
+  };
+  auto grpc = profiles::GrpcProfilesReceiver::start(in.store, g);
+  if (!grpc) return make_error(ErrorKind::kUnspecified, "cannot start the OTLP/gRPC profiles receiver: " + grpc.error().message());
+  in.grpc = std::move(*grpc);
+  otlp::ReceiverOptions h;
+  h.port = o.http_port;
+  h.routes.push_back(profiles::http_route(in.store));
+  h.check_peer = [admission](const sockaddr_storage& local, const sockaddr_storage& peer) {
+    return admission->check(local, peer);
+  };
+  auto http = otlp::OtlpReceiver::start(h);
+  if (!http) return make_error(ErrorKind::kUnspecified, "cannot start the OTLP/HTTP profiles receiver: " + http.error().message());
+  in.http = std::move(*http);
+  if (!o.json_lines.empty()) {
+    auto lines = profiles::JsonLinesReader::open(o.json_lines, in.store);
+    if (!lines) return make_error(ErrorKind::kUnspecified, "cannot read JSON lines from " + o.json_lines + ": " + lines.error().message());
+    in.json_lines = std::move(*lines);
+  }
+  return Ok{};
+}
+
+// The standard OTLP variables naming tracecorr's receiver, for a launched profiler.
+std::map<std::string, std::string> otlp_environment(const ProfilerRunOptions& o, const Intake& in) {
+  if (o.otlp_protocol == "grpc")
+    return {{"OTEL_EXPORTER_OTLP_ENDPOINT", in.grpc->endpoint()},
+            {"OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", in.grpc->endpoint()},
+            {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}};
+  return {{"OTEL_EXPORTER_OTLP_ENDPOINT", in.http->endpoint()},
+          {"OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", in.http->endpoint() + profiles::kProfilesPath},
+          {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}};
+}
+
+struct RunningMember {
+  StageMember member;
+  std::string journal;
+  std::unique_ptr<Target> target;
+  std::string launch_error;
+};
+
+std::vector<RunningMember> launch_stage(const std::vector<const ReaderSuite*>& suites, const StageOptions& stage,
+                                        const std::string& dir) {
+  std::vector<RunningMember> running;
+  for (const auto* suite : suites)
+    for (auto& m : suite->stage(stage)) {
+      RunningMember r;
+      r.member = std::move(m);
+      std::string file = r.member.name;
+      std::replace(file.begin(), file.end(), '/', '_');
+      r.journal = dir + "/" + file + ".jsonl";
+      LaunchSpec spec{r.member.argv, r.member.env, {}, {}, {}};
+      spec.env["TRACECORR_FIXTURE_JOURNAL"] = r.journal;
+      auto target = Target::launch(spec);
+      if (target)
+        r.target = std::move(*target);
+      else
+        r.launch_error = target.error().message();
+      running.push_back(std::move(r));
+    }
+  return running;
+}
+
+std::string read_file(const std::string& path, std::size_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text(limit, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(limit));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+// Enough samples of every member that ran, or the profiler gone, or the cap.
+void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>& stage, const Intake& in, Target* profiler) {
+  std::set<std::int64_t> pids;
+  for (const auto& m : stage)
+    if (m.target) pids.insert(m.target->launched_pid());
+  const auto enough = [&](const std::vector<profiles::ProfileSample>& samples) {
+    std::map<std::int64_t, std::size_t> per_pid;
+    for (const auto& s : samples)
+      if (s.pid && pids.count(*s.pid)) ++per_pid[*s.pid];
+    return std::all_of(pids.begin(), pids.end(), [&](std::int64_t p) { return per_pid[p] >= o.samples_per_member; });
+  };
+  const auto deadline = Clock::now() + o.max_stage;
+  while (Clock::now() < deadline) {
+    if (in.store->wait_for(enough, std::chrono::milliseconds(500))) return;
+    if (profiler && !profiler->alive()) return;
+  }
+}
+
+MemberEvidence stop_member(RunningMember& r, const std::vector<std::string>& kept_events) {
+  MemberEvidence m;
+  m.member = r.member;
+  m.launch_error = r.launch_error;
+  if (r.target) {
+    m.pid = r.target->launched_pid();
+    m.exit = r.target->stop();
+  }
+  m.truth = stage::read_journal(read_file(r.journal, 256u << 20), kept_events);
+  if (m.truth.pid == 0) m.truth.pid = m.pid;
+  return m;
+}
+
+std::vector<std::string> kept_events(const std::vector<const ReaderSuite*>& suites) {
+  std::vector<std::string> kept;
+  for (const auto* s : suites)
+    for (auto& e : s->journal_events()) kept.push_back(std::move(e));
+  return kept;
+}
+
+// A JSON-lines adapter may give CLOCK_MONOTONIC times (bpf_ktime_get_ns):
+// placed on the journals' wall clock with the offset read now (the wall clock
+// is not stepped during a stage; the offset's uncertainty is far below the
+// tolerance).
+void place_on_wall_clock(std::vector<profiles::ProfileSample>& samples) {
+  const auto offset = wall_minus_monotonic();
+  for (auto& s : samples)
+    if (s.time && s.time->clock == profiles::Clock::Monotonic) {
+      s.time->nanos = static_cast<std::uint64_t>(static_cast<std::int64_t>(s.time->nanos) + offset.wall_minus_monotonic_ns);
+      s.time->clock = profiles::Clock::Unix;
+    }
+}
+
+void attach_samples(ReaderEvidence& e) {
+  for (auto& m : e.members)
+    for (const auto& s : e.samples)
+      if (s.pid && m.pid != 0 && *s.pid == m.pid) m.samples.push_back(&s);
+}
+
+Expected<std::vector<const ReaderSuite*>> choose_reader_suites(const std::vector<std::string>& protocols) {
+  std::vector<const ReaderSuite*> chosen;
+  for (const auto* s : reader_suites())
+    if (protocols.empty() || std::find(protocols.begin(), protocols.end(), std::string(s->protocol().id)) != protocols.end())
+      chosen.push_back(s);
+  if (chosen.empty()) return make_error(ErrorKind::kNotFound, "no reader suite for the protocols named", "--protocol");
+  return chosen;
+}
+
+void progress(const ProfilerRunOptions& o, const std::string& line) {
+  if (o.progress) std::fprintf(o.progress, "tracecorr conform --profiler: %s\n", line.c_str());
+}
+
+std::string member_note(const MemberEvidence& m) {
+  std::ostringstream out;
+  out << "stage member " << m.member.name << " (" << m.member.layout << "): ";
+  if (!m.launch_error.empty()) return out.str() + "could not launch: " + m.launch_error;
+  out << "pid " << m.pid << ", " << m.truth.states.size() << " states journaled, " << m.samples.size()
+      << " samples taken in";
+  if (!m.truth.hazards_shown.empty()) {
+    out << "; hazards shown:";
+    for (const auto& h : m.truth.hazards_shown) out << ' ' << h;
+  }
+  if (!m.truth.hazards_skipped.empty()) {
+    out << "; hazards its writer cannot show:";
+    for (const auto& h : m.truth.hazards_skipped) out << ' ' << h;
+  }
+  for (const auto& p : m.truth.problems) out << "; journal " << p;
+  return out.str();
+}
+
+void describe_run(const ProfilerRunOptions& o, const Intake& in, const ReaderEvidence& e, RunResult& run) {
+  run.notes.push_back("intake: OTLP/gRPC " + in.grpc->endpoint() + ", OTLP/HTTP " + in.http->endpoint() +
+                      profiles::kProfilesPath + (o.json_lines.empty() ? "" : ", JSON lines " + o.json_lines));
+  run.notes.push_back("profiler: " + e.profiler + (e.profiler_exit.empty() ? "" : " (" + e.profiler_exit + ")"));
+  for (const auto& m : e.members) run.notes.push_back(member_note(m));
+  const auto c = in.store->counters();
+  run.counters["profile_exports"] = c.exports;
+  run.counters["profile_exports_accepted"] = c.of(profiles::Outcome::Accepted);
+  run.counters["profile_exports_refused"] = c.of(profiles::Outcome::Refused);
+  run.counters["profile_exports_malformed"] = c.of(profiles::Outcome::Malformed);
+  run.counters["profile_samples"] = c.samples;
+  run.counters["profile_samples_not_kept"] = c.samples_not_kept;
+  run.counters["stage_members"] = e.members.size();
+}
+
+// Launches (or finds) the profiler, runs the stage, stops both in order.
+ReaderEvidence collect(const ProfilerRunOptions& o, const std::vector<const ReaderSuite*>& suites, Intake& in) {
+  ReaderEvidence e;
+  e.tolerance_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(o.tolerance).count());
+  JournalDir dir;
+  auto stage = launch_stage(suites, o.stage, dir.path());
+  progress(o, "stage of " + std::to_string(stage.size()) + " writers launched; intake on " + in.grpc->endpoint() +
+                  " (gRPC) and " + in.http->endpoint() + profiles::kProfilesPath + " (HTTP)");
+  std::unique_ptr<Target> profiler;
+  if (o.profiler_pid) {
+    auto attached = Target::attach(*o.profiler_pid);
+    if (attached) profiler = std::move(*attached);
+    e.profiler = "pid " + std::to_string(*o.profiler_pid);
+  } else {
+    LaunchSpec spec{o.command, otlp_environment(o, in), {}, {}, {}};
+    auto launched = Target::launch(spec);
+    if (launched) profiler = std::move(*launched);
+    e.profiler = shell_join(o.command);
+    if (!launched) e.profiler_exit = "could not launch: " + launched.error().message();
+    if (profiler) in.admission->follow(profiler.get());
+  }
+  if (profiler) await_samples(o, stage, in, profiler.get());
+  if (profiler && !o.profiler_pid) {
+    e.profiler_exit = profiler->stop(o.flush_grace);
+    in.admission->follow(nullptr);
+  } else if (profiler && !profiler->alive()) {
+    e.profiler_exit = "exited during the run";
+  }
+  const auto kept = kept_events(suites);
+  for (auto& r : stage) e.members.push_back(stop_member(r, kept));
+  e.samples = in.store->samples();
+  place_on_wall_clock(e.samples);
+  e.intake = in.store->counters();
+  attach_samples(e);
+  return e;
+}
+
+}  // namespace
+
+Expected<RunResult> run_profiler_conformance(const ProfilerRunOptions& o) {
+  if (o.command.empty() == !o.profiler_pid) return make_error(ErrorKind::kUnspecified, "give the profiler's command or --profiler-pid, one of the two");
+  auto suites = choose_reader_suites(o.protocols);
+  if (!suites) return suites.error();
+  RunResult run;
+  run.tool_version = std::string(kToolVersion);
+  run.started = std::chrono::system_clock::now();
+  run.strict = o.strict;
+  run.only = o.only;
+  Intake in;
+  if (auto st = start_intake(o, in); !st) return st.error();
+  ReaderEvidence evidence = collect(o, *suites, in);
+  run.target.description = evidence.profiler;
+  if (o.profiler_pid) run.target.pid = *o.profiler_pid;
+  for (const auto* s : *suites) {
+    run.protocols.push_back(ProtocolRun{std::string(s->protocol().id), !o.protocols.empty(), "--profiler", ""});
+    run.protocol += (run.protocol.empty() ? "" : ",") + std::string(s->protocol().id);
+  }
+  run.results = judge_readers(evidence, *suites, o.only, o.strict);
+  describe_run(o, in, evidence, run);
+  run.finished = std::chrono::system_clock::now();
+  return run;
+}
+
+}  // namespace tracecorr::profiler

@@ -1,0 +1,188 @@
+// OTEP 4947's reader probes (probes/otel_thread_context/reader/) on evidence
+// built by hand: a journal per stage member and the samples a profiler
+// reported, each breaking one reader rule (or none).
+#ifdef TRACECORR_HAVE_PROFILES
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "tracecorr/profiler/run.hpp"
+
+namespace tracecorr::profiler {
+namespace {
+
+using conform::Verdict;
+
+constexpr char kTraceA[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+constexpr char kSpanA[] = "a1a1a1a1a1a1a1a1";
+constexpr char kTraceB[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+constexpr char kSpanB[] = "b1b1b1b1b1b1b1b1";
+constexpr char kPoisonTrace[] = "dead00000000000000000000000000de";
+constexpr char kPoisonSpan[] = "dead0000000000de";
+constexpr std::uint64_t kSecond = 1'000'000'000;
+constexpr std::uint64_t kT = 1'700'000'000 * kSecond;
+
+const ReaderSuite& suite() {
+  for (const auto* s : reader_suites())
+    if (s->protocol().id == "otel-thread-context") return *s;
+  throw std::runtime_error("no otel-thread-context reader suite registered");
+}
+
+std::string ctx(const char* trace, const char* span, const std::string& attributes) {
+  return std::string(R"({"trace_id":")") + trace + R"(","span_id":")" + span +
+         R"(","trace_flags":1,"attributes":)" + attributes + "}";
+}
+
+// One thread's timeline, one second per state: A (route /a), nothing over
+// poison, B with a duplicated key (last "/b2", first "/b1" poison), A2 with
+// a late key, nothing (NULL), then A again.
+std::string journal(std::int64_t pid) {
+  auto line = [pid](int second, const std::string& context, const std::string& extra) {
+    const auto t0 = kT + static_cast<std::uint64_t>(second) * kSecond;
+    return R"({"event":"state","pid":)" + std::to_string(pid) + R"(,"tid":)" + std::to_string(pid + 1) +
+           R"(,"t0":)" + std::to_string(t0) + R"(,"t":)" + std::to_string(t0 + 1000) + R"(,"context":)" + context +
+           extra + "}\n";
+  };
+  return line(0, ctx(kTraceA, kSpanA, R"([["http.route","/a"]])"), "") +
+         line(1, "null", std::string(R"(,"hazard":"valid_0_poison","poison":{"trace_id":")") + kPoisonTrace +
+                             R"(","span_id":")" + kPoisonSpan + R"("})") +
+         line(2, ctx(kTraceB, kSpanB, R"([["http.route","/b2"]])"), R"(,"hazard":"duplicate_key","poison_values":["/b1"])") +
+         line(3, ctx(kTraceA, kSpanB, R"([["http.route","/c"],["tracecorr.late","late"]])"), R"(,"hazard":"late_key")") +
+         line(5, "null", R"(,"hazard":"null_pointer")") +
+         line(6, ctx(kTraceA, kSpanA, R"([["http.route","/a"]])"), "");
+}
+
+struct Stage {
+  ReaderEvidence evidence;
+  // Adds a member (pid, layout) with the journal above.
+  MemberEvidence& add(std::int64_t pid, const std::string& layout, bool must_not_be_read = false) {
+    MemberEvidence m;
+    m.member.name = "otel-thread-context/" + layout;
+    m.member.protocol = "otel-thread-context";
+    m.member.layout = layout;
+    m.member.must_not_be_read = must_not_be_read;
+    m.pid = static_cast<pid_t>(pid);
+    m.truth = stage::read_journal(journal(pid));
+    evidence.members.push_back(std::move(m));
+    return evidence.members.back();
+  }
+  // A sample of member `pid`'s thread at `ms` after kT.
+  void sample(std::int64_t pid, std::uint64_t ms, const char* trace, const char* span,
+              std::map<std::string, std::string> attributes = {}) {
+    profiles::ProfileSample s;
+    s.time = profiles::SampleTime{kT + ms * 1'000'000, profiles::Clock::Unix};
+    s.pid = pid;
+    s.tid = pid + 1;
+    if (trace) {
+      profiles::SampleLink link;
+      from_hex(trace, link.trace_id);
+      from_hex(span, link.span_id);
+      s.link = link;
+    }
+    auto a = std::make_shared<otlp::Attributes>();
+    for (auto& [k, v] : attributes) a->emplace(k, otlp::AttributeValue(v));
+    s.attributes = a;
+    evidence.samples.push_back(std::move(s));
+  }
+  // What a conforming reader reports: right contexts, attributes named, nothing around nothing.
+  void right(std::int64_t pid) {
+    for (std::uint64_t ms = 100; ms < 7000; ms += 100) {
+      const auto second = ms / 1000;
+      if (second == 0 || second == 6) sample(pid, ms, kTraceA, kSpanA, {{"http.route", "/a"}});
+      if (second == 1 || second == 5) sample(pid, ms, nullptr, nullptr);
+      if (second == 2) sample(pid, ms, kTraceB, kSpanB, {{"http.route", "/b2"}});
+      if (second == 3 || second == 4) sample(pid, ms, kTraceA, kSpanB, {{"http.route", "/c"}, {"tracecorr.late", "late"}});
+    }
+  }
+  std::map<std::string, conform::RequirementResult> judge() {
+    for (auto& m : evidence.members) {
+      m.samples.clear();
+      for (const auto& s : evidence.samples)
+        if (*s.pid == m.pid) m.samples.push_back(&s);
+    }
+    std::map<std::string, conform::RequirementResult> by_id;
+    for (auto& r : judge_readers(evidence, {&suite()}, {}, false)) by_id[r.id] = r;
+    return by_id;
+  }
+};
+
+Stage conforming_stage() {
+  Stage st;
+  st.evidence.tolerance_ns = 20'000'000;
+  st.add(100, "TLS descriptors, library linked, glibc");
+  st.add(200, "local-exec, executable, glibc");
+  st.add(300, "announces another schema", true);
+  st.right(100);
+  st.right(200);
+  for (std::uint64_t ms = 100; ms < 1000; ms += 100) st.sample(300, ms, nullptr, nullptr);
+  return st;
+}
+
+TEST(ThreadContextReaderProbes, AConformingReaderPassesEveryJudgedRule) {
+  auto st = conforming_stage();
+  auto results = st.judge();
+  for (const char* id : {"TCTXR-01", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08",
+                         "TCTXR-10", "TCTXR-12", "TCTXR-14"})
+    EXPECT_EQ(results[id].verdict, Verdict::Pass) << id << ": " << results[id].reason;
+  // Every reader requirement has a verdict; none is left to "no probe".
+  for (const auto& r : suite().protocol().requirements)
+    if (r.role == Role::Profiler) EXPECT_NE(results[std::string(r.id)].reason, "no reader probe judged this requirement") << r.id;
+}
+
+TEST(ThreadContextReaderProbes, EachDefectFailsItsOwnRule) {
+  struct Case {
+    const char* id;
+    std::function<void(Stage&)> defect;
+  };
+  const std::vector<Case> cases = {
+      {"TCTXR-08", [](Stage& s) { s.sample(100, 1500, kPoisonTrace, kPoisonSpan); }},
+      {"TCTXR-06", [](Stage& s) { s.sample(100, 2500, kTraceA, kSpanA, {{"http.route", "/a"}}); }},
+      {"TCTXR-07", [](Stage& s) { s.sample(100, 5500, kTraceA, kSpanB); }},
+      {"TCTXR-14", [](Stage& s) { s.sample(100, 2500, kTraceB, kPoisonSpan); }},
+      {"TCTXR-12", [](Stage& s) { s.sample(100, 2500, kTraceB, kSpanB, {{"http.route", "/b1"}}); }},
+      {"TCTXR-10", [](Stage& s) { s.sample(100, 4500, kTraceA, kSpanB, {{"http.route", "/c"}}); }},
+      {"TCTXR-01", [](Stage& s) { s.sample(100, 6500, kTraceA, kSpanA, {{"route", "/a"}}); }},
+      {"TCTXR-03", [](Stage& s) { s.sample(300, 500, kTraceA, kSpanA); }},
+      {"TCTXR-05", [](Stage& s) {
+         for (std::uint64_t ms = 6010; ms < 7000; ms += 100) s.sample(200, ms, nullptr, nullptr);
+       }},
+  };
+  for (const auto& c : cases) {
+    auto st = conforming_stage();
+    c.defect(st);
+    auto results = st.judge();
+    // A broken SHOULD is a warning (not --strict), a broken MUST a failure.
+    const auto expected = results[c.id].level == Level::Should ? Verdict::Warn : Verdict::Fail;
+    EXPECT_EQ(results[c.id].verdict, expected) << c.id << ": " << results[c.id].reason;
+    for (const auto& [id, r] : results)
+      if (id != c.id && (r.verdict == Verdict::Fail || r.verdict == Verdict::Warn))
+        ADD_FAILURE() << "the defect of " << c.id << " also broke " << id << ": " << r.reason;
+  }
+}
+
+TEST(ThreadContextReaderProbes, AReaderThatReadsNoModelOfOneKindFailsNamingIt) {
+  Stage st;
+  st.evidence.tolerance_ns = 20'000'000;
+  st.add(100, "TLS descriptors, library linked, glibc");
+  st.add(200, "local-exec, executable, glibc");
+  st.right(100);
+  for (std::uint64_t ms = 100; ms < 7000; ms += 100) st.sample(200, ms, nullptr, nullptr);
+  auto results = st.judge();
+  EXPECT_EQ(results["TCTXR-05"].verdict, Verdict::Fail);
+  EXPECT_NE(results["TCTXR-05"].reason.find("local-exec, executable"), std::string::npos) << results["TCTXR-05"].reason;
+  EXPECT_EQ(results["TCTXR-04"].verdict, Verdict::Fail) << results["TCTXR-04"].reason;
+}
+
+TEST(ThreadContextReaderProbes, NoSamplesIsNoPass) {
+  Stage st;
+  st.evidence.tolerance_ns = 20'000'000;
+  st.add(100, "TLS descriptors, library linked, glibc");
+  auto results = st.judge();
+  for (const auto& [id, r] : results) EXPECT_NE(r.verdict, Verdict::Pass) << id << ": " << r.reason;
+}
+
+}  // namespace
+}  // namespace tracecorr::profiler
+#endif
