@@ -66,8 +66,9 @@ class SampledProcesses {
   // `slot`: the sampler's layout slot it tracks its processes in (another
   // protocol's part may hold the same process in another slot); samples of
   // other slots are not its.
+  // `defects`: the reader defects its protocols' records are read by (empty: conforming).
   SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice = {},
-                   LayoutSlot slot = 0);
+                   LayoutSlot slot = 0, ReaderDefects defects = {});
   ~SampledProcesses();
   SampledProcesses(const SampledProcesses&) = delete;
   SampledProcesses& operator=(const SampledProcesses&) = delete;
@@ -118,6 +119,7 @@ class SampledProcesses {
   process_context::PublicationResolver& resolver_;
   Notice notice_;
   LayoutSlot slot_;
+  ReaderDefects defects_;
   LibraryCache cache_;
   std::vector<std::unique_ptr<Process>> processes_;  // retired ones stay, marked exited
 };

@@ -172,13 +172,13 @@ struct SampledProcesses::Process {
 };
 
 SampledProcesses::SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice,
-                                   LayoutSlot slot)
-    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)), slot_(slot) {}
+                                   LayoutSlot slot, ReaderDefects defects)
+    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)), slot_(slot), defects_(std::move(defects)) {}
 SampledProcesses::~SampledProcesses() = default;
 
 bool SampledProcesses::adopt(Process& p) {
   for (const SampledProtocol* protocol : sampled_protocols()) {
-    auto located = protocol->locate(p.pid, cache_);
+    auto located = protocol->locate(p.pid, cache_, defects_);
     if (located && !*located) continue;  // not published (yet)
     if (!process_exists(p.pid)) return false;  // the error was its going
     p.protocol = protocol;
@@ -253,7 +253,7 @@ void SampledProcesses::refresh(Process& p) {
   };
   if (!p.protocol && !adopt(p)) return;  // still a process context alone
   if (!p.records) {
-    auto located = p.protocol->locate(p.pid, cache_);
+    auto located = p.protocol->locate(p.pid, cache_, defects_);
     if (!located) {
       set_state("publishes " + std::string(p.protocol->id()) + ", but its records cannot be read: " +
                 located.error().message());
