@@ -14,6 +14,8 @@ samples are what the rule demands; with it, they show exactly the broken reading
     variable otel_thread_ctx_nodejs_v1): never read, or its records exported as OTEP 4947's;
   * static-tls-only (TCTXR-05): the reference writer's library dlopen'ed into dynamic TLS (glibc's tunable,
     and musl's dlopen): every worker linked, or samples exported without context;
+  * reads-running-thread (TCTXR-06): the reference writer updating in place every 4 ms: never a torn pair of
+    ids from a stopped thread, torn pairs from reads 1 ms apart while it runs;
   * no-registration (MSG-01) and wrong-counts (MSG-08): Elastic's reference APM agent journals every datagram
     it reads: the registration first and counts that sum to the samples sent, or correlations without a
     registration, each count one more than the samples it covers.
@@ -229,6 +231,40 @@ def test_static_tls_only_gives_no_context_in_dynamic_tls(cli, tmp_path, model, e
     assert not defective.linked(pid), "a record in dynamic TLS gave a context"
 
 
+IN_PLACE = ["--threads", "2", "--span-ms", "4", "--style", "in-place", "--busy-percent", "100"]
+
+
+def torn(sample) -> bool:
+    """The writer's span n of worker i has trace id 7c x 8 + be64(i+1 << 32 | n) and span id 5e + the same
+    seq's low 7 bytes: a pair whose two halves name different spans was never published together."""
+    return sample.trace_id[9:] != sample.span_id[1:]
+
+
+def test_reads_running_thread_exports_torn_pairs(cli, tmp_path):
+    """TCTXR-06: the reference writer updating its records in place every 4 ms; the ptrace reader stops the
+    thread while it reads, the defective one reads trace_id and span_id 1 ms apart while the thread runs."""
+    with writer(tctx_program("reference", "tlsdesc"), IN_PLACE, tmp_path / "journal.jsonl") as w:
+        pid = w.proc.pid
+        conforming = run_agent(cli, pid)
+        defective = run_agent(cli, pid, "reads-running-thread")
+    for run in (conforming, defective):
+        assert len(run.linked(pid)) >= 20, f"{len(run.linked(pid))} linked samples: too few to judge"
+        assert all(s.trace_id[:8] == b"\x7c" * 8 and s.span_id[0] == 0x5e for s in run.linked(pid))
+    assert not [s for s in conforming.linked(pid) if torn(s)], "a stopped thread gave a torn pair"
+    assert [s for s in defective.linked(pid) if torn(s)], "no torn pair from reads 1 ms apart"
+
+
+def test_reads_running_thread_is_the_ptrace_readers(cli):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        r = subprocess.run([str(cli), "agent", "--pid", str(sleeper.pid), "--reader", "bpf", "--duration", "1",
+                            "--reader-defect", "reads-running-thread"], capture_output=True, text=True, timeout=30)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert r.returncode != 0 and "--reader ptrace" in r.stderr, r.stderr
+
+
 # ---- Elastic v1 ---------------------------------------------------------------------------------------------
 
 ELASTIC_ARGS = ["--threads", "2", "--spans", "2", "--span-ms", "15", "--busy-percent", "100"]
@@ -307,7 +343,8 @@ def test_help_lists_every_defect_with_its_rule(cli):
     for name, rule in [("ignores-valid", "TCTXR-08"), ("ignores-valid", "TLS-08"), ("ignores-trace-present", "TLS-09"),
                        ("never-refreshes-key-map", "TCTXR-10"), ("keeps-out-of-map", "TCTXR-11"),
                        ("first-duplicate-wins", "TCTXR-12"), ("reads-any-schema", "TCTXR-03"),
-                       ("static-tls-only", "TCTXR-05"), ("no-registration", "MSG-01"), ("wrong-counts", "MSG-08")]:
+                       ("static-tls-only", "TCTXR-05"), ("reads-running-thread", "TCTXR-06"),
+                       ("no-registration", "MSG-01"), ("wrong-counts", "MSG-08")]:
         line = next((l for l in r.stdout.splitlines() if l.strip().startswith(name + " [")), "")
         assert rule in line, (name, rule, line)
 

@@ -22,7 +22,7 @@ namespace tracecorr {
 // One defect a plug-in can put into its reading code.
 struct ReaderDefect {
   std::string name;   // "ignores-valid": the option's value
-  std::string rules;  // the requirement it breaks ("TCTXR-08")
+  std::string rules;  // the ID of the requirement it breaks, as its package spells it
   std::string help;   // what the defective reader does
 };
 

@@ -194,6 +194,10 @@ std::vector<ReaderDefect> thread_context_reader_defects() {
       {"reads-any-schema", "TCTXR-03",
        "records are read under any threadlocal.schema_version, through a lookalike variable when the OTEP's is absent"},
       {"static-tls-only", "TCTXR-05", "no DTV walk: records in dynamically allocated TLS give no context"},
+      // The sampler's (PtraceSamplerOptions::reads_running_thread): it reads every layout the same way.
+      {"reads-running-thread", "TCTXR-06",
+       "ptrace reader only: the record is read while its thread runs, its ids in two reads 1 ms apart "
+       "(torn pairs against a writer updating in place)"},
   };
 }
 
