@@ -118,16 +118,19 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
 }
 
 Expected<std::unique_ptr<Sampler>> make_sampler(const AgentArgs& a) {
-  const bool running = std::find(a.reader_defects.begin(), a.reader_defects.end(), "reads-running-thread") !=
-                       a.reader_defects.end();
+  auto defect = [&](const char* name) {
+    return std::find(a.reader_defects.begin(), a.reader_defects.end(), name) != a.reader_defects.end();
+  };
   if (a.reader == "ptrace") {
     PtraceSamplerOptions o;
     o.frequency_hz = a.frequency;
-    o.reads_running_thread = running;
+    o.reads_running_thread = defect("reads-running-thread");
+    o.context_identity_check = !defect("any-signature");
     return make_ptrace_sampler(o);
   }
-  if (running)  // not built into the BPF reader: refused rather than ignored
-    return make_error("--reader-defect reads-running-thread is the ptrace reader's: run with --reader ptrace");
+  for (const char* samplers : {"reads-running-thread", "any-signature"})
+    if (defect(samplers))  // not built into the BPF reader: refused rather than ignored
+      return make_error("--reader-defect " + std::string(samplers) + " is the ptrace reader's: run with --reader ptrace");
 #if defined(TRACECORR_HAVE_BPF)
   bpf::BpfSamplerOptions o;
   o.frequency_hz = a.frequency;

@@ -16,14 +16,18 @@ samples are what the rule demands; with it, they show exactly the broken reading
     and musl's dlopen): every worker linked, or samples exported without context;
   * reads-running-thread (TCTXR-06): the reference writer updating in place every 4 ms: never a torn pair of
     ids from a stopped thread, torn pairs from reads 1 ms apart while it runs;
+  * one-mapping-name (PCTXR-01): an OTel SDK's process context beside Elastic's reference, in a memfd this
+    kernel cannot rename: its resource exported, or the pid alone;
   * no-registration (MSG-01) and wrong-counts (MSG-08): Elastic's reference APM agent journals every datagram
     it reads: the registration first and counts that sum to the samples sent, or correlations without a
     registration, each count one more than the samples it covers.
 
 And for every defect: --json names the defects in force, stderr warns that the reader is defective, and a name
-no protocol declares is refused. first-duplicate-wins (TCTXR-12) and Elastic's ignores-valid/ignores-trace-present
-(TLS-08, TLS-09) have no writer here that shows their hazard (no duplicate key, no poison ids under valid 0 or
-trace-present 0): their policies are unit-tested in the decoders (ReadingPolicy.*, AgentRecordPolicy.*).
+no protocol declares is refused. first-duplicate-wins (TCTXR-12), Elastic's ignores-valid/ignores-trace-present
+(TLS-08, TLS-09), any-signature (PCTXR-02) and ignores-seqlock (PCTXR-03, 04) have no writer here that shows
+their hazard to a sampled process (no duplicate key, no poison ids under valid 0 or trace-present 0, no process
+context with a wrong signature or a long zero timestamp beside records): their policies are unit-tested where
+the rule sits (ReadingPolicy.*, AgentRecordPolicy.*, ProcessContextReadDefects.*).
 """
 from __future__ import annotations
 
@@ -254,15 +258,16 @@ def test_reads_running_thread_exports_torn_pairs(cli, tmp_path):
     assert [s for s in defective.linked(pid) if torn(s)], "no torn pair from reads 1 ms apart"
 
 
-def test_reads_running_thread_is_the_ptrace_readers(cli):
+@pytest.mark.parametrize("defect", ["reads-running-thread", "any-signature"])
+def test_the_samplers_defects_are_the_ptrace_readers(cli, defect):
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         r = subprocess.run([str(cli), "agent", "--pid", str(sleeper.pid), "--reader", "bpf", "--duration", "1",
-                            "--reader-defect", "reads-running-thread"], capture_output=True, text=True, timeout=30)
+                            "--reader-defect", defect], capture_output=True, text=True, timeout=30)
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert r.returncode != 0 and "--reader ptrace" in r.stderr, r.stderr
+    assert r.returncode != 0 and "--reader ptrace" in r.stderr and defect in r.stderr, r.stderr
 
 
 # ---- Elastic v1 ---------------------------------------------------------------------------------------------
@@ -334,6 +339,39 @@ def test_wrong_counts_says_one_sample_more_per_correlation(cli, tmp_path):
     assert sum(m["count"] for m in correlations) == entry["samples_sent"] + entry["messages_sent"]
 
 
+# ---- the process context (OTEP 4719), read by the engine for every protocol --------------------------------
+
+CONTEXT_PRELOAD = package_fixture_program("otel_process_context", "libotel-ctx-preload.so", HOST_ARCH)
+
+
+def test_one_mapping_name_misses_a_memfd_publication(cli, tmp_path):
+    """PCTXR-01: Elastic's reference holding its records, an OTel SDK's process context preloaded beside it.
+    Without CONFIG_ANON_VMA_NAME (this machine) its mapping is /memfd:OTEL_CTX, which the defect never looks
+    for: the conforming reader exports the context's resource, the defective one the pid alone."""
+    journal = tmp_path / "journal.jsonl"
+    env = dict(os.environ, TRACECORR_FIXTURE_JOURNAL=str(journal), TMPDIR=str(tmp_path),
+               LD_PRELOAD=str(need(CONTEXT_PRELOAD)), OTEL_SERVICE_NAME="checkout")
+    proc = subprocess.Popen([str(need(fixture_program(HOST_ARCH))), "--hold", "--threads", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(read_journal(journal, "record")) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "the fixture published no records"
+            time.sleep(0.05)
+        names = [line.split()[-1] for line in open(f"/proc/{proc.pid}/maps") if "OTEL_CTX" in line]
+        conforming = run_agent(cli, proc.pid)
+        defective = run_agent(cli, proc.pid, "one-mapping-name")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=WAIT_S)
+    if any(n.startswith("[anon_shmem:") for n in names):
+        pytest.skip(f"this kernel names the context {names}: the defect finds it (no hazard here)")
+    assert names, "the preload published no process context"
+    assert any(s.resource.get("service.name") == "checkout" for s in conforming.of(proc.pid)), "resource not read"
+    assert defective.of(proc.pid), "nothing exported"
+    assert all(s.resource == {"process.pid": proc.pid} for s in defective.of(proc.pid)), "a memfd context was read"
+
+
 # ---- the switch itself --------------------------------------------------------------------------------------
 
 def test_help_lists_every_defect_with_its_rule(cli):
@@ -344,7 +382,8 @@ def test_help_lists_every_defect_with_its_rule(cli):
                        ("never-refreshes-key-map", "TCTXR-10"), ("keeps-out-of-map", "TCTXR-11"),
                        ("first-duplicate-wins", "TCTXR-12"), ("reads-any-schema", "TCTXR-03"),
                        ("static-tls-only", "TCTXR-05"), ("reads-running-thread", "TCTXR-06"),
-                       ("no-registration", "MSG-01"), ("wrong-counts", "MSG-08")]:
+                       ("no-registration", "MSG-01"), ("wrong-counts", "MSG-08"), ("one-mapping-name", "PCTXR-01"),
+                       ("any-signature", "PCTXR-02"), ("ignores-seqlock", "PCTXR-03")]:
         line = next((l for l in r.stdout.splitlines() if l.strip().startswith(name + " [")), "")
         assert rule in line, (name, rule, line)
 

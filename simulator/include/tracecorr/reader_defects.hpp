@@ -4,7 +4,8 @@
 // cannot detect its violation is a defect).
 //
 // Each plug-in declares the defects its reading code can show
-// (SampledProtocol::reader_defects, AgentHook::reader_defects), each with the
+// (SampledProtocol::reader_defects, AgentHook::reader_defects,
+// declare_reader_defects for rules the engine's reading implements), each with the
 // rule it breaks; the host agent hands the names in force to every part of
 // its run (AgentRun::defects, SampledProtocol::locate), and each package turns
 // them into its own reading policy (a small struct, conforming by default),
@@ -38,6 +39,12 @@ class ReaderDefects {
  private:
   std::set<std::string> names_;
 };
+
+// For a package whose rules the engine's own reading code implements (the
+// process context's, read by the host agent's loop): its defects by name,
+// with its rule IDs (`defects` must outlive the program: a static). The
+// engine's reading code knows each by its name only.
+void declare_reader_defects(const std::vector<ReaderDefect>& defects);
 
 // Every defect the registered plug-ins declare (the host agent's sampled
 // protocols and hooks), one entry per name: a name two protocols declare

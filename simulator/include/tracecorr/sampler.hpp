@@ -165,6 +165,9 @@ struct PtraceSamplerOptions {
   // pair of ids it never published together.
   bool reads_running_thread = false;
   std::chrono::microseconds running_read_pause{1000};
+  // A reader defect (any-signature): the process context header's timestamp
+  // is taken whatever its signature and version say.
+  bool context_identity_check = true;
 };
 // The thread is stopped only while its registers, stack and record are read.
 std::unique_ptr<Sampler> make_ptrace_sampler(const PtraceSamplerOptions& options);

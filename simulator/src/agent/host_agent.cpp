@@ -136,6 +136,15 @@ class InterruptMerger {
 void register_agent_hook(const AgentHook& hook) { hook_registry().add(hook); }
 std::vector<const AgentHook*> agent_hooks() { return hook_registry().all(); }
 
+namespace {
+PluginRegistry<std::vector<ReaderDefect>>& declared_defects() {
+  static PluginRegistry<std::vector<ReaderDefect>> registry;
+  return registry;
+}
+}  // namespace
+
+void declare_reader_defects(const std::vector<ReaderDefect>& defects) { declared_defects().add(defects); }
+
 std::vector<ReaderDefect> known_reader_defects() {
   std::vector<ReaderDefect> known;
   auto add = [&](const ReaderDefect& d) {
@@ -149,12 +158,15 @@ std::vector<ReaderDefect> known_reader_defects() {
     for (const auto& d : protocol->reader_defects()) add(d);
   for (const AgentHook* hook : agent_hooks())
     for (const auto& d : hook->reader_defects()) add(d);
+  for (const auto* declared : declared_defects().all())
+    for (const auto& d : *declared) add(d);
   return known;
 }
 
 struct HostAgent::Impl {
   Impl(Sampler& sampler, SampledProcesses::Notice notice, const ReaderDefects& defects)
-      : sampled(sampler, contexts, std::move(notice), HostAgent::kSampledProcessesSlot, defects) {}
+      : contexts(resolver_options(defects)),
+        sampled(sampler, contexts, std::move(notice), HostAgent::kSampledProcessesSlot, defects) {}
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
   std::vector<std::unique_ptr<AgentPart>> parts;  // the hooks' (Elastic v1: correlation and delivery)
   // Processes that publish a sampled protocol (OTEP 4947's thread context),

@@ -98,8 +98,23 @@ std::vector<const SampledProtocol*> sampled_protocols() { return registry().all(
 
 // ---- FollowedContext ------------------------------------------------------------------
 
-std::string FollowedContext::follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver) {
-  auto found = process_context::discover(pid);
+ContextReading context_reading(const ReaderDefects& defects) {
+  ContextReading reading;
+  reading.anon_shmem_only = defects.has("one-mapping-name");
+  reading.read.check_identity = !defects.has("any-signature");
+  reading.read.seqlock = !defects.has("ignores-seqlock");
+  return reading;
+}
+
+process_context::ResolverOptions resolver_options(const ReaderDefects& defects) {
+  process_context::ResolverOptions options;
+  options.read = context_reading(defects).read;
+  return options;
+}
+
+std::string FollowedContext::follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver,
+                                    const ContextReading& reading) {
+  auto found = process_context::discover(pid, process_context::DontFork::kRead, reading.anon_shmem_only);
   if (!found) return "";  // the process is going: its next rescan retires it
   mappings_ = found->size();
   const std::uint64_t header = found->empty() ? 0 : found->front().mapping.start;
@@ -272,7 +287,7 @@ void SampledProcesses::refresh(Process& p) {
     }
     p.tracked = p.ever_tracked = true;
   }
-  if (auto change = p.context.follow(p.pid, sampler_, resolver_); !change.empty() && notice_)
+  if (auto change = p.context.follow(p.pid, sampler_, resolver_, context_reading(defects_)); !change.empty() && notice_)
     notice_("pid " + std::to_string(p.pid) + ": " + change);
   set_state("sampling " + std::string(p.protocol->id()) + " records (" + p.records->where() + ")");
 }

@@ -336,8 +336,9 @@ class PtraceSampler final : public Sampler {
       std::memcpy(&signature, header.data() + TC_PCTX_SIGNATURE_OFFSET, sizeof signature);
       std::memcpy(&version, header.data() + TC_PCTX_VERSION_OFFSET, sizeof version);
       std::memcpy(&published_at, header.data() + TC_PCTX_PUBLISHED_AT_OFFSET, sizeof published_at);
-      if (signature == TC_PCTX_SIGNATURE_LE &&
-          (version == TC_PCTX_VERSION_CURRENT || version == TC_PCTX_VERSION_DEVELOPMENT)) {
+      if (!options_.context_identity_check ||
+          (signature == TC_PCTX_SIGNATURE_LE &&
+           (version == TC_PCTX_VERSION_CURRENT || version == TC_PCTX_VERSION_DEVELOPMENT))) {
         s.context_published_at = published_at;
         if (published_at == 0) ++counters_.context_being_written;
         return;

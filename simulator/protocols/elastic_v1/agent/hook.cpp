@@ -260,7 +260,7 @@ void ElasticPart::refresh(ElasticProcess& p) {
   // the first (the OTEP allows one; which one a reader takes when there are
   // more is not said: spec/otel-process-context.md §7), and a context that
   // went away (dropped, or the process exec'd) is no longer read.
-  if (auto change = p.context.follow(p.pid, run_.sampler, run_.contexts); !change.empty())
+  if (auto change = p.context.follow(p.pid, run_.sampler, run_.contexts, context_reading(run_.defects)); !change.empty())
     notice("pid " + std::to_string(p.pid) + ": " + change);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%" PRId64, p.tracked_offset);
