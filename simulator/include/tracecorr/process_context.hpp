@@ -82,7 +82,7 @@ enum class DontFork { kRead, kSkip };
 // for the first kMaxMappingsRead of them (read only when a mapping was found,
 // and only as far as needed; kSkip: left unknown). Errors: the process cannot
 // be read (gone, permission).
-// `anon_shmem_only` (the reader defect one-mapping-name, PCTXR-01's break;
+// `anon_shmem_only` (the reader defect one-mapping-name, breaking the rule of the three names;
 // never set but by the host agent): only "[anon_shmem:OTEL_CTX]" mappings are found.
 Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork = DontFork::kRead,
                                                bool anon_shmem_only = false);
