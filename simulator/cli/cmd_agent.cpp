@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "agent_otlp.hpp"
 #include "command.hpp"
 #include "tracecorr/host_agent.hpp"
+#include "tracecorr/reader_defects.hpp"
 #include "tracecorr/report/flames.hpp"
 #include "tracecorr/report/report.hpp"
 #include "tracecorr/sampler.hpp"
@@ -39,6 +41,7 @@ struct AgentArgs {
   std::string html_path;
   bool quiet = false;
   OtlpExportArgs otlp;
+  std::vector<std::string> reader_defects;  // --reader-defect: conformance kill matrices only
 };
 
 // Passes the host agent's sampler through, keeping what it delivers (up to a
@@ -115,11 +118,19 @@ conform::RunResult agent_page(const AgentArgs& a, const RecordingSampler& record
 }
 
 Expected<std::unique_ptr<Sampler>> make_sampler(const AgentArgs& a) {
+  auto defect = [&](const char* name) {
+    return std::find(a.reader_defects.begin(), a.reader_defects.end(), name) != a.reader_defects.end();
+  };
   if (a.reader == "ptrace") {
     PtraceSamplerOptions o;
     o.frequency_hz = a.frequency;
+    o.reads_running_thread = defect("reads-running-thread");
+    o.context_identity_check = !defect("any-signature");
     return make_ptrace_sampler(o);
   }
+  for (const char* samplers : {"reads-running-thread", "any-signature"})
+    if (defect(samplers))  // not built into the BPF reader: refused rather than ignored
+      return make_error("--reader-defect " + std::string(samplers) + " is the ptrace reader's: run with --reader ptrace");
 #if defined(TRACECORR_HAVE_BPF)
   bpf::BpfSamplerOptions o;
   o.frequency_hz = a.frequency;
@@ -162,7 +173,21 @@ std::optional<int> agent_options(const AgentArgs& a, HostAgentOptions& o) {
   o.frequency_hz = a.frequency;
   if (a.duration_s > 0) o.duration = std::chrono::milliseconds(static_cast<long long>(a.duration_s * 1000));
   o.log = a.quiet ? nullptr : stderr;
+  o.reader_defects = ReaderDefects(std::set<std::string>(a.reader_defects.begin(), a.reader_defects.end()));
   return std::nullopt;
+}
+
+// A defective reader is never mistaken for the reference: said first and last, whatever --quiet says.
+void warn_defective(const AgentArgs& a) {
+  if (a.reader_defects.empty()) return;
+  std::string names;
+  for (const auto& d : known_reader_defects())
+    if (std::find(a.reader_defects.begin(), a.reader_defects.end(), d.name) != a.reader_defects.end())
+      names += (names.empty() ? "" : ", ") + d.name + " (" + d.rules + ")";
+  std::fprintf(stderr,
+               "tracecorr agent: WARNING: THIS READER IS DEFECTIVE ON PURPOSE (--reader-defect %s): it breaks what "
+               "it is told to, for conformance kill matrices; never use its output as a profiler's\n",
+               names.c_str());
 }
 
 // The summary written where asked (--html, --json); an exit code when it could not be.
@@ -225,6 +250,7 @@ int run_agent(const AgentArgs& a) {
                  sampler.error().message().c_str());
     return kExitEnvironment;
   }
+  warn_defective(a);
   RecordingSampler recording(**sampler, !a.html_path.empty());
   HostAgent host(o, recording);
   if (auto added = host.add_registered_parts(a.settings); !added) {
@@ -241,6 +267,7 @@ int run_agent(const AgentArgs& a) {
   Status st = host.run(g_stop);
   auto summary = host.summary();
   finish_export(a, exporter.get(), summary);
+  warn_defective(a);
   if (auto failed = write_outputs(a, host, recording, started, summary)) return *failed;
   if (!st) {
     std::fprintf(stderr, "tracecorr agent: sampling failed: %s\n", st.error().message().c_str());
@@ -253,6 +280,18 @@ int run_agent(const AgentArgs& a) {
     std::fprintf(stderr, "tracecorr agent: nothing sampled: %s\n",
                  printable_text(why).c_str());  // paths and errors come from the target
   return nothing.empty() ? kExitOk : kExitFailure;
+}
+
+// --reader-defect: each defect the registered protocols declare, by name, with the rule it breaks.
+void add_reader_defect_option(CLI::App& app, std::vector<std::string>& defects) {
+  std::string help =
+      "For conformance kill matrices: make the reference reader break one reader requirement (repeatable):";
+  std::vector<std::string> names;
+  for (const auto& d : known_reader_defects()) {
+    help += "\n  " + d.name + " [" + d.rules + "]: " + d.help;
+    names.push_back(d.name);
+  }
+  app.add_option("--reader-defect", defects, help)->type_name("NAME")->check(CLI::IsMember(names));
 }
 
 // Each hook's settings as options of the command (--<name>), kept in `settings` when given.
@@ -310,6 +349,7 @@ RegisterCommand agent_command(
                      "grpc (ProfilesService/Export) or http/protobuf (POST /v1development/profiles) (default: "
                      "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
           ->check(CLI::IsMember({"grpc", "http/protobuf"}));
+      add_reader_defect_option(app, a->reader_defects);
       return [a] { return run_agent(*a); };
     });
 

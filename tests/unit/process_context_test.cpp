@@ -468,6 +468,41 @@ TEST(ProcessContextRead, ReaderRule_PCTXR_05_HostileHeadersFailGracefullyWithAKi
   EXPECT_FALSE(read.header.has_value());
 }
 
+// Reader defects (tracecorr agent --reader-defect, for conformance kill
+// matrices): each ReadOptions step turned off breaks its one rule.
+TEST(ProcessContextReadDefects, AnySignatureReadsAHeaderThatIsNotOurs) {  // PCTXR-02
+  auto payload = encode_payload(sample_payload());
+  TestMemory memory;
+  memory.place(kHeaderAt, header_bytes("OTEL-CTX", 9, static_cast<std::uint32_t>(payload.size()), 1234, kPayloadAt));
+  memory.place(kPayloadAt, payload);
+  auto conforming = read_context(memory, kHeaderAt);
+  ASSERT_FALSE(conforming.ok());
+  EXPECT_EQ(conforming.error->kind, ErrorKind::kBadSignature);
+  ReadOptions defect;
+  defect.check_identity = false;
+  auto read = read_context(memory, kHeaderAt, defect);
+  ASSERT_TRUE(read.ok()) << read.error->message();
+  EXPECT_EQ(read.payload, payload);
+}
+
+TEST(ProcessContextReadDefects, IgnoresSeqlockTakesThePayloadWhileTheTimestampIsZero) {  // PCTXR-03, 04
+  auto payload = encode_payload(sample_payload());
+  TestMemory memory;
+  memory.place(kHeaderAt, header_bytes("OTEL_CTX", 2, static_cast<std::uint32_t>(payload.size()), 0, kPayloadAt));
+  memory.place(kPayloadAt, payload);
+  ReadOptions conforming;
+  conforming.max_retries = 2;
+  conforming.retry_pause = std::chrono::microseconds(0);
+  EXPECT_EQ(read_context(memory, kHeaderAt, conforming).error->kind, ErrorKind::kNotReady);
+  ReadOptions defect = conforming;
+  defect.seqlock = false;
+  auto read = read_context(memory, kHeaderAt, defect);
+  ASSERT_TRUE(read.ok()) << read.error->message();
+  EXPECT_TRUE(read.retries.empty());
+  EXPECT_EQ(read.header->published_at_ns, 0u);
+  EXPECT_EQ(read.payload, payload);
+}
+
 TEST(ProcessContextRead, ThePayloadBoundIsAnOptionWithAHardCap) {
   TestMemory memory;
   memory.place(kHeaderAt, header_bytes("OTEL_CTX", 2, 100, 1, kPayloadAt));
@@ -596,6 +631,18 @@ TEST(ProcessContextLive, ReaderRule_PCTXR_05_AProcessWithoutAContextOrGoneIsNoCr
   auto snapshot = take_snapshot(gone.pid());
   ASSERT_FALSE(snapshot.ok());
   EXPECT_EQ(snapshot.error().kind, ErrorKind::kGone) << snapshot.error().message();
+}
+
+TEST(ProcessContextLive, OneMappingNameFindsOnlyAnonShmem) {  // the reader defect one-mapping-name breaks PCTXR-01
+  Writer writer;
+  ASSERT_NE(writer.publish("checkout"), 0u);
+  auto all = discover(writer.pid(), DontFork::kSkip);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  auto defective = discover(writer.pid(), DontFork::kSkip, /*anon_shmem_only=*/true);
+  ASSERT_TRUE(defective.ok());
+  // Without CONFIG_ANON_VMA_NAME the writer's memfd keeps its /memfd: name: the defect misses it.
+  EXPECT_EQ(defective->size(), all->front().kind == MappingKind::AnonShmem ? 1u : 0u) << all->front().mapping.path;
 }
 
 TEST(ProcessContextLive, ReaderRule_PCTXR_03_RetriesWhileTheTimestampIsZero) {

@@ -38,6 +38,7 @@
 #include "tracecorr/watch/record_watcher.hpp"
 #include "tracecorr/error.hpp"
 #include "tracecorr/process_context_resolver.hpp"
+#include "tracecorr/reader_defects.hpp"
 #include "tracecorr/sampled_protocol.hpp"
 #include "tracecorr/sampler.hpp"
 
@@ -53,6 +54,9 @@ struct AgentRun {
   // The layout slot the part tracks its processes in (Sampler::track): its
   // samples carry it, and untrack() forgets only it.
   LayoutSlot slot = 0;
+  // The reader defects in force (reader_defects.hpp): empty for the
+  // conforming reader. A part shows those its hook declares, nothing else.
+  ReaderDefects defects;
 };
 
 // A protocol's part of one agent run: the processes that publish it.
@@ -125,6 +129,8 @@ class AgentHook {
   virtual ~AgentHook() = default;
   virtual std::string_view id() const = 0;  // the registry's protocol id
   virtual std::vector<AgentSetting> settings() const = 0;
+  // The defects its part's reading code can be told to show (--reader-defect).
+  virtual std::vector<ReaderDefect> reader_defects() const { return {}; }
   // An error: a setting it refuses (the user's mistake, said plainly).
   virtual Expected<std::unique_ptr<AgentPart>> start(const AgentSettings& settings, AgentRun run) const = 0;
 };
@@ -160,6 +166,9 @@ struct HostAgentOptions {
   std::optional<std::chrono::milliseconds> duration;
   std::FILE* log = stderr;  // live summary and notices; nullptr: silent
   ObservationSink observe;  // unset: samples are not handed on
+  // For conformance kill matrices only: the reader defects every part and
+  // SampledProcesses read by (empty: the conforming reader). Listed in the summary.
+  ReaderDefects reader_defects;
 };
 
 class HostAgent {

@@ -82,7 +82,10 @@ enum class DontFork { kRead, kSkip };
 // for the first kMaxMappingsRead of them (read only when a mapping was found,
 // and only as far as needed; kSkip: left unknown). Errors: the process cannot
 // be read (gone, permission).
-Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork = DontFork::kRead);
+// `anon_shmem_only` (the reader defect one-mapping-name, breaking the rule of the three names;
+// never set but by the host agent): only "[anon_shmem:OTEL_CTX]" mappings are found.
+Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork = DontFork::kRead,
+                                               bool anon_shmem_only = false);
 
 // Mappings that hold a header with the signature but are not named as a
 // context (a writer that named its memfd otherwise, or never named its
@@ -147,6 +150,13 @@ struct ReadOptions {
   std::chrono::microseconds retry_pause{500};  // between attempts, so a writer mid-update can finish
   // Version 1 is read (tracecorr reports it; a production reader would skip it).
   bool accept_development_version = true;
+  // The reading protocol's steps, each false only as a reader defect (the
+  // host agent's --reader-defect, for conformance kill matrices; never in
+  // inspect or conform): any-signature skips step 2's identity check,
+  // ignores-seqlock takes the payload whatever the timestamp (0 included)
+  // and does not re-read it after the copy (steps 3, 6-7).
+  bool check_identity = true;
+  bool seqlock = true;
 };
 
 enum class RetryReason {

@@ -31,6 +31,19 @@
 
 namespace tracecorr {
 
+// How a host agent finds and reads process contexts: the OTEP's reading by
+// default; the reader defects one-mapping-name (only "[anon_shmem:OTEL_CTX]"
+// is looked for), any-signature (signature and version not checked) and
+// ignores-seqlock (the payload taken while the timestamp is 0, not re-checked
+// after the copy) break it, for conformance kill matrices only.
+struct ContextReading {
+  bool anon_shmem_only = false;
+  process_context::ReadOptions read;
+};
+ContextReading context_reading(const ReaderDefects& defects);
+// The resolver's options under that reading.
+process_context::ResolverOptions resolver_options(const ReaderDefects& defects);
+
 // One sampled process's OTel process context as a host agent follows it: the
 // sampler reads the first context mapping's header with each sample, and the
 // samples taken since are tallied by the publication (resource) they belong to.
@@ -39,7 +52,8 @@ class FollowedContext {
   // Looks at pid's context mappings; when the first one changed (appeared,
   // moved, went away) tells the sampler and the resolver. pid must be
   // tracked. Returns what changed, for people ("" when nothing did).
-  std::string follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver);
+  std::string follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver,
+                     const ContextReading& reading = {});
   // Counts a sample of pid by its context timestamp (samples taken before the
   // sampler had the header carry none and are not counted).
   void count(const Sample& sample, process_context::PublicationResolver& resolver);
@@ -66,8 +80,9 @@ class SampledProcesses {
   // `slot`: the sampler's layout slot it tracks its processes in (another
   // protocol's part may hold the same process in another slot); samples of
   // other slots are not its.
+  // `defects`: the reader defects its protocols' records are read by (empty: conforming).
   SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice = {},
-                   LayoutSlot slot = 0);
+                   LayoutSlot slot = 0, ReaderDefects defects = {});
   ~SampledProcesses();
   SampledProcesses(const SampledProcesses&) = delete;
   SampledProcesses& operator=(const SampledProcesses&) = delete;
@@ -118,6 +133,7 @@ class SampledProcesses {
   process_context::PublicationResolver& resolver_;
   Notice notice_;
   LayoutSlot slot_;
+  ReaderDefects defects_;
   LibraryCache cache_;
   std::vector<std::unique_ptr<Process>> processes_;  // retired ones stay, marked exited
 };

@@ -24,6 +24,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/ids.hpp"
 #include "tracecorr/otlp.hpp"
+#include "tracecorr/reader_defects.hpp"
 #include "tracecorr/record_layout.hpp"
 
 namespace tracecorr {
@@ -85,7 +86,12 @@ class SampledProtocol {
   // is found by a later look). An error: it publishes it, but its records
   // cannot be read, saying why; kNotReady (the loader has not relocated the
   // variable's descriptor or GOT word yet) and the rest are asked again.
-  virtual Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache) const = 0;
+  // `defects`: the reader defects in force (reader_defects.hpp; empty for a
+  // conforming reader), which the records it returns read by.
+  virtual Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache,
+                                                           const ReaderDefects& defects) const = 0;
+  // The defects its reading code can be told to show (--reader-defect).
+  virtual std::vector<ReaderDefect> reader_defects() const { return {}; }
 };
 
 // Adding the same protocol twice is a no-op (plugin_registry.hpp).

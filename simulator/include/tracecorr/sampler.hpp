@@ -157,6 +157,17 @@ Status read_what_was_sampled(Sampler& sampler, const Sampler::Callback& callback
 struct PtraceSamplerOptions {
   unsigned frequency_hz = 99;
   std::size_t max_frames = kMaxStackFrames;
+  // A reader defect (`tracecorr agent --reader-defect reads-running-thread`,
+  // for conformance kill matrices only): the thread runs again before its
+  // record is read, and the record is read twice with `running_read_pause`
+  // between: the bytes before the layout's second field from the first read,
+  // the rest from the second, so a writer updating in place meanwhile gives a
+  // pair of ids it never published together.
+  bool reads_running_thread = false;
+  std::chrono::microseconds running_read_pause{1000};
+  // A reader defect (any-signature): the process context header's timestamp
+  // is taken whatever its signature and version say.
+  bool context_identity_check = true;
 };
 // The thread is stopped only while its registers, stack and record are read.
 std::unique_ptr<Sampler> make_ptrace_sampler(const PtraceSamplerOptions& options);

@@ -61,7 +61,9 @@ bool ThreadContextRecord::readable() const { return valid == spec::kRecordValidV
 
 std::size_t ThreadContextRecord::declared_size() const { return spec::kRecordHeaderSize + attrs_data_size; }
 
-Expected<ThreadContextRecord> decode_record(std::span<const std::uint8_t> bytes) {
+std::string out_of_map_key(std::uint8_t index) { return "tracecorr.index." + std::to_string(index); }
+
+Expected<ThreadContextRecord> decode_record(std::span<const std::uint8_t> bytes, const ReadingPolicy& policy) {
   if (bytes.size() < spec::kRecordHeaderSize)
     return make_error(ErrorKind::kTruncated,
                       std::to_string(bytes.size()) + " bytes, fewer than the " + std::to_string(spec::kRecordHeaderSize) +
@@ -76,7 +78,7 @@ Expected<ThreadContextRecord> decode_record(std::span<const std::uint8_t> bytes)
 
   const auto attrs = bytes.subspan(spec::kRecordAttrsDataOffset);
   r.attrs_data_read = std::min<std::size_t>(attrs.size(), r.attrs_data_size);
-  if (!r.readable()) {
+  if (!r.readable() && !policy.ignore_valid) {
     r.entries_end = EntriesEnd::NotRead;
     return r;
   }
@@ -202,7 +204,7 @@ std::optional<std::string> other_schema(pid_t pid, const ReferenceData& data, Li
 }
 
 NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap& key_map,
-                                const std::function<std::optional<KeyMap>()>& refresh) {
+                                const std::function<std::optional<KeyMap>()>& refresh, const ReadingPolicy& policy) {
   NamedAttributes out;
   const KeyMap* map = &key_map;
   std::optional<KeyMap> refreshed;
@@ -214,7 +216,8 @@ NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap&
     if (refreshed) map = &*refreshed;
   }
   for (const auto& e : record.entries) {
-    if (e.key >= map->size()) {  // TCTXR-11
+    const bool outside = e.key >= map->size();
+    if (outside && !policy.keep_out_of_map) {  // TCTXR-11
       if (std::find(out.unknown_indexes.begin(), out.unknown_indexes.end(), e.key) == out.unknown_indexes.end())
         out.unknown_indexes.push_back(e.key);
       continue;
@@ -222,12 +225,14 @@ NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap&
     auto same = std::find_if(out.attributes.begin(), out.attributes.end(),
                              [&](const NamedAttribute& a) { return a.index == e.key; });
     if (same != out.attributes.end()) {  // TCTXR-12: the last occurrence wins
-      same->value = e.value;
-      same->offset = e.offset;
+      if (!policy.first_duplicate_wins) {
+        same->value = e.value;
+        same->offset = e.offset;
+      }
       ++same->occurrences;
       continue;
     }
-    out.attributes.push_back(NamedAttribute{(*map)[e.key], e.key, e.value, e.offset, 1});
+    out.attributes.push_back(NamedAttribute{outside ? out_of_map_key(e.key) : (*map)[e.key], e.key, e.value, e.offset, 1});
   }
   return out;
 }

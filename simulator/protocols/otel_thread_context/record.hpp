@@ -82,12 +82,27 @@ struct ThreadContextRecord {
   bool ids_zero() const { return is_zero(trace_id) && is_zero(span_id); }
 };
 
+// How a reader applies the reader rules. The default is the conforming
+// reader, which `inspect`, conform's writer judges and the host agent use;
+// each field set is one reader defect (reader_defects.hpp: `tracecorr agent
+// --reader-defect`, for conformance kill matrices), given only by the host agent.
+struct ReadingPolicy {
+  bool ignore_valid = false;            // ignores-valid, TCTXR-08: valid != 1 read as if valid
+  bool never_refresh_key_map = false;   // never-refreshes-key-map, TCTXR-10: the key map of discovery, always
+  bool keep_out_of_map = false;         // keeps-out-of-map, TCTXR-11: named "tracecorr.index.N"
+  bool first_duplicate_wins = false;    // first-duplicate-wins, TCTXR-12
+  bool read_any_schema = false;         // reads-any-schema, TCTXR-03: a lookalike variable read under any schema
+  bool static_tls_only = false;         // static-tls-only, TCTXR-05: no DTV walk, dynamic TLS gives no context
+};
+// The key an entry past the key map is exported under by keeps-out-of-map.
+std::string out_of_map_key(std::uint8_t index);
+
 // Decodes a record from the bytes read at its address (the header, then as
 // much of attrs_data as the read holds). The header is always decoded; the
-// entries only when `valid` is 1 (TCTXR-07, 08), walked until one does not fit
-// (TCTXR-09) or the bytes end. kTruncated: fewer than 28 bytes. Never reads
-// past `bytes`.
-Expected<ThreadContextRecord> decode_record(std::span<const std::uint8_t> bytes);
+// entries only when `valid` is 1 (TCTXR-07, 08; any value under
+// policy.ignore_valid), walked until one does not fit (TCTXR-09) or the bytes
+// end. kTruncated: fewer than 28 bytes. Never reads past `bytes`.
+Expected<ThreadContextRecord> decode_record(std::span<const std::uint8_t> bytes, const ReadingPolicy& policy = {});
 
 // The entries encoded back to back (tests, tools): key, length, value each.
 // Values longer than 255 bytes are an error (kTooLong), not cut.
@@ -162,9 +177,10 @@ struct NamedAttributes {
 // the map does not have, `refresh` (when given) is asked once for this record
 // and its map, when it answers one, names every entry (TCTXR-10); indexes
 // still outside it are ignored (TCTXR-11). A key stored more than once takes
-// its last value (TCTXR-12).
+// its last value (TCTXR-12). `policy` may break the last two (reader defects).
 NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap& key_map,
-                                const std::function<std::optional<KeyMap>()>& refresh = {});
+                                const std::function<std::optional<KeyMap>()>& refresh = {},
+                                const ReadingPolicy& policy = {});
 
 // The key map the process context of `pid` publishes now (TCTXR-10's
 // refresh); nullopt when none can be read.

@@ -136,9 +136,37 @@ class InterruptMerger {
 void register_agent_hook(const AgentHook& hook) { hook_registry().add(hook); }
 std::vector<const AgentHook*> agent_hooks() { return hook_registry().all(); }
 
+namespace {
+PluginRegistry<std::vector<ReaderDefect>>& declared_defects() {
+  static PluginRegistry<std::vector<ReaderDefect>> registry;
+  return registry;
+}
+}  // namespace
+
+void declare_reader_defects(const std::vector<ReaderDefect>& defects) { declared_defects().add(defects); }
+
+std::vector<ReaderDefect> known_reader_defects() {
+  std::vector<ReaderDefect> known;
+  auto add = [&](const ReaderDefect& d) {
+    auto same = std::find_if(known.begin(), known.end(), [&](const ReaderDefect& k) { return k.name == d.name; });
+    if (same == known.end())
+      known.push_back(d);
+    else if (same->rules.find(d.rules) == std::string::npos)  // another protocol's rule for the same defect
+      same->rules += "; " + d.rules;
+  };
+  for (const SampledProtocol* protocol : sampled_protocols())
+    for (const auto& d : protocol->reader_defects()) add(d);
+  for (const AgentHook* hook : agent_hooks())
+    for (const auto& d : hook->reader_defects()) add(d);
+  for (const auto* declared : declared_defects().all())
+    for (const auto& d : *declared) add(d);
+  return known;
+}
+
 struct HostAgent::Impl {
-  Impl(Sampler& sampler, SampledProcesses::Notice notice)
-      : sampled(sampler, contexts, std::move(notice), HostAgent::kSampledProcessesSlot) {}
+  Impl(Sampler& sampler, SampledProcesses::Notice notice, const ReaderDefects& defects)
+      : contexts(resolver_options(defects)),
+        sampled(sampler, contexts, std::move(notice), HostAgent::kSampledProcessesSlot, defects) {}
   process_context::PublicationResolver contexts;  // samples' context timestamps -> publications
   std::vector<std::unique_ptr<AgentPart>> parts;  // the hooks' (Elastic v1: correlation and delivery)
   // Processes that publish a sampled protocol (OTEP 4947's thread context),
@@ -172,7 +200,8 @@ struct HostAgent::Impl {
 HostAgent::HostAgent(HostAgentOptions options, Sampler& sampler)
     : options_(std::move(options)),
       sampler_(sampler),
-      impl_(std::make_unique<Impl>(sampler, [this](const std::string& text) { notice(text); })) {}
+      impl_(std::make_unique<Impl>(sampler, [this](const std::string& text) { notice(text); },
+                                   options_.reader_defects)) {}
 HostAgent::~HostAgent() = default;
 
 void HostAgent::notice(const std::string& text) const {
@@ -184,7 +213,8 @@ Expected<AgentRun> HostAgent::make_run() {
   if (next_part_slot_ >= kSampledProcessesSlot)
     return make_error("a process holds " + std::to_string(kLayoutsPerProcess) + " layouts, the last for the sampled " +
                       "protocols: no layout slot left for another protocol's part");
-  return AgentRun{sampler_, impl_->contexts, [this](const std::string& text) { notice(text); }, next_part_slot_++};
+  return AgentRun{sampler_, impl_->contexts, [this](const std::string& text) { notice(text); }, next_part_slot_++,
+                  options_.reader_defects};
 }
 
 void HostAgent::add_part(std::unique_ptr<AgentPart> part) { impl_->parts.push_back(std::move(part)); }
@@ -509,6 +539,8 @@ nlohmann::json HostAgent::summary() const {
               {"processes", json::array()}};
   if (auto timeline = timeline_json(); !timeline.is_null()) out["timeline"] = std::move(timeline);
   if (options_.observe) out["totals"]["observations"] = impl_->observed;  // samples handed on for export
+  // A defective reader says so in its data too (conformance kill matrices: --reader-defect).
+  out["reader_defects"] = options_.reader_defects.names();
   for (const auto& part : impl_->parts) part->summarize(out);
   // Processes read for a sampled protocol's records: per thread what was read (nothing is sent to them).
   for (auto& j : impl_->sampled.to_json()) {

@@ -98,8 +98,23 @@ std::vector<const SampledProtocol*> sampled_protocols() { return registry().all(
 
 // ---- FollowedContext ------------------------------------------------------------------
 
-std::string FollowedContext::follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver) {
-  auto found = process_context::discover(pid);
+ContextReading context_reading(const ReaderDefects& defects) {
+  ContextReading reading;
+  reading.anon_shmem_only = defects.has("one-mapping-name");
+  reading.read.check_identity = !defects.has("any-signature");
+  reading.read.seqlock = !defects.has("ignores-seqlock");
+  return reading;
+}
+
+process_context::ResolverOptions resolver_options(const ReaderDefects& defects) {
+  process_context::ResolverOptions options;
+  options.read = context_reading(defects).read;
+  return options;
+}
+
+std::string FollowedContext::follow(pid_t pid, Sampler& sampler, process_context::PublicationResolver& resolver,
+                                    const ContextReading& reading) {
+  auto found = process_context::discover(pid, process_context::DontFork::kRead, reading.anon_shmem_only);
   if (!found) return "";  // the process is going: its next rescan retires it
   mappings_ = found->size();
   const std::uint64_t header = found->empty() ? 0 : found->front().mapping.start;
@@ -172,13 +187,13 @@ struct SampledProcesses::Process {
 };
 
 SampledProcesses::SampledProcesses(Sampler& sampler, process_context::PublicationResolver& resolver, Notice notice,
-                                   LayoutSlot slot)
-    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)), slot_(slot) {}
+                                   LayoutSlot slot, ReaderDefects defects)
+    : sampler_(sampler), resolver_(resolver), notice_(std::move(notice)), slot_(slot), defects_(std::move(defects)) {}
 SampledProcesses::~SampledProcesses() = default;
 
 bool SampledProcesses::adopt(Process& p) {
   for (const SampledProtocol* protocol : sampled_protocols()) {
-    auto located = protocol->locate(p.pid, cache_);
+    auto located = protocol->locate(p.pid, cache_, defects_);
     if (located && !*located) continue;  // not published (yet)
     if (!process_exists(p.pid)) return false;  // the error was its going
     p.protocol = protocol;
@@ -253,7 +268,7 @@ void SampledProcesses::refresh(Process& p) {
   };
   if (!p.protocol && !adopt(p)) return;  // still a process context alone
   if (!p.records) {
-    auto located = p.protocol->locate(p.pid, cache_);
+    auto located = p.protocol->locate(p.pid, cache_, defects_);
     if (!located) {
       set_state("publishes " + std::string(p.protocol->id()) + ", but its records cannot be read: " +
                 located.error().message());
@@ -272,7 +287,7 @@ void SampledProcesses::refresh(Process& p) {
     }
     p.tracked = p.ever_tracked = true;
   }
-  if (auto change = p.context.follow(p.pid, sampler_, resolver_); !change.empty() && notice_)
+  if (auto change = p.context.follow(p.pid, sampler_, resolver_, context_reading(defects_)); !change.empty() && notice_)
     notice_("pid " + std::to_string(p.pid) + ": " + change);
   set_state("sampling " + std::string(p.protocol->id()) + " records (" + p.records->where() + ")");
 }

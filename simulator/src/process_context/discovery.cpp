@@ -46,10 +46,12 @@ std::vector<ContextMapping> find_context_mappings(const std::vector<Mapping>& ma
   return found;
 }
 
-Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork) {
+Expected<std::vector<ContextMapping>> discover(pid_t pid, DontFork dont_fork, bool anon_shmem_only) {
   auto maps = read_maps(pid);
   if (!maps) return maps.error();
   auto found = find_context_mappings(*maps);
+  if (anon_shmem_only)
+    std::erase_if(found, [](const ContextMapping& m) { return m.kind != MappingKind::AnonShmem; });
   if (found.empty() || dont_fork == DontFork::kSkip) return found;
   std::vector<std::uint64_t> starts;
   for (const auto& f : found)

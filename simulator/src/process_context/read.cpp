@@ -122,9 +122,9 @@ ContextRead read_context(const ProcessMemory& memory, std::uint64_t address, con
     if (auto st = memory.read(address, raw); !st) return fail(ReadStage::Header, st.error());
     const Header header = *parse_header(raw);
     out.header = header;
-    if (auto id = check_identity(header, options.accept_development_version); !id)
+    if (auto id = options.check_identity ? check_identity(header, options.accept_development_version) : Status(Ok{}); !id)
       return fail(ReadStage::Header, id.error());
-    if (header.published_at_ns == 0) {
+    if (header.published_at_ns == 0 && options.seqlock) {
       if (!start_over(RetryReason::TimestampZero, 0, 0)) return out;
       continue;
     }
@@ -135,7 +135,7 @@ ContextRead read_context(const ProcessMemory& memory, std::uint64_t address, con
     // Step 5: the payload. A failure here is the writer's only when the
     // header did not change under us (else it is a torn read: retry).
     auto torn = [&](std::uint64_t& now) {
-      auto again = read_timestamp();
+      auto again = options.seqlock ? read_timestamp() : Expected<std::uint64_t>(header.published_at_ns);
       now = again ? *again : 0;
       return again && *again != header.published_at_ns;
     };
@@ -166,7 +166,7 @@ ContextRead read_context(const ProcessMemory& memory, std::uint64_t address, con
     }
     // Step 6-7: the timestamp again; unchanged means header and payload are one publication.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    auto again = read_timestamp();
+    auto again = options.seqlock ? read_timestamp() : Expected<std::uint64_t>(header.published_at_ns);
     if (!again) return fail(ReadStage::Timestamp, again.error().within("monotonic_published_at_ns re-read"));
     if (*again != header.published_at_ns) {
       if (!start_over(RetryReason::TimestampChanged, header.published_at_ns, *again)) return out;

@@ -53,12 +53,13 @@ const std::shared_ptr<const Publication>* PublicationResolver::find(const Watche
 void PublicationResolver::refresh(Watched& w) {
   ++counters_.timestamp_reads;
   auto now = w.memory.read_u64(w.header_address + kPublishedAtOffset);
-  if (!now || *now == 0 || find(w, *now)) return;
+  // Timestamp 0: mid-update, looked at again later (unless the reader defect ignores-seqlock reads it anyway).
+  if (!now || (*now == 0 && options_.read.seqlock) || find(w, *now)) return;
   ++counters_.payload_reads;
   ContextRead read = read_context(w.memory, w.header_address, options_.read);
   auto publication = std::make_shared<Publication>();
   if (read.ok()) {
-    publication->published_at_ns = read.header->published_at_ns;
+    publication->published_at_ns = read.header->published_at_ns;  // 0 only under ignores-seqlock
     auto decoded = decode_payload(read.payload, options_.decode);
     if (decoded)
       publication->payload = std::move(*decoded);
@@ -79,7 +80,7 @@ void PublicationResolver::refresh(Watched& w) {
 }
 
 Resolution PublicationResolver::resolve(pid_t pid, std::uint64_t published_at_ns) {
-  if (published_at_ns == 0) return {ResolutionKind::BeingWritten, nullptr};
+  if (published_at_ns == 0 && options_.read.seqlock) return {ResolutionKind::BeingWritten, nullptr};
   auto it = watched_.find(pid);
   if (it == watched_.end()) return {};
   Watched& w = *it->second;

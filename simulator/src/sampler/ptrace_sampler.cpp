@@ -239,19 +239,37 @@ class PtraceSampler final : public Sampler {
           },
           options_.max_frames);
     }
+    // The reader defect reads-running-thread lets the thread run before its record is read.
+    if (options_.reads_running_thread) detach_or_reap(tid, inject);
     for (LayoutSlot slot = 0; slot < kLayoutsPerProcess; ++slot) {
       if (!tracked.layouts[slot]) continue;
       Sample& one = out.emplace_back(s);
       one.slot = slot;
       if (registers_read) {
         read_sample_record(mem, regs.thread_pointer, *tracked.layouts[slot], one);
+        if (options_.reads_running_thread) read_again_while_running(mem, tracked.layouts[slot]->layout, one);
       } else {
         ++counters_.thread_pointer_failed;
         ++counters_.stack_failed;
       }
     }
-    detach_or_reap(tid, inject);
+    if (!options_.reads_running_thread) detach_or_reap(tid, inject);
     return Outcome::Sampled;
+  }
+
+  // reads-running-thread (a reader defect): the record from its second field
+  // on read again after a pause, the thread running, and spliced after the
+  // first read's bytes before it (OTEP 4947: trace_id from one read, span_id
+  // and the rest from the other).
+  void read_again_while_running(const ProcessMemory& mem, const RecordLayout& layout, Sample& s) {
+    if (!s.record || layout.fields.size() < 2) return;
+    std::this_thread::sleep_for(options_.running_read_pause);
+    auto again = read_record(mem, layout, s.record_pointer);
+    if (!again) return;
+    std::vector<std::uint8_t> spliced(s.record->begin(), s.record->end());
+    for (std::size_t i = layout.fields[1].offset; i < spliced.size() && i < again->bytes.size(); ++i)
+      spliced[i] = again->bytes[i];
+    s.record = RecordBytes(spliced);
   }
 
   // The same steps, and the same classification, as bpf/sampler.bpf.c.
@@ -318,8 +336,9 @@ class PtraceSampler final : public Sampler {
       std::memcpy(&signature, header.data() + TC_PCTX_SIGNATURE_OFFSET, sizeof signature);
       std::memcpy(&version, header.data() + TC_PCTX_VERSION_OFFSET, sizeof version);
       std::memcpy(&published_at, header.data() + TC_PCTX_PUBLISHED_AT_OFFSET, sizeof published_at);
-      if (signature == TC_PCTX_SIGNATURE_LE &&
-          (version == TC_PCTX_VERSION_CURRENT || version == TC_PCTX_VERSION_DEVELOPMENT)) {
+      if (!options_.context_identity_check ||
+          (signature == TC_PCTX_SIGNATURE_LE &&
+           (version == TC_PCTX_VERSION_CURRENT || version == TC_PCTX_VERSION_DEVELOPMENT))) {
         s.context_published_at = published_at;
         if (published_at == 0) ++counters_.context_being_written;
         return;

@@ -83,6 +83,33 @@ TEST(AgentRecordContext, NoLinkForARecordNotToCorrelateOrNamingNoSpan) {
   }
 }
 
+// Reader defects (`tracecorr agent --reader-defect`): each policy field breaks its one rule.
+TEST(AgentRecordPolicy, IgnoresValidCorrelatesARecordWhoseValidIsZero) {  // TLS-08
+  auto r = traced_record();
+  r.valid = 0;
+  const auto bytes = elastic_v1::encode_tls_record(r);
+  EXPECT_EQ(judge_record(bytes).verdict, RecordVerdict::ValidZero);
+  const RecordPolicy defect{.ignore_valid = true};
+  EXPECT_EQ(judge_record(bytes, defect).verdict, RecordVerdict::Correlate);
+  const auto context = record_context(bytes, defect);
+  ASSERT_TRUE(context.link);
+  EXPECT_EQ(context.link->span_id, r.span_id);
+  r.trace_present = 0;  // only TLS-08 is broken: TLS-09 still holds
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r), defect).verdict, RecordVerdict::TraceAbsent);
+}
+
+TEST(AgentRecordPolicy, IgnoresTracePresentGivesTheIdsOfARecordOutsideATrace) {  // TLS-09
+  auto r = traced_record();
+  r.trace_present = 0;
+  const auto bytes = elastic_v1::encode_tls_record(r);
+  EXPECT_EQ(judge_record(bytes).verdict, RecordVerdict::TraceAbsent);
+  const RecordPolicy defect{.ignore_trace_present = true};
+  EXPECT_EQ(judge_record(bytes, defect).verdict, RecordVerdict::Correlate);
+  EXPECT_TRUE(record_context(bytes, defect).link);
+  r.valid = 0;  // only TLS-09 is broken: TLS-08 still holds
+  EXPECT_EQ(judge_record(elastic_v1::encode_tls_record(r), defect).verdict, RecordVerdict::ValidZero);
+}
+
 TEST(AgentStackId, SameFramesSameIdDifferentFramesDifferentId) {
   std::vector<std::uint64_t> a{0x401000, 0x402000, 0x403000};
   std::vector<std::uint64_t> b{0x401000, 0x402000, 0x403008};

@@ -38,7 +38,7 @@ const char* to_string(RecordVerdict v) {
   return "?";
 }
 
-JudgedRecord judge_record(std::span<const std::uint8_t> bytes) {
+JudgedRecord judge_record(std::span<const std::uint8_t> bytes, const RecordPolicy& policy) {
   JudgedRecord j;
   auto decoded = elastic_v1::decode_tls_record(bytes);
   if (!decoded) {  // cannot happen for what the layout reads (37 bytes), but never trust it
@@ -47,11 +47,11 @@ JudgedRecord judge_record(std::span<const std::uint8_t> bytes) {
   }
   j.record = *decoded;
   // TLS-08 first: while valid is 0 nothing else in the record means anything.
-  if (j.record.valid == 0)
+  if (j.record.valid == 0 && !policy.ignore_valid)
     j.verdict = RecordVerdict::ValidZero;
   else if (j.record.minor == 0)
     j.verdict = RecordVerdict::BadMinor;
-  else if (j.record.trace_present == 0)
+  else if (j.record.trace_present == 0 && !policy.ignore_trace_present)
     j.verdict = RecordVerdict::TraceAbsent;  // TLS-09
   else if (is_zero(j.record.trace_id) || is_zero(j.record.transaction_id))
     j.verdict = RecordVerdict::ZeroIds;
@@ -60,8 +60,8 @@ JudgedRecord judge_record(std::span<const std::uint8_t> bytes) {
   return j;
 }
 
-RecordContext record_context(std::span<const std::uint8_t> bytes) {
-  const JudgedRecord j = judge_record(bytes);
+RecordContext record_context(std::span<const std::uint8_t> bytes, const RecordPolicy& policy) {
+  const JudgedRecord j = judge_record(bytes, policy);
   RecordContext context;
   if (j.verdict != RecordVerdict::Correlate || is_zero(j.record.span_id)) return context;
   context.link = RecordContext::Link{j.record.trace_id, j.record.span_id};

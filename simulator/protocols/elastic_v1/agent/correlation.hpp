@@ -36,12 +36,21 @@ struct JudgedRecord {
   RecordVerdict verdict = RecordVerdict::ValidZero;
   elastic_v1::TlsRecord record;  // decoded fields (meaningful only for Correlate)
 };
-JudgedRecord judge_record(std::span<const std::uint8_t> bytes);  // Elastic v1 bytes, as its layout reads them
+// How the host agent applies the reader rules to a record. The default is
+// the conforming reader; each field set is one reader defect
+// (reader_defects.hpp: `tracecorr agent --reader-defect`, for conformance
+// kill matrices), set only by the host agent's part.
+struct RecordPolicy {
+  bool ignore_valid = false;          // ignores-valid, TLS-08: valid 0 read as if 1
+  bool ignore_trace_present = false;  // ignores-trace-present, TLS-09: trace_present 0 still gives its ids
+};
+// Elastic v1 bytes, as its layout reads them.
+JudgedRecord judge_record(std::span<const std::uint8_t> bytes, const RecordPolicy& policy = {});
 // The record as an exported observation's context (the host agent's OTLP
 // profiles): a link (trace id, the active span's id) and the trace flags
 // when the record is one to correlate and names a span; otherwise none.
 // Elastic's record names no attributes.
-RecordContext record_context(std::span<const std::uint8_t> bytes);
+RecordContext record_context(std::span<const std::uint8_t> bytes, const RecordPolicy& policy = {});
 
 // ---- stack trace ids -------------------------------------------------------------
 // XXH3-128 of the frame addresses (little-endian u64 each, innermost first),

@@ -169,7 +169,7 @@ Status Deliverer::connect(Id id, const std::string& path) {
   ev.events = EPOLLOUT | EPOLLET;  // each read by the agent frees room: an edge
   ev.data.u64 = id;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, t.socket->fd(), &ev);
-  if (options_.personality == Personality::Spec) send_registration(t, DeliveryClock::now());
+  if (options_.personality == Personality::Spec && !options_.skip_registration) send_registration(t, DeliveryClock::now());
   t.act = true;
   wake();
   return Ok{};
@@ -199,7 +199,7 @@ bool Deliverer::connected(Id id) const {
 void Deliverer::register_again(Id id) {
   std::lock_guard lk(mu_);
   auto it = targets_.find(id);
-  if (it == targets_.end() || options_.personality != Personality::Spec) return;
+  if (it == targets_.end() || options_.personality != Personality::Spec || options_.skip_registration) return;
   Target& t = *it->second;
   if (t.socket && !t.registered && send_registration(t, DeliveryClock::now())) {
     t.act = true;
@@ -280,7 +280,8 @@ bool Deliverer::send_one(Target& t, const Offer& offered, DeliveryTime now) {
   m.trace_id = o.key.trace_id;
   m.transaction_id = o.key.transaction_id;
   m.stack_trace_id = o.key.stack_trace_id;
-  m.count = o.count;
+  // wrong-counts (MSG-08, a reader defect): the message says one sample more than it covers.
+  m.count = options_.count_one_more && o.count < 65535 ? static_cast<std::uint16_t>(o.count + 1) : o.count;
   const auto bytes = elastic_v1::encode(m);
   switch (t.socket->send(bytes)) {
     case SendOutcome::Sent:
@@ -350,7 +351,7 @@ void Deliverer::turn(Target& t, DeliveryTime now) {
   const std::size_t before = t.plan.pending_keys();
   t.plan.expire(now, t.socket.has_value());
   if (t.plan.pending_keys() != before) t.offers.clear();
-  if (t.socket && (t.registered || send_registration(t, now))) {
+  if (t.socket && (t.registered || options_.skip_registration || send_registration(t, now))) {
     if (t.offers.empty() || now >= t.offers_until || finishing_) {
       auto chosen = t.plan.choose(now, t.reads, kOffersPerTurn, finishing_);
       t.offers.assign(chosen.begin(), chosen.end());

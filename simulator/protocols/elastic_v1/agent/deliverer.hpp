@@ -44,6 +44,9 @@ class Deliverer {
     std::string host_id;
     PlanOptions plan;
     std::function<void(const std::string&)> notice;  // from either thread
+    // Reader defects (reader_defects.hpp), for conformance kill matrices only:
+    bool skip_registration = false;  // no-registration, MSG-01: correlations without the registration first
+    bool count_one_more = false;     // wrong-counts, MSG-08: each correlation's count one more than its samples
   };
   // What the summary says of one process's socket.
   struct Figures {

@@ -43,15 +43,30 @@ DeliveryTime sample_time(const Sample& s) {
 
 std::string hex(const auto& bytes) { return to_hex(std::span<const std::uint8_t>(bytes.data(), bytes.size())); }
 
-Deliverer::Options delivery_options(const AgentOptions& o, std::function<void(const std::string&)> notice) {
+// The reader defects (reader_defects.hpp) this part can show, each the break of one rule.
+std::vector<ReaderDefect> elastic_reader_defects() {
+  return {{"ignores-valid", "TLS-08", "an Elastic record whose valid byte is 0 is correlated and exported as if valid"},
+          {"ignores-trace-present", "TLS-09", "an Elastic record with trace-present 0 still gives its ids (a link, "
+                                              "correlations)"},
+          {"no-registration", "MSG-01", "correlation messages are sent without the registration message first"},
+          {"wrong-counts", "MSG-08", "each correlation message's count is one more than the samples it covers"}};
+}
+
+RecordPolicy record_policy(const ReaderDefects& defects) {
+  return RecordPolicy{defects.has("ignores-valid"), defects.has("ignores-trace-present")};
+}
+
+Deliverer::Options delivery_options(const AgentOptions& o, const AgentRun& run) {
   Deliverer::Options d;
+  d.skip_registration = run.defects.has("no-registration");
+  d.count_one_more = run.defects.has("wrong-counts");
   d.personality = o.personality;
   d.samples_delay_ms = o.samples_delay_ms;
   d.host_id = o.host_id;
   d.plan.samples_delay = std::chrono::milliseconds(o.samples_delay_ms);
   d.plan.settle = effective_flush_interval(o);
   d.plan.max_keys = std::max<std::size_t>(1, o.delivery_queue_capacity);
-  d.notice = std::move(notice);
+  d.notice = run.notice;
   return d;
 }
 
@@ -122,7 +137,10 @@ struct ElasticProcess {
 class ElasticPart final : public AgentPart {
  public:
   ElasticPart(const AgentOptions& options, AgentRun run)
-      : options_(options), run_(std::move(run)), deliverer_(delivery_options(options_, run_.notice)) {
+      : options_(options),
+        run_(std::move(run)),
+        record_policy_(record_policy(run_.defects)),
+        deliverer_(delivery_options(options_, run_)) {
     options_.flush_interval = effective_flush_interval(options_);
   }
 
@@ -130,7 +148,7 @@ class ElasticPart final : public AgentPart {
   bool examine(pid_t pid, bool explicit_pid) override;
   bool on_sample(const Sample& s) override;
   RecordContext context_of(const Sample& s) override {
-    return s.record && s.error == SampleError::Ok ? record_context(s.record->span()) : RecordContext{};
+    return s.record && s.error == SampleError::Ok ? record_context(s.record->span(), record_policy_) : RecordContext{};
   }
   void ends_at(std::chrono::steady_clock::time_point end) override { deliverer_.ends_at(end); }
   std::chrono::milliseconds final_patience() const override {
@@ -175,6 +193,7 @@ class ElasticPart final : public AgentPart {
 
   AgentOptions options_;
   AgentRun run_;
+  RecordPolicy record_policy_;  // conforming unless a reader defect is in force
   DiscoveryOptions discovery_ = elastic_v1::discovery_options();
   LibraryCache cache_;
   std::map<pid_t, ElasticProcess> processes_;
@@ -241,7 +260,7 @@ void ElasticPart::refresh(ElasticProcess& p) {
   // the first (the OTEP allows one; which one a reader takes when there are
   // more is not said: spec/otel-process-context.md §7), and a context that
   // went away (dropped, or the process exec'd) is no longer read.
-  if (auto change = p.context.follow(p.pid, run_.sampler, run_.contexts); !change.empty())
+  if (auto change = p.context.follow(p.pid, run_.sampler, run_.contexts, context_reading(run_.defects)); !change.empty())
     notice("pid " + std::to_string(p.pid) + ": " + change);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%" PRId64, p.tracked_offset);
@@ -389,7 +408,7 @@ bool ElasticPart::on_sample(const Sample& s) {
     ++p.records[*s.record];
   else
     ++p.records_overflow;
-  JudgedRecord j = judge_record(*s.record);
+  JudgedRecord j = judge_record(*s.record, record_policy_);
   if (j.verdict == RecordVerdict::ValidZero || j.verdict == RecordVerdict::TraceAbsent) {
     ++p.not_correlated[to_string(j.verdict)];
     // Outside any trace (TLS-09): the transaction it was in may be complete. Mid-update (TLS-08): nothing known.
@@ -608,6 +627,7 @@ class Hook final : public AgentHook {
              "sends them at once; default: a fifth of --samples-delay-ms, at most 1000; must be below it)",
              "", {}, "UINT"}};
   }
+  std::vector<ReaderDefect> reader_defects() const override { return elastic_reader_defects(); }
   Expected<std::unique_ptr<AgentPart>> start(const AgentSettings& settings, AgentRun run) const override {
     auto o = options_of(settings);
     if (!o) return o.error();

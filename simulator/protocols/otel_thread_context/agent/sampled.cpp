@@ -1,6 +1,7 @@
 #include "otel_thread_context/agent/sampled.hpp"
 
 #include <cstdlib>
+#include <functional>
 
 #include "otel_thread_context/record.hpp"
 #include "otel_thread_context/registry.hpp"
@@ -21,8 +22,13 @@ constexpr std::chrono::milliseconds kKeyMapRefreshInterval{500};
 // kKeyMapRefreshInterval).
 class ThreadRecords final : public SampledRecords {
  public:
-  ThreadRecords(pid_t pid, AgentLibrary module, TlsVariableAccess access, std::optional<ReferenceData> reference)
-      : pid_(pid), module_(std::move(module)), access_(std::move(access)), reference_(std::move(reference)) {
+  ThreadRecords(pid_t pid, AgentLibrary module, TlsVariableAccess access, std::optional<ReferenceData> reference,
+                ReadingPolicy policy)
+      : pid_(pid),
+        module_(std::move(module)),
+        access_(std::move(access)),
+        reference_(std::move(reference)),
+        policy_(policy) {
     if (reference_ && reference_->key_map) key_map_ = *reference_->key_map;
   }
 
@@ -63,20 +69,33 @@ class ThreadRecords final : public SampledRecords {
   }
 
   nlohmann::json decode(std::span<const std::uint8_t> bytes) override {
-    auto record = decode_record(bytes);
+    if (unreachable()) return {{"error", kUnreachable}};
+    auto record = decode_record(bytes, policy_);
     if (!record) return {{"error", record.error().message()}};
-    if (!record->readable()) return record_json(*record, nullptr);  // its entries are not read (TCTXR-07, 08)
-    auto named = name_attributes(*record, key_map_, [&] { return refresh_key_map(); });
+    // Its entries are not read (TCTXR-07, 08) unless the reader is defective.
+    if (!record->readable() && !policy_.ignore_valid) return record_json(*record, nullptr);
+    auto named = name_attributes(*record, key_map_, refresher(), policy_);
     return record_json(*record, &named);
   }
 
   RecordContext context(std::span<const std::uint8_t> bytes) override {
-    auto record = decode_record(bytes);
-    if (!record || !record->readable()) return {};
-    return record_context(*record, name_attributes(*record, key_map_, [&] { return refresh_key_map(); }));
+    if (unreachable()) return {};
+    auto record = decode_record(bytes, policy_);
+    if (!record || (!record->readable() && !policy_.ignore_valid)) return {};
+    return record_context(*record, name_attributes(*record, key_map_, refresher(), policy_), policy_);
   }
 
  private:
+  static constexpr const char* kUnreachable =
+      "not read: dynamic TLS, and the reader defect static-tls-only walks no DTV (TCTXR-05)";
+  // static-tls-only (TCTXR-05): a reader that reaches records only from the thread pointer gets none here.
+  bool unreachable() const { return policy_.static_tls_only && access_.dynamic(); }
+  // TCTXR-10's refresh, which never-refreshes-key-map leaves out.
+  std::function<std::optional<KeyMap>()> refresher() {
+    if (policy_.never_refresh_key_map) return {};
+    return [this] { return refresh_key_map(); };
+  }
+
   // TCTXR-10: a record names an index the map lacks (at most once per kKeyMapRefreshInterval).
   std::optional<KeyMap> refresh_key_map() {
     auto fresh = refresher_.refresh();
@@ -91,23 +110,40 @@ class ThreadRecords final : public SampledRecords {
   AgentLibrary module_;
   TlsVariableAccess access_;
   std::optional<ReferenceData> reference_;
+  ReadingPolicy policy_;
   KeyMap key_map_;
   bool key_map_refreshed_ = false;
   KeyMapRefresher refresher_{pid_, kKeyMapRefreshInterval};
 };
 
+// reads-any-schema (TCTXR-03): where the variable is not found, a lookalike
+// discovery passed over (otel_thread_ctx_nodejs_v1, say) is read as if it were.
+Expected<std::optional<AgentLibrary>> find_variable(pid_t pid, LibraryCache& cache, const ReadingPolicy& policy) {
+  std::vector<PassedOver> passed_over;
+  auto found = discover_process(pid, discovery_options(), cache, &passed_over);
+  if (!found || *found || !policy.read_any_schema || passed_over.empty()) return found;
+  DiscoveryOptions lookalike = discovery_options();
+  lookalike.tls_symbol = passed_over.front().symbol;
+  LibraryCache own;  // analysed for another symbol: not the shared cache's
+  return discover_process(pid, lookalike, own);
+}
+
 class ThreadContextProtocol final : public SampledProtocol {
  public:
   std::string_view id() const override { return spec::kProtocol.id; }
 
-  Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache) const override {
-    auto found = discover_process(pid, discovery_options(), cache);
+  std::vector<ReaderDefect> reader_defects() const override { return thread_context_reader_defects(); }
+
+  Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache,
+                                                   const ReaderDefects& defects) const override {
+    const ReadingPolicy policy = reading_policy(defects);
+    auto found = find_variable(pid, cache, policy);
     if (!found) return found.error();
     // Under another schema (TCTXR-03) the records live elsewhere: listed with
-    // what was seen, never read.
+    // what was seen, never read (unless the reader is defective).
     std::optional<ReferenceData> reference;
     if (auto snapshot = process_context::take_contents_snapshot(pid)) reference = reference_data_of(*snapshot);
-    if (reference)
+    if (reference && !policy.read_any_schema)
       if (auto other = other_schema(pid, *reference, cache))
         return make_error(ErrorKind::kUnsupported, "announced under another " + *other, "pid " + std::to_string(pid));
     if (!*found) return std::unique_ptr<SampledRecords>();  // no module defines the variable
@@ -120,15 +156,16 @@ class ThreadContextProtocol final : public SampledProtocol {
     auto access = resolve_tls_access(memory, module, c_library ? *c_library : CLibrary::Unknown);
     if (!access) return access.error();
     return std::unique_ptr<SampledRecords>(
-        std::make_unique<ThreadRecords>(pid, std::move(module), std::move(*access), std::move(reference)));
+        std::make_unique<ThreadRecords>(pid, std::move(module), std::move(*access), std::move(reference), policy));
   }
 };
 
 }  // namespace
 
-RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named) {
+RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named,
+                             const ReadingPolicy& policy) {
   RecordContext context;
-  if (!record.readable()) return context;
+  if (!record.readable() && !policy.ignore_valid) return context;
   if (!is_zero(record.trace_id) || !is_zero(record.span_id)) {
     context.link = RecordContext::Link{record.trace_id, record.span_id};
     context.trace_flags = record.trace_flags;
@@ -144,6 +181,35 @@ RecordContext record_context(const ThreadContextRecord& record, const NamedAttri
   if (!attributes.empty()) context.attributes = std::make_shared<const otlp::Attributes>(std::move(attributes));
   context.settled = named.unknown_indexes.empty();
   return context;
+}
+
+// Each defect's name, and what it breaks, in the words of the rules (spec/otel-thread-context.md).
+std::vector<ReaderDefect> thread_context_reader_defects() {
+  return {
+      {"ignores-valid", "TCTXR-08", "a thread record whose valid byte is not 1 is read and exported as if valid"},
+      {"never-refreshes-key-map", "TCTXR-10",
+       "the key map read at discovery is never refreshed: entries it lacks are dropped"},
+      {"keeps-out-of-map", "TCTXR-11", "entries past the key map are exported, as tracecorr.index.N"},
+      {"first-duplicate-wins", "TCTXR-12", "a key stored twice in a record takes its first value, not its last"},
+      {"reads-any-schema", "TCTXR-03",
+       "records are read under any threadlocal.schema_version, through a lookalike variable when the OTEP's is absent"},
+      {"static-tls-only", "TCTXR-05", "no DTV walk: records in dynamically allocated TLS give no context"},
+      // The sampler's (PtraceSamplerOptions::reads_running_thread): it reads every layout the same way.
+      {"reads-running-thread", "TCTXR-06",
+       "ptrace reader only: the record is read while its thread runs, its ids in two reads 1 ms apart "
+       "(torn pairs against a writer updating in place)"},
+  };
+}
+
+ReadingPolicy reading_policy(const ReaderDefects& defects) {
+  ReadingPolicy p;
+  p.ignore_valid = defects.has("ignores-valid");
+  p.never_refresh_key_map = defects.has("never-refreshes-key-map");
+  p.keep_out_of_map = defects.has("keeps-out-of-map");
+  p.first_duplicate_wins = defects.has("first-duplicate-wins");
+  p.read_any_schema = defects.has("reads-any-schema");
+  p.static_tls_only = defects.has("static-tls-only");
+  return p;
 }
 
 const SampledProtocol& sampled_protocol() {

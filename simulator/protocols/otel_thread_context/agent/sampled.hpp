@@ -18,6 +18,13 @@ const SampledProtocol& sampled_protocol();
 // trace), its trace flags then, and `named`'s attributes by key (a value that
 // is not UTF-8 as bytes). Not readable: no link, no flags, no attributes.
 // Not settled when the key map lacked an index even after any refresh.
-RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named);
+// policy.ignore_valid (a reader defect) links a record whatever its valid byte.
+RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named,
+                             const ReadingPolicy& policy = {});
+
+// The reader defects this package's reading code can show (reader_defects.hpp),
+// and the reading policy the names in force make.
+std::vector<ReaderDefect> thread_context_reader_defects();
+ReadingPolicy reading_policy(const ReaderDefects& defects);
 
 }  // namespace tracecorr::otel_thread_context
