@@ -26,22 +26,29 @@ except ImportError:
     import tracecorr
 from tracecorr.profiles import HAVE_PROFILES
 
-pytestmark = [pytest.mark.root,
+pytestmark = [pytest.mark.root, pytest.mark.host_wide,  # the agent samples (and sends to) every agent on the host
               pytest.mark.skipif(HOST_ARCH != "x86_64", reason="the BPF sampler runs natively on x86-64 here"),
               pytest.mark.skipif(not HAVE_PROFILES, reason="built without OTLP profiles (libgrpc++-dev)")]
 
 RUN_TIMEOUT_S = 240
+LEVELS = {r["id"]: r["level"]
+          for registry in json.loads(subprocess.run([str(TRACECORR), "list", "--json"], capture_output=True, text=True,
+                                                    check=False).stdout or "[]")
+          for r in registry["requirements"]}
 # The reference reader: every process on the host, BPF, often enough that each stage member is sampled soon.
 AGENT = [str(TRACECORR), "agent", "--all", "--reader", "bpf", "--frequency", "199", "--quiet"]
 EXIT_FAIL = 1
 
 
-def conform_profiler(tmp_path, agent_args: list[str], only: list[str] | None = None, protocol: str = "grpc") -> dict:
+def conform_profiler(tmp_path, agent_args: list[str], only: list[str] | None = None, protocol: str = "grpc",
+                     strict: bool = False) -> dict:
     report = tmp_path / "report.json"
     args = [str(need(TRACECORR)), "conform", "--profiler", "--profiler-protocol", protocol, "--json", str(report),
             "--quiet"]
     if only:
         args += ["--only", ",".join(only)]
+    if strict:
+        args.append("--strict")
     run = subprocess.run(args + ["--"] + AGENT + agent_args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert report.exists(), run.stdout + run.stderr
     result = json.loads(report.read_text())
@@ -61,8 +68,9 @@ def explain(result: dict) -> str:
 
 # What the stage shows today, each judged from its hazard; the rest are skipped (a permission, a
 # documentation rule) or not yet shown by any stage member, and say so.
-JUDGED_ON_THE_STAGE = ["TCTXR-01", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08", "TCTXR-10",
-                       "TCTXR-11", "TCTXR-12", "TCTXR-14", "TCTXR-16", "PCTXR-01", "MSG-01", "MSG-08"]
+JUDGED_ON_THE_STAGE = ["TCTXR-01", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08", "TCTXR-09",
+                       "TCTXR-10", "TCTXR-11", "TCTXR-12", "TCTXR-14", "TCTXR-16", "PCTXR-01", "TLS-08", "TLS-09", "MSG-01",
+                       "MSG-08"]
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +78,15 @@ def reference_run(tmp_path_factory) -> dict:
     return conform_profiler(tmp_path_factory.mktemp("reference"), [])
 
 
-def test_the_reference_reader_fails_nothing(reference_run):
+def test_the_reference_reader_passes_the_gate(reference_run):
     v = verdicts(reference_run)
-    failed = [i for i, r in v.items() if r["verdict"] == "fail"]
+    failed = [i for i, r in v.items() if r["verdict"] in ("fail", "warn", "error")]
     assert not failed, explain(reference_run)
-    assert reference_run["exit"] != EXIT_FAIL, explain(reference_run)
+    assert reference_run["exit"] == 0, explain(reference_run)
+    # What is skipped says why: a permission, a documentation rule, a hazard no stage member shows yet.
+    for r in v.values():
+        if r["verdict"] == "skip":
+            assert r["reason"], r
 
 
 @pytest.mark.parametrize("requirement", JUDGED_ON_THE_STAGE)
@@ -91,22 +103,24 @@ def test_every_stage_member_is_named_with_what_it_showed(reference_run):
     assert reference_run["counters"]["profile_samples"] > 0
 
 
-# The kill matrix: one reader defect each, the requirement it breaks.
+# The kill matrix: one reader defect each, the requirement it breaks (a SHOULD judged --strict).
 KILLS = [
     ("ignores-valid", "TCTXR-08"),
+    ("ignores-valid", "TLS-08"),
+    ("ignores-trace-present", "TLS-09"),
     ("never-refreshes-key-map", "TCTXR-10"),
     ("keeps-out-of-map", "TCTXR-11"),
     ("first-duplicate-wins", "TCTXR-12"),
     ("reads-any-schema", "TCTXR-03"),
     ("static-tls-only", "TCTXR-05"),
-    ("unbounded-record", "TCTXR-16"),
     ("wrong-counts", "MSG-08"),
     ("no-registration", "MSG-01"),
 ]
 
 
-@pytest.mark.parametrize("defect,requirement", KILLS, ids=[d for d, _ in KILLS])
+@pytest.mark.parametrize("defect,requirement", KILLS, ids=[f"{d}-{r}" for d, r in KILLS])
 def test_a_reader_defect_fails_its_own_requirement(tmp_path, defect, requirement):
-    result = conform_profiler(tmp_path, ["--reader-defect", defect], only=[requirement])
+    strict = LEVELS[requirement] == "SHOULD"
+    result = conform_profiler(tmp_path, ["--reader-defect", defect], only=[requirement], strict=strict)
     assert verdicts(result)[requirement]["verdict"] == "fail", explain(result)
     assert result["exit"] == EXIT_FAIL, explain(result)

@@ -25,7 +25,14 @@ Finding judge_other_schema(const ReaderEvidence& e) {
     }
   }
   if (linked > 0) return violated("TCTXR-03", std::to_string(linked) + " samples of a process under another schema carried a link read from its records", shown);
-  return met("TCTXR-03", samples, std::to_string(samples) + " samples of a process announcing another schema, none read as this layout");
+  if (samples > 0)
+    return met("TCTXR-03", samples, std::to_string(samples) + " samples of a process announcing another schema, none read as this layout");
+  // Not sampled at all: the profiler left it alone, which the rule allows;
+  // what it read meanwhile of the other writers shows it was reading.
+  std::size_t others = 0;
+  for (const auto* m : read_members(e)) others += m->samples.size();
+  return met("TCTXR-03", others, "the process announcing another schema was never sampled (left alone) while " +
+                                     std::to_string(others) + " samples of the other writers came in");
 }
 
 // The variable is found in the executable (exe-*, static-pie) and in

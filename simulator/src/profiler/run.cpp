@@ -144,9 +144,10 @@ std::string read_file(const std::string& path, std::size_t limit) {
 
 // Enough samples of every member that ran, or the profiler gone, or the cap.
 void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>& stage, const Intake& in, Target* profiler) {
+  // A member a conforming reader leaves alone may never be sampled: not waited for.
   std::set<std::int64_t> pids;
   for (const auto& m : stage)
-    if (m.target) pids.insert(m.target->launched_pid());
+    if (m.target && !m.member.must_not_be_read) pids.insert(m.target->launched_pid());
   const auto enough = [&](const std::vector<profiles::ProfileSample>& samples) {
     std::map<std::int64_t, std::size_t> per_pid;
     for (const auto& s : samples)
@@ -199,12 +200,34 @@ void attach_samples(ReaderEvidence& e) {
       if (s.pid && m.pid != 0 && *s.pid == m.pid) m.samples.push_back(&s);
 }
 
-Expected<std::vector<const ReaderSuite*>> choose_reader_suites(const std::vector<std::string>& protocols) {
+// Whether --only (ids or areas) selects any of the suite's reader requirements.
+bool selects(const ReaderSuite& suite, const std::vector<std::string>& only) {
+  for (const auto& r : suite.protocol().requirements)
+    if (r.role == Role::Profiler &&
+        (only.empty() || std::find_if(only.begin(), only.end(), [&](const std::string& t) { return t == r.id || t == r.area; }) != only.end()))
+      return true;
+  return false;
+}
+
+// The suites named (all when none): their writers make the stage (a suite
+// may judge another's writers: OTEP 4719's readers read every member's
+// process context).
+std::vector<const ReaderSuite*> staged_suites(const std::vector<std::string>& protocols) {
   std::vector<const ReaderSuite*> chosen;
   for (const auto* s : reader_suites())
     if (protocols.empty() || std::find(protocols.begin(), protocols.end(), std::string(s->protocol().id)) != protocols.end())
       chosen.push_back(s);
-  if (chosen.empty()) return make_error(ErrorKind::kNotFound, "no reader suite for the protocols named", "--protocol");
+  return chosen;
+}
+
+// Of those, the ones with a requirement --only selects: they judge.
+Expected<std::vector<const ReaderSuite*>> judging_suites(const std::vector<const ReaderSuite*>& staged,
+                                                        const std::vector<std::string>& only) {
+  std::vector<const ReaderSuite*> chosen;
+  for (const auto* s : staged)
+    if (selects(*s, only)) chosen.push_back(s);
+  if (chosen.empty())
+    return make_error(ErrorKind::kNotFound, "no reader requirement of the protocols named matches --only", "--protocol");
   return chosen;
 }
 
@@ -266,15 +289,29 @@ ReaderEvidence collect(const ProfilerRunOptions& o, const std::vector<const Read
     if (!launched) e.profiler_exit = "could not launch: " + launched.error().message();
     if (profiler) in.admission->follow(profiler.get());
   }
+  const auto began = Clock::now();
+  const auto seconds = [&] {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began).count() / 1000.0) + " s";
+  };
   if (profiler) await_samples(o, stage, in, profiler.get());
+  progress(o, "stage ran " + seconds() + ": " + std::to_string(in.store->counters().samples) + " samples taken in");
   if (profiler && !o.profiler_pid) {
     e.profiler_exit = profiler->stop(o.flush_grace);
     in.admission->follow(nullptr);
+    progress(o, "profiler stopped at " + seconds() + " (" + e.profiler_exit + ")");
   } else if (profiler && !profiler->alive()) {
     e.profiler_exit = "exited during the run";
   }
+  // Each member's stop waits for its tree to go: all at once, not one after another.
   const auto kept = kept_events(suites);
-  for (auto& r : stage) e.members.push_back(stop_member(r, kept));
+  e.members.resize(stage.size());
+  {
+    std::vector<std::thread> stopping;
+    for (std::size_t i = 0; i < stage.size(); ++i)
+      stopping.emplace_back([&, i] { e.members[i] = stop_member(stage[i], kept); });
+    for (auto& t : stopping) t.join();
+  }
+  progress(o, "stage stopped at " + seconds());
   e.samples = in.store->samples();
   place_on_wall_clock(e.samples);
   e.intake = in.store->counters();
@@ -286,7 +323,8 @@ ReaderEvidence collect(const ProfilerRunOptions& o, const std::vector<const Read
 
 Expected<RunResult> run_profiler_conformance(const ProfilerRunOptions& o) {
   if (o.command.empty() == !o.profiler_pid) return make_error(ErrorKind::kUnspecified, "give the profiler's command or --profiler-pid, one of the two");
-  auto suites = choose_reader_suites(o.protocols);
+  const auto staged = staged_suites(o.protocols);
+  auto suites = judging_suites(staged, o.only);
   if (!suites) return suites.error();
   RunResult run;
   run.tool_version = std::string(kToolVersion);
@@ -295,7 +333,7 @@ Expected<RunResult> run_profiler_conformance(const ProfilerRunOptions& o) {
   run.only = o.only;
   Intake in;
   if (auto st = start_intake(o, in); !st) return st.error();
-  ReaderEvidence evidence = collect(o, *suites, in);
+  ReaderEvidence evidence = collect(o, staged, in);
   run.target.description = evidence.profiler;
   if (o.profiler_pid) run.target.pid = *o.profiler_pid;
   for (const auto* s : *suites) {
