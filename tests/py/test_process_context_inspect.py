@@ -142,8 +142,11 @@ def test_list_shows_the_registry_and_the_probe_of_each_writer_rule():
     probes = {r["id"]: r.pop("probe") for r in listed["requirements"]}
     launches = {r["id"]: r.pop("sessions") for r in listed["requirements"]}
     assert launches["PCTX-13"] == ["watched"] and launches["PCTX-10"] == ["watched", "read"]
-    # Every writer rule has its probe; the reader rules are tracecorr's own (unit tests), none.
-    assert {i for i, p in probes.items() if p} == {r["id"] for r in REGISTRY["requirements"] if r["role"] == "writer"}
+    # Every rule has its probe: a writer rule's in probes/otel_process_context/, a reader rule's in its reader/
+    # folder (profiler mode, tests/py/test_conform_profiler.py).
+    assert all(probes.values()), probes
+    assert {i for i, p in probes.items() if "/reader/" in p} == {r["id"] for r in REGISTRY["requirements"]
+                                                                 if r["role"] == "reader"}
     assert listed == REGISTRY
     text = subprocess.run([str(TRACECORR), "list", "--protocol", "otel-process-context"], capture_output=True,
                           text=True, check=True, timeout=WAIT_S).stdout.splitlines()

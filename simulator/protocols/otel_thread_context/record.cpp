@@ -272,10 +272,13 @@ std::optional<KeyMap> current_key_map(pid_t pid) {
 std::optional<KeyMap> KeyMapRefresher::refresh() {
   ++requests_;
   const auto now = std::chrono::steady_clock::now();
-  if (last_read_ && (min_interval_ == kOncePerLook || now - *last_read_ < min_interval_)) return last_;
+  const auto wait = last_failed_ ? std::min(min_interval_, kRetryAfterFailure) : min_interval_;
+  if (last_read_ && ((wait == kOncePerLook && !last_failed_) || now - *last_read_ < wait)) return last_;
   last_read_ = now;
   ++reads_;
-  last_ = current_key_map(pid_);
+  auto fresh = current_key_map(pid_);
+  last_failed_ = !fresh;
+  if (fresh) last_ = std::move(fresh);
   return last_;
 }
 

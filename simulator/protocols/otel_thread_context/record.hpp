@@ -197,6 +197,11 @@ std::optional<KeyMap> current_key_map(pid_t pid);
 class KeyMapRefresher {
  public:
   static constexpr std::chrono::milliseconds kOncePerLook = std::chrono::milliseconds::max();
+  // A read that failed (the process context caught mid-update, its timestamp
+  // 0: PCTXR-03 says read again) is retried this soon, not a whole
+  // min_interval later: a key appended and used at once is otherwise missed.
+  // Still a bound: a target whose every read fails costs 50 reads a second.
+  static constexpr std::chrono::milliseconds kRetryAfterFailure{20};
   KeyMapRefresher(pid_t pid, std::chrono::milliseconds min_interval) : pid_(pid), min_interval_(min_interval) {}
   std::optional<KeyMap> refresh();
   std::size_t reads() const { return reads_; }          // snapshots taken
@@ -206,6 +211,7 @@ class KeyMapRefresher {
   pid_t pid_;
   std::chrono::milliseconds min_interval_;
   std::optional<std::chrono::steady_clock::time_point> last_read_;
+  bool last_failed_ = false;
   std::optional<KeyMap> last_;
   std::size_t reads_ = 0, requests_ = 0;
 };

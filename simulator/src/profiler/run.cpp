@@ -154,10 +154,17 @@ void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>
       if (s.pid && pids.count(*s.pid)) ++per_pid[*s.pid];
     return std::all_of(pids.begin(), pids.end(), [&](std::int64_t p) { return per_pid[p] >= o.samples_per_member; });
   };
+  // And the profiler watched the stage for min_observed since its first
+  // sample came in: hazards that recur (a key appended late, again and again)
+  // are met after it started reading, whenever that was.
   const auto deadline = Clock::now() + o.max_stage;
+  std::optional<Clock::time_point> first;
   while (Clock::now() < deadline) {
-    if (in.store->wait_for(enough, std::chrono::milliseconds(500))) return;
+    const bool full = in.store->wait_for(enough, std::chrono::milliseconds(500));
+    if (!first && in.store->counters().samples > 0) first = Clock::now();
+    if (full && first && Clock::now() - *first >= o.min_observed) return;
     if (profiler && !profiler->alive()) return;
+    if (full) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

@@ -36,6 +36,10 @@ struct ProfilerRunOptions {
   // taken in (with their exports), or after `max_stage` (then what was
   // judged below its minimum is inconclusive, with the figures).
   std::size_t samples_per_member = 40;
+  // ...and not before the profiler has watched it this long since its first
+  // sample arrived: several of every member's hazard cycles (a key appended
+  // late recurs; a reader that never refreshes meets one after it started).
+  std::chrono::milliseconds min_observed{6'000};
   std::chrono::milliseconds max_stage{45'000};
   std::chrono::milliseconds tolerance{20};
   // After SIGTERM, how long the profiler may take to flush and exit.
