@@ -149,8 +149,10 @@ TEST_P(SetsidExporter, IsAdmittedAsTheLaunchedTrees) {
   auto other = launch_target("exec sleep 30");  // another session's launch, live
   ASSERT_TRUE(other);
   Listener listener;
+  // The exporter stays bash (`; :`): were it to exec sleep between its
+  // connection and judged(), the judged program would rightly be another.
   auto target = launch_target("exec setsid bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(listener.port) +
-                              "; exec sleep 30'");
+                              "; sleep 30; :'");
   ASSERT_TRUE(target);
   ExportAdmission admission;
   admission.follow(target.get());
