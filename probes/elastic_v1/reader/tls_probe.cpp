@@ -2,8 +2,6 @@
 // valid byte is 0, and the ids while trace-present is 0. Judged like OTEP
 // 4947's TCTXR-08: the stage's Elastic agent journals each state of its
 // record, with the ids a reader must not report (`poison`).
-#include <algorithm>
-
 #include "reader.hpp"
 
 namespace tracecorr::elastic_v1::reader {
@@ -18,12 +16,7 @@ Finding judge_poison(const ReaderEvidence& e, const std::string& id, const std::
   for (const auto* m : elastic_members(e)) {
     auto t = profiler::tally(*m, e.tolerance_ns);
     for (const auto& s : t.checked) {
-      if (!s.sample->time || !s.sample->tid) continue;
-      const auto ts = s.sample->time->nanos;
-      auto around = profiler::stage::states_around(m->truth, *s.sample->tid, ts - std::min(ts, e.tolerance_ns), ts + e.tolerance_ns);
-      bool in_hazard = false;
-      for (const auto* st : around) in_hazard = in_hazard || st->hazard == hazard;
-      if (!in_hazard) continue;
+      if (!profiler::around_hazard(*m, *s.sample, e.tolerance_ns, hazard)) continue;
       ++exercised;
       if (s.check.kind != Kind::Poisoned) continue;
       ++bad;

@@ -107,9 +107,8 @@ Finding judge_samples(const ReaderEvidence& e, const std::string& id, const Wron
 // Every state around the sample's time had no context (a NULL pointer, a
 // detached thread): a link there was read from nothing.
 bool linked_around_nothing(const MemberEvidence& m, const CheckedSample& s, std::uint64_t tolerance_ns) {
-  if (!s.sample->link || s.check.kind == Kind::Right || s.check.kind == Kind::Poisoned || !s.sample->time) return false;
-  const auto t = s.sample->time->nanos;
-  auto around = profiler::stage::states_around(m.truth, s.sample->tid.value_or(0), t - std::min(t, tolerance_ns), t + tolerance_ns);
+  if (!s.sample->link || s.check.kind == Kind::Right || s.check.kind == Kind::Poisoned) return false;
+  auto around = profiler::states_around(m, *s.sample, tolerance_ns);
   return !around.empty() && std::none_of(around.begin(), around.end(), [](const auto* st) { return st->context.has_value(); });
 }
 

@@ -1,8 +1,6 @@
 // The thread context package's reader side, registered with the profiler
 // mode (called before main from the generated builtin_protocols.cpp when the
 // profiler mode is built).
-#include <algorithm>
-
 #include "otel_thread_context/registry.hpp"
 #include "reader.hpp"
 
@@ -41,12 +39,8 @@ std::size_t samples_in_hazard(const MemberEvidence& member, const profiler::Memb
                               std::uint64_t tolerance_ns) {
   if (hazard.empty()) return tally.checked.size();
   std::size_t n = 0;
-  for (const auto& s : tally.checked) {
-    if (!s.sample->time || !s.sample->tid) continue;
-    const auto t = s.sample->time->nanos;
-    auto around = profiler::stage::states_around(member.truth, *s.sample->tid, t - std::min(t, tolerance_ns), t + tolerance_ns);
-    if (std::any_of(around.begin(), around.end(), [&](const auto* st) { return st->hazard == hazard; })) ++n;
-  }
+  for (const auto& s : tally.checked)
+    if (profiler::around_hazard(member, *s.sample, tolerance_ns, hazard)) ++n;
   return n;
 }
 

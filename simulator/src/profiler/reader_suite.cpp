@@ -80,12 +80,23 @@ std::string_view to_string(SampleCheck::Kind kind) {
   return "?";
 }
 
+std::vector<const stage::ThreadState*> states_around(const MemberEvidence& member, const profiles::ProfileSample& sample,
+                                                     std::uint64_t tolerance_ns) {
+  if (!sample.time || sample.time->clock != profiles::Clock::Unix || !sample.tid) return {};
+  const std::uint64_t t = sample.time->nanos;
+  return stage::states_around(member.truth, *sample.tid, t > tolerance_ns ? t - tolerance_ns : 0, t + tolerance_ns);
+}
+
+bool around_hazard(const MemberEvidence& member, const profiles::ProfileSample& sample, std::uint64_t tolerance_ns,
+                   std::string_view hazard) {
+  const auto around = states_around(member, sample, tolerance_ns);
+  return std::any_of(around.begin(), around.end(), [&](const auto* st) { return st->hazard == hazard; });
+}
+
 SampleCheck check_sample(const MemberEvidence& member, const profiles::ProfileSample& sample,
                          std::uint64_t tolerance_ns) {
   if (!sample.time || sample.time->clock != profiles::Clock::Unix || !sample.tid) return {};
-  const std::uint64_t t = sample.time->nanos;
-  const auto around = stage::states_around(member.truth, *sample.tid, t > tolerance_ns ? t - tolerance_ns : 0,
-                                           t + tolerance_ns);
+  const auto around = states_around(member, sample, tolerance_ns);
   if (!sample.link) {
     bool all_had_context = !around.empty() && std::all_of(around.begin(), around.end(), [](const auto* s) {
       return s->context.has_value();

@@ -93,6 +93,14 @@ struct SampleCheck {
 };
 SampleCheck check_sample(const MemberEvidence& member, const profiles::ProfileSample& sample,
                          std::uint64_t tolerance_ns);
+// The states of the sample's thread it may rightly report: those whose
+// lifetime meets its time, widened by the tolerance (none without a time on
+// the journals' clock or a thread).
+std::vector<const stage::ThreadState*> states_around(const MemberEvidence& member, const profiles::ProfileSample& sample,
+                                                     std::uint64_t tolerance_ns);
+// Whether one of them shows `hazard`.
+bool around_hazard(const MemberEvidence& member, const profiles::ProfileSample& sample, std::uint64_t tolerance_ns,
+                   std::string_view hazard);
 std::string_view to_string(SampleCheck::Kind kind);
 
 // Every sample of one member checked: counts by kind, and a few of each
