@@ -21,7 +21,7 @@ fi
 
 cmake -S "$repo" -B "$build" -G Ninja \
   -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/arm64/toolchain.cmake" \
-  -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_BUILD_TYPE=Release "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
   -DTRACECORR_TESTS=OFF -DTRACECORR_PYTHON=OFF \
   -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >/dev/null
 # Only the CLI: the arm64 fixtures come from the native build (fixtures/cross).

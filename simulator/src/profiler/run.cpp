@@ -348,6 +348,7 @@ Expected<RunResult> run_profiler_conformance(const ProfilerRunOptions& o) {
     run.protocol += (run.protocol.empty() ? "" : ",") + std::string(s->protocol().id);
   }
   run.results = judge_readers(evidence, *suites, o.only, o.strict);
+  run.figures.timelines = member_timelines(evidence);
   describe_run(o, in, evidence, run);
   run.finished = std::chrono::system_clock::now();
   return run;

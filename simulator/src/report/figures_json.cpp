@@ -34,7 +34,8 @@ json timelines_to_json(const std::vector<SessionTimeline>& timelines) {
   for (const auto& t : timelines) {
     json events = json::array();
     for (const auto& e : t.events) events.push_back({{"at_ms", e.at_ms}, {"kind", json_text(e.kind)}, {"text", json_text(e.text)}});
-    out.push_back({{"session", json_text(t.session)}, {"duration_ms", t.duration_ms}, {"events", events}});
+    out.push_back({{"of", json_text(t.of)}, {"session", json_text(t.session)}, {"duration_ms", t.duration_ms},
+                   {"events", events}});
   }
   return out;
 }
@@ -100,6 +101,7 @@ std::vector<SessionTimeline> timelines_from_json(const json& j) {
   std::vector<SessionTimeline> out;
   for (const auto& t : saved_list(j, "timelines")) {
     SessionTimeline timeline;
+    timeline.of = get<std::string>(t, "of", "session");
     timeline.session = get<std::string>(t, "session", "");
     timeline.duration_ms = get<double>(t, "duration_ms", 0);
     for (const auto& e : saved_list(t, "events")) {

@@ -525,11 +525,16 @@ void flame_pictures(std::ostringstream& o, const StacksFigure& flames) {
 }
 
 void timelines_section(std::ostringstream& o, const Figures& f) {
-  o << "<section id=\"timelines\"><h2>Session timelines</h2>";
+  // A profiler-mode run draws its stage members, a writer's run its sessions.
+  const bool of_sessions = std::all_of(f.timelines.begin(), f.timelines.end(), [](const auto& t) { return t.of == "session"; });
+  o << "<section id=\"timelines\"><h2>" << (of_sessions ? "Session timelines" : "Stage members: their samples over time")
+    << "</h2>";
   if (f.timelines.empty()) o << "<p class=\"note\">No session timeline in this report.</p>";
   static const std::map<std::string, const char*> colours = {
       {"registration", "#2457a6"}, {"message", "#e07b00"}, {"span", "#1a7f37"}, {"watch", "#6a1b9a"},
-      {"sampling", "#00838f"},     {"boundary", "#c62828"},    {"stop", "#1d2330"}};
+      {"sampling", "#00838f"},     {"boundary", "#c62828"}, {"stop", "#1d2330"},  {"right", "#1a7f37"},
+      {"no-context", "#8a93a3"},   {"missing", "#e07b00"},  {"stale", "#b8860b"}, {"poisoned", "#c62828"},
+      {"torn", "#6a1b9a"},         {"unknown", "#ad1457"},  {"hazard", "#2457a6"}};
   for (const auto& t : f.timelines) {
     const double W = 900, left = 10, right = 10, lane = 14, top = 8;
     std::vector<std::string> kinds;
@@ -538,10 +543,10 @@ void timelines_section(std::ostringstream& o, const Figures& f) {
     double H = top + lane * static_cast<double>(kinds.size()) + 26;
     double span = std::max(t.duration_ms, 1.0);
     for (const auto& e : t.events) span = std::max(span, e.at_ms);
-    o << "<h3 id=\"timeline-" << esc(t.session) << "\">session " << esc(t.session) << " <span class=\"note\">"
+    o << "<h3 id=\"timeline-" << esc(t.session) << "\">" << esc(t.of) << " " << esc(t.session) << " <span class=\"note\">"
       << num(span / 1000, 2) << " s, " << t.events.size() << " events</span></h3>";
     o << "<svg class=\"picture\" data-figure=\"timeline\" viewBox=\"0 0 " << W << " " << num(H) << "\" width=\"" << W
-      << "\" height=\"" << num(H) << "\" role=\"img\" aria-label=\"timeline of session " << esc(t.session) << "\">";
+      << "\" height=\"" << num(H) << "\" role=\"img\" aria-label=\"timeline of " << esc(t.of) << " " << esc(t.session) << "\">";
     double pw = W - left - right - 110;
     for (std::size_t k = 0; k < kinds.size(); ++k) {
       double y = top + lane * static_cast<double>(k);

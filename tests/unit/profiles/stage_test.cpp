@@ -3,6 +3,7 @@
 // samples written in the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "profiles_test_support.hpp"
@@ -125,6 +126,41 @@ TEST(CheckSample, AMonotonicTimeIsNotPlacedOnTheJournalsClock) {
   auto s = sample_at(1500, link_of(kTraceA, kSpanA));
   s.time->clock = profiles::Clock::Monotonic;
   EXPECT_EQ(check_sample(m, s, 0).kind, Kind::Unplaced);
+}
+
+// The HTML report's picture of a member: each sample in the lane of its check,
+// at its time since the member's first change, and the hazards beside them.
+TEST(MemberTimelines, DrawEverySampleInTheLaneOfItsCheckAndTheHazards) {
+  ReaderEvidence e;
+  e.tolerance_ns = 3;
+  e.members.push_back(member_of(journal()));
+  e.members[0].member.name = "writer/one";
+  std::vector<profiles::ProfileSample> samples = {sample_at(1500, link_of(kTraceA, kSpanA)),
+                                                  sample_at(2500, link_of(kPoisonTrace, kPoisonSpan)),
+                                                  sample_at(3500, link_of(kTraceA, kSpanA))};
+  for (const auto& s : samples) e.members[0].samples.push_back(&s);
+  const auto timelines = member_timelines(e);
+  ASSERT_EQ(timelines.size(), 1u);
+  EXPECT_EQ(timelines[0].of, "stage member");
+  EXPECT_EQ(timelines[0].session, "writer/one");
+  std::vector<std::pair<double, std::string>> events;
+  for (const auto& ev : timelines[0].events) events.emplace_back(ev.at_ms, ev.kind);
+  const std::vector<std::pair<double, std::string>> expected = {
+      {0.0005, "right"}, {0.001, "hazard"}, {0.0015, "poisoned"}, {0.0025, "stale"}};
+  EXPECT_EQ(events, expected);
+}
+
+TEST(MemberTimelines, KeepEveryWrongSampleAndThinTheRightOnesToWhatFits) {
+  ReaderEvidence e;
+  e.members.push_back(member_of(state(1000, 1010, context(kTraceA, kSpanA))));
+  std::vector<profiles::ProfileSample> samples;
+  for (std::uint64_t i = 0; i < 2 * conform::kMaxTimelineEvents; ++i)
+    samples.push_back(sample_at(2000 + i, i == 700 ? link_of(kTraceB, kSpanB) : link_of(kTraceA, kSpanA)));
+  for (const auto& s : samples) e.members[0].samples.push_back(&s);
+  const auto t = member_timelines(e).at(0);
+  EXPECT_LE(t.events.size(), conform::kMaxTimelineEvents);
+  EXPECT_GE(t.events.size(), conform::kMaxTimelineEvents / 2);
+  EXPECT_EQ(std::count_if(t.events.begin(), t.events.end(), [](const auto& ev) { return ev.kind == "unknown"; }), 1);
 }
 
 }  // namespace

@@ -27,9 +27,10 @@ struct TimelineEvent {
 };
 
 struct SessionTimeline {
-  std::string session;  // "enabled"
+  std::string session;  // its name: "enabled", "otel-thread-context/musl-dlopen"
   double duration_ms = 0;
   std::vector<TimelineEvent> events;  // in time order, bounded (kMaxTimelineEvents)
+  std::string of = "session";  // what it is of: "session", "stage member" (profiler mode)
 };
 inline constexpr std::size_t kMaxTimelineEvents = 400;
 

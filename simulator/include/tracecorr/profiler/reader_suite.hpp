@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tracecorr/conform/figures.hpp"
 #include "tracecorr/profiler/stage.hpp"
 #include "tracecorr/finding.hpp"
 #include "tracecorr/profiles/sample.hpp"
@@ -119,6 +120,10 @@ MemberTally tally(const MemberEvidence& member, std::uint64_t tolerance_ns);
 Evidence sample_evidence(const std::string& label, const profiles::ProfileSample& sample, const SampleCheck& check,
                          const std::string& expected);
 inline constexpr std::size_t kExamplesKept = 3;
+
+// The HTML report's picture of each member (pictures.cpp): its samples over
+// time, one lane per kind of check, and the hazards its threads showed.
+std::vector<conform::SessionTimeline> member_timelines(const ReaderEvidence& evidence);
 
 class ReaderProbe {
  public:
