@@ -35,13 +35,16 @@ LEVELS = {r["id"]: r["level"]
           for registry in json.loads(subprocess.run([str(TRACECORR), "list", "--json"], capture_output=True, text=True,
                                                     check=False).stdout or "[]")
           for r in registry["requirements"]}
-# The reference reader: every process on the host, BPF, often enough that each stage member is sampled soon.
-AGENT = [str(TRACECORR), "agent", "--all", "--reader", "bpf", "--frequency", "199", "--quiet"]
+# The reference reader: every process on the host, BPF (or ptrace: `READER`), often enough that each stage member is
+# sampled soon.
+AGENT = [str(TRACECORR), "agent", "--all", "--frequency", "199", "--quiet"]
+READER = ["--reader", "bpf"]
+PTRACE = ["--reader", "ptrace"]
 EXIT_FAIL = 1
 
 
 def conform_profiler(tmp_path, agent_args: list[str], only: list[str] | None = None, protocol: str = "grpc",
-                     strict: bool = False) -> dict:
+                     strict: bool = False, reader: list[str] = READER) -> dict:
     report = tmp_path / "report.json"
     args = [str(need(TRACECORR)), "conform", "--profiler", "--profiler-protocol", protocol, "--json", str(report),
             "--quiet"]
@@ -49,7 +52,7 @@ def conform_profiler(tmp_path, agent_args: list[str], only: list[str] | None = N
         args += ["--only", ",".join(only)]
     if strict:
         args.append("--strict")
-    run = subprocess.run(args + ["--"] + AGENT + agent_args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    run = subprocess.run(args + ["--"] + AGENT + reader + agent_args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert report.exists(), run.stdout + run.stderr
     result = json.loads(report.read_text())
     result["exit"] = run.returncode
@@ -68,7 +71,7 @@ def explain(result: dict) -> str:
 
 # What the stage shows today, each judged from its hazard; the rest are skipped (a permission, a
 # documentation rule) or not yet shown by any stage member, and say so.
-JUDGED_ON_THE_STAGE = ["TCTXR-01", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08", "TCTXR-09",
+JUDGED_ON_THE_STAGE = ["TCTXR-01", "TCTXR-02", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08", "TCTXR-09",
                        "TCTXR-10", "TCTXR-11", "TCTXR-12", "TCTXR-14", "TCTXR-16", "PCTXR-01", "TLS-08", "TLS-09", "MSG-01",
                        "MSG-08"]
 
@@ -99,11 +102,23 @@ def test_every_stage_member_is_named_with_what_it_showed(reference_run):
     members = [n for n in reference_run["notes"] if n.startswith("stage member ")]
     assert any("otel-thread-context/musl-dlopen" in n for n in members), members
     assert any("otel-thread-context/nodejs-schema" in n for n in members), members
+    assert any("otel-thread-context/keys-late" in n for n in members), members
     assert all("could not launch" not in n for n in members), members
     assert reference_run["counters"]["profile_samples"] > 0
 
 
-# The kill matrix: one reader defect each, the requirement it breaks (a SHOULD judged --strict).
+# The ptrace reader, which stops each thread while it reads its record, passes what its defect breaks.
+PTRACE_JUDGED = ["TCTXR-06"]
+
+
+@pytest.mark.parametrize("requirement", PTRACE_JUDGED)
+def test_the_ptrace_reference_reader_passes_what_its_defects_break(tmp_path, requirement):
+    result = conform_profiler(tmp_path, [], only=[requirement], reader=PTRACE)
+    assert verdicts(result)[requirement]["verdict"] == "pass", explain(result)
+
+
+# The kill matrix: one reader defect each, the requirement it breaks (a SHOULD judged --strict), and the reader
+# it needs (the sampler's defects are the ptrace reader's).
 KILLS = [
     ("ignores-valid", "TCTXR-08"),
     ("ignores-valid", "TLS-08"),
@@ -113,14 +128,18 @@ KILLS = [
     ("first-duplicate-wins", "TCTXR-12"),
     ("reads-any-schema", "TCTXR-03"),
     ("static-tls-only", "TCTXR-05"),
+    ("unbounded-record", "TCTXR-16"),
+    ("never-looks-again", "TCTXR-02"),
     ("wrong-counts", "MSG-08"),
     ("no-registration", "MSG-01"),
+    ("reads-running-thread", "TCTXR-06", PTRACE),
 ]
 
 
-@pytest.mark.parametrize("defect,requirement", KILLS, ids=[f"{d}-{r}" for d, r in KILLS])
-def test_a_reader_defect_fails_its_own_requirement(tmp_path, defect, requirement):
+@pytest.mark.parametrize("kill", KILLS, ids=[f"{k[0]}-{k[1]}" for k in KILLS])
+def test_a_reader_defect_fails_its_own_requirement(tmp_path, kill):
+    defect, requirement, reader = (*kill, READER)[:3]
     strict = LEVELS[requirement] == "SHOULD"
-    result = conform_profiler(tmp_path, ["--reader-defect", defect], only=[requirement], strict=strict)
+    result = conform_profiler(tmp_path, ["--reader-defect", defect], only=[requirement], strict=strict, reader=reader)
     assert verdicts(result)[requirement]["verdict"] == "fail", explain(result)
     assert result["exit"] == EXIT_FAIL, explain(result)
