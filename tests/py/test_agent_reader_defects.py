@@ -14,6 +14,8 @@ samples are what the rule demands; with it, they show exactly the broken reading
     variable otel_thread_ctx_nodejs_v1): never read, or its records exported as OTEP 4947's;
   * static-tls-only (TCTXR-05): the reference writer's library dlopen'ed into dynamic TLS (glibc's tunable,
     and musl's dlopen): every worker linked, or samples exported without context;
+  * unbounded-record (TCTXR-16): the reference writer holding the stage's oversize state (a record declaring
+    about 1054 bytes): the entry the 1024-byte bound cuts dropped, or exported (read again whole);
   * reads-running-thread (TCTXR-06): the reference writer updating in place every 4 ms: never a torn pair of
     ids from a stopped thread, torn pairs from reads 1 ms apart while it runs;
   * one-mapping-name (PCTXR-01): an OTel SDK's process context beside Elastic's reference, in a memfd this
@@ -237,6 +239,26 @@ def test_static_tls_only_gives_no_context_in_dynamic_tls(cli, tmp_path, model, e
     assert not defective.linked(pid), "a record in dynamic TLS gave a context"
 
 
+# The stage's oversize state held: three 250-byte pad values after the usual attributes, attrs_data_size about
+# 1026: the read bound (1024 bytes) cuts the third pad entry.
+OVERSIZE = ["--threads", "2", "--busy-percent", "100", "--state-journal", "--hold-hazard", "oversize"]
+PAST_THE_BOUND = "tracecorr.pad.3"
+
+
+def test_unbounded_record_exports_the_entry_past_the_bound(cli, tmp_path):
+    """TCTXR-16: a record declaring more than 1024 bytes: the conforming reader drops the entry the bound cut,
+    the defective one reads the record again whole and exports it."""
+    with writer(tctx_program("reference", "tlsdesc"), OVERSIZE, tmp_path / "journal.jsonl") as w:
+        pid = w.proc.pid
+        conforming = run_agent(cli, pid)
+        defective = run_agent(cli, pid, "unbounded-record")
+    for run in (conforming, defective):
+        assert run.linked(pid), "the workers' records were exported"
+        assert any("tracecorr.pad.2" in s.attributes for s in run.linked(pid)), "the pad before the bound was dropped"
+    assert not any(PAST_THE_BOUND in s.attributes for s in conforming.of(pid)), "read past the bound"
+    assert any(PAST_THE_BOUND in s.attributes for s in defective.linked(pid)), "no entry past the bound exported"
+
+
 IN_PLACE = ["--threads", "2", "--span-ms", "4", "--style", "in-place", "--busy-percent", "100"]
 
 
@@ -385,7 +407,9 @@ def test_help_lists_every_defect_with_its_rule(cli):
     for name, rule in [("ignores-valid", "TCTXR-08"), ("ignores-valid", "TLS-08"), ("ignores-trace-present", "TLS-09"),
                        ("never-refreshes-key-map", "TCTXR-10"), ("keeps-out-of-map", "TCTXR-11"),
                        ("first-duplicate-wins", "TCTXR-12"), ("reads-any-schema", "TCTXR-03"),
-                       ("static-tls-only", "TCTXR-05"), ("reads-running-thread", "TCTXR-06"),
+                       ("static-tls-only", "TCTXR-05"), ("unbounded-record", "TCTXR-16"),
+                       ("never-looks-again", "TCTXR-02"),
+                       ("reads-running-thread", "TCTXR-06"),
                        ("no-registration", "MSG-01"), ("wrong-counts", "MSG-08"), ("one-mapping-name", "PCTXR-01"),
                        ("any-signature", "PCTXR-02"), ("ignores-seqlock", "PCTXR-03")]:
         line = next((l for l in r.stdout.splitlines() if l.strip().startswith(name + " [")), "")

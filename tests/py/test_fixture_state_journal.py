@@ -160,7 +160,8 @@ def test_every_announced_hazard_is_shown_and_no_other(stage, stages):
         assert announced["done"] == [*API_HAZARDS, detach]
         assert announced["skipped"] == [*TABLE_HAZARDS, *CONTEXT_HAZARDS]
     else:
-        assert announced["done"] == [*API_HAZARDS, *TABLE_HAZARDS, detach, *CONTEXT_HAZARDS]
+        rewrites = ["rewritten_in_place"] if style == "in-place" else []  # a swapping writer has no record to rewrite
+        assert announced["done"] == [*API_HAZARDS, *TABLE_HAZARDS, *rewrites, detach, *CONTEXT_HAZARDS]
         assert announced["skipped"] == []
     shown = {s["hazard"] for s in events(journal, "state")} - {""}
     assert shown == set(announced["done"]) - set(CONTEXT_HAZARDS)

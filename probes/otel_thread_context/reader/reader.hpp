@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tracecorr/profiler/reader_suite.hpp"
@@ -16,6 +17,10 @@ using profiler::ReaderEvidence;
 using profiler::ReaderProbe;
 
 std::vector<profiler::StageMember> stage(const profiler::StageOptions& options);
+
+// The journal event of a writer whose process context gained its
+// threadlocal.* keys late (--keys-after-ms): {"t0", "t", "ok"}.
+inline constexpr std::string_view kKeysEvent = "threadlocal_keys";
 
 std::unique_ptr<ReaderProbe> make_link_probe();        // link_probe.cpp: TCTXR-05..08, 14
 std::unique_ptr<ReaderProbe> make_attributes_probe();  // attributes_probe.cpp: TCTXR-01, 09..13, 16

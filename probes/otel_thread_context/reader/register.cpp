@@ -20,6 +20,7 @@ class ThreadContextReaders : public profiler::ReaderSuite {
     return reader::stage(options);
   }
   const std::vector<std::unique_ptr<ReaderProbe>>& probes() const override { return probes_; }
+  std::vector<std::string> journal_events() const override { return {std::string(kKeysEvent)}; }
 
  private:
   std::vector<std::unique_ptr<ReaderProbe>> probes_;

@@ -1,7 +1,11 @@
 // TCTXR-02..04, 15: where a reader looks and what it leaves alone: the
-// variable in the executable and in every library, no records read under a
-// schema it does not know.
+// variable in the executable and in every library, looked for again when the
+// process context gains its threadlocal keys, no records read under a schema
+// it does not know.
 #include <algorithm>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "reader.hpp"
 
@@ -35,6 +39,81 @@ Finding judge_other_schema(const ReaderEvidence& e) {
                                      std::to_string(others) + " samples of the other writers came in");
 }
 
+// TCTXR-02: a reader that met a process whose context had no threadlocal.*
+// keys looks again when the context is next updated. The update that brings
+// them is journaled (`threadlocal_keys`); this long after it, the member's
+// samples carry their threads' contexts, as any member's do (TCTXR-05's
+// share of misses).
+constexpr std::uint64_t kLookAgainGraceNs = 1'000'000'000;
+constexpr double kMissingShareAfterKeys = 0.10;
+
+// When the member's process context gained its keys (unix ns), if it did.
+std::optional<std::uint64_t> keys_published_at(const MemberEvidence& m) {
+  auto it = m.truth.other_events.find(std::string(kKeysEvent));
+  if (it == m.truth.other_events.end()) return std::nullopt;
+  for (const auto& text : it->second) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.value("ok", false) && j.contains("t") && j["t"].is_number_unsigned())
+      return j["t"].get<std::uint64_t>();
+  }
+  return std::nullopt;
+}
+
+struct AfterKeys {
+  bool met_before = false;  // a sample placed before the keys: the reader met the process without them
+  std::size_t right = 0, missing = 0;
+};
+
+AfterKeys after_keys(const MemberEvidence& m, const profiler::MemberTally& t, std::uint64_t keys,
+                     std::vector<Evidence>& shown) {
+  AfterKeys a;
+  for (const auto& s : t.checked) {
+    if (s.check.kind == Kind::Unplaced || !s.sample->time) continue;
+    const std::uint64_t at = s.sample->time->nanos;
+    if (at < keys) a.met_before = true;
+    if (at < keys + kLookAgainGraceNs) continue;
+    if (s.check.kind == Kind::Right) ++a.right;
+    if (s.check.kind != Kind::Missing) continue;
+    ++a.missing;
+    if (shown.size() < profiler::kExamplesKept)
+      shown.push_back(profiler::sample_evidence(m.member.name, *s.sample, s.check, "the thread's context (keys published)"));
+  }
+  return a;
+}
+
+Finding judge_look_again(const ReaderEvidence& e) {
+  std::size_t members = 0, right = 0, missing = 0;
+  std::vector<std::string> unmet;
+  std::vector<Evidence> shown;
+  for (const auto* m : read_members(e)) {
+    const auto keys = keys_published_at(*m);
+    if (!keys) continue;
+    ++members;
+    auto a = after_keys(*m, profiler::tally(*m, e.tolerance_ns), *keys, shown);
+    if (!a.met_before) {
+      unmet.push_back(m->member.name);
+      continue;
+    }
+    right += a.right;
+    missing += a.missing;
+  }
+  if (members == 0)
+    return not_applicable("TCTXR-02", "no stage member published its threadlocal keys after it started: nothing "
+                                      "shows whether the reader looks again at the next update");
+  if (static_cast<double>(missing) > kMissingShareAfterKeys * static_cast<double>(right + missing))
+    return violated("TCTXR-02", std::to_string(missing) + " of " + std::to_string(right + missing) +
+                                    " samples lacked their thread's context " + std::to_string(kLookAgainGraceNs / 1'000'000) +
+                                    " ms or more after the process context gained its threadlocal keys (not looked for again)", shown);
+  if (right == 0) {
+    std::string which;
+    for (const auto& n : unmet) which += (which.empty() ? "" : ", ") + n;
+    return kit_error("TCTXR-02", "inconclusive: no sample of a context after the keys were published" +
+                                     (which.empty() ? std::string() : " by a reader that met the process before them (first sampled after: " + which + ")"));
+  }
+  return met("TCTXR-02", right, std::to_string(right) + " samples carried their thread's context after the process "
+                                "context, first without threadlocal keys, gained them");
+}
+
 // The variable is found in the executable (exe-*, static-pie) and in
 // libraries (the rest): each kind of member the stage has must be read.
 Finding judge_lookup(const ReaderEvidence& e) {
@@ -63,9 +142,7 @@ class SchemaProbe : public ReaderProbe {
   std::string name() const override { return "schema"; }
   std::vector<std::string> requirements() const override { return {"TCTXR-02", "TCTXR-03", "TCTXR-04", "TCTXR-15"}; }
   std::vector<Finding> judge(const ReaderEvidence& e) const override {
-    return {not_applicable("TCTXR-02", "no stage member publishes its threadlocal keys after it started yet: nothing "
-                                       "shows whether the reader looks again at the next update"),
-            judge_other_schema(e), judge_lookup(e),
+    return {judge_look_again(e), judge_other_schema(e), judge_lookup(e),
             not_applicable("TCTXR-15", "a documentation rule: a merge policy is read in the profiler's documentation, "
                                        "not in its samples (TCTXR-14 judges the samples)")};
   }

@@ -16,6 +16,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// How long the keys-late member withholds its threadlocal keys: the
+// profiler starts after the stage and meets it without them; the stage
+// lasts min_observed (6 s) past the profiler's first sample, so seconds of
+// samples come after them.
+constexpr unsigned kKeysAfterMs = 4000;
+
 // What each model stands for, in the words of TCTXR-04/05.
 const std::map<std::string, std::string>& layouts() {
   static const std::map<std::string, std::string> words = {
@@ -86,8 +92,22 @@ std::vector<profiler::StageMember> stage(const profiler::StageOptions& o) {
       auto in_place = member("tlsdesc-in-place", "TLS descriptors, library linked, glibc; records updated in place",
                              program, o);
       in_place.argv.insert(in_place.argv.begin() + 1, {"--style", "in-place"});
+      // Its record rewritten back and forth every 300 µs: torn pairs for a reader that lets the thread run (TCTXR-06).
+      in_place.hazards.push_back("rewritten_in_place");
       members.push_back(std::move(in_place));
     }
+  }
+  // The process context without its threadlocal keys for the first seconds
+  // (TCTXR-02): a reader meets it so, and must look again when they come.
+  // One span held: no other hazard meets the keys' absence.
+  const std::string linked = base + "/reference/tlsdesc/otel-tctx-writer";
+  if (fs::exists(linked)) {
+    auto m = member("keys-late", "TLS descriptors, library linked, glibc; threadlocal keys published " +
+                                     std::to_string(kKeysAfterMs / 1000) + " s after start-up", linked, o);
+    for (const char* a : {"--hold-hazard", "span", "--keys-after-ms"}) m.argv.emplace_back(a);
+    m.argv.push_back(std::to_string(kKeysAfterMs));
+    m.hazards = {"threadlocal_keys_late", "context_zero"};
+    members.push_back(std::move(m));
   }
   // Writers that break a writer rule a reader must survive: their journals
   // say what a conforming reader makes of their records.

@@ -76,6 +76,13 @@ class SampledRecords {
     (void)record;
     return {};
   }
+  // The same, given where the record lies in the process (0: unknown). A
+  // conforming reader needs nothing past the bytes read; only a reader defect
+  // reading past the bound (unbounded-record) uses it. The default: context().
+  virtual RecordContext context_at(std::span<const std::uint8_t> record, std::uint64_t address) {
+    (void)address;
+    return context(record);
+  }
 };
 
 class SampledProtocol {

@@ -93,6 +93,8 @@ struct ReadingPolicy {
   bool first_duplicate_wins = false;    // first-duplicate-wins, TCTXR-12
   bool read_any_schema = false;         // reads-any-schema, TCTXR-03: a lookalike variable read under any schema
   bool static_tls_only = false;         // static-tls-only, TCTXR-05: no DTV walk, dynamic TLS gives no context
+  bool unbounded_record = false;        // unbounded-record, TCTXR-16: a record past the bound read whole (the agent's)
+  bool never_look_again = false;        // never-looks-again, TCTXR-02: no threadlocal keys at discovery, never read (the agent's)
 };
 // The key an entry past the key map is exported under by keeps-out-of-map.
 std::string out_of_map_key(std::uint8_t index);

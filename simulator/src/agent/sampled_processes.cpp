@@ -343,7 +343,7 @@ RecordContext SampledProcesses::context_of(const Sample& s) {
   if (it == processes_.end() || !(*it)->records) return {};
   Process& p = **it;
   if (auto known = p.contexts.find(*s.record); known != p.contexts.end()) return known->second;
-  RecordContext context = p.records->context(s.record->span());
+  RecordContext context = p.records->context_at(s.record->span(), s.record_pointer);
   if (context.settled && p.contexts.size() < kMaxContextsCached) p.contexts.emplace(*s.record, context);
   return context;
 }

@@ -58,13 +58,18 @@ struct Stage {
   ReaderEvidence evidence;
   // Adds a member (pid, layout) with the journal above.
   MemberEvidence& add(std::int64_t pid, const std::string& layout, bool must_not_be_read = false) {
+    return add_journal(pid, layout, journal(pid), must_not_be_read);
+  }
+  // A member with its own journal (the suite's journal events kept).
+  MemberEvidence& add_journal(std::int64_t pid, const std::string& layout, const std::string& text,
+                              bool must_not_be_read = false) {
     MemberEvidence m;
     m.member.name = "otel-thread-context/" + layout;
     m.member.protocol = "otel-thread-context";
     m.member.layout = layout;
     m.member.must_not_be_read = must_not_be_read;
     m.pid = static_cast<pid_t>(pid);
-    m.truth = stage::read_journal(journal(pid));
+    m.truth = stage::read_journal(text, suite().journal_events());
     evidence.members.push_back(std::move(m));
     return evidence.members.back();
   }
@@ -173,6 +178,111 @@ TEST(ThreadContextReaderProbes, AReaderThatReadsNoModelOfOneKindFailsNamingIt) {
   EXPECT_EQ(results["TCTXR-05"].verdict, Verdict::Fail);
   EXPECT_NE(results["TCTXR-05"].reason.find("local-exec, executable"), std::string::npos) << results["TCTXR-05"].reason;
   EXPECT_EQ(results["TCTXR-04"].verdict, Verdict::Fail) << results["TCTXR-04"].reason;
+}
+
+// One thread holding span A from kT on; its process context gains its
+// threadlocal keys at kT + 3 s (the keys-late member).
+std::string keys_late_journal(std::int64_t pid) {
+  const auto keys = kT + 3 * kSecond;
+  return R"({"event":"hazards","style":"swap","done":["threadlocal_keys_late"],"skipped":[]})" "\n"
+         R"({"event":"state","pid":)" + std::to_string(pid) + R"(,"tid":)" + std::to_string(pid + 1) + R"(,"t0":)" +
+         std::to_string(kT) + R"(,"t":)" + std::to_string(kT + 1000) + R"(,"context":)" +
+         ctx(kTraceA, kSpanA, R"([["http.route","/a"]])") + "}\n" +
+         R"({"event":"threadlocal_keys","t":)" + std::to_string(keys + 1000) + R"(,"t0":)" + std::to_string(keys) +
+         R"(,"ok":true})" "\n";
+}
+
+// Samples of the keys-late member from `from_ms` to 7 s, linked from `linked_from_ms` on.
+void keys_late_samples(Stage& st, std::int64_t pid, std::uint64_t from_ms, std::uint64_t linked_from_ms) {
+  for (std::uint64_t ms = from_ms; ms < 7000; ms += 100)
+    if (ms >= linked_from_ms)
+      st.sample(pid, ms, kTraceA, kSpanA, {{"http.route", "/a"}});
+    else
+      st.sample(pid, ms, nullptr, nullptr);
+}
+
+Stage keys_late_stage() {
+  auto st = conforming_stage();
+  st.add_journal(400, "TLS descriptors, library linked, glibc; threadlocal keys published 3 s after start-up",
+                 keys_late_journal(400));
+  return st;
+}
+
+TEST(ThreadContextReaderProbes, AReaderLookingAgainWhenTheKeysComeMeetsTCTXR02) {
+  auto st = keys_late_stage();
+  keys_late_samples(st, 400, 100, 3200);  // nothing read before the keys (deferred), read soon after
+  auto results = st.judge();
+  EXPECT_EQ(results["TCTXR-02"].verdict, Verdict::Pass) << results["TCTXR-02"].reason;
+}
+
+TEST(ThreadContextReaderProbes, AReaderThatNeverLooksAgainBreaksTCTXR02) {
+  auto st = keys_late_stage();
+  keys_late_samples(st, 400, 100, 7000);  // never a context, keys or not
+  auto results = st.judge();
+  EXPECT_EQ(results["TCTXR-02"].verdict, Verdict::Warn) << results["TCTXR-02"].reason;  // a SHOULD
+  EXPECT_NE(results["TCTXR-02"].reason.find("not looked for again"), std::string::npos) << results["TCTXR-02"].reason;
+}
+
+TEST(ThreadContextReaderProbes, TCTXR02IsInconclusiveWhenTheReaderCameAfterTheKeys) {
+  auto st = keys_late_stage();
+  keys_late_samples(st, 400, 3100, 3100);  // first sampled after the keys: the hazard was not met
+  auto results = st.judge();
+  EXPECT_EQ(results["TCTXR-02"].verdict, Verdict::Error) << results["TCTXR-02"].reason;
+}
+
+TEST(ThreadContextReaderProbes, TCTXR02IsNotApplicableWithoutALateKeysMember) {
+  auto results = conforming_stage().judge();
+  EXPECT_EQ(results["TCTXR-02"].verdict, Verdict::Skip) << results["TCTXR-02"].reason;
+}
+
+// One thread's record rewritten in place between A and B every 300 us for
+// 200 ms from kT (the in-place member's rewritten_in_place state).
+std::string rewrites_journal(std::int64_t pid) {
+  std::string text;
+  for (std::uint64_t k = 0; k < 660; ++k) {
+    const auto t0 = kT + k * 300'000;
+    const bool a = k % 2 == 0;
+    text += R"({"event":"state","pid":)" + std::to_string(pid) + R"(,"tid":)" + std::to_string(pid + 1) + R"(,"t0":)" +
+            std::to_string(t0) + R"(,"t":)" + std::to_string(t0 + 1000) + R"(,"context":)" +
+            ctx(a ? kTraceA : kTraceB, a ? kSpanA : kSpanB, "[]") + R"(,"hazard":"rewritten_in_place"})" + "\n";
+  }
+  return text;
+}
+
+TEST(ThreadContextReaderProbes, ATornPairFromARecordRewrittenInPlaceBreaksTCTXR06) {
+  Stage st;
+  st.evidence.tolerance_ns = 20'000'000;
+  st.add_journal(500, "TLS descriptors, library linked, glibc; records updated in place", rewrites_journal(500));
+  for (std::uint64_t ms = 1; ms < 190; ms += 10) st.sample(500, ms, kTraceA, kSpanA);
+  for (std::uint64_t ms = 6; ms < 190; ms += 10) st.sample(500, ms, kTraceB, kSpanB);
+  auto results = st.judge();
+  EXPECT_EQ(results["TCTXR-06"].verdict, Verdict::Pass) << results["TCTXR-06"].reason;
+  st.sample(500, 100, kTraceA, kSpanB);  // trace_id read before a rewrite, span_id after
+  results = st.judge();
+  EXPECT_EQ(results["TCTXR-06"].verdict, Verdict::Fail) << results["TCTXR-06"].reason;
+  EXPECT_EQ(results["TCTXR-14"].verdict, Verdict::Pass) << "ids the thread published, paired wrong: " << results["TCTXR-14"].reason;
+}
+
+// A record past the 1024-byte bound (the oversize state): the pad entry the
+// bound cuts is journaled as a poison value.
+std::string oversize_journal(std::int64_t pid) {
+  return R"({"event":"state","pid":)" + std::to_string(pid) + R"(,"tid":)" + std::to_string(pid + 1) + R"(,"t0":)" +
+         std::to_string(kT) + R"(,"t":)" + std::to_string(kT + 1000) + R"(,"context":)" +
+         ctx(kTraceA, kSpanA, R"([["http.route","/a"],["tracecorr.pad.1","1ppp"]])") +
+         R"(,"hazard":"oversize","poison_values":["3ppp"]})" "\n";
+}
+
+TEST(ThreadContextReaderProbes, AnEntryPastTheBoundBreaksTCTXR16) {
+  Stage st;
+  st.evidence.tolerance_ns = 20'000'000;
+  st.add_journal(600, "TLS descriptors, library linked, glibc", oversize_journal(600));
+  for (std::uint64_t ms = 100; ms < 1000; ms += 100)
+    st.sample(600, ms, kTraceA, kSpanA, {{"http.route", "/a"}, {"tracecorr.pad.1", "1ppp"}});
+  auto results = st.judge();
+  EXPECT_EQ(results["TCTXR-16"].verdict, Verdict::Pass) << results["TCTXR-16"].reason;
+  st.sample(600, 1500, kTraceA, kSpanA, {{"http.route", "/a"}, {"tracecorr.pad.1", "1ppp"}, {"tracecorr.pad.3", "3ppp"}});
+  results = st.judge();
+  EXPECT_EQ(results["TCTXR-16"].verdict, Verdict::Fail) << results["TCTXR-16"].reason;
 }
 
 TEST(ThreadContextReaderProbes, NoSamplesIsNoPass) {

@@ -35,10 +35,10 @@ std::vector<std::uint8_t> policy_record_bytes(std::vector<AttributeEntry> entrie
 TEST(ReadingPolicy, TheDefaultIsTheConformingReader) {
   const ReadingPolicy p;
   EXPECT_FALSE(p.ignore_valid || p.never_refresh_key_map || p.keep_out_of_map || p.first_duplicate_wins ||
-               p.read_any_schema || p.static_tls_only);
+               p.read_any_schema || p.static_tls_only || p.unbounded_record || p.never_look_again);
   const ReadingPolicy none = reading_policy(ReaderDefects{});
   EXPECT_FALSE(none.ignore_valid || none.never_refresh_key_map || none.keep_out_of_map || none.first_duplicate_wins ||
-               none.read_any_schema || none.static_tls_only);
+               none.read_any_schema || none.static_tls_only || none.unbounded_record || none.never_look_again);
 }
 
 TEST(ReadingPolicy, EachDefectSetsItsOwnFieldOnly) {
@@ -46,11 +46,11 @@ TEST(ReadingPolicy, EachDefectSetsItsOwnFieldOnly) {
     if (d.name == "reads-running-thread") continue;  // the sampler's, not the decoder's
     const ReadingPolicy p = reading_policy(ReaderDefects({d.name}));
     const int set = p.ignore_valid + p.never_refresh_key_map + p.keep_out_of_map + p.first_duplicate_wins +
-                    p.read_any_schema + p.static_tls_only;
+                    p.read_any_schema + p.static_tls_only + p.unbounded_record + p.never_look_again;
     EXPECT_EQ(set, 1) << d.name;
     EXPECT_EQ(d.rules.rfind("TCTXR-", 0), 0u) << d.name << " names its rule: " << d.rules;
   }
-  EXPECT_EQ(thread_context_reader_defects().size(), 7u);
+  EXPECT_EQ(thread_context_reader_defects().size(), 9u);
 }
 
 TEST(ReadingPolicy, IgnoresValidReadsAndLinksARecordNotValid) {  // TCTXR-08

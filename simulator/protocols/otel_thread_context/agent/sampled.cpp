@@ -28,7 +28,8 @@ class ThreadRecords final : public SampledRecords {
         module_(std::move(module)),
         access_(std::move(access)),
         reference_(std::move(reference)),
-        policy_(policy) {
+        policy_(policy),
+        keys_at_discovery_(reference_ && (reference_->schema_version_value || reference_->key_map_value)) {
     if (reference_ && reference_->key_map) key_map_ = *reference_->key_map;
   }
 
@@ -85,11 +86,32 @@ class ThreadRecords final : public SampledRecords {
     return record_context(*record, name_attributes(*record, key_map_, refresher(), policy_), policy_);
   }
 
+  RecordContext context_at(std::span<const std::uint8_t> bytes, std::uint64_t address) override {
+    if (!policy_.unbounded_record || address == 0) return context(bytes);
+    auto whole = read_past_bound(bytes, address);
+    return context(whole.empty() ? bytes : std::span<const std::uint8_t>(whole));
+  }
+
  private:
   static constexpr const char* kUnreachable =
-      "not read: dynamic TLS, and the reader defect static-tls-only walks no DTV (TCTXR-05)";
-  // static-tls-only (TCTXR-05): a reader that reaches records only from the thread pointer gets none here.
-  bool unreachable() const { return policy_.static_tls_only && access_.dynamic(); }
+      "not read: dynamic TLS, and the reader defect static-tls-only walks no DTV (TCTXR-05); or no threadlocal keys "
+      "at discovery, and the reader defect never-looks-again never looked again (TCTXR-02)";
+  // unbounded-record (TCTXR-16): a record cut at the read bound read again
+  // whole, as long as it declares (at most 28 + 65535 bytes); empty when it
+  // was not cut or cannot be read.
+  std::vector<std::uint8_t> read_past_bound(std::span<const std::uint8_t> bytes, std::uint64_t address) const {
+    auto record = decode_record(bytes, policy_);
+    if (!record || record->declared_size() <= bytes.size()) return {};
+    std::vector<std::uint8_t> whole(record->declared_size());
+    if (!LiveProcessMemory(pid_).read(address, whole)) return {};
+    return whole;
+  }
+  // static-tls-only (TCTXR-05): a reader that reaches records only from the
+  // thread pointer gets none here; never-looks-again (TCTXR-02): one that
+  // found no threadlocal keys at discovery gives up on the process for good.
+  bool unreachable() const {
+    return (policy_.static_tls_only && access_.dynamic()) || (policy_.never_look_again && !keys_at_discovery_);
+  }
   // TCTXR-10's refresh, which never-refreshes-key-map leaves out.
   std::function<std::optional<KeyMap>()> refresher() {
     if (policy_.never_refresh_key_map) return {};
@@ -111,6 +133,7 @@ class ThreadRecords final : public SampledRecords {
   TlsVariableAccess access_;
   std::optional<ReferenceData> reference_;
   ReadingPolicy policy_;
+  bool keys_at_discovery_;  // the process context carried threadlocal.* keys when the records were located
   KeyMap key_map_;
   bool key_map_refreshed_ = false;
   KeyMapRefresher refresher_{pid_, kKeyMapRefreshInterval};
@@ -194,6 +217,10 @@ std::vector<ReaderDefect> thread_context_reader_defects() {
       {"reads-any-schema", "TCTXR-03",
        "records are read under any threadlocal.schema_version, through a lookalike variable when the OTEP's is absent"},
       {"static-tls-only", "TCTXR-05", "no DTV walk: records in dynamically allocated TLS give no context"},
+      {"never-looks-again", "TCTXR-02",
+       "a process whose context had no threadlocal.* keys when it was found is never read, keys published later or not"},
+      {"unbounded-record", "TCTXR-16",
+       "a record declaring more than the 1024-byte bound is read whole: entries past the bound are exported"},
       // The sampler's (PtraceSamplerOptions::reads_running_thread): it reads every layout the same way.
       {"reads-running-thread", "TCTXR-06",
        "ptrace reader only: the record is read while its thread runs, its ids in two reads 1 ms apart "
@@ -209,6 +236,8 @@ ReadingPolicy reading_policy(const ReaderDefects& defects) {
   p.first_duplicate_wins = defects.has("first-duplicate-wins");
   p.read_any_schema = defects.has("reads-any-schema");
   p.static_tls_only = defects.has("static-tls-only");
+  p.unbounded_record = defects.has("unbounded-record");
+  p.never_look_again = defects.has("never-looks-again");
   return p;
 }
 
