@@ -69,8 +69,8 @@ def explain(result: dict) -> str:
 # What the stage shows today, each judged from its hazard; the rest are skipped (a permission, a
 # documentation rule) or not yet shown by any stage member, and say so.
 JUDGED_ON_THE_STAGE = ["TCTXR-01", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08", "TCTXR-09",
-                       "TCTXR-10", "TCTXR-11", "TCTXR-12", "TCTXR-14", "TCTXR-16", "PCTXR-01", "TLS-08", "TLS-09", "MSG-01",
-                       "MSG-08"]
+                       "TCTXR-10", "TCTXR-11", "TCTXR-12", "TCTXR-14", "TCTXR-16", "PCTXR-01", "PCTXR-02", "PCTXR-03",
+                       "PCTXR-04", "PCTXR-05", "TLS-08", "TLS-09", "MSG-01", "MSG-08"]
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +99,7 @@ def test_every_stage_member_is_named_with_what_it_showed(reference_run):
     members = [n for n in reference_run["notes"] if n.startswith("stage member ")]
     assert any("otel-thread-context/musl-dlopen" in n for n in members), members
     assert any("otel-thread-context/nodejs-schema" in n for n in members), members
+    assert any("otel-process-context/damaged-signature" in n for n in members), members
     assert all("could not launch" not in n for n in members), members
     assert reference_run["counters"]["profile_samples"] > 0
 
@@ -115,6 +116,9 @@ KILLS = [
     ("static-tls-only", "TCTXR-05"),
     ("wrong-counts", "MSG-08"),
     ("no-registration", "MSG-01"),
+    ("ignores-seqlock", "PCTXR-03"),
+    ("ignores-seqlock", "PCTXR-04"),
+    ("any-signature", "PCTXR-02"),
 ]
 
 
