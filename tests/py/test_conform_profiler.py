@@ -118,8 +118,11 @@ KILLS = [
     ("no-registration", "MSG-01"),
     ("ignores-seqlock", "PCTXR-03"),
     ("ignores-seqlock", "PCTXR-04"),
-    ("any-signature", "PCTXR-02"),
 ]
+# Not in the matrix: any-signature (PCTXR-02) is the ptrace reader's defect (the BPF sampler checks the header's
+# identity in the kernel and refuses it), and a ptrace reader over --all stops every process of the shared host;
+# one-mapping-name (PCTXR-01): every mapping here is /memfd:OTEL_CTX (no CONFIG_ANON_VMA_NAME), so a reader of
+# [anon_shmem:OTEL_CTX] only reads no member, which is inconclusive, not failed.
 
 
 @pytest.mark.parametrize("defect,requirement", KILLS, ids=[f"{d}-{r}" for d, r in KILLS])
