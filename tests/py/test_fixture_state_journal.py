@@ -476,10 +476,10 @@ def test_elastic_hold_state_agrees_with_its_record_and_inspect(tmp_path):
         assert {k: got[k] for k in expected} == expected
 
 
-def test_zero_windows_journal_the_poison_no_publication_holds(start):
+def test_zero_windows_journal_the_poison_no_publication_holds(tmp_path):
     """--context-zero-poison: each zero window names its poison-K; no published resource holds a poison value."""
-    w = start("tlsdesc", [*STAGE_ARGS, "--context-zero-poison", "--duration", str(STAGE_SECONDS)])
-    journal = w.run_out()
+    journal = Writer("tlsdesc", tmp_path / "journal.jsonl",
+                     [*STAGE_ARGS, "--context-zero-poison", "--duration", str(STAGE_SECONDS)]).run_out()
     (announced,) = events(journal, "hazards")
     assert "context_zero_poison" in announced["done"]
     contexts = events(journal, "context")
@@ -498,12 +498,12 @@ def test_zero_windows_journal_the_poison_no_publication_holds(start):
 @pytest.mark.parametrize("damage,hazard", [("signature", "context_wrong_signature"),
                                            ("version", "context_wrong_version"),
                                            ("payload-size", "context_invalid")])
-def test_a_damaged_context_is_journaled_as_none(start, damage, hazard):
+def test_a_damaged_context_is_journaled_as_none(tmp_path, damage, hazard):
     """--context-damage: announced, and one context line a reader may not take (its values poison when the
     mapping is not OTEP 4719's), stamped later than the good publication."""
-    w = start("tlsdesc", ["--state-journal", "--hold", "--threads", "1", "--no-export", "--duration", "0.5",
-                          "--service-name", "damaged-writer", "--context-damage", damage])
-    journal = w.run_out()
+    journal = Writer("tlsdesc", tmp_path / "journal.jsonl",
+                     ["--state-journal", "--hold", "--threads", "1", "--no-export", "--duration", "0.5",
+                      "--service-name", "damaged-writer", "--context-damage", damage]).run_out()
     (announced,) = events(journal, "hazards")
     assert hazard in announced["done"]
     (context,) = events(journal, "context")
