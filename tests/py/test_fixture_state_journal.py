@@ -475,3 +475,39 @@ def test_elastic_hold_state_agrees_with_its_record_and_inspect(tmp_path):
         got = threads[tid]["record"]
         assert got["valid"] == 1 and got["trace_present"] == 1
         assert {k: got[k] for k in expected} == expected
+
+
+def test_zero_windows_journal_the_poison_no_publication_holds(tmp_path):
+    """--context-zero-poison: each zero window names its poison-K; no published resource holds a poison value."""
+    journal = Writer("tlsdesc", tmp_path / "journal.jsonl",
+                     [*STAGE_ARGS, "--context-zero-poison", "--duration", str(STAGE_SECONDS)]).run_out()
+    (announced,) = events(journal, "hazards")
+    assert "context_zero_poison" in announced["done"]
+    contexts = events(journal, "context")
+    windows = [c for c in contexts if c["published_at"] == 0]
+    assert windows, "no republication held its timestamp at 0"
+    poison = set()
+    for c in windows:
+        assert c["resource"] is None and len(c["poison_values"]) == 1, c
+        assert c["poison_values"][0].startswith("poison-"), c
+        poison.update(c["poison_values"])
+    assert len(poison) == len(windows), "a poison value shown in two windows"
+    published = {v for c in contexts if c["resource"] for _, v in c["resource"]}
+    assert published and not published & poison
+
+
+@pytest.mark.parametrize("damage,hazard", [("signature", "context_wrong_signature"),
+                                           ("version", "context_wrong_version"),
+                                           ("payload-size", "context_invalid")])
+def test_a_damaged_context_is_journaled_as_none(tmp_path, damage, hazard):
+    """--context-damage: announced, and one context line a reader may not take (its values poison when the
+    mapping is not OTEP 4719's), stamped later than the good publication."""
+    journal = Writer("tlsdesc", tmp_path / "journal.jsonl",
+                     ["--state-journal", "--hold", "--threads", "1", "--no-export", "--duration", "0.5",
+                      "--service-name", "damaged-writer", "--context-damage", damage]).run_out()
+    (announced,) = events(journal, "hazards")
+    assert hazard in announced["done"]
+    (context,) = events(journal, "context")
+    assert context["resource"] is None and context["published_at"] > 0, context
+    expected = [] if damage == "payload-size" else ["damaged-writer"]
+    assert context.get("poison_values", []) == expected, context

@@ -11,10 +11,13 @@ class ProcessContextReaders : public profiler::ReaderSuite {
  public:
   ProcessContextReaders() { probes_.push_back(reader::make_resource_probe()); }
   const ProtocolSpec& protocol() const override { return spec::kProtocol; }
-  // Its writers are the thread-context writers' own process contexts: a
+  // Its writers are the thread-context writers' own process contexts (a
   // process-context-only writer sleeps, and a sampling profiler never
-  // samples a sleeping process.
-  std::vector<profiler::StageMember> stage(const profiler::StageOptions&) const override { return {}; }
+  // samples a sleeping process), and thread-context writers whose process
+  // context is damaged (reader/stage.cpp).
+  std::vector<profiler::StageMember> stage(const profiler::StageOptions& options) const override {
+    return reader::stage(options, std::string(spec::kProtocol.id));
+  }
   const std::vector<std::unique_ptr<profiler::ReaderProbe>>& probes() const override { return probes_; }
 
  private:

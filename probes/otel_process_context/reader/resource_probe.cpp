@@ -37,11 +37,21 @@ std::set<std::string> poison_values(const MemberEvidence& m) {
   return values;
 }
 
-// Every member that published a process context and was sampled.
+bool shows(const MemberEvidence& m, const std::string& hazard) {
+  return std::find(m.member.hazards.begin(), m.member.hazards.end(), hazard) != m.member.hazards.end();
+}
+
+// Members whose process context was damaged (reader/stage.cpp): judged by
+// PCTXR-02 and 05, not as publishers.
+bool damaged(const MemberEvidence& m) {
+  return shows(m, "context_wrong_signature") || shows(m, "context_wrong_version") || shows(m, "context_invalid");
+}
+
+// Every member that published a (sound) process context and was sampled.
 std::vector<const MemberEvidence*> publishing(const ReaderEvidence& e) {
   std::vector<const MemberEvidence*> out;
   for (const auto& m : e.members)
-    if (!m.truth.contexts.empty() && !m.samples.empty()) out.push_back(&m);
+    if (!m.truth.contexts.empty() && !m.samples.empty() && !damaged(m)) out.push_back(&m);
   return out;
 }
 
@@ -98,13 +108,41 @@ Finding judge_seqlock(const ReaderEvidence& e, const std::string& id, const std:
                                                         "zero timestamp, none carried " + what);
 }
 
+// Members whose mapping carries a wrong signature or an unsupported version:
+// their resource values (journaled as poison) are never a sample's.
+Finding judge_identity(const ReaderEvidence& e) {
+  std::size_t exercised = 0, bad = 0;
+  std::vector<Evidence> shown;
+  for (const auto& m : e.members) {
+    if (!shows(m, "context_wrong_signature") && !shows(m, "context_wrong_version")) continue;
+    const auto poison = poison_values(m);
+    if (poison.empty()) continue;  // its writer did not damage the header (the journal says so)
+    for (const auto* s : m.samples) {
+      ++exercised;
+      if (const auto* v = resource_holds(*s, poison)) {
+        ++bad;
+        if (shown.size() < profiler::kExamplesKept)
+          shown.push_back(profiler::sample_evidence(m.member.name, *s, profiler::check_sample(m, *s, e.tolerance_ns),
+                                                    "no process context resource, not \"" + *v + "\""));
+      }
+    }
+  }
+  if (bad > 0)
+    return violated("PCTXR-02", std::to_string(bad) + " samples carried the resource of a mapping whose signature or "
+                                                      "version is not OTEP 4719's",
+                    shown);
+  if (exercised == 0)
+    return not_applicable("PCTXR-02", "no stage member publishing a wrong signature or version was sampled");
+  return met("PCTXR-02", exercised, std::to_string(exercised) + " samples of writers whose mapping has a wrong "
+                                                              "signature or version, none carried its resource");
+}
+
 // Writers whose process context was damaged (the stage's hazards) are still
 // sampled: the reader went on without it.
 Finding judge_graceful(const ReaderEvidence& e) {
   std::size_t samples = 0;
   for (const auto& m : e.members)
-    if (m.member.hazards.end() != std::find(m.member.hazards.begin(), m.member.hazards.end(), "context_invalid"))
-      samples += m.samples.size();
+    if (shows(m, "context_invalid")) samples += m.samples.size();
   if (samples == 0)
     return not_applicable("PCTXR-05", "no stage member publishes a damaged process context yet");
   return met("PCTXR-05", samples, std::to_string(samples) + " samples of writers with a damaged process context");
@@ -118,7 +156,7 @@ class ResourceProbe : public profiler::ReaderProbe {
   }
   std::vector<Finding> judge(const ReaderEvidence& e) const override {
     return {judge_found(e),
-            not_applicable("PCTXR-02", "no stage member publishes a mapping with a wrong signature or version yet"),
+            judge_identity(e),
             judge_seqlock(e, "PCTXR-03", "a value written while the timestamp was 0 (read without waiting for it)"),
             judge_seqlock(e, "PCTXR-04", "a value of a payload that changed while it was copied (the timestamp not "
                                          "checked again)"),

@@ -54,10 +54,11 @@ std::vector<std::string> built_models(const std::string& reference) {
 std::vector<std::string> writer_args(const profiler::StageOptions& o) {
   // One busy thread: a CPU-time sampler sees it (a sleeping thread is never
   // sampled); the process context republished every second, its timestamp
-  // held at 0 for 100 ms of each (PCTXR-03/04's windows).
+  // held at 0 for 100 ms of each (PCTXR-03/04's windows), the header pointing
+  // meanwhile at a poison payload that only a reader ignoring the seqlock takes.
   return {"--state-journal", "--stage-hazards", "--hazard-ms", std::to_string(o.hazard_ms), "--threads", "1",
           "--busy-percent", "100", "--no-export", "--duration", "600", "--context-every-ms", "1000",
-          "--context-zero-ms", "100"};
+          "--context-zero-ms", "100", "--context-zero-poison"};
 }
 
 profiler::StageMember member(const std::string& name, const std::string& layout, const std::string& program,
@@ -68,7 +69,8 @@ profiler::StageMember member(const std::string& name, const std::string& layout,
   m.layout = layout;
   m.argv = {program};
   for (auto& a : writer_args(o)) m.argv.push_back(std::move(a));
-  m.hazards = {"valid_0_poison", "null_pointer", "duplicate_key", "late_key", "out_of_map", "oversize", "context_zero"};
+  m.hazards = {"valid_0_poison", "null_pointer", "duplicate_key", "late_key", "out_of_map", "oversize", "context_zero",
+               "context_zero_poison"};
   return m;
 }
 

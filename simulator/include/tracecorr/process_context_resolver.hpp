@@ -82,6 +82,10 @@ class PublicationResolver {
   // publication read so far makes it look again first.
   Resolution resolve(pid_t pid, std::uint64_t published_at_ns);
 
+  // False only under the reader defect ignores-seqlock: timestamp 0 names
+  // whatever payload the header pointed at when last looked at under 0.
+  bool keeps_seqlock() const { return options_.read.seqlock; }
+
   struct Counters {
     std::uint64_t timestamp_reads = 0;  // the 8-byte looks
     std::uint64_t payload_reads = 0;    // seqlock reads of a new publication

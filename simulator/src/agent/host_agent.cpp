@@ -51,13 +51,16 @@ class ObservedResources {
  public:
   std::shared_ptr<const otlp::Attributes> of(const Sample& s, process_context::PublicationResolver& resolver) {
     std::shared_ptr<const process_context::Publication> publication;
-    if (s.context_published_at && *s.context_published_at != 0) {  // 0: being written, nothing to name
+    // 0: being written, nothing to name (but for a reader that ignores the
+    // seqlock, the reader defect ignores-seqlock: whatever the header points at).
+    if (s.context_published_at && (*s.context_published_at != 0 || !resolver.keeps_seqlock())) {
       auto resolved = resolver.resolve(s.pid, *s.context_published_at);
       if (resolved.kind == process_context::ResolutionKind::Resolved && resolved.publication &&
           resolved.publication->payload)
         publication = resolved.publication;
     }
-    const std::uint64_t published_at = publication ? publication->published_at_ns : 0;
+    // None: a key no publication has (under ignores-seqlock one has 0).
+    const std::uint64_t published_at = publication ? publication->published_at_ns : kNoPublication;
     auto known = by_pid_.find(s.pid);
     if (known != by_pid_.end() && known->second.published_at == published_at) return known->second.attributes;
     if (by_pid_.size() >= kMaxProcesses) by_pid_.clear();  // --all over a host of short-lived processes
@@ -72,6 +75,7 @@ class ObservedResources {
 
  private:
   static constexpr std::size_t kMaxProcesses = 4096;
+  static constexpr std::uint64_t kNoPublication = ~std::uint64_t{0};
   struct Known {
     std::uint64_t published_at = 0;
     std::shared_ptr<const otlp::Attributes> attributes;

@@ -85,7 +85,7 @@ Resolution PublicationResolver::resolve(pid_t pid, std::uint64_t published_at_ns
   if (it == watched_.end()) return {};
   Watched& w = *it->second;
   const auto* found = find(w, published_at_ns);
-  if (!found && (w.publications.empty() || published_at_ns > w.publications.rbegin()->first)) {
+  if (!found && (published_at_ns == 0 || w.publications.empty() || published_at_ns > w.publications.rbegin()->first)) {
     refresh(w);
     found = find(w, published_at_ns);
   }
