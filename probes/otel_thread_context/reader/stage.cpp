@@ -3,6 +3,8 @@
 // Models), the dlopen model again with glibc's dynamic TLS forced, the
 // in-place update style, and the variant announcing another runtime's
 // schema, which a conforming reader must leave alone (TCTXR-03).
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,12 +17,6 @@ namespace tracecorr::otel_thread_context::reader {
 namespace {
 
 namespace fs = std::filesystem;
-
-// How long the keys-late member withholds its threadlocal keys: the
-// profiler starts after the stage and meets it without them; the stage
-// lasts min_observed (6 s) past the profiler's first sample, so seconds of
-// samples come after them.
-constexpr unsigned kKeysAfterMs = 4000;
 
 // What each model stands for, in the words of TCTXR-04/05.
 const std::map<std::string, std::string>& layouts() {
@@ -104,10 +100,12 @@ std::vector<profiler::StageMember> stage(const profiler::StageOptions& o) {
   // One span held: no other hazard meets the keys' absence.
   const std::string linked = base + "/reference/tlsdesc/otel-tctx-writer";
   if (fs::exists(linked)) {
-    auto m = member("keys-late", "TLS descriptors, library linked, glibc; threadlocal keys published " +
-                                     std::to_string(kKeysAfterMs / 1000) + " s after start-up", linked, o);
-    for (const char* a : {"--hold-hazard", "span", "--keys-after-ms"}) m.argv.emplace_back(a);
-    m.argv.push_back(std::to_string(kKeysAfterMs));
+    // The keys come once the profiler's first sample of it came in (SIGUSR1): whenever the
+    // profiler starts, it meets the process without them.
+    auto m = member("keys-late", "TLS descriptors, library linked, glibc; threadlocal keys published once the "
+                                 "profiler met the process", linked, o);
+    for (const char* a : {"--hold-hazard", "span", "--keys-on-signal"}) m.argv.emplace_back(a);
+    m.release_signal = SIGUSR1;
     m.hazards = {"threadlocal_keys_late", "context_zero"};
     members.push_back(std::move(m));
   }

@@ -5,6 +5,7 @@
 // it took falls inside journaled time.
 #include "tracecorr/profiler/run.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,16 +143,60 @@ std::string read_file(const std::string& path, std::size_t limit) {
   return text;
 }
 
-// Enough samples of every member that ran, or the profiler gone, or the cap.
+// A member's hazard that begins once the profiler met it (release_signal):
+// the signal sent after its first sample, and when.
+struct Release {
+  pid_t pid = 0;
+  int signal = 0;
+  std::optional<std::uint64_t> sent_unix_ns;
+};
+
+std::vector<Release> releases_of(const std::vector<RunningMember>& stage) {
+  std::vector<Release> out;
+  for (const auto& m : stage)
+    if (m.target && m.member.release_signal != 0)
+      out.push_back({static_cast<pid_t>(m.target->launched_pid()), m.member.release_signal, std::nullopt});
+  return out;
+}
+
+std::uint64_t unix_now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// Each member met by the profiler and not released yet gets its signal.
+void release_met(std::vector<Release>& releases, const profiles::SampleStore& store) {
+  for (auto& r : releases) {
+    if (r.sent_unix_ns) continue;
+    const bool met = store.wait_for([&](const std::vector<profiles::ProfileSample>& samples) {
+      return std::any_of(samples.begin(), samples.end(), [&](const auto& s) { return s.pid && *s.pid == r.pid; });
+    }, std::chrono::milliseconds(0));
+    if (met && ::kill(r.pid, r.signal) == 0) r.sent_unix_ns = unix_now_ns();
+  }
+}
+
+// Enough samples of every member that ran (of a released member, taken
+// after its release), or the profiler gone, or the cap.
 void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>& stage, const Intake& in, Target* profiler) {
   // A member a conforming reader leaves alone may never be sampled: not waited for.
   std::set<std::int64_t> pids;
   for (const auto& m : stage)
     if (m.target && !m.member.must_not_be_read) pids.insert(m.target->launched_pid());
+  auto releases = releases_of(stage);
+  // A released member's samples count from its release (none before it is sent).
+  const auto counts_from = [&](std::int64_t pid) -> std::uint64_t {
+    for (const auto& r : releases)
+      if (r.pid == pid) return r.sent_unix_ns.value_or(UINT64_MAX);
+    return 0;
+  };
+  const auto counted = [&](const profiles::ProfileSample& s) {
+    if (!s.pid || !pids.count(*s.pid)) return false;
+    return !s.time || s.time->clock != profiles::Clock::Unix || s.time->nanos >= counts_from(*s.pid);
+  };
   const auto enough = [&](const std::vector<profiles::ProfileSample>& samples) {
     std::map<std::int64_t, std::size_t> per_pid;
     for (const auto& s : samples)
-      if (s.pid && pids.count(*s.pid)) ++per_pid[*s.pid];
+      if (counted(s)) ++per_pid[*s.pid];
     return std::all_of(pids.begin(), pids.end(), [&](std::int64_t p) { return per_pid[p] >= o.samples_per_member; });
   };
   // And the profiler watched the stage for min_observed since its first
@@ -162,6 +207,7 @@ void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>
   while (Clock::now() < deadline) {
     const bool full = in.store->wait_for(enough, std::chrono::milliseconds(500));
     if (!first && in.store->counters().samples > 0) first = Clock::now();
+    release_met(releases, *in.store);
     if (full && first && Clock::now() - *first >= o.min_observed) return;
     if (profiler && !profiler->alive()) return;
     if (full) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -53,6 +53,11 @@ struct StageMember {
   // The member publishes under a schema or layout a conforming reader must
   // not read: every context reported for it is a violation.
   bool must_not_be_read = false;
+  // A hazard that must begin after the profiler met the member (keys
+  // published late: a reader has to have seen the process without them):
+  // sent this signal once its first sample came in, then the stage waits
+  // for its samples taken after that. 0: none.
+  int release_signal = 0;
 };
 
 // One member after the stage: what it published and what came back for it.
