@@ -135,10 +135,15 @@ std::vector<RunningMember> launch_stage(const std::vector<const ReaderSuite*>& s
   return running;
 }
 
+// The file's bytes, at most `limit`: sized by what is there, not by the limit
+// (every member's journal is read at once).
 std::string read_file(const std::string& path, std::size_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text(limit, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(limit));
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  const auto size = static_cast<std::size_t>(std::max<std::streamoff>(in.tellg(), 0));
+  std::string text(std::min(size, limit), '\0');
+  in.seekg(0);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   return text;
 }
