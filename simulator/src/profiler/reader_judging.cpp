@@ -36,6 +36,14 @@ void judged_by(const Finding& f, const ReaderProbe& probe, bool strict, Requirem
 
 }  // namespace
 
+void attach_samples(ReaderEvidence& e) {
+  for (auto& m : e.members) {
+    m.samples.clear();
+    for (const auto& s : e.samples)
+      if (s.pid && m.pid != 0 && *s.pid == m.pid) m.samples.push_back(&s);
+  }
+}
+
 std::vector<RequirementResult> judge_readers(const ReaderEvidence& evidence, const std::vector<const ReaderSuite*>& suites,
                                              const std::vector<std::string>& only, bool strict) {
   std::vector<RequirementResult> results;

@@ -252,12 +252,6 @@ void place_on_wall_clock(std::vector<profiles::ProfileSample>& samples) {
     }
 }
 
-void attach_samples(ReaderEvidence& e) {
-  for (auto& m : e.members)
-    for (const auto& s : e.samples)
-      if (s.pid && m.pid != 0 && *s.pid == m.pid) m.samples.push_back(&s);
-}
-
 // Whether --only (ids or areas) selects any of the suite's reader requirements.
 bool selects(const ReaderSuite& suite, const std::vector<std::string>& only) {
   for (const auto& r : suite.protocol().requirements)

@@ -74,11 +74,7 @@ struct Stage {
     evidence.samples.push_back(std::move(s));
   }
   std::map<std::string, conform::RequirementResult> judge() {
-    for (auto& m : evidence.members) {
-      m.samples.clear();
-      for (const auto& s : evidence.samples)
-        if (*s.pid == m.pid) m.samples.push_back(&s);
-    }
+    attach_samples(evidence);
     std::map<std::string, conform::RequirementResult> by_id;
     for (auto& r : judge_readers(evidence, {&suite()}, {}, false)) by_id[r.id] = r;
     return by_id;

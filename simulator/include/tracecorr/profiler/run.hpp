@@ -56,5 +56,8 @@ Expected<conform::RunResult> run_profiler_conformance(const ProfilerRunOptions& 
 // requirement, in registry order.
 std::vector<conform::RequirementResult> judge_readers(const ReaderEvidence& evidence, const std::vector<const ReaderSuite*>& suites,
                                              const std::vector<std::string>& only, bool strict);
+// Each member's samples (MemberEvidence::samples) from the evidence's, by
+// pid, afresh: what the run does before judging, and hand-built tests too.
+void attach_samples(ReaderEvidence& evidence);
 
 }  // namespace tracecorr::profiler
