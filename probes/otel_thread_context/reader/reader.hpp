@@ -19,7 +19,7 @@ using profiler::ReaderProbe;
 std::vector<profiler::StageMember> stage(const profiler::StageOptions& options);
 
 // The journal event of a writer whose process context gained its
-// threadlocal.* keys late (--keys-after-ms): {"t0", "t", "ok"}.
+// threadlocal.* keys late (--keys-on-signal, --keys-after-ms): {"t0", "t", "ok"}.
 inline constexpr std::string_view kKeysEvent = "threadlocal_keys";
 
 std::unique_ptr<ReaderProbe> make_link_probe();        // link_probe.cpp: TCTXR-05..08, 14
