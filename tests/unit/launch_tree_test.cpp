@@ -18,6 +18,7 @@
 
 #include "tracecorr/conform/discovery_wait.hpp"
 #include "tracecorr/conform/target.hpp"
+#include "tracecorr/maps.hpp"
 #include "tracecorr/procfs.hpp"
 
 namespace tracecorr::conform {
@@ -30,10 +31,10 @@ using namespace std::chrono_literals;
 std::set<pid_t> tagged(const std::string& tag) {
   std::set<pid_t> out;
   for (int pid : numbered_entries("/proc")) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // A process may end between the listing and the read (ESRCH): then it is not live.
+    auto cmdline = read_proc_text(pid, "cmdline");
     auto st = read_process_stat(pid);
-    if (cmdline.find(tag) != std::string::npos && st && st->state != 'Z') out.insert(pid);
+    if (cmdline && cmdline->find(tag) != std::string::npos && st && st->state != 'Z') out.insert(pid);
   }
   return out;
 }

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "tracecorr/fd.hpp"
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/threadptr.hpp"
 
 namespace tracecorr {
@@ -33,11 +34,10 @@ using test_support::own_thread_pointer;
 using test_support::listening_on;
 using test_support::unused_loopback_port;
 
+// '?' for a thread that is gone (its stat read may fail with ESRCH, never throw).
 char thread_state(pid_t pid, pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), {});
-  auto close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+  const char state = task_state(pid, tid);
+  return state ? state : '?';
 }
 
 // A child with two threads that report (tid, thread pointer) and then wait.

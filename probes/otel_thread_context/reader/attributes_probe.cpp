@@ -127,6 +127,14 @@ std::map<std::string, std::uint64_t> first_use(const MemberEvidence& m) {
   return first;
 }
 
+// When the profiler's first sample of the member was taken (it had found the process by then).
+std::uint64_t first_sample_ns(const MemberEvidence& m) {
+  std::uint64_t first = UINT64_MAX;
+  for (const auto* s : m.samples)
+    if (s->time && s->time->clock == profiles::Clock::Unix) first = std::min<std::uint64_t>(first, s->time->nanos);
+  return first;
+}
+
 // Keys first used by the states a sample may be of (appended late, used at
 // once), past the grace after those states were published: the sample must
 // name them.
@@ -135,6 +143,7 @@ Finding judge_late_keys(const ReaderEvidence& e) {
   std::vector<Evidence> shown;
   for (const auto* m : read_members(e)) {
     const auto first = first_use(*m);
+    const auto met = first_sample_ns(*m);
     auto t = profiler::tally(*m, e.tolerance_ns);
     for (const auto& s : t.checked) {
       if (s.check.kind != Kind::Right || !shows(s.check.matches, "late_key")) continue;
@@ -144,7 +153,9 @@ Finding judge_late_keys(const ReaderEvidence& e) {
       for (const auto& [key, value] : some.context->attributes) {
         const bool in_all = std::all_of(s.check.matches.begin(), s.check.matches.end(),
                                         [&, &key = key, &value = value](const auto* st) { return has_attribute(*st, key, value); });
-        const bool late = first.at(key) >= some.begun_ns;  // no earlier state of the member carried it
+        // No earlier state of the member carried it, and it came after the
+        // profiler met the member: a map read at discovery cannot name it.
+        const bool late = first.at(key) >= some.begun_ns && some.begun_ns > met;
         if (!in_all || !late || s.sample->time->nanos < published + kLateKeyGraceNs) continue;
         const auto* reported = value_of(*s.sample, key);
         if (reported && *reported == value) {
