@@ -127,14 +127,6 @@ std::map<std::string, std::uint64_t> first_use(const MemberEvidence& m) {
   return first;
 }
 
-// When the profiler's first sample of the member was taken (it had found the process by then).
-std::uint64_t first_sample_ns(const MemberEvidence& m) {
-  std::uint64_t first = UINT64_MAX;
-  for (const auto* s : m.samples)
-    if (s->time && s->time->clock == profiles::Clock::Unix) first = std::min<std::uint64_t>(first, s->time->nanos);
-  return first;
-}
-
 // Keys first used by the states a sample may be of (appended late, used at
 // once), past the grace after those states were published: the sample must
 // name them.
@@ -143,7 +135,7 @@ Finding judge_late_keys(const ReaderEvidence& e) {
   std::vector<Evidence> shown;
   for (const auto* m : read_members(e)) {
     const auto first = first_use(*m);
-    const auto met = first_sample_ns(*m);
+    const auto met = profiler::first_sample_ns(*m);
     auto t = profiler::tally(*m, e.tolerance_ns);
     for (const auto& s : t.checked) {
       if (s.check.kind != Kind::Right || !shows(s.check.matches, "late_key")) continue;
@@ -168,13 +160,14 @@ Finding judge_late_keys(const ReaderEvidence& e) {
       }
     }
   }
-  if (dropped > 0 && named == 0 && dropped < 3)
-    return kit_error("TCTXR-10", "inconclusive: " + std::to_string(dropped) + " samples lacked a key appended late and none "
-                                 "named one: too few to tell a reader that never refreshes from one met late");
-  if (dropped > 0 && named == 0)
+  if (dropped > 0 && named == 0) {
+    if (dropped < 3)
+      return kit_error("TCTXR-10", "inconclusive: " + std::to_string(dropped) + " samples lacked a key appended late and none "
+                                   "named one: too few to tell a reader that never refreshes from one met late");
     return violated("TCTXR-10", std::to_string(dropped) + " samples lacked a key appended to the key map and used " +
                                     std::to_string(kLateKeyGraceNs / 1'000'000) + " ms or more earlier, and no sample named any "
                                     "such key: the key map was never refreshed on an unknown index", shown);
+  }
   if (dropped > 0)
     return met("TCTXR-10", named, std::to_string(named) + " attributes of keys appended late were named; " +
                                       std::to_string(dropped) + " samples came before the reader's refresh (its own pace)");

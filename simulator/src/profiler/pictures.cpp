@@ -16,10 +16,8 @@ using conform::TimelineEvent;
 
 // Where the member's time starts: its first journaled change, else its first sample.
 std::uint64_t origin_ns(const MemberEvidence& m) {
-  std::uint64_t origin = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t origin = first_sample_ns(m);  // UINT64_MAX without one
   for (const auto& s : m.truth.states) origin = std::min(origin, s.begun_ns);
-  for (const auto* s : m.samples)
-    if (s->time && s->time->clock == profiles::Clock::Unix) origin = std::min<std::uint64_t>(origin, s->time->nanos);
   return origin;
 }
 

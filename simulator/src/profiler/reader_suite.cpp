@@ -115,6 +115,13 @@ std::size_t MemberTally::count(SampleCheck::Kind kind) const {
   return it == counts.end() ? 0 : it->second;
 }
 
+std::uint64_t first_sample_ns(const MemberEvidence& member) {
+  std::uint64_t first = UINT64_MAX;
+  for (const auto* s : member.samples)
+    if (s->time && s->time->clock == profiles::Clock::Unix) first = std::min<std::uint64_t>(first, s->time->nanos);
+  return first;
+}
+
 MemberTally tally(const MemberEvidence& member, std::uint64_t tolerance_ns) {
   MemberTally t;
   t.checked.reserve(member.samples.size());

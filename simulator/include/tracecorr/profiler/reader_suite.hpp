@@ -121,6 +121,9 @@ struct MemberTally {
   std::size_t count(SampleCheck::Kind kind) const;
 };
 MemberTally tally(const MemberEvidence& member, std::uint64_t tolerance_ns);
+// When the profiler's first sample of the member was taken (unix ns; it had
+// found the process by then), or UINT64_MAX: no sample on the journals' clock.
+std::uint64_t first_sample_ns(const MemberEvidence& member);
 // One sample as evidence: "pid 42 tid 43 at 12:00:01.123: link 4bf9.../00f0... (stale)".
 Evidence sample_evidence(const std::string& label, const profiles::ProfileSample& sample, const SampleCheck& check,
                          const std::string& expected);
