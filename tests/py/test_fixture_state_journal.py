@@ -318,6 +318,19 @@ def test_the_truth_agrees_with_inspect_while_a_state_is_held(model, style, hazar
         assert all(by_tid[tid]["record"]["truncated"] for tid in last)
 
 
+def test_a_held_rewrite_goes_on_rewriting_between_two_spans(start):
+    """--hold-hazard rewritten_in_place holds the rewriting, not one record of it (the profiler stage's
+    tlsdesc-rewriting member, TCTXR-06): states keep coming after `ready`, each one of the same two spans."""
+    w = start("tlsdesc", ["--state-journal", "--hold-hazard", "rewritten_in_place", "--hazard-ms", "20",
+                          "--style", "in-place", "--threads", "1", "--busy-percent", "5"])
+    w.wait_journal("ready", 1)
+    held = len(w.journal("state"))
+    states = w.wait_journal("state", held + 20)[held:]
+    assert {s["hazard"] for s in states} == {"rewritten_in_place"}
+    spans = [(s["context"]["trace_id"], s["context"]["span_id"]) for s in states]
+    assert len(set(spans)) == 2 and all(a != b for a, b in zip(spans, spans[1:])), spans
+
+
 def test_hold_with_append_journals_the_record_it_holds(start):
     """--state-journal under --hold (no stage): the attach and the append are states, the last what
     inspect reads and what the `record` event meant."""

@@ -93,6 +93,15 @@ std::vector<profiler::StageMember> stage(const profiler::StageOptions& o) {
       // Its record rewritten back and forth every 300 µs: torn pairs for a reader that lets the thread run (TCTXR-06).
       in_place.hazards.push_back("rewritten_in_place");
       members.push_back(std::move(in_place));
+      // The rewriting held for the whole run: one state in eight of the member
+      // above gave a kill run 3 or 4 samples of it, and a run with none now
+      // and then; held, every sample of its worker is of it.
+      auto rewriting = member("tlsdesc-rewriting", "TLS descriptors, library linked, glibc; one record rewritten in "
+                                                   "place every 300 µs, held", program, o);
+      rewriting.argv.insert(rewriting.argv.begin() + 1, {"--style", "in-place"});
+      for (const char* a : {"--hold-hazard", "rewritten_in_place"}) rewriting.argv.emplace_back(a);
+      rewriting.hazards = {"rewritten_in_place", "context_zero", "context_zero_poison"};
+      members.push_back(std::move(rewriting));
     }
   }
   // The process context without its threadlocal keys for the first seconds

@@ -159,12 +159,17 @@ struct PtraceSamplerOptions {
   std::size_t max_frames = kMaxStackFrames;
   // A reader defect (`tracecorr agent --reader-defect reads-running-thread`,
   // for conformance kill matrices only): the thread runs again before its
-  // record is read, and the record is read twice with `running_read_pause`
-  // between: the bytes before the layout's second field from the first read,
-  // the rest from the second, so a writer updating in place meanwhile gives a
-  // pair of ids it never published together.
+  // record is read, and the record is read twice: the bytes before the
+  // layout's second field from the first read, the rest from the second, so a
+  // writer updating in place meanwhile gives a pair of ids it never published
+  // together. The second read waits for the thread's own progress, not a
+  // wall-clock pause (on a busy machine the thread may not run at all in a
+  // millisecond, nor in the 20 ms of a loaded run queue): until the record
+  // changed or the thread ran `running_read_progress` on a CPU, at most
+  // `running_read_bound`.
   bool reads_running_thread = false;
-  std::chrono::microseconds running_read_pause{1000};
+  std::chrono::microseconds running_read_progress{1000};
+  std::chrono::milliseconds running_read_bound{100};
   // A reader defect (any-signature): the process context header's timestamp
   // is taken whatever its signature and version say.
   bool context_identity_check = true;

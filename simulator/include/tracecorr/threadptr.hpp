@@ -87,8 +87,13 @@ bool is_parked(pid_t tid);
 // uninterruptible sleep or a vfork whose child has not exec'd yet.
 std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound = kPtraceStopBound,
                                 std::optional<std::uint64_t> run_queue_wait_ns = std::nullopt);
-// The time a thread has waited in run queues since it started
-// (/proc/TID/schedstat, second field); nullopt when unreadable.
+// What /proc/TID/schedstat says of a thread since it started: the time it ran
+// on a CPU and the time it waited in run queues; nullopt when unreadable.
+struct ThreadSchedstat {
+  std::uint64_t on_cpu_ns = 0;
+  std::uint64_t run_queue_wait_ns = 0;
+};
+std::optional<ThreadSchedstat> thread_schedstat(pid_t tid);
 std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid);
 
 // PTRACE_SEIZE + PTRACE_INTERRUPT, PTRACE_GETREGSET, PTRACE_DETACH. The thread

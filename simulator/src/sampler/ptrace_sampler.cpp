@@ -258,18 +258,40 @@ class PtraceSampler final : public Sampler {
   }
 
   // reads-running-thread (a reader defect): the record from its second field
-  // on read again after a pause, the thread running, and spliced after the
-  // first read's bytes before it (OTEP 4947: trace_id from one read, span_id
-  // and the rest from the other).
+  // on read again once the thread ran on, and spliced after the first read's
+  // bytes before it (OTEP 4947: trace_id from one read, span_id and the rest
+  // from the other).
   void read_again_while_running(const ProcessMemory& mem, const RecordLayout& layout, Sample& s) {
     if (!s.record || layout.fields.size() < 2) return;
-    std::this_thread::sleep_for(options_.running_read_pause);
-    auto again = read_record(mem, layout, s.record_pointer);
+    auto again = read_once_the_thread_ran_on(mem, layout, s);
     if (!again) return;
     std::vector<std::uint8_t> spliced(s.record->begin(), s.record->end());
     for (std::size_t i = layout.fields[1].offset; i < spliced.size() && i < again->bytes.size(); ++i)
       spliced[i] = again->bytes[i];
     s.record = RecordBytes(spliced);
+  }
+
+  // The record read again and again until it differs from the sample's, or
+  // the thread ran `running_read_progress` on a CPU (schedstat), or
+  // `running_read_bound` passed: the last read.
+  std::optional<RecordRead> read_once_the_thread_ran_on(const ProcessMemory& mem, const RecordLayout& layout,
+                                                        const Sample& s) {
+    const auto ran_ns = [tid = s.tid] {
+      auto stat = thread_schedstat(tid);
+      return stat ? stat->on_cpu_ns : 0;
+    };
+    const std::uint64_t progress_ns = static_cast<std::uint64_t>(options_.running_read_progress.count()) * 1000u;
+    const std::uint64_t ran_at_sample = ran_ns();
+    const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(options_.running_read_bound.count()) * 1'000'000u;
+    std::optional<RecordRead> last;
+    do {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      auto again = read_record(mem, layout, s.record_pointer);
+      if (!again) return last;
+      last = std::move(*again);
+      if (last->bytes != *s.record) break;
+    } while (ran_ns() < ran_at_sample + progress_ns && monotonic_ns() < deadline);
+    return last;
   }
 
   // The same steps, and the same classification, as bpf/sampler.bpf.c.

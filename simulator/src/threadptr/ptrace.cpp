@@ -295,7 +295,7 @@ std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound, std:
   }
 }
 
-std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid) {
+std::optional<ThreadSchedstat> thread_schedstat(pid_t tid) {
   // "<ns on cpu> <ns waiting on a run queue> <timeslices>"
   std::FILE* f = std::fopen(("/proc/" + std::to_string(tid) + "/schedstat").c_str(), "re");
   if (!f) return std::nullopt;
@@ -303,7 +303,12 @@ std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid) {
   const bool ok = std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2;
   std::fclose(f);
   if (!ok) return std::nullopt;
-  return waiting;
+  return ThreadSchedstat{on_cpu, waiting};
+}
+
+std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid) {
+  if (auto stat = thread_schedstat(tid)) return stat->run_queue_wait_ns;
+  return std::nullopt;
 }
 
 void detach_or_reap(pid_t tid, int signal) {
