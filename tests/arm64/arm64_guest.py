@@ -231,6 +231,49 @@ class ConformJob:
                           f"emit {self.section}_log {out}.log"])
 
 
+# The stage's writers `conform --profiler` launches (probes/*/reader/stage.cpp),
+# by their folders under fixtures/<arch>; in the guest under STAGE_GUEST_DIR.
+STAGE_DIRS = ["otel_thread_context/reference", "otel_thread_context/mutants/entry-overruns-size",
+              "otel_thread_context/mutants/valid-2", "otel_thread_context/variants/nodejs-schema", "reference"]
+STAGE_GUEST_DIR = "/opt/stage"
+
+
+@dataclasses.dataclass
+class ProfilerJob(ConformJob):
+    """`tracecorr conform --profiler` in the guest: the arm64 stage (the
+    STAGE_DIRS of `fixtures`, build/fixtures/arm64) judged against the profiler
+    `/opt/tracecorr/tracecorr ARGS` (`program` is that tracecorr, already in
+    the initramfs), over OTLP/HTTP (the arm64 build has no gRPC). `protocol`
+    "auto": every protocol's reader requirements."""
+    fixtures: Path | None = None
+    # Before the profiler's command: the emulated guest's 2 CPUs, shared with
+    # every busy stage member, leave a profiler at the members' priority a
+    # twentieth of what it gets on a real machine of the kind (busybox has no
+    # nice: the shell renices itself and execs the profiler).
+    prefix: list[str] = dataclasses.field(
+        default_factory=lambda: ["sh", "-c", 'renice -n -10 -p $$ >/dev/null && exec "$@"', "reniced"])
+
+    # A stage of 23 emulated writers: launched, sampled for --max-stage, judged.
+    TIMEOUT_S = 400
+    # A profiler that exported nothing judged runs no better a second time.
+    INCONCLUSIVE_RETRIES = 0
+
+    def files(self) -> list[tuple[str, Path]]:
+        return [(f"{STAGE_GUEST_DIR}/{f.relative_to(self.fixtures)}", f)
+                for d in STAGE_DIRS for f in sorted((self.fixtures / d).rglob("*")) if f.is_file()]
+
+    def argv(self) -> list[str]:
+        argv = ["/opt/tracecorr/tracecorr", "conform", "--profiler", "--profiler-protocol", "http/protobuf",
+                "--fixtures", STAGE_GUEST_DIR, "--json", self.guest_report()]
+        if self.protocol != "auto":
+            argv += ["--protocol", self.protocol]
+        if self.only:
+            argv += ["--only", ",".join(self.only)]
+        if self.strict:
+            argv.append("--strict")
+        return [*argv, *self.options, "--", *self.prefix, "/opt/tracecorr/tracecorr", *self.args]
+
+
 @dataclasses.dataclass
 class SampledProgram:
     """One program `SamplingJob` starts and samples: it journals to
@@ -483,8 +526,10 @@ def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFA
     job_library_dirs: set[Path] = set()
     for job in jobs:
         for guest_path, host_path in job.files():
-            cpio.file(guest_path, host_path.read_bytes())
-            dynamic.append(host_path)
+            data = host_path.read_bytes()
+            cpio.file(guest_path, data, 0o755 if os.access(host_path, os.X_OK) else 0o644)
+            if data[:4] == b"\x7fELF":
+                dynamic.append(host_path)
             if host_path.suffix == ".so":
                 job_library_dirs.add(host_path.resolve().parent)
     if jobs:
@@ -582,6 +627,12 @@ def main() -> int:
     ap.add_argument("--sysroot", type=Path, default=DEFAULT_SYSROOT, help="arm64 sysroot (shared libraries)")
     ap.add_argument("--tracecorr", type=Path, help="arm64 tracecorr binary (e.g. build-arm64/bin/tracecorr)")
     ap.add_argument("--fixture-dir", type=Path, help="arm64 reference fixture dir (tracecorr-fixture + its .so)")
+    ap.add_argument("--profiler-fixtures", type=Path,
+                    help="also run `tracecorr conform --profiler` on `tracecorr agent --all --reader bpf` with the "
+                         "stage from this arm64 fixtures dir (build/fixtures/arm64)")
+    ap.add_argument("--max-stage", type=float, default=45, help="--profiler-fixtures: the stage's seconds at most")
+    ap.add_argument("--profiler-protocol", default="otel-thread-context",
+                    help="--profiler-fixtures: the protocols staged (default: the architecture-dependent one)")
     ap.add_argument("--smoke-only", action="store_true", help="boot with the capability check only")
     ap.add_argument("--out", type=Path, default=REPO / "build-arm64-vm/initramfs.cpio")
     ap.add_argument("--timeout", type=float, default=100, help="seconds before qemu is killed")
@@ -589,8 +640,13 @@ def main() -> int:
     if not args.smoke_only and (args.tracecorr is None or args.fixture_dir is None):
         ap.error("give --tracecorr and --fixture-dir, or --smoke-only")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    if args.profiler_fixtures and not args.smoke_only:
+        jobs.append(ProfilerJob("profiler", args.tracecorr, ["agent", "--all", "--reader", "bpf", "--frequency", "199"],
+                                args.profiler_protocol, fixtures=args.profiler_fixtures,
+                                options=["--max-stage", str(args.max_stage)]))
     build_initramfs(args.out, args.guest, args.sysroot,
-                    None if args.smoke_only else args.tracecorr, None if args.smoke_only else args.fixture_dir)
+                    None if args.smoke_only else args.tracecorr, None if args.smoke_only else args.fixture_dir, jobs)
     result = boot(args.out, args.guest / "Image", args.timeout, args.out.parent / "console.log")
     for name, data in result.sections.items():
         print(f"== {name}\n{data.decode(errors='replace').rstrip()}")

@@ -174,8 +174,23 @@ def test_agent_all_finds_thread_contexts(tracecorr_cli, writer, access_model, dy
                         "--frequency", str(FREQUENCY_HZ), "--quiet", "--json", "-"],
                        capture_output=True, text=True, timeout=DURATION_S + WAIT_S)
     assert r.returncode == 0, r.stderr
-    assert_reads_what_was_published(the_process(json.loads(r.stdout), process.proc.pid), published, access_model,
-                                    dynamic)
+    summary = json.loads(r.stdout)
+    assert_reads_what_was_published(the_process(summary, process.proc.pid), published, access_model, dynamic)
+    # Only what it could look into and found publishing: no kernel thread (no memory), no process it may not read.
+    for listed in summary["processes"]:
+        assert not is_kernel_thread(listed["pid"]), listed
+        assert "permission denied" not in (listed.get("state") or ""), listed
+
+
+PF_KTHREAD = 0x00200000
+
+
+def is_kernel_thread(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False  # gone since
+    return bool(int(stat[stat.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
 
 
 def test_agent_does_not_sample_a_process_without_a_context(tracecorr_cli):

@@ -45,6 +45,8 @@ WRITER_THREADS = 2
 # (kMinWatchedChanges, 8) before a verdict; 9 was the fewest a default-length
 # reference run showed here beside three other pytest processes.
 CONFORM_OPTIONS = ["--duration", "10"]
+# Inconclusive reference runs run again once (conform_jobs).
+REFERENCE_RETRIES = 1
 # TCTX-08 and 10 are judged on a key the writer appends while tracecorr follows its
 # process context (UpdateWait). A single key at a fixed time (1000 ms, then 3000 ms
 # here) was often appended before the emulated guest, beside a busy host, let
@@ -127,6 +129,9 @@ def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
         jobs[f"model:{run}"] = arm64_guest.ConformJob(
             job_name(run), program(model, arch=ARCH), reference_args, PROTOCOL,
             env=DYNAMIC_TLS if run.endswith(":dynamic-tls") else {}, options=CONFORM_OPTIONS)
+        # One more attempt, not two: in the CI of 2026-11-28 eight of the twelve took three (50-70 s each)
+        # and six of those eight were still inconclusive (issue 25); the guest, the CI's long pole, timed out.
+        jobs[f"model:{run}"].INCONCLUSIVE_RETRIES = REFERENCE_RETRIES
     jobs["in-place"] = arm64_guest.ConformJob(job_name("in-place"), program("tlsdesc", arch=ARCH),
                                               [*reference_args, "--style", "in-place"], PROTOCOL,
                                               options=CONFORM_OPTIONS)

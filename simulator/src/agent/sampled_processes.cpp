@@ -196,6 +196,14 @@ bool SampledProcesses::adopt(Process& p) {
     auto located = protocol->locate(p.pid, cache_, defects_);
     if (located && !*located) continue;  // not published (yet)
     if (!process_exists(p.pid)) return false;  // the error was its going
+    // No memory to look in (a kernel thread, a zombie): it publishes nothing.
+    // One tracecorr may not look into (a sandbox's init, even for root): it
+    // cannot tell, and says so only of a process it was asked for by pid.
+    // Taken for publishers, every kernel thread of the host was one, listed
+    // and located again at every rescan (a hundred in the arm64 guest).
+    if (!located && (located.error().kind == ErrorKind::kGone ||
+                     (located.error().kind == ErrorKind::kPermission && !p.explicit_pid)))
+      return false;
     p.protocol = protocol;
     if (located)
       p.records = std::move(*located);

@@ -23,6 +23,7 @@
 #include "tracecorr/profiles/grpc_receiver.hpp"
 #include "tracecorr/profiles/http_route.hpp"
 #include "tracecorr/profiles/json_lines.hpp"
+#include "tracecorr/text.hpp"
 
 namespace tracecorr::profiler {
 using conform::ExportAdmission;
@@ -75,9 +76,12 @@ Status start_intake(const ProfilerRunOptions& o, Intake& in) {
     auto v = admission->check(local, peer);
     return profiles::ConnectionVerdict{v.of_target, v.who};
   };
-  auto grpc = profiles::GrpcProfilesReceiver::start(in.store, g);
-  if (!grpc) return make_error(ErrorKind::kUnspecified, "cannot start the OTLP/gRPC profiles receiver: " + grpc.error().message());
-  in.grpc = std::move(*grpc);
+  // A build without gRPC (arm64's) takes exports in over HTTP only; a profiler told gRPC is refused.
+  if (profiles::GrpcProfilesReceiver::built() || o.otlp_protocol == "grpc" || o.grpc_port != 0) {
+    auto grpc = profiles::GrpcProfilesReceiver::start(in.store, g);
+    if (!grpc) return make_error(ErrorKind::kUnspecified, "cannot start the OTLP/gRPC profiles receiver: " + grpc.error().message());
+    in.grpc = std::move(*grpc);
+  }
   otlp::ReceiverOptions h;
   h.port = o.http_port;
   h.routes.push_back(profiles::http_route(in.store));
@@ -93,6 +97,12 @@ Status start_intake(const ProfilerRunOptions& o, Intake& in) {
     in.json_lines = std::move(*lines);
   }
   return Ok{};
+}
+
+// "OTLP/gRPC http://..., OTLP/HTTP http://.../v1development/profiles".
+std::string intake_endpoints(const Intake& in) {
+  return "OTLP/gRPC " + (in.grpc ? in.grpc->endpoint() : std::string("(not built)")) + ", OTLP/HTTP " +
+         in.http->endpoint() + profiles::kProfilesPath;
 }
 
 // The standard OTLP variables naming tracecorr's receiver, for a launched profiler.
@@ -306,9 +316,11 @@ std::string member_note(const MemberEvidence& m) {
 }
 
 void describe_run(const ProfilerRunOptions& o, const Intake& in, const ReaderEvidence& e, RunResult& run) {
-  run.notes.push_back("intake: OTLP/gRPC " + in.grpc->endpoint() + ", OTLP/HTTP " + in.http->endpoint() +
-                      profiles::kProfilesPath + (o.json_lines.empty() ? "" : ", JSON lines " + o.json_lines));
+  run.notes.push_back("intake: " + intake_endpoints(in) + (o.json_lines.empty() ? "" : ", JSON lines " + o.json_lines));
   run.notes.push_back("profiler: " + e.profiler + (e.profiler_exit.empty() ? "" : " (" + e.profiler_exit + ")"));
+  // Its output where it may say why the run judged little: nothing came in, or it ended badly.
+  if (e.samples.empty() || e.profiler_exit != "exited with 0")
+    for (const auto& line : e.profiler_output) run.notes.push_back("profiler output: " + line);
   for (const auto& m : e.members) run.notes.push_back(member_note(m));
   const auto c = in.store->counters();
   run.counters["profile_exports"] = c.exports;
@@ -320,14 +332,23 @@ void describe_run(const ProfilerRunOptions& o, const Intake& in, const ReaderEvi
   run.counters["stage_members"] = e.members.size();
 }
 
+// The launched profiler's last lines, printable and bounded.
+std::vector<std::string> output_tail(const Target& profiler) {
+  constexpr std::size_t kLines = 20, kLineBytes = 300;
+  const auto lines = profiler.output_lines();
+  std::vector<std::string> tail;
+  for (auto it = lines.size() > kLines ? lines.end() - kLines : lines.begin(); it != lines.end(); ++it)
+    tail.push_back(printable_text(std::string_view(it->text).substr(0, kLineBytes)));
+  return tail;
+}
+
 // Launches (or finds) the profiler, runs the stage, stops both in order.
 ReaderEvidence collect(const ProfilerRunOptions& o, const std::vector<const ReaderSuite*>& suites, Intake& in) {
   ReaderEvidence e;
   e.tolerance_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(o.tolerance).count());
   JournalDir dir;
   auto stage = launch_stage(suites, o.stage, dir.path());
-  progress(o, "stage of " + std::to_string(stage.size()) + " writers launched; intake on " + in.grpc->endpoint() +
-                  " (gRPC) and " + in.http->endpoint() + profiles::kProfilesPath + " (HTTP)");
+  progress(o, "stage of " + std::to_string(stage.size()) + " writers launched; intake: " + intake_endpoints(in));
   std::unique_ptr<Target> profiler;
   if (o.profiler_pid) {
     auto attached = Target::attach(*o.profiler_pid);
@@ -349,6 +370,7 @@ ReaderEvidence collect(const ProfilerRunOptions& o, const std::vector<const Read
   progress(o, "stage ran " + seconds() + ": " + std::to_string(in.store->counters().samples) + " samples taken in");
   if (profiler && !o.profiler_pid) {
     e.profiler_exit = profiler->stop(o.flush_grace);
+    e.profiler_output = output_tail(*profiler);
     in.admission->follow(nullptr);
     progress(o, "profiler stopped at " + seconds() + " (" + e.profiler_exit + ")");
   } else if (profiler && !profiler->alive()) {

@@ -1,8 +1,12 @@
 // The OTLP profiles exporter: a bounded queue, a thread that batches, and a
 // transport (gRPC with the generated stub, HTTP/protobuf with cpp-httplib).
+// Without gRPC (TRACECORR_PROFILES_GRPC undefined: a cross build whose
+// sysroot has none), HTTP/protobuf only.
 #include "tracecorr/profiles/exporter.hpp"
 
+#ifdef TRACECORR_PROFILES_GRPC
 #include <grpcpp/grpcpp.h>
+#endif
 #include <httplib.h>
 
 #include <algorithm>
@@ -13,7 +17,10 @@
 
 #include "encode_message.hpp"
 #include "google/rpc/status.pb.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
+#ifdef TRACECORR_PROFILES_GRPC
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
+#endif
 #include "tracecorr/profiles/http_route.hpp"
 
 namespace tracecorr::profiles {
@@ -53,6 +60,7 @@ class Transport {
   virtual Status send(const pb_collector::ExportProfilesServiceRequest& request) = 0;
 };
 
+#ifdef TRACECORR_PROFILES_GRPC
 class GrpcTransport : public Transport {
  public:
   GrpcTransport(const Endpoint& endpoint, const ExporterOptions& options) : options_(options) {
@@ -83,6 +91,7 @@ class GrpcTransport : public Transport {
   const ExporterOptions& options_;
   std::unique_ptr<pb_collector::ProfilesService::Stub> stub_;
 };
+#endif
 
 class HttpTransport : public Transport {
  public:
@@ -221,10 +230,16 @@ Expected<std::unique_ptr<ProfilesExporter>> ProfilesExporter::start(ExporterOpti
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->options.max_batch_samples = std::max<std::size_t>(1, impl->options.max_batch_samples);
-  if (impl->options.protocol == ExportProtocol::Grpc)
+  if (impl->options.protocol == ExportProtocol::Grpc) {
+#ifdef TRACECORR_PROFILES_GRPC
     impl->transport = std::make_unique<GrpcTransport>(*endpoint, impl->options);
-  else
+#else
+    return make_error(ErrorKind::kUnsupported, "this tracecorr was built without gRPC (libgrpc++-dev): export over "
+                      "http/protobuf", "OTLP profiles exporter");
+#endif
+  } else {
     impl->transport = std::make_unique<HttpTransport>(*endpoint, impl->options);
+  }
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<ProfilesExporter>(new ProfilesExporter(std::move(impl)));

@@ -196,6 +196,8 @@ GrpcProfilesReceiver::~GrpcProfilesReceiver() {
   impl_->server->Wait();
 }
 
+bool GrpcProfilesReceiver::built() { return true; }
+
 Expected<std::unique_ptr<GrpcProfilesReceiver>> GrpcProfilesReceiver::start(std::shared_ptr<SampleStore> store,
                                                                              GrpcReceiverOptions options) {
   auto impl = std::make_unique<Impl>();

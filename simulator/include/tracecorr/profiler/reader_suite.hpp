@@ -77,6 +77,9 @@ struct ReaderEvidence {
   std::uint64_t tolerance_ns = 0;  // how far a sample's time may be from the state it reports
   std::string profiler;            // "tracecorr agent ..." or "pid 4242"
   std::string profiler_exit;       // "" while it runs (attach mode)
+  // A launched profiler's last lines of output (printable, each bounded): what
+  // says why nothing came in, when nothing did.
+  std::vector<std::string> profiler_output;
   const MemberEvidence* member(std::string_view name) const;
 };
 

@@ -71,6 +71,9 @@ class GrpcProfilesReceiver {
   // without throwing when the address cannot be bound or gRPC will not start.
   static Expected<std::unique_ptr<GrpcProfilesReceiver>> start(std::shared_ptr<SampleStore> store,
                                                                GrpcReceiverOptions options = {});
+  // False in a build without gRPC (a cross build whose sysroot has none):
+  // start() then always fails, saying so.
+  static bool built();
   ~GrpcProfilesReceiver();  // stops accepting, shuts gRPC down (calls cancelled), joins
   GrpcProfilesReceiver(const GrpcProfilesReceiver&) = delete;
   GrpcProfilesReceiver& operator=(const GrpcProfilesReceiver&) = delete;
