@@ -33,6 +33,7 @@ struct ProfilerArgs {
   std::string json_lines, fixtures;
   std::size_t samples = 0;
   double max_stage = 0, tolerance_ms = 0;
+  int stage_nice = 0;
 };
 
 struct ConformArgs {
@@ -193,6 +194,7 @@ int run_conform_profiler(const ConformArgs& a) {
   o.stage.arch = kArch;
   o.stage.fixtures_dir = fixtures_dir(p.fixtures, o.stage.arch);
   if (p.samples) o.samples_per_member = p.samples;
+  o.stage_nice = p.stage_nice;
   if (p.max_stage > 0) o.max_stage = std::chrono::milliseconds(static_cast<long long>(p.max_stage * 1000));
   if (p.tolerance_ms > 0) o.tolerance = std::chrono::milliseconds(static_cast<long long>(p.tolerance_ms));
   o.progress = a.quiet ? nullptr : stderr;
@@ -224,6 +226,10 @@ void add_profiler_options(CLI::App& app, ProfilerArgs& p) {
   app.add_option("--json-lines", p.json_lines, "Profiler mode: also read samples as JSON lines (docs/json-lines.md) from this file, FIFO or -");
   app.add_option("--fixtures", p.fixtures, "Profiler mode: the stage's writers (default: beside the binary, else /usr/lib/tracecorr/fixtures/ARCH)");
   app.add_option("--stage-samples", p.samples, "Profiler mode: samples per stage member before the stage ends (default 40)");
+  app.add_option("--stage-nice", p.stage_nice,
+                 "Profiler mode: the stage's writers run at this niceness (1-19; an emulated or small machine whose "
+                 "CPUs they fill: the intake and the profiler keep up)")
+      ->check(CLI::Range(0, 19));
   app.add_option("--max-stage", p.max_stage, "Profiler mode: seconds the stage runs at most (default 45)");
   app.add_option("--tolerance-ms", p.tolerance_ms, "Profiler mode: how far a sample's time may be from the state it reports (default 20)");
 }

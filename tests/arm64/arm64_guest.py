@@ -391,12 +391,15 @@ def conform_lanes_script(conform: "list[ConformJob]") -> list[str]:
 
 
 def run_script(jobs: "list[ConformJob | SamplingJob]") -> str:
-    """/opt/conform/run.sh: each sampling job alone, then the conform jobs
+    """/opt/conform/run.sh: each sampling and profiler job alone (a profiler
+    beside another lane's run, on a host busy with other tests, exported
+    nothing in 40 s), then the conform jobs
     GUEST_CONFORM_JOBS at a time (conform_lanes_script), then every result in
     job order (results are emitted one after another: concurrent output would
     interleave)."""
-    lines = [job.run_script() for job in jobs if isinstance(job, SamplingJob)]
-    conform = [job for job in jobs if isinstance(job, ConformJob)]
+    alone = [job for job in jobs if isinstance(job, (SamplingJob, ProfilerJob))]
+    lines = [job.run_script() for job in alone]
+    conform = [job for job in jobs if isinstance(job, ConformJob) and job not in alone]
     if conform:
         lines += conform_lanes_script(conform)
     lines += [job.emit_script() for job in jobs]

@@ -14,7 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SHARDS = 4
-ARM64_VM_MODULES = {"tests/py/test_arm64_system.py", "tests/py/test_arm64_thread_context.py"}
+ARM64_VM_MODULES = {"tests/py/test_arm64_system.py", "tests/py/test_arm64_thread_context.py",
+                    "tests/py/test_arm64_profiler.py"}
 
 
 def collected(*args: str) -> list[str]:

@@ -6,6 +6,7 @@
 #include "tracecorr/profiler/run.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,7 +125,7 @@ struct RunningMember {
 };
 
 std::vector<RunningMember> launch_stage(const std::vector<const ReaderSuite*>& suites, const StageOptions& stage,
-                                        const std::string& dir) {
+                                        const std::string& dir, int nice) {
   std::vector<RunningMember> running;
   for (const auto* suite : suites)
     for (auto& m : suite->stage(stage)) {
@@ -135,6 +136,7 @@ std::vector<RunningMember> launch_stage(const std::vector<const ReaderSuite*>& s
       r.journal = dir + "/" + file + ".jsonl";
       LaunchSpec spec{r.member.argv, r.member.env, {}, {}, {}};
       spec.env["TRACECORR_FIXTURE_JOURNAL"] = r.journal;
+      if (nice > 0) spec.before_exec = [nice](pid_t pid) { setpriority(PRIO_PROCESS, static_cast<id_t>(pid), nice); };
       auto target = Target::launch(spec);
       if (target)
         r.target = std::move(*target);
@@ -347,7 +349,7 @@ ReaderEvidence collect(const ProfilerRunOptions& o, const std::vector<const Read
   ReaderEvidence e;
   e.tolerance_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(o.tolerance).count());
   JournalDir dir;
-  auto stage = launch_stage(suites, o.stage, dir.path());
+  auto stage = launch_stage(suites, o.stage, dir.path(), o.stage_nice);
   progress(o, "stage of " + std::to_string(stage.size()) + " writers launched; intake: " + intake_endpoints(in));
   std::unique_ptr<Target> profiler;
   if (o.profiler_pid) {

@@ -32,6 +32,11 @@ struct ProfilerRunOptions {
   std::vector<std::string> only;       // requirement ids or areas; empty: every profiler requirement
   bool strict = false;
   StageOptions stage;
+  // The stage's writers' niceness (setpriority before their exec), when
+  // positive: on a machine whose CPUs they fill (an emulated one), the
+  // intake and the profiler keep up (the arm64 guest's intake, starved by
+  // eighteen busy writers, let every export of the profiler time out).
+  int stage_nice = 0;
   // The stage ends once every member has `samples_per_member` samples
   // taken in (with their exports), or after `max_stage` (then what was
   // judged below its minimum is inconclusive, with the figures).
