@@ -192,12 +192,20 @@ class ConformJob:
 
     def argv(self) -> list[str]:
         """The command line in the guest."""
-        argv = ["/opt/tracecorr/tracecorr", "conform", "--protocol", self.protocol, "--json", self.guest_report()]
+        argv = ["/opt/tracecorr/tracecorr", "conform", *self.mode(), "--json", self.guest_report()]
         if self.only:
             argv += ["--only", ",".join(self.only)]
         if self.strict:
             argv.append("--strict")
-        return [*argv, *self.options, "--", self.guest_program(), *self.args]
+        return [*argv, *self.options, "--", *self.command()]
+
+    def mode(self) -> list[str]:
+        """What conform judges: the writer side of `protocol`."""
+        return ["--protocol", self.protocol]
+
+    def command(self) -> list[str]:
+        """The judged program's command line in the guest."""
+        return [self.guest_program(), *self.args]
 
     # Exit 3 with nothing failed is an inconclusive run (a starved guest): run
     # again, at most this many times, as the host's conform tests do
@@ -262,16 +270,12 @@ class ProfilerJob(ConformJob):
         return [(f"{STAGE_GUEST_DIR}/{f.relative_to(self.fixtures)}", f)
                 for d in STAGE_DIRS for f in sorted((self.fixtures / d).rglob("*")) if f.is_file()]
 
-    def argv(self) -> list[str]:
-        argv = ["/opt/tracecorr/tracecorr", "conform", "--profiler", "--profiler-protocol", "http/protobuf",
-                "--fixtures", STAGE_GUEST_DIR, "--json", self.guest_report()]
-        if self.protocol != "auto":
-            argv += ["--protocol", self.protocol]
-        if self.only:
-            argv += ["--only", ",".join(self.only)]
-        if self.strict:
-            argv.append("--strict")
-        return [*argv, *self.options, "--", *self.prefix, "/opt/tracecorr/tracecorr", *self.args]
+    def mode(self) -> list[str]:
+        mode = ["--profiler", "--profiler-protocol", "http/protobuf", "--fixtures", STAGE_GUEST_DIR]
+        return mode if self.protocol == "auto" else [*mode, "--protocol", self.protocol]
+
+    def command(self) -> list[str]:
+        return [*self.prefix, "/opt/tracecorr/tracecorr", *self.args]
 
 
 @dataclasses.dataclass
