@@ -83,12 +83,9 @@ fi
 if [ ! -f build/CMakeCache.txt ]; then
   # Optimised code without DWARF, for the main job and the tests alike: a quarter
   # less compile time, and links of 5 MB instead of 140. --package puts it back.
-  # A build made first by the main job is -O1: GCC's -O2 passes are a third of
-  # its compile time (BENCHMARKS.md, set-up), and tracecorr's run waits on its
-  # target, not on its own code. The tests keep whichever the first build chose.
-  level=-O2
-  [ "$mode" = main ] && level=-O1
-  configure+=("-DCMAKE_C_FLAGS_RELWITHDEBINFO=$level -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$level -DNDEBUG")
+  # -O1: GCC's -O2 passes are a seventh of set-up's compile time (BENCHMARKS.md,
+  # set-up), and tracecorr's runs wait on their targets, not on its own code.
+  configure+=("-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG")
 fi
 if [ "$mode" = tests ]; then
   configure+=(-DTRACECORR_TESTS=ON -DTRACECORR_PYTHON=ON -DTRACECORR_ARM64_FIXTURES=ON)
