@@ -198,6 +198,41 @@ std::uint64_t SamplerLoader::ring_bytes_consumed() const {
   return consumer_page_ ? consumer_page_[0] - consumer_at_open_ : 0;
 }
 
+namespace {
+
+// The walk's shape into the entry, once it is one the program can follow:
+// every word inside the struct, a power-of-two bucket bound, a chain within
+// the program's own cap.
+Status put_v8_context_map(const V8ContextMapShape& shape, tc_process& value) {
+  const auto bad = [](const std::string& what) {
+    return make_error(ErrorKind::kUnsupported, "a V8 context map the program cannot walk: " + what, "BPF sampler");
+  };
+  for (unsigned at : {shape.frame_slot_at, shape.key_handle_at, shape.undefined_at})
+    if (at + 8u > shape.struct_size) return bad("a word at " + std::to_string(at) + " past the struct");
+  if (shape.hash_at + 4u > shape.struct_size || shape.record_offset_at >= shape.struct_size)
+    return bad("the hash or record offset past the struct");
+  if (shape.max_buckets == 0 || (shape.max_buckets & (shape.max_buckets - 1)) != 0)
+    return bad("a bucket bound that is no power of two");
+  if (shape.chain_cap == 0 || shape.chain_cap > TC_V8_MAX_CHAIN)
+    return bad("a chain cap outside 1.." + std::to_string(TC_V8_MAX_CHAIN));
+  value.flags |= TC_PROCESS_F_V8_CONTEXT_MAP;
+  value.v8_max_buckets = shape.max_buckets;
+  value.v8_frame_table_offset = shape.frame_table_offset;
+  value.v8_table_header_size = shape.table_header_size;
+  value.v8_chain_cap = shape.chain_cap;
+  value.v8_frame_slot_at = shape.frame_slot_at;
+  value.v8_key_handle_at = shape.key_handle_at;
+  value.v8_hash_at = shape.hash_at;
+  value.v8_record_offset_at = shape.record_offset_at;
+  value.v8_undefined_at = shape.undefined_at;
+  value.v8_record_offset_min = shape.record_offset_min;
+  value.v8_record_offset_max = shape.record_offset_max;
+  value.v8_load_factor = shape.load_factor;
+  return Ok{};
+}
+
+}  // namespace
+
 Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite& site, std::uint32_t flags) {
   if (auto st = layout.check(); !st) return st.error().within("BPF sampler");
   static_assert(kRecordMaxBytes <= 0xffff, "tc_process holds record offsets in 16 bits");
@@ -205,6 +240,14 @@ Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite
   tc_process value{};
   value.flags = flags | TC_PROCESS_F_TRACKED;
   value.pointer_site = site.value;
+  if (const auto* walked = std::get_if<WalkFromTlsSlot>(&layout.indirection)) {
+    auto shape = walked->walk->v8_context_map();
+    if (!shape)
+      return make_error(ErrorKind::kUnsupported,
+                        "the program has no " + walked->walk->name() + ": read these records with --reader ptrace",
+                        "BPF sampler");
+    if (auto st = put_v8_context_map(*shape, value); !st) return st.error();
+  }
   if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) {
     value.indirection = TC_POINTER_IN_MEMORY_AREA;
     value.pointer_site = site.value + area->pointer_offset;

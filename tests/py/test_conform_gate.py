@@ -215,15 +215,18 @@ def agent(pid: int, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
     return run, json.loads(summary.read_text())
 
 
-def test_agent_lists_records_under_another_schema_with_that_schema(tmp_path):
+def test_agent_hands_another_schema_to_its_reader_and_says_why_neither_reads_it(tmp_path):
+    # The OTEP 4947 reader passes a nodejs_v1_dev process to the Node.js schema's reader, which finds an
+    # 8-byte pointer where its 32-byte struct should be: a lookalike of both, read by neither, and both say why.
     proc = started([str(NODEJS), *WRITER_ARGS], "nodejs_v1_dev")
     try:
         run, summary = agent(proc.pid, tmp_path)
     finally:
         stop(proc)
     (listed,) = [p for p in summary["processes"] if p["pid"] == proc.pid]
-    assert listed["protocol"] == "otel-thread-context", listed
-    assert "schema nodejs_v1_dev" in listed["state"] and "otel_thread_ctx_nodejs_v1" in listed["state"], listed
+    assert listed["protocol"] == "otel-nodejs-thread-context", listed
+    assert "is 8 bytes, not the 32 of the struct" in listed["state"], listed
+    assert "otel-thread-context: " in listed["state"] and "schema nodejs_v1_dev" in listed["state"], listed
     assert run.returncode == 1, run.stderr  # nothing sampled: said, not a silent success
     assert "nothing sampled" in run.stderr and "schema nodejs_v1_dev" in run.stderr, run.stderr
 

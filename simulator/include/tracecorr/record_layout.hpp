@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -65,7 +66,53 @@ struct PointerInMemoryArea {
   std::size_t pointer_offset = 0;  // of the pointer inside the area's header
   bool operator==(const PointerInMemoryArea&) const = default;
 };
-using RecordIndirection = std::variant<PointerInTlsSlot, PointerInMemoryArea>;
+// A walk as data, for a sampler that cannot call the protocol's code (the
+// BPF program): V8's context map (Node.js's AsyncContextFrame, a JS Map whose
+// OrderedHashMap holds the record's wrapper under a key), from a struct in
+// the thread's TLS. 64-bit tagged words, no pointer compression: a heap
+// pointer has tag 1 in its low 3 bits, a Smi is its value << 32. Every word
+// is checked as the protocol's own walk checks it; the offsets are the
+// protocol's (its registry), the shape V8's.
+struct V8ContextMapShape {
+  std::uint8_t struct_size = 32;   // the struct's bytes; every word below lies within them
+  std::uint8_t frame_slot_at = 0;  // u64: where the current frame is kept (0: a closed gate, no context)
+  std::uint8_t key_handle_at = 8;  // u64: where the key object is kept
+  std::uint8_t hash_at = 16;       // u32: the key's identity hash (its bucket: hash & (buckets - 1))
+  std::uint8_t record_offset_at = 20;  // u8: the record pointer's offset in the value (wrapper) object
+  std::uint8_t undefined_at = 24;  // u64: the runtime's undefined (no frame, a detached key)
+  std::uint8_t record_offset_min = 8, record_offset_max = 248;  // word offsets believed
+  std::uint16_t frame_table_offset = 24;  // the table's word in the frame object
+  std::uint16_t table_header_size = 16;   // bytes before the three Smi counts (elements, deleted, buckets)
+  std::uint8_t load_factor = 2;           // elements + deleted <= buckets x this
+  std::uint32_t max_buckets = 65536;      // a power of two
+  std::uint16_t chain_cap = 16;           // hops at most
+  bool operator==(const V8ContextMapShape&) const = default;
+};
+
+// thread pointer + the process's TLS offset -> a struct -> a walk through
+// runtime objects -> record: a runtime whose records hang off its own heap
+// (Node.js: V8's context map, several checked reads). The walk is the
+// protocol's code, bounded by it (RecordWalk); samplers that read by process
+// memory call it where the others read one pointer. The BPF program follows
+// the walk's shape as data when it has one (v8_context_map()), and refuses
+// the layout, naming the walk, when it has none.
+class RecordWalk {
+ public:
+  virtual ~RecordWalk() = default;
+  virtual std::string name() const = 0;  // in messages: "the V8 context-map walk of ..."
+  // The record's address, starting at the thread's struct at `slot`. 0: the
+  // thread shows no record now (a state the writer may be in: a closed gate,
+  // nothing attached). An error: a read failed or a check did not hold, named.
+  // Hostile memory: never more reads than the walk's own bound.
+  virtual Expected<std::uint64_t> record_address(const ProcessMemory& memory, std::uint64_t slot) const = 0;
+  // The same walk as data (for the BPF program), when it is V8's context map.
+  virtual std::optional<V8ContextMapShape> v8_context_map() const { return std::nullopt; }
+};
+struct WalkFromTlsSlot {
+  std::shared_ptr<const RecordWalk> walk;
+  bool operator==(const WalkFromTlsSlot& other) const { return walk == other.walk; }
+};
+using RecordIndirection = std::variant<PointerInTlsSlot, PointerInMemoryArea, WalkFromTlsSlot>;
 
 // ---- the valid byte's accepted values ----------------------------------------------
 class ByteValues {
@@ -213,6 +260,10 @@ Expected<std::uint64_t> module_block_address(const ProcessMemory& memory, const 
                                              std::uint64_t thread_pointer);
 // Whether the layout's indirection starts at the thread pointer.
 bool uses_thread_pointer(const RecordLayout& layout);
+// The record's address from the pointer's (pointer_address's): the pointer
+// read there, or the layout's walk from there. 0: no record (yet, or now).
+Expected<std::uint64_t> record_address(const ProcessMemory& memory, const RecordLayout& layout,
+                                       std::uint64_t pointer_address);
 
 struct RecordRead {
   RecordBytes bytes;                 // the record, or its first max_size bytes when it declares more

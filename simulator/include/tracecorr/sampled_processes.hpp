@@ -127,6 +127,7 @@ class SampledProcesses {
   void refresh(Process& p);
   // Asks each registered protocol for p's records; true when one publishes them.
   bool adopt(Process& p);
+  bool adopt_as(Process& p, const SampledProtocol& protocol, Expected<std::unique_ptr<SampledRecords>> located);
   void retire(Process& p, const std::string& why);
 
   Sampler& sampler_;

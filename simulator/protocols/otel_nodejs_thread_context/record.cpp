@@ -6,6 +6,7 @@
 #include <set>
 
 #include "otel_nodejs_thread_context/registry.hpp"
+#include "otel_nodejs_thread_context/walk.hpp"
 
 namespace tracecorr::otel_nodejs_thread_context {
 
@@ -30,6 +31,7 @@ const RecordLayout& thread_context_record_layout() {
         {"attrs_data_size", spec::kRecordAttrsDataSizeOffset, spec::kRecordAttrsDataSizeSize},
         {"attrs_data", spec::kRecordAttrsDataOffset, kRecordMaxBytes - spec::kRecordAttrsDataOffset},
     };
+    l.indirection = WalkFromTlsSlot{context_map_walk()};
     return l;
   }();
   return layout;

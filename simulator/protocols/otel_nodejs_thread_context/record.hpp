@@ -32,8 +32,8 @@ namespace tracecorr::otel_nodejs_thread_context {
 
 // The record as the engine's read_record takes it: a 28-byte header whose u16
 // at 26 says how many bytes follow, valid at 24 (only 1 readable), at most
-// kRecordMaxBytes read. Its indirection is the walk, not one pointer: only the
-// length and bounds are used.
+// kRecordMaxBytes read. Its indirection is the walk (walk.hpp's
+// context_map_walk), not one pointer.
 const RecordLayout& thread_context_record_layout();
 
 // Where the struct is: `otel_thread_ctx_nodejs_v1` in the .dynsym of any

@@ -186,6 +186,52 @@ bool reach_bucket(const ProcessMemory& m, WalkTrace& t, std::int64_t& head) {
 
 }  // namespace
 
+namespace {
+
+class ContextMapWalk final : public RecordWalk {
+ public:
+  std::string name() const override { return "V8 context-map walk from " + std::string(spec::kTlsSymbol); }
+
+  Expected<std::uint64_t> record_address(const ProcessMemory& memory, std::uint64_t slot) const override {
+    std::uint8_t bytes[spec::kDiscoverySize];
+    if (auto st = memory.read(slot, bytes); !st) return st.error().within(std::string(spec::kTlsSymbol) + " at " + hex_address(slot));
+    auto discovery = decode_discovery_struct(bytes);
+    if (!discovery) return discovery.error();
+    const WalkTrace trace = walk(memory, *discovery);
+    if (trace.found()) return *trace.record_pointer;
+    if (trace.end != WalkEnd::Failed) return std::uint64_t{0};
+    return make_error(ErrorKind::kMalformed, trace.error, std::string(spec::kTlsSymbol) + " at " + hex_address(slot));
+  }
+
+  std::optional<V8ContextMapShape> v8_context_map() const override {
+    V8ContextMapShape shape;
+    shape.struct_size = spec::kDiscoverySize;
+    shape.frame_slot_at = spec::kDiscoveryCpedSlotOffset;
+    shape.key_handle_at = spec::kDiscoveryAlsHandleOffset;
+    shape.hash_at = spec::kDiscoveryAlsIdentityHashOffset;
+    shape.record_offset_at = spec::kDiscoveryRecordSlotOffsetOffset;
+    shape.undefined_at = spec::kDiscoveryUndefinedAddrOffset;
+    shape.record_offset_min = spec::kV8RecordSlotOffsetMin;
+    shape.record_offset_max = spec::kV8RecordSlotOffsetMax;
+    shape.frame_table_offset = spec::kV8JsMapTableOffset;
+    shape.table_header_size = spec::kV8OrderedHashMapHeaderSize;
+    shape.load_factor = spec::kV8OrderedHashMapLoadFactor;
+    shape.max_buckets = spec::kV8MaxBuckets;
+    shape.chain_cap = spec::kV8ChainCap;
+    return shape;
+  }
+};
+// The shape the BPF program takes is the walk above: V8's word kinds and entries.
+static_assert(spec::kV8HeapObjectTagMask == 7 && spec::kV8HeapObjectTag == 1 && spec::kV8SmiShift == 32);
+static_assert(spec::kV8OrderedHashMapEntryWords == 3);
+
+}  // namespace
+
+std::shared_ptr<const RecordWalk> context_map_walk() {
+  static const auto walk = std::make_shared<const ContextMapWalk>();
+  return walk;
+}
+
 Expected<DiscoveryStruct> decode_discovery_struct(std::span<const std::uint8_t> bytes) {
   if (bytes.size() < spec::kDiscoverySize)
     return Error{"the discovery struct is " + std::to_string(bytes.size()) + " bytes, not " +

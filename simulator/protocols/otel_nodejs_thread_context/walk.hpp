@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "tracecorr/error.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/record_layout.hpp"
 
 namespace tracecorr::otel_nodejs_thread_context {
 
@@ -89,6 +91,13 @@ struct WalkTrace {
 // `memory`. Never reads more than 9 + kV8ChainCap words past the struct;
 // never throws; every address it reads comes from a checked word.
 WalkTrace walk(const ProcessMemory& memory, const DiscoveryStruct& discovery);
+
+// The walk as the engine's samplers take it (record_layout.hpp's RecordWalk):
+// the struct read at the thread's slot, then walk(). Every "no context" end
+// (a closed gate, nothing attached, a rehash in flight) is 0; a failed check
+// is an error naming its step and address. thread_context_record_layout()
+// carries it.
+std::shared_ptr<const RecordWalk> context_map_walk();
 
 // NJS-07's evidence: when the hashed bucket did not hold the ALS key, where the
 // key is in the table, by a scan of at most 2 x buckets entries (itself capped

@@ -163,6 +163,7 @@ struct SampledProcesses::Process {
   std::string exec_identity;  // changes when the process execs another program
   bool explicit_pid = false;
   const SampledProtocol* protocol = nullptr;  // nullptr: a process context alone, listed with its resource
+  std::string others_said;  // "; <protocol>: <why not>" of the protocols that did not take it, while it cannot be read
   nlohmann::json resource;                   // that context's resource
   std::unique_ptr<SampledRecords> records;  // set once located
   std::string state;
@@ -192,28 +193,46 @@ SampledProcesses::SampledProcesses(Sampler& sampler, process_context::Publicatio
 SampledProcesses::~SampledProcesses() = default;
 
 bool SampledProcesses::adopt(Process& p) {
+  // The first protocol that reads the process takes it. One that sees its
+  // variable announced under another schema passes it on (OTEP 4947's
+  // lookalike is the Node.js struct, which that schema's protocol reads).
+  // None reads it: the first that cannot takes it, saying what every other
+  // protocol said.
+  std::vector<std::pair<const SampledProtocol*, Error>> cannot;
   for (const SampledProtocol* protocol : sampled_protocols()) {
     auto located = protocol->locate(p.pid, cache_, defects_);
     if (located && !*located) continue;  // not published (yet)
-    if (!process_exists(p.pid)) return false;  // the error was its going
-    // No memory to look in (a kernel thread, a zombie): it publishes nothing.
-    // One tracecorr may not look into (a sandbox's init, even for root): it
-    // cannot tell, and says so only of a process it was asked for by pid.
-    // Taken for publishers, every kernel thread of the host was one, listed
-    // and located again at every rescan (a hundred in the arm64 guest).
-    if (!located && (located.error().kind == ErrorKind::kGone ||
-                     (located.error().kind == ErrorKind::kPermission && !p.explicit_pid)))
-      return false;
-    p.protocol = protocol;
-    if (located)
-      p.records = std::move(*located);
-    else
-      p.state = "publishes " + std::string(protocol->id()) + ", but its records cannot be read: " +
-                located.error().message();
-    if (notice_) notice_("pid " + std::to_string(p.pid) + ": publishes " + std::string(protocol->id()));
-    return true;
+    if (located) return adopt_as(p, *protocol, std::move(located));
+    cannot.emplace_back(protocol, located.error());
   }
-  return false;
+  if (cannot.empty()) return false;
+  // Another schema's answer goes last: a reader's own trouble comes first.
+  std::stable_partition(cannot.begin(), cannot.end(),
+                        [](const auto& c) { return c.second.kind != ErrorKind::kUnsupported; });
+  for (std::size_t i = 1; i < cannot.size(); ++i)
+    p.others_said += "; " + std::string(cannot[i].first->id()) + ": " + cannot[i].second.message();
+  return adopt_as(p, *cannot.front().first, std::move(cannot.front().second));
+}
+
+bool SampledProcesses::adopt_as(Process& p, const SampledProtocol& protocol,
+                                Expected<std::unique_ptr<SampledRecords>> located) {
+  if (!process_exists(p.pid)) return false;  // the error was its going
+  // No memory to look in (a kernel thread, a zombie): it publishes nothing.
+  // One tracecorr may not look into (a sandbox's init, even for root): it
+  // cannot tell, and says so only of a process it was asked for by pid.
+  // Taken for publishers, every kernel thread of the host was one, listed
+  // and located again at every rescan (a hundred in the arm64 guest).
+  if (!located && (located.error().kind == ErrorKind::kGone ||
+                   (located.error().kind == ErrorKind::kPermission && !p.explicit_pid)))
+    return false;
+  p.protocol = &protocol;
+  if (located)
+    p.records = std::move(*located);
+  else
+    p.state = "publishes " + std::string(protocol.id()) + ", but its records cannot be read: " +
+              located.error().message() + p.others_said;
+  if (notice_) notice_("pid " + std::to_string(p.pid) + ": publishes " + std::string(protocol.id()));
+  return true;
 }
 
 bool SampledProcesses::examine(pid_t pid, bool explicit_pid, bool context_alone) {
@@ -279,7 +298,7 @@ void SampledProcesses::refresh(Process& p) {
     auto located = p.protocol->locate(p.pid, cache_, defects_);
     if (!located) {
       set_state("publishes " + std::string(p.protocol->id()) + ", but its records cannot be read: " +
-                located.error().message());
+                located.error().message() + p.others_said);
       return;
     }
     if (!*located) {

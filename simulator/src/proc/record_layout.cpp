@@ -133,6 +133,7 @@ Status RecordLayout::check() const {
     if (f.size == 0 || f.offset > max_size || f.size > max_size - f.offset)
       return bad("field " + f.name + " (offset " + std::to_string(f.offset) + ", " + bytes_text(f.size) +
                  ") does not lie within max_size (" + std::to_string(max_size) + ")");
+  if (const auto* w = std::get_if<WalkFromTlsSlot>(&indirection); w && !w->walk) return bad("the walk is missing");
   if (const auto* a = std::get_if<PointerInMemoryArea>(&indirection); a && a->pointer_offset > kRecordMaxBytes)
     return bad("the area's pointer offset " + std::to_string(a->pointer_offset) + " is beyond " +
                std::to_string(kRecordMaxBytes));
@@ -237,7 +238,16 @@ Expected<std::uint64_t> pointer_address(const ProcessMemory& memory, const Recor
 }
 
 bool uses_thread_pointer(const RecordLayout& layout) {
-  return std::holds_alternative<PointerInTlsSlot>(layout.indirection);
+  return !std::holds_alternative<PointerInMemoryArea>(layout.indirection);
+}
+
+Expected<std::uint64_t> record_address(const ProcessMemory& memory, const RecordLayout& layout,
+                                       std::uint64_t pointer_address) {
+  if (const auto* walked = std::get_if<WalkFromTlsSlot>(&layout.indirection)) {
+    if (!walked->walk) return make_error(ErrorKind::kUnsupported, "the layout names no walk", layout.name);
+    return walked->walk->record_address(memory, pointer_address);
+  }
+  return memory.read_u64(pointer_address);
 }
 
 Expected<RecordRead> read_record(const ProcessMemory& memory, const RecordLayout& layout, std::uint64_t address) {

@@ -314,7 +314,7 @@ class PtraceSampler final : public Sampler {
       }
       return;
     }
-    auto rp = mem.read_u64(*slot);
+    auto rp = record_address(mem, layout, *slot);
     if (!rp) {
       s.error = SampleError::RecordPointerReadFailed;
       ++counters_.record_pointer_read_failed;

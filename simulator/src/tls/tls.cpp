@@ -381,7 +381,7 @@ Expected<ThreadRecordRead> read_thread_record(const ProcessMemory& mem, const Re
   auto slot = pointer_address(mem, layout, site, thread_pointer);
   if (!slot) return slot.error().within("TLS variable of the thread with thread pointer " + hex_address(thread_pointer));
   out.pointer_address = *slot;
-  auto pointer = mem.read_u64(*slot);
+  auto pointer = record_address(mem, layout, *slot);
   if (!pointer)
     return pointer.error().within(!uses_thread_pointer(layout) ? "record pointer at " + hex_address(*slot)
                                   : site.module

@@ -1,0 +1,185 @@
+#include "otel_nodejs_thread_context/agent/sampled.hpp"
+
+#include <chrono>
+
+#include "otel_nodejs_thread_context/record.hpp"
+#include "otel_nodejs_thread_context/registry.hpp"
+#include "tracecorr/memory.hpp"
+#include "tracecorr/process_context.hpp"
+#include "tracecorr/text.hpp"
+#include "tracecorr/tls.hpp"
+
+namespace tracecorr::otel_nodejs_thread_context {
+namespace {
+
+// A key map is read again at most this often (a record naming an index the
+// map lacks asks for it, NJSR-12).
+constexpr std::chrono::milliseconds kKeyMapRefreshInterval{500};
+
+// The record as an exported observation's context: a link when it is valid
+// (1) and its ids are not all zero, its flags, its attributes by name.
+RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named) {
+  RecordContext context;
+  if (!record.readable()) return context;
+  if (!is_zero(record.trace_id) || !is_zero(record.span_id)) {
+    context.link = RecordContext::Link{record.trace_id, record.span_id};
+    context.trace_flags = record.trace_flags;
+  }
+  otlp::Attributes attributes;
+  for (const auto& a : named.attributes) {
+    std::string text(a.value.begin(), a.value.end());
+    if (valid_utf8(text))
+      attributes.emplace(a.key, otlp::AttributeValue(std::move(text)));
+    else
+      attributes.emplace(a.key, otlp::AttributeValue(otlp::AttributeValue::Bytes(a.value)));
+  }
+  if (!attributes.empty()) context.attributes = std::make_shared<const otlp::Attributes>(std::move(attributes));
+  context.settled = named.unknown_indexes.empty();
+  return context;
+}
+
+// One process's records: the struct's module and how its threads reach it,
+// and the key map naming their attributes.
+class NodeThreadRecords final : public SampledRecords {
+ public:
+  NodeThreadRecords(pid_t pid, AgentLibrary module, TlsVariableAccess access, ReferenceData reference)
+      : pid_(pid), module_(std::move(module)), access_(std::move(access)), reference_(std::move(reference)) {
+    if (reference_.key_map) key_map_ = *reference_.key_map;
+  }
+
+  const RecordLayout& layout() const override { return thread_context_record_layout(); }
+  PointerSite site() const override { return access_.site; }
+
+  std::string where() const override {
+    std::string text = std::string(spec::kTlsSymbol) + " in " + module_.path + ", " + to_string(access_.model);
+    text += access_.dynamic() ? ", through each thread's DTV (" + std::string(to_string(access_.c_library)) + ")"
+                              : ", thread pointer " + signed_offset(access_.site.value);
+    return text + ", then V8's context map";
+  }
+
+  nlohmann::json description() const override {
+    nlohmann::json j = {{"variable", std::string(spec::kTlsSymbol)},
+                        {"module", module_.path},
+                        {"executable", module_.elf.executable},
+                        {"access_model", to_string(access_.model)},
+                        {"dynamic_tls", access_.dynamic()},
+                        {"c_library", to_string(access_.c_library)},
+                        {"explanation", access_.explanation},
+                        {"walk", layout_walk_name()},
+                        {"schema_version", reference_.schema_version ? nlohmann::json(*reference_.schema_version)
+                                                                     : nlohmann::json(nullptr)},
+                        {"key_map", key_map_},
+                        {"key_map_refreshed", key_map_refreshed_},
+                        {"key_map_reads", key_map_reads_}};
+    if (access_.dynamic()) {
+      j["module_id"] = access_.site.module->module_id;
+      j["offset"] = hex_address(access_.site.value);
+    } else {
+      j["tp_offset"] = static_cast<std::int64_t>(access_.site.value);
+    }
+    return j;
+  }
+
+  nlohmann::json decode(std::span<const std::uint8_t> bytes) override {
+    auto record = decode_record(bytes);
+    if (!record) return {{"error", record.error().message()}};
+    if (!record->readable()) return record_json(*record, nullptr);
+    auto named = name_attributes(*record, key_map_, [this] { return refresh_key_map(); });
+    return record_json(*record, &named);
+  }
+
+  RecordContext context(std::span<const std::uint8_t> bytes) override {
+    auto record = decode_record(bytes);
+    if (!record || !record->readable()) return {};
+    return record_context(*record, name_attributes(*record, key_map_, [this] { return refresh_key_map(); }));
+  }
+
+ private:
+  static std::string signed_offset(std::uint64_t value) {
+    const auto v = static_cast<std::int64_t>(value);
+    return (v < 0 ? "- " : "+ ") + std::to_string(v < 0 ? -v : v);
+  }
+  std::string layout_walk_name() const {
+    return std::get<WalkFromTlsSlot>(layout().indirection).walk->name();
+  }
+  // At most once per kKeyMapRefreshInterval: a record naming an unknown index
+  // asks at every decode, and a map read is a whole process-context read.
+  std::optional<KeyMap> refresh_key_map() {
+    const auto now = std::chrono::steady_clock::now();
+    if (key_map_reads_ > 0 && now - last_refresh_ < kKeyMapRefreshInterval) return std::nullopt;
+    last_refresh_ = now;
+    ++key_map_reads_;
+    auto fresh = current_key_map(pid_);
+    if (fresh) {
+      key_map_ = *fresh;
+      key_map_refreshed_ = true;
+    }
+    return fresh;
+  }
+
+  pid_t pid_;
+  AgentLibrary module_;
+  TlsVariableAccess access_;
+  ReferenceData reference_;
+  KeyMap key_map_;
+  bool key_map_refreshed_ = false;
+  std::size_t key_map_reads_ = 0;
+  std::chrono::steady_clock::time_point last_refresh_{};
+};
+
+class NodeThreadContextProtocol final : public SampledProtocol {
+ public:
+  std::string_view id() const override { return spec::kProtocol.id; }
+
+  Expected<std::unique_ptr<SampledRecords>> locate(pid_t pid, LibraryCache& cache,
+                                                   const ReaderDefects& defects) const override {
+    (void)defects;  // no reader defects of this schema yet
+    auto found = discover_process(pid, discovery_options(), cache);
+    if (!found) return found.error();
+    if (!*found) return std::unique_ptr<SampledRecords>();  // no module defines the struct
+    AgentLibrary module = std::move(**found);
+    if (!module.analysis_error.empty()) return make_error(module.analysis_error, module.path);
+    if (!module.elf.tls || !module.elf.tls->thread_local_storage())
+      return make_error(std::string(spec::kTlsSymbol) + " is not a thread-local variable (NJS-02)", module.path);
+    if (module.elf.tls->size != spec::kDiscoverySize)
+      return make_error(ErrorKind::kMalformed,
+                        std::string(spec::kTlsSymbol) + " is " + std::to_string(module.elf.tls->size) +
+                            " bytes, not the " + std::to_string(spec::kDiscoverySize) + " of the struct (NJS-02)",
+                        module.path);
+    auto reference = announced_schema(pid);
+    if (!reference) return reference.error();
+    auto c_library = detect_c_library(pid, module.elf.machine);
+    LiveProcessMemory memory(pid);
+    auto access = resolve_tls_access(memory, module, c_library ? *c_library : CLibrary::Unknown);
+    if (!access) return access.error();
+    return std::unique_ptr<SampledRecords>(
+        std::make_unique<NodeThreadRecords>(pid, std::move(module), std::move(*access), std::move(*reference)));
+  }
+
+ private:
+  // NJSR-01: only a context announcing this schema selects the walk. Its
+  // absence may be the writer's start-up (the context comes after the addon):
+  // kNotReady, asked again at the next rescan.
+  static Expected<ReferenceData> announced_schema(pid_t pid) {
+    auto snapshot = process_context::take_contents_snapshot(pid);
+    std::optional<ReferenceData> reference;
+    if (snapshot) reference = reference_data_of(*snapshot);
+    if (!reference || !reference->schema_version)
+      return make_error(ErrorKind::kNotReady, "no process context announces threadlocal.schema_version yet (NJSR-01)",
+                        "pid " + std::to_string(pid));
+    if (!reference->known_schema())
+      return make_error(ErrorKind::kUnsupported,
+                        "announced under another schema: " + printable_text(*reference->schema_version) + " (NJSR-01)",
+                        "pid " + std::to_string(pid));
+    return std::move(*reference);
+  }
+};
+
+}  // namespace
+
+const SampledProtocol& sampled_protocol() {
+  static const NodeThreadContextProtocol protocol;
+  return protocol;
+}
+
+}  // namespace tracecorr::otel_nodejs_thread_context

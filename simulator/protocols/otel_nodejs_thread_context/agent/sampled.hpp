@@ -1,0 +1,16 @@
+// The Node.js thread context as a sampled protocol (tracecorr/sampled_protocol.hpp):
+// the host agent finds `otel_thread_ctx_nodejs_v1` in any TLS model, reads
+// each thread's record through the V8 context-map walk (the layout's
+// indirection, walk.hpp) while the thread is stopped, and lists per thread
+// the ids, flags and attributes (named through the key map of the process
+// context) it read. Samplers without the walk (BPF, for now) refuse the
+// layout and say so. Registered with the package (register.cpp).
+#pragma once
+
+#include "tracecorr/sampled_protocol.hpp"
+
+namespace tracecorr::otel_nodejs_thread_context {
+
+const SampledProtocol& sampled_protocol();
+
+}  // namespace tracecorr::otel_nodejs_thread_context
