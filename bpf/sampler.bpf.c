@@ -3,7 +3,7 @@
  * process, read the thread's record by each of the process's layouts (data
  * in its `tracked` entry, one slot per protocol it publishes: through the
  * thread pointer and a static TLS offset, a DTV block, or a memory area, to
- * the record pointer or to a struct walked through V8's context map; a
+ * the record pointer or to a struct walked through a hash table; a
  * fixed size, or a size field read from the record's header) and emit one
  * ring record per layout, with the user stack unless the layout is
  * records-only. The process context header is read once per sample. When
@@ -208,54 +208,55 @@ not_allocated:
   return 0;
 }
 
-/* V8's word kinds (64-bit tagged words, no pointer compression). */
-static __always_inline int v8_heap_pointer(__u64 w) { return (w & 7) == 1; }
-static __always_inline int v8_smi(__u64 w) { return (w & 0xffffffffull) == 0; }
-static __always_inline __s64 v8_smi_value(__u64 w) { return (__s64)w >> 32; }
+/* Tagged 64-bit words: a heap pointer has tag 1 in its low 3 bits, a small
+ * integer its value in the high half and zeros in the low one. */
+static __always_inline int tagged_pointer(__u64 w) { return (w & 7) == 1; }
+static __always_inline int small_int(__u64 w) { return (w & 0xffffffffull) == 0; }
+static __always_inline __s64 small_int_value(__u64 w) { return (__s64)w >> 32; }
 
 static __always_inline int read_word(__u64* out, __u64 address) {
   return bpf_probe_read_user(out, sizeof(*out), (const void*)address);
 }
 
-/* The record's address, walked from the struct at `at` through V8's context
- * map (tc_process.v8_*), every word checked as the protocol's own walk checks
- * it (RecordWalk::v8_context_map): 0 with the status set when the thread shows
+/* The record's address, walked from the struct at `at` through the table
+ * (tc_process.walk_*), every word checked as the protocol's own walk checks
+ * it (RecordWalk::table_walk_shape): 0 with the status set when the thread shows
  * no record (a closed gate, no frame, the key absent or detached, a null slot,
  * a rehash in flight: TC_SAMPLE_RECORD_POINTER_NULL) or a read or check failed
  * (TC_SAMPLE_RECORD_POINTER_READ_FAILED). At most 9 reads plus one per hop. */
-static __always_inline __u64 v8_context_map_record(const struct tc_process* proc, __u64 at, struct tc_scratch* s) {
+static __always_inline __u64 table_walk_record(const struct tc_process* proc, __u64 at, struct tc_scratch* s) {
   __u64 slot = 0, key_handle = 0, undefined = 0, frame = 0, table = 0, key = 0, head = 0;
   __u32 hash = 0;
   __u8 record_offset = 0;
-  if (read_word(&slot, at + proc->v8_frame_slot_at) != 0) goto failed;
+  if (read_word(&slot, at + proc->walk_frame_slot_at) != 0) goto failed;
   if (slot == 0) goto none; /* the gate is closed */
-  if (read_word(&key_handle, at + proc->v8_key_handle_at) != 0 || read_word(&undefined, at + proc->v8_undefined_at) != 0 ||
-      bpf_probe_read_user(&hash, sizeof(hash), (const void*)(at + proc->v8_hash_at)) != 0 ||
-      bpf_probe_read_user(&record_offset, sizeof(record_offset), (const void*)(at + proc->v8_record_offset_at)) != 0)
+  if (read_word(&key_handle, at + proc->walk_key_handle_at) != 0 || read_word(&undefined, at + proc->walk_undefined_at) != 0 ||
+      bpf_probe_read_user(&hash, sizeof(hash), (const void*)(at + proc->walk_hash_at)) != 0 ||
+      bpf_probe_read_user(&record_offset, sizeof(record_offset), (const void*)(at + proc->walk_record_offset_at)) != 0)
     goto failed;
-  if (record_offset < proc->v8_record_offset_min || record_offset > proc->v8_record_offset_max || (record_offset & 7))
+  if (record_offset < proc->walk_record_offset_min || record_offset > proc->walk_record_offset_max || (record_offset & 7))
     goto failed;
   if (read_word(&frame, slot) != 0) goto failed;
   if (frame == undefined) goto none; /* nothing attached */
-  if (!v8_heap_pointer(frame) || read_word(&table, frame - 1 + proc->v8_frame_table_offset) != 0 ||
-      !v8_heap_pointer(table))
+  if (!tagged_pointer(frame) || read_word(&table, frame - 1 + proc->walk_frame_table_offset) != 0 ||
+      !tagged_pointer(table))
     goto failed;
   table -= 1;
   __u64 counts[3];
-  if (bpf_probe_read_user(counts, sizeof(counts), (const void*)(table + proc->v8_table_header_size)) != 0) goto failed;
-  if (v8_heap_pointer(counts[0])) goto none; /* a rehash forwards the table */
-  if (!v8_smi(counts[0]) || !v8_smi(counts[1]) || !v8_smi(counts[2])) goto failed;
-  const __s64 elements = v8_smi_value(counts[0]), deleted = v8_smi_value(counts[1]), buckets = v8_smi_value(counts[2]);
-  if (buckets < 1 || buckets > (__s64)proc->v8_max_buckets || (buckets & (buckets - 1)) != 0) goto failed;
-  if (elements < 0 || deleted < 0 || elements + deleted > buckets * proc->v8_load_factor) goto failed;
-  if (read_word(&key, key_handle) != 0 || !v8_heap_pointer(key)) goto failed;
-  const __u64 first_bucket = table + proc->v8_table_header_size + 3 * 8;
+  if (bpf_probe_read_user(counts, sizeof(counts), (const void*)(table + proc->walk_table_header_size)) != 0) goto failed;
+  if (tagged_pointer(counts[0])) goto none; /* a rehash forwards the table */
+  if (!small_int(counts[0]) || !small_int(counts[1]) || !small_int(counts[2])) goto failed;
+  const __s64 elements = small_int_value(counts[0]), deleted = small_int_value(counts[1]), buckets = small_int_value(counts[2]);
+  if (buckets < 1 || buckets > (__s64)proc->walk_max_buckets || (buckets & (buckets - 1)) != 0) goto failed;
+  if (elements < 0 || deleted < 0 || elements + deleted > buckets * proc->walk_load_factor) goto failed;
+  if (read_word(&key, key_handle) != 0 || !tagged_pointer(key)) goto failed;
+  const __u64 first_bucket = table + proc->walk_table_header_size + 3 * 8;
   if (read_word(&head, first_bucket + ((__u64)hash & (__u64)(buckets - 1)) * 8) != 0) goto failed;
   const __u64 first_entry = first_bucket + (__u64)buckets * 8;
   __u64 link = head;
-  for (__u32 hop = 0; hop < TC_V8_MAX_CHAIN && hop < proc->v8_chain_cap; ++hop) {
-    if (!v8_smi(link)) goto failed;
-    const __s64 index = v8_smi_value(link);
+  for (__u32 hop = 0; hop < TC_TABLE_WALK_MAX_CHAIN && hop < proc->walk_chain_cap; ++hop) {
+    if (!small_int(link)) goto failed;
+    const __s64 index = small_int_value(link);
     if (index == -1) goto none; /* the key is not in this frame */
     if (index < 0 || index >= elements + deleted) goto failed;
     __u64 entry[3]; /* key, value, chain */
@@ -268,11 +269,11 @@ static __always_inline __u64 v8_context_map_record(const struct tc_process* proc
     const __u64 wrapper = entry[1];
     if (wrapper == undefined) goto none; /* detached */
     __u64 record = 0;
-    if (!v8_heap_pointer(wrapper) || read_word(&record, wrapper - 1 + record_offset) != 0) goto failed;
+    if (!tagged_pointer(wrapper) || read_word(&record, wrapper - 1 + record_offset) != 0) goto failed;
     if (record == 0) goto none;
     return record;
   }
-  if (v8_smi(link) && v8_smi_value(link) == -1) goto none;
+  if (small_int(link) && small_int_value(link) == -1) goto none;
 failed: /* past the chain cap, too */
   s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
   count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
@@ -305,8 +306,8 @@ static __always_inline void emit_layout(void* ctx, const struct tc_process* proc
   } else {
     __u64 rp = 0;
     const __u64 at = proc->pointer_site + (indirection == TC_POINTER_IN_TLS_SLOT ? tp : block);
-    if (proc->flags & TC_PROCESS_F_V8_CONTEXT_MAP) {
-      if ((rp = v8_context_map_record(proc, at, s)) != 0) {
+    if (proc->flags & TC_PROCESS_F_TABLE_WALK) {
+      if ((rp = table_walk_record(proc, at, s)) != 0) {
         s->head.record_pointer = rp;
         length = read_record(proc, rp, s);
       } /* else: the walk said why */

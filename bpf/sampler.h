@@ -80,31 +80,31 @@ struct tc_process {
   tc_s16 dtv_count_entry;  /* the entry whose first word counts the module entries */
   tc_s16 dtv_generation_entry; /* the entry holding the DTV's generation (read when dtv_generation != 0) */
   tc_u16 reserved[3];
-  /* TC_PROCESS_F_V8_CONTEXT_MAP: the slot holds a struct the program walks
-   * to the record through V8's context map (V8ContextMapShape, checked by the
+  /* TC_PROCESS_F_TABLE_WALK: the slot holds a struct the program walks
+   * to the record through a hash table of tagged words (TableWalkShape, checked by the
    * loader): its words' offsets in the struct, the map's shape and bounds. */
-  tc_u32 v8_max_buckets;        /* a power of two */
-  tc_u16 v8_frame_table_offset; /* the table's word in the frame object */
-  tc_u16 v8_table_header_size;  /* bytes before the table's three counts */
-  tc_u16 v8_chain_cap;          /* hops at most, <= TC_V8_MAX_CHAIN */
-  tc_u8 v8_frame_slot_at;       /* u64: where the current frame is kept; 0 is a closed gate */
-  tc_u8 v8_key_handle_at;       /* u64: where the key is kept */
-  tc_u8 v8_hash_at;             /* u32: the key's hash */
-  tc_u8 v8_record_offset_at;    /* u8: the record pointer's offset in the value object */
-  tc_u8 v8_undefined_at;        /* u64: the runtime's undefined */
-  tc_u8 v8_record_offset_min, v8_record_offset_max; /* the record offsets believed (word-aligned) */
-  tc_u8 v8_load_factor;         /* entries per bucket at most */
-  tc_u8 v8_reserved[5];
+  tc_u32 walk_max_buckets;        /* a power of two */
+  tc_u16 walk_frame_table_offset; /* the table's word in the frame object */
+  tc_u16 walk_table_header_size;  /* bytes before the table's three counts */
+  tc_u16 walk_chain_cap;          /* hops at most, <= TC_TABLE_WALK_MAX_CHAIN */
+  tc_u8 walk_frame_slot_at;       /* u64: where the current frame is kept; 0 is a closed gate */
+  tc_u8 walk_key_handle_at;       /* u64: where the key is kept */
+  tc_u8 walk_hash_at;             /* u32: the key's hash */
+  tc_u8 walk_record_offset_at;    /* u8: the record pointer's offset in the value object */
+  tc_u8 walk_undefined_at;        /* u64: the runtime's undefined */
+  tc_u8 walk_record_offset_min, walk_record_offset_max; /* the record offsets believed (word-aligned) */
+  tc_u8 walk_load_factor;         /* entries per bucket at most */
+  tc_u8 walk_reserved[5];
 };
-/* Chain hops a V8 context-map walk follows at most (V8ContextMapShape::chain_cap). */
-#define TC_V8_MAX_CHAIN 16
+/* Chain hops a table walk follows at most (TableWalkShape::chain_cap). */
+#define TC_TABLE_WALK_MAX_CHAIN 16
 /* Skip bpf_get_stack for this layout's records (records only). */
 #define TC_PROCESS_F_NO_STACK 1u
 /* The slot holds a layout (set by the loader for every slot it fills). */
 #define TC_PROCESS_F_TRACKED 2u
 /* The TLS slot (static or in a DTV block) holds a struct walked to the record
- * through V8's context map, not the record pointer (tc_process.v8_*). */
-#define TC_PROCESS_F_V8_CONTEXT_MAP 4u
+ * through a hash table of tagged words, not the record pointer (tc_process.walk_*). */
+#define TC_PROCESS_F_TABLE_WALK 4u
 
 /* Value of the `tracked` hash map, keyed by tgid (u32): the process's layouts,
  * one per slot, and its process context header, read once per perf sample.

@@ -203,9 +203,9 @@ namespace {
 // The walk's shape into the entry, once it is one the program can follow:
 // every word inside the struct, a power-of-two bucket bound, a chain within
 // the program's own cap.
-Status put_v8_context_map(const V8ContextMapShape& shape, tc_process& value) {
+Status put_table_walk(const TableWalkShape& shape, tc_process& value) {
   const auto bad = [](const std::string& what) {
-    return make_error(ErrorKind::kUnsupported, "a V8 context map the program cannot walk: " + what, "BPF sampler");
+    return make_error(ErrorKind::kUnsupported, "a table the program cannot walk: " + what, "BPF sampler");
   };
   for (unsigned at : {shape.frame_slot_at, shape.key_handle_at, shape.undefined_at})
     if (at + 8u > shape.struct_size) return bad("a word at " + std::to_string(at) + " past the struct");
@@ -213,21 +213,21 @@ Status put_v8_context_map(const V8ContextMapShape& shape, tc_process& value) {
     return bad("the hash or record offset past the struct");
   if (shape.max_buckets == 0 || (shape.max_buckets & (shape.max_buckets - 1)) != 0)
     return bad("a bucket bound that is no power of two");
-  if (shape.chain_cap == 0 || shape.chain_cap > TC_V8_MAX_CHAIN)
-    return bad("a chain cap outside 1.." + std::to_string(TC_V8_MAX_CHAIN));
-  value.flags |= TC_PROCESS_F_V8_CONTEXT_MAP;
-  value.v8_max_buckets = shape.max_buckets;
-  value.v8_frame_table_offset = shape.frame_table_offset;
-  value.v8_table_header_size = shape.table_header_size;
-  value.v8_chain_cap = shape.chain_cap;
-  value.v8_frame_slot_at = shape.frame_slot_at;
-  value.v8_key_handle_at = shape.key_handle_at;
-  value.v8_hash_at = shape.hash_at;
-  value.v8_record_offset_at = shape.record_offset_at;
-  value.v8_undefined_at = shape.undefined_at;
-  value.v8_record_offset_min = shape.record_offset_min;
-  value.v8_record_offset_max = shape.record_offset_max;
-  value.v8_load_factor = shape.load_factor;
+  if (shape.chain_cap == 0 || shape.chain_cap > TC_TABLE_WALK_MAX_CHAIN)
+    return bad("a chain cap outside 1.." + std::to_string(TC_TABLE_WALK_MAX_CHAIN));
+  value.flags |= TC_PROCESS_F_TABLE_WALK;
+  value.walk_max_buckets = shape.max_buckets;
+  value.walk_frame_table_offset = shape.frame_table_offset;
+  value.walk_table_header_size = shape.table_header_size;
+  value.walk_chain_cap = shape.chain_cap;
+  value.walk_frame_slot_at = shape.frame_slot_at;
+  value.walk_key_handle_at = shape.key_handle_at;
+  value.walk_hash_at = shape.hash_at;
+  value.walk_record_offset_at = shape.record_offset_at;
+  value.walk_undefined_at = shape.undefined_at;
+  value.walk_record_offset_min = shape.record_offset_min;
+  value.walk_record_offset_max = shape.record_offset_max;
+  value.walk_load_factor = shape.load_factor;
   return Ok{};
 }
 
@@ -241,12 +241,12 @@ Expected<tc_process> tracked_entry(const RecordLayout& layout, const PointerSite
   value.flags = flags | TC_PROCESS_F_TRACKED;
   value.pointer_site = site.value;
   if (const auto* walked = std::get_if<WalkFromTlsSlot>(&layout.indirection)) {
-    auto shape = walked->walk->v8_context_map();
+    auto shape = walked->walk->table_walk_shape();
     if (!shape)
       return make_error(ErrorKind::kUnsupported,
                         "the program has no " + walked->walk->name() + ": read these records with --reader ptrace",
                         "BPF sampler");
-    if (auto st = put_v8_context_map(*shape, value); !st) return st.error();
+    if (auto st = put_table_walk(*shape, value); !st) return st.error();
   }
   if (const auto* area = std::get_if<PointerInMemoryArea>(&layout.indirection)) {
     value.indirection = TC_POINTER_IN_MEMORY_AREA;

@@ -33,7 +33,7 @@ import arm64_vm
 import conform_support as cs
 from arm64_vm import arm64_guest, missing_payload, section_json, section_text
 from test_agent_thread_context import assert_reads_what_was_published
-from test_conform_tctx_mutants import (DYNAMIC_TLS, PACKAGE, PROTOCOL, SKIPPED_IN_PLACE,
+from test_conform_tctx_mutants import (DYNAMIC_TLS, EXECUTABLE_MODELS, PACKAGE, PROTOCOL, SKIPPED_IN_PLACE,
                                        mutants_document, models, problems, program)
 
 ARCH = "arm64"
@@ -54,6 +54,27 @@ REFERENCE_RETRIES = 1
 # skipped. The reference appends a key every second (--late-key-every-ms, as an
 # SDK whose workers' tracers start one by one), so a republication follows the
 # first read whenever it comes.
+
+# The rules a model's own run judges in the guest: those its model changes on arm64. Its ELF (TCTX-01..05:
+# the relocations arm64's linker makes for it), the records read through its TLS (11..13, 15..17, 19, 20)
+# and the stores its slot's watchpoints stop (21, 24, 25, 28). The others read nothing a model changes: the
+# process context's keys and their updates (06..08, 10), the records against the exported spans (14, 27).
+# They are judged on FULL_RUN_MODEL's run here, on every model on x86-64. Under emulation they were the
+# runs' long waits (a republication of the key map, the spans' export) and, in the CI of 2026-11-28, the
+# cause of every inconclusive model run (TCTX-08 or 14 skipped, issue 25).
+MODEL_RULES = ["TCTX-01", "TCTX-02", "TCTX-03", "TCTX-04", "TCTX-05", "TCTX-11", "TCTX-12", "TCTX-13",
+               "TCTX-15", "TCTX-16", "TCTX-17", "TCTX-19", "TCTX-20", "TCTX-21", "TCTX-24", "TCTX-25", "TCTX-28"]
+FULL_RUN_MODEL = "tlsdesc"
+
+
+def model_rules(run: str) -> list[str] | None:
+    """The rules `run` judges: every writer rule on FULL_RUN_MODEL, else MODEL_RULES (in an executable the
+    linker relaxes every access, leaving TCTX-04 and 05 nothing to judge)."""
+    model = run.split(":")[0]
+    if run == FULL_RUN_MODEL:
+        return None
+    return [r for r in MODEL_RULES if not (model in EXECUTABLE_MODELS and r in {"TCTX-04", "TCTX-05"})]
+
 
 DOCUMENT = mutants_document(ARCH)
 # The Rust-style writer's mutants are x86-64's only: rustc's standard library is installed for the host alone.
@@ -127,7 +148,7 @@ def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
     for run in REFERENCE_RUNS:
         model = run.split(":")[0]
         jobs[f"model:{run}"] = arm64_guest.ConformJob(
-            job_name(run), program(model, arch=ARCH), reference_args, PROTOCOL,
+            job_name(run), program(model, arch=ARCH), reference_args, PROTOCOL, only=model_rules(run) or [],
             env=DYNAMIC_TLS if run.endswith(":dynamic-tls") else {}, options=CONFORM_OPTIONS)
         # One more attempt, not two: in the CI of 2026-11-28 eight of the twelve took three (50-70 s each)
         # and six of those eight were still inconclusive (issue 25); the guest, the CI's long pole, timed out.
@@ -179,7 +200,7 @@ def test_every_model_and_mutant_is_built_for_arm64():
 @pytest.mark.parametrize("name", REFERENCE_RUNS)
 def test_reference_passes_every_writer_rule(guest, name):
     run = guest_run(guest, f"model:{name}")
-    found = problems(run, name.split(":")[0])
+    found = problems(run, name.split(":")[0], only=model_rules(name))
     assert not found, "\n".join(found) + "\n" + run.explain()
     assert run.returncode == cs.EXIT_OK, run.explain()
 

@@ -89,13 +89,14 @@ def problems(run: cs.ConformRun, model: str, skipped: dict[str, str] | None = No
              only: list[str] | None = None) -> list[str]:
     """What is wrong with a run of the conforming writer: every writer rule
     passes on evidence, or is skipped for its stated reason. `only`: the
-    results of these requirements (a run that judged other protocols too)."""
+    requirements the run was to judge, and the results looked at (a run that
+    judged other protocols too, or judged some rules alone)."""
     if run.report is None:
         return [f"no report (exit {run.returncode}): {run.stderr[-2000:]}"]
     results = [r for r in run.report["results"] if only is None or r["id"] in only]
     verdicts = {r["id"]: r["verdict"] for r in results}
     out = []
-    if sorted(verdicts) != sorted(WRITER_RULES):
+    if sorted(verdicts) != sorted(WRITER_RULES if only is None else only):
         out.append(f"judged {sorted(verdicts)}, not the writer rules")
     for r in results:
         rid, verdict, reason = r["id"], r["verdict"], r["reason"]

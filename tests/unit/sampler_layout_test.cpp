@@ -477,39 +477,39 @@ TEST(BpfTrackedEntry, CarriesTheLayoutAsData) {
   EXPECT_EQ(refused.error().kind, ErrorKind::kMalformed);
 }
 
-// A walk's shape as data (RecordWalk::v8_context_map): the struct's words and
+// A walk's shape as data (RecordWalk::table_walk_shape): the struct's words and
 // the map's bounds, refused when the program could not follow them.
 class ShapedWalk final : public RecordWalk {
  public:
-  explicit ShapedWalk(std::optional<V8ContextMapShape> shape) : shape_(shape) {}
+  explicit ShapedWalk(std::optional<TableWalkShape> shape) : shape_(shape) {}
   std::string name() const override { return "the test's walk"; }
   Expected<std::uint64_t> record_address(const ProcessMemory&, std::uint64_t) const override { return std::uint64_t{0}; }
-  std::optional<V8ContextMapShape> v8_context_map() const override { return shape_; }
+  std::optional<TableWalkShape> table_walk_shape() const override { return shape_; }
 
  private:
-  std::optional<V8ContextMapShape> shape_;
+  std::optional<TableWalkShape> shape_;
 };
 
-RecordLayout walked_layout(std::optional<V8ContextMapShape> shape) {
+RecordLayout walked_layout(std::optional<TableWalkShape> shape) {
   RecordLayout layout = tracecorr::test_support::test_record_layout();
   layout.indirection = WalkFromTlsSlot{std::make_shared<const ShapedWalk>(shape)};
   return layout;
 }
 
 TEST(BpfTrackedEntry, CarriesAWalksShapeAsData) {
-  V8ContextMapShape shape;
+  TableWalkShape shape;
   shape.record_offset_at = 21;
   shape.frame_table_offset = 40;
   shape.chain_cap = 5;
   auto walked = bpf::tracked_entry(walked_layout(shape), PointerSite::tls_offset(-632), 0);
   ASSERT_TRUE(walked) << walked.error().message();
   EXPECT_EQ(walked->indirection, TC_POINTER_IN_TLS_SLOT);  // the struct is where a pointer would be
-  EXPECT_EQ(walked->flags, TC_PROCESS_F_TRACKED | TC_PROCESS_F_V8_CONTEXT_MAP);
-  EXPECT_EQ(walked->v8_record_offset_at, 21);
-  EXPECT_EQ(walked->v8_frame_table_offset, 40);
-  EXPECT_EQ(walked->v8_chain_cap, 5);
-  EXPECT_EQ(walked->v8_max_buckets, 65536u);
-  EXPECT_EQ(walked->v8_undefined_at, 24);
+  EXPECT_EQ(walked->flags, TC_PROCESS_F_TRACKED | TC_PROCESS_F_TABLE_WALK);
+  EXPECT_EQ(walked->walk_record_offset_at, 21);
+  EXPECT_EQ(walked->walk_frame_table_offset, 40);
+  EXPECT_EQ(walked->walk_chain_cap, 5);
+  EXPECT_EQ(walked->walk_max_buckets, 65536u);
+  EXPECT_EQ(walked->walk_undefined_at, 24);
 
   // No shape: no walk in the program, and the refusal names the reader that has one.
   auto unshaped = bpf::tracked_entry(walked_layout(std::nullopt), PointerSite::tls_offset(-632), 0);
@@ -517,13 +517,13 @@ TEST(BpfTrackedEntry, CarriesAWalksShapeAsData) {
   EXPECT_EQ(unshaped.error().kind, ErrorKind::kUnsupported);
   EXPECT_NE(unshaped.error().message().find("--reader ptrace"), std::string::npos) << unshaped.error().message();
   // Shapes the program cannot follow.
-  for (auto spoil : std::vector<void (*)(V8ContextMapShape&)>{
-           [](V8ContextMapShape& s) { s.undefined_at = 25; },   // its word ends past the 32-byte struct
-           [](V8ContextMapShape& s) { s.chain_cap = TC_V8_MAX_CHAIN + 1; },
-           [](V8ContextMapShape& s) { s.chain_cap = 0; },
-           [](V8ContextMapShape& s) { s.max_buckets = 1000; },  // no power of two
+  for (auto spoil : std::vector<void (*)(TableWalkShape&)>{
+           [](TableWalkShape& s) { s.undefined_at = 25; },   // its word ends past the 32-byte struct
+           [](TableWalkShape& s) { s.chain_cap = TC_TABLE_WALK_MAX_CHAIN + 1; },
+           [](TableWalkShape& s) { s.chain_cap = 0; },
+           [](TableWalkShape& s) { s.max_buckets = 1000; },  // no power of two
        }) {
-    V8ContextMapShape bad;
+    TableWalkShape bad;
     spoil(bad);
     auto refused = bpf::tracked_entry(walked_layout(bad), PointerSite::tls_offset(-632), 0);
     ASSERT_FALSE(refused);

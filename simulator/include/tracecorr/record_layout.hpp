@@ -67,13 +67,16 @@ struct PointerInMemoryArea {
   bool operator==(const PointerInMemoryArea&) const = default;
 };
 // A walk as data, for a sampler that cannot call the protocol's code (the
-// BPF program): V8's context map (Node.js's AsyncContextFrame, a JS Map whose
-// OrderedHashMap holds the record's wrapper under a key), from a struct in
-// the thread's TLS. 64-bit tagged words, no pointer compression: a heap
-// pointer has tag 1 in its low 3 bits, a Smi is its value << 32. Every word
-// is checked as the protocol's own walk checks it; the offsets are the
-// protocol's (its registry), the shape V8's.
-struct V8ContextMapShape {
+// BPF program): a hash table in a runtime's heap (the Node.js thread
+// context's, for one). The struct in the thread's TLS keeps where the current
+// frame object is, the key object and its hash, the runtime's "undefined",
+// and where a value object keeps the record pointer; the frame holds the
+// table: three small-integer counts (elements, deleted, buckets), the bucket
+// heads, then entries of three words {key, value, chain}. Words are tagged,
+// 64 bits: a heap pointer has tag 1 in its low 3 bits, a small integer its
+// value in the high half. Every word is checked as the protocol's own walk
+// checks it; the numbers are the protocol's (its registry).
+struct TableWalkShape {
   std::uint8_t struct_size = 32;   // the struct's bytes; every word below lies within them
   std::uint8_t frame_slot_at = 0;  // u64: where the current frame is kept (0: a closed gate, no context)
   std::uint8_t key_handle_at = 8;  // u64: where the key object is kept
@@ -82,31 +85,31 @@ struct V8ContextMapShape {
   std::uint8_t undefined_at = 24;  // u64: the runtime's undefined (no frame, a detached key)
   std::uint8_t record_offset_min = 8, record_offset_max = 248;  // word offsets believed
   std::uint16_t frame_table_offset = 24;  // the table's word in the frame object
-  std::uint16_t table_header_size = 16;   // bytes before the three Smi counts (elements, deleted, buckets)
+  std::uint16_t table_header_size = 16;   // bytes before the three small-integer counts
   std::uint8_t load_factor = 2;           // elements + deleted <= buckets x this
   std::uint32_t max_buckets = 65536;      // a power of two
   std::uint16_t chain_cap = 16;           // hops at most
-  bool operator==(const V8ContextMapShape&) const = default;
+  bool operator==(const TableWalkShape&) const = default;
 };
 
 // thread pointer + the process's TLS offset -> a struct -> a walk through
 // runtime objects -> record: a runtime whose records hang off its own heap
-// (Node.js: V8's context map, several checked reads). The walk is the
+// (the Node.js thread context: several checked reads). The walk is the
 // protocol's code, bounded by it (RecordWalk); samplers that read by process
 // memory call it where the others read one pointer. The BPF program follows
-// the walk's shape as data when it has one (v8_context_map()), and refuses
+// the walk's shape as data when it has one (table_walk_shape()), and refuses
 // the layout, naming the walk, when it has none.
 class RecordWalk {
  public:
   virtual ~RecordWalk() = default;
-  virtual std::string name() const = 0;  // in messages: "the V8 context-map walk of ..."
+  virtual std::string name() const = 0;  // in messages: "the context-map walk from ..."
   // The record's address, starting at the thread's struct at `slot`. 0: the
   // thread shows no record now (a state the writer may be in: a closed gate,
   // nothing attached). An error: a read failed or a check did not hold, named.
   // Hostile memory: never more reads than the walk's own bound.
   virtual Expected<std::uint64_t> record_address(const ProcessMemory& memory, std::uint64_t slot) const = 0;
-  // The same walk as data (for the BPF program), when it is V8's context map.
-  virtual std::optional<V8ContextMapShape> v8_context_map() const { return std::nullopt; }
+  // The same walk as data (for the BPF program), when it is a table walk of that shape.
+  virtual std::optional<TableWalkShape> table_walk_shape() const { return std::nullopt; }
 };
 struct WalkFromTlsSlot {
   std::shared_ptr<const RecordWalk> walk;

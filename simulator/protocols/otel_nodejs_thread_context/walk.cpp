@@ -203,8 +203,8 @@ class ContextMapWalk final : public RecordWalk {
     return make_error(ErrorKind::kMalformed, trace.error, std::string(spec::kTlsSymbol) + " at " + hex_address(slot));
   }
 
-  std::optional<V8ContextMapShape> v8_context_map() const override {
-    V8ContextMapShape shape;
+  std::optional<TableWalkShape> table_walk_shape() const override {
+    TableWalkShape shape;
     shape.struct_size = spec::kDiscoverySize;
     shape.frame_slot_at = spec::kDiscoveryCpedSlotOffset;
     shape.key_handle_at = spec::kDiscoveryAlsHandleOffset;
