@@ -69,6 +69,12 @@ static __always_inline void count(struct tc_scratch* s, __u32 which) {
   if (which < TC_CTR_COUNT) s->counters[which] += 1;
 }
 
+/* How far the sample's record read got, and its counter. */
+static __always_inline void set_status(struct tc_scratch* s, __u8 status, __u32 counter) {
+  s->head.status = status;
+  count(s, counter);
+}
+
 static __always_inline __u64 thread_pointer(void) {
   void* task = (void*)bpf_get_current_task();
   if (bpf_core_field_exists(((struct task_struct___x86*)0)->thread.fsbase))
@@ -114,8 +120,7 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
   __u32 fixed = proc->fixed_size;
   if (fixed > TC_RECORD_MAX_BYTES) fixed = TC_RECORD_MAX_BYTES;
   if (bpf_probe_read_user(s->body, TC_FOR_VERIFIER(fixed, TC_RECORD_MAX_BYTES), (const void*)rp) != 0) {
-    s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
-    count(s, TC_CTR_RECORD_READ_FAILED);
+    set_status(s, TC_SAMPLE_RECORD_READ_FAILED, TC_CTR_RECORD_READ_FAILED);
     return 0;
   }
   __u64 declared = fixed;
@@ -130,14 +135,12 @@ static __always_inline __u32 read_record(const struct tc_process* proc, __u64 rp
      * would need offset + size bounded together, which it does not track. */
     if (length > TC_RECORD_MAX_BYTES) length = TC_RECORD_MAX_BYTES;
     if (bpf_probe_read_user(s->body, TC_FOR_VERIFIER(length, TC_RECORD_MAX_BYTES), (const void*)rp) != 0) {
-      s->head.status = TC_SAMPLE_RECORD_READ_FAILED;
-      count(s, TC_CTR_RECORD_READ_FAILED);
+      set_status(s, TC_SAMPLE_RECORD_READ_FAILED, TC_CTR_RECORD_READ_FAILED);
       return 0;
     }
   }
   if (declared > max) {
-    s->head.status = TC_SAMPLE_RECORD_TRUNCATED;
-    count(s, TC_CTR_RECORD_TRUNCATED);
+    set_status(s, TC_SAMPLE_RECORD_TRUNCATED, TC_CTR_RECORD_TRUNCATED);
   }
   __u8 valid = s->body[TC_BOUND(proc->valid_offset)];
   if (!((proc->valid_values[(valid >> 6) & 3] >> (valid & 63)) & 1))
@@ -199,12 +202,10 @@ static __always_inline __u64 module_block(const struct tc_process* proc, __u64 t
   if (word == 0 || (proc->dtv_unallocated != 0 && word == proc->dtv_unallocated)) goto not_allocated;
   return word;
 unreadable:
-  s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
-  count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
+  set_status(s, TC_SAMPLE_RECORD_POINTER_READ_FAILED, TC_CTR_RECORD_POINTER_READ_FAILED);
   return 0;
 not_allocated:
-  s->head.status = TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED;
-  count(s, TC_CTR_TLS_BLOCK_NOT_ALLOCATED);
+  set_status(s, TC_SAMPLE_TLS_BLOCK_NOT_ALLOCATED, TC_CTR_TLS_BLOCK_NOT_ALLOCATED);
   return 0;
 }
 
@@ -275,12 +276,10 @@ static __always_inline __u64 table_walk_record(const struct tc_process* proc, __
   }
   if (small_int(link) && small_int_value(link) == -1) goto none;
 failed: /* past the chain cap, too */
-  s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
-  count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
+  set_status(s, TC_SAMPLE_RECORD_POINTER_READ_FAILED, TC_CTR_RECORD_POINTER_READ_FAILED);
   return 0;
 none:
-  s->head.status = TC_SAMPLE_RECORD_POINTER_NULL;
-  count(s, TC_CTR_RECORD_POINTER_NULL);
+  set_status(s, TC_SAMPLE_RECORD_POINTER_NULL, TC_CTR_RECORD_POINTER_NULL);
   return 0;
 }
 
@@ -299,8 +298,7 @@ static __always_inline void emit_layout(void* ctx, const struct tc_process* proc
   const __u8 indirection = proc->indirection;
   __u64 block = 0;
   if (indirection != TC_POINTER_IN_MEMORY_AREA && tp == 0) {
-    s->head.status = TC_SAMPLE_THREAD_POINTER_FAILED;
-    count(s, TC_CTR_THREAD_POINTER_FAILED);
+    set_status(s, TC_SAMPLE_THREAD_POINTER_FAILED, TC_CTR_THREAD_POINTER_FAILED);
   } else if (indirection == TC_POINTER_IN_DTV_BLOCK && (block = module_block(proc, tp, s)) == 0) {
     /* no block for the module: module_block said why */
   } else {
@@ -312,11 +310,9 @@ static __always_inline void emit_layout(void* ctx, const struct tc_process* proc
         length = read_record(proc, rp, s);
       } /* else: the walk said why */
     } else if (bpf_probe_read_user(&rp, sizeof(rp), (const void*)at) != 0) {
-      s->head.status = TC_SAMPLE_RECORD_POINTER_READ_FAILED;
-      count(s, TC_CTR_RECORD_POINTER_READ_FAILED);
+      set_status(s, TC_SAMPLE_RECORD_POINTER_READ_FAILED, TC_CTR_RECORD_POINTER_READ_FAILED);
     } else if (rp == 0) {
-      s->head.status = TC_SAMPLE_RECORD_POINTER_NULL;
-      count(s, TC_CTR_RECORD_POINTER_NULL);
+      set_status(s, TC_SAMPLE_RECORD_POINTER_NULL, TC_CTR_RECORD_POINTER_NULL);
     } else {
       s->head.record_pointer = rp;
       length = read_record(proc, rp, s);

@@ -51,6 +51,17 @@ struct RecordContext {
   bool operator==(const RecordContext& other) const;
 };
 
+// The context of a readable record that carries ids, flags and named values
+// (OTEP 4947's layout, whichever way it was reached): a link unless both ids
+// are zero, the flags with it, each value as a string when it is UTF-8 and
+// as bytes otherwise. `settled`: RecordContext::settled.
+struct NamedValue {
+  std::string key;
+  std::span<const std::uint8_t> value;
+};
+RecordContext linked_context(const TraceId& trace_id, const SpanId& span_id, std::uint8_t trace_flags,
+                             const std::vector<NamedValue>& values, bool settled);
+
 // One process's records, as its protocol located them.
 class SampledRecords {
  public:

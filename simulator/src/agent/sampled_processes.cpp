@@ -10,6 +10,7 @@
 #include "tracecorr/plugin_registry.hpp"
 #include "tracecorr/process_context.hpp"
 #include "tracecorr/procfs.hpp"
+#include "tracecorr/text.hpp"
 
 namespace tracecorr {
 namespace {
@@ -95,6 +96,26 @@ bool RecordContext::operator==(const RecordContext& other) const {
 
 void register_sampled_protocol(const SampledProtocol& protocol) { registry().add(protocol); }
 std::vector<const SampledProtocol*> sampled_protocols() { return registry().all(); }
+
+RecordContext linked_context(const TraceId& trace_id, const SpanId& span_id, std::uint8_t trace_flags,
+                             const std::vector<NamedValue>& values, bool settled) {
+  RecordContext context;
+  if (!is_zero(trace_id) || !is_zero(span_id)) {
+    context.link = RecordContext::Link{trace_id, span_id};
+    context.trace_flags = trace_flags;
+  }
+  otlp::Attributes attributes;
+  for (const auto& v : values) {
+    std::string text(v.value.begin(), v.value.end());
+    if (valid_utf8(text))
+      attributes.emplace(v.key, otlp::AttributeValue(std::move(text)));
+    else
+      attributes.emplace(v.key, otlp::AttributeValue(otlp::AttributeValue::Bytes(v.value.begin(), v.value.end())));
+  }
+  if (!attributes.empty()) context.attributes = std::make_shared<const otlp::Attributes>(std::move(attributes));
+  context.settled = settled;
+  return context;
+}
 
 // ---- FollowedContext ------------------------------------------------------------------
 

@@ -16,26 +16,13 @@ namespace {
 // map lacks asks for it, NJSR-12).
 constexpr std::chrono::milliseconds kKeyMapRefreshInterval{500};
 
-// The record as an exported observation's context: a link when it is valid
-// (1) and its ids are not all zero, its flags, its attributes by name.
+// The record as an exported observation's context (valid 1: a link, its
+// flags, its attributes by name; otherwise none).
 RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named) {
-  RecordContext context;
-  if (!record.readable()) return context;
-  if (!is_zero(record.trace_id) || !is_zero(record.span_id)) {
-    context.link = RecordContext::Link{record.trace_id, record.span_id};
-    context.trace_flags = record.trace_flags;
-  }
-  otlp::Attributes attributes;
-  for (const auto& a : named.attributes) {
-    std::string text(a.value.begin(), a.value.end());
-    if (valid_utf8(text))
-      attributes.emplace(a.key, otlp::AttributeValue(std::move(text)));
-    else
-      attributes.emplace(a.key, otlp::AttributeValue(otlp::AttributeValue::Bytes(a.value)));
-  }
-  if (!attributes.empty()) context.attributes = std::make_shared<const otlp::Attributes>(std::move(attributes));
-  context.settled = named.unknown_indexes.empty();
-  return context;
+  if (!record.readable()) return {};
+  std::vector<NamedValue> values;
+  for (const auto& a : named.attributes) values.push_back({a.key, a.value});
+  return linked_context(record.trace_id, record.span_id, record.trace_flags, values, named.unknown_indexes.empty());
 }
 
 // One process's records: the struct's module and how its threads reach it,

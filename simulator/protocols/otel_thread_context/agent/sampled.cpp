@@ -187,23 +187,10 @@ class ThreadContextProtocol final : public SampledProtocol {
 
 RecordContext record_context(const ThreadContextRecord& record, const NamedAttributes& named,
                              const ReadingPolicy& policy) {
-  RecordContext context;
-  if (!record.readable() && !policy.ignore_valid) return context;
-  if (!is_zero(record.trace_id) || !is_zero(record.span_id)) {
-    context.link = RecordContext::Link{record.trace_id, record.span_id};
-    context.trace_flags = record.trace_flags;
-  }
-  otlp::Attributes attributes;
-  for (const auto& a : named.attributes) {
-    std::string text(a.value.begin(), a.value.end());
-    if (valid_utf8(text))
-      attributes.emplace(a.key, otlp::AttributeValue(std::move(text)));
-    else
-      attributes.emplace(a.key, otlp::AttributeValue(otlp::AttributeValue::Bytes(a.value)));
-  }
-  if (!attributes.empty()) context.attributes = std::make_shared<const otlp::Attributes>(std::move(attributes));
-  context.settled = named.unknown_indexes.empty();
-  return context;
+  if (!record.readable() && !policy.ignore_valid) return {};
+  std::vector<NamedValue> values;
+  for (const auto& a : named.attributes) values.push_back({a.key, a.value});
+  return linked_context(record.trace_id, record.span_id, record.trace_flags, values, named.unknown_indexes.empty());
 }
 
 // Each defect's name, and what it breaks, in the words of the rules (spec/otel-thread-context.md).
