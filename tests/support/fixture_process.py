@@ -27,8 +27,10 @@ def read_journal(path: Path, event: str | None = None) -> list[dict]:
     written left out; only `event`'s when given."""
     if not path.exists():
         return []
-    text = path.read_text()
-    lines = [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
+    # Cut at the last newline before decoding: the line being written may end inside a
+    # multi-byte character (a writer's 4096-byte flush, read under load: issue 25's stress CI).
+    data = path.read_bytes()
+    lines = [json.loads(line) for line in data[:data.rfind(b"\n") + 1].decode().splitlines()]
     return [e for e in lines if event is None or e.get("event") == event]
 
 
