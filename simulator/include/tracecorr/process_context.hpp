@@ -305,4 +305,37 @@ inline Expected<Snapshot> take_contents_snapshot(pid_t pid) { return take_snapsh
 // CLOCK_BOOTTIME now, in nanoseconds.
 std::uint64_t boottime_ns();
 
+// A thread-context key map (a process context's threadlocal.attribute_key_map,
+// as the protocol reads it: `read`) read again when a record carries an index
+// the map lacks, at most once per `min_interval`: each read is a whole
+// snapshot (maps, smaps, the payload), and a process whose records carry
+// indexes outside its map made every record take one (2000 such threads kept
+// `inspect` busy for over a minute). `inspect` refreshes at most once per look
+// at a process (kOncePerLook), the host agent once per rescan interval.
+class KeyMapRefresher {
+ public:
+  using KeyMap = std::vector<std::string>;
+  using Read = std::optional<KeyMap> (*)(pid_t);
+  static constexpr std::chrono::milliseconds kOncePerLook = std::chrono::milliseconds::max();
+  // A read that failed (the process context caught mid-update, its timestamp
+  // 0: the seqlock says read again) is retried this soon, not a whole
+  // min_interval later: a key appended and used at once is otherwise missed.
+  // Still a bound: a target whose every read fails costs 50 reads a second.
+  static constexpr std::chrono::milliseconds kRetryAfterFailure{20};
+  KeyMapRefresher(pid_t pid, std::chrono::milliseconds min_interval, Read read)
+      : pid_(pid), min_interval_(min_interval), read_(read) {}
+  std::optional<KeyMap> refresh();
+  std::size_t reads() const { return reads_; }        // snapshots taken
+  std::size_t requests() const { return requests_; }  // refreshes asked for (records with an unknown index)
+
+ private:
+  pid_t pid_;
+  std::chrono::milliseconds min_interval_;
+  Read read_;
+  std::optional<std::chrono::steady_clock::time_point> last_read_;
+  bool last_failed_ = false;
+  std::optional<KeyMap> last_;
+  std::size_t reads_ = 0, requests_ = 0;
+};
+
 }  // namespace tracecorr::process_context

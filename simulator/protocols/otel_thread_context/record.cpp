@@ -269,19 +269,6 @@ std::optional<KeyMap> current_key_map(pid_t pid) {
   return data ? data->key_map : std::nullopt;
 }
 
-std::optional<KeyMap> KeyMapRefresher::refresh() {
-  ++requests_;
-  const auto now = std::chrono::steady_clock::now();
-  const auto wait = last_failed_ ? std::min(min_interval_, kRetryAfterFailure) : min_interval_;
-  if (last_read_ && ((wait == kOncePerLook && !last_failed_) || now - *last_read_ < wait)) return last_;
-  last_read_ = now;
-  ++reads_;
-  auto fresh = current_key_map(pid_);
-  last_failed_ = !fresh;
-  if (fresh) last_ = std::move(fresh);
-  return last_;
-}
-
 nlohmann::json record_json(const ThreadContextRecord& r, const NamedAttributes* named) {
   nlohmann::json j = {{"trace_id", to_hex(r.trace_id)},
                       {"span_id", to_hex(r.span_id)},

@@ -188,35 +188,8 @@ NamedAttributes name_attributes(const ThreadContextRecord& record, const KeyMap&
 // refresh); nullopt when none can be read.
 std::optional<KeyMap> current_key_map(pid_t pid);
 
-// TCTXR-10's refresh of one process's key map, at a cost the kit bounds, not
-// the target: a refresh reads the process context again (a snapshot: maps,
-// smaps, payloads) at most once per `min_interval`; within it, every record
-// that asks gets the map that read found. Without the bound, a writer whose
-// records carry indexes outside its map made every record take a snapshot:
-// 2000 such threads kept `inspect` busy for over a minute. `inspect` refreshes
-// at most once per look at a process (kOncePerLook), the host agent once per
-// rescan interval.
-class KeyMapRefresher {
- public:
-  static constexpr std::chrono::milliseconds kOncePerLook = std::chrono::milliseconds::max();
-  // A read that failed (the process context caught mid-update, its timestamp
-  // 0: PCTXR-03 says read again) is retried this soon, not a whole
-  // min_interval later: a key appended and used at once is otherwise missed.
-  // Still a bound: a target whose every read fails costs 50 reads a second.
-  static constexpr std::chrono::milliseconds kRetryAfterFailure{20};
-  KeyMapRefresher(pid_t pid, std::chrono::milliseconds min_interval) : pid_(pid), min_interval_(min_interval) {}
-  std::optional<KeyMap> refresh();
-  std::size_t reads() const { return reads_; }          // snapshots taken
-  std::size_t requests() const { return requests_; }    // refreshes asked for (records with an unknown index)
-
- private:
-  pid_t pid_;
-  std::chrono::milliseconds min_interval_;
-  std::optional<std::chrono::steady_clock::time_point> last_read_;
-  bool last_failed_ = false;
-  std::optional<KeyMap> last_;
-  std::size_t reads_ = 0, requests_ = 0;
-};
+// The engine's (process_context.hpp), reading this schema's key map.
+using process_context::KeyMapRefresher;
 
 // A record as inspect --json and the host agent's summary show it: ids in
 // hex, valid, flags, sizes, whether the read cut it, how the entry walk

@@ -1,6 +1,8 @@
 // One look at a process: its context mappings counted, the first few read and decoded.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/process_context.hpp"
 
@@ -30,6 +32,19 @@ Expected<Snapshot> take_snapshot(pid_t pid, const ReadOptions& read, const Decod
     if (std::uint64_t start = process_start_time(pid)) out.process_start_boottime_ns = start * out.clock_tick_ns;
   }
   return out;
+}
+
+std::optional<KeyMapRefresher::KeyMap> KeyMapRefresher::refresh() {
+  ++requests_;
+  const auto now = std::chrono::steady_clock::now();
+  const auto wait = last_failed_ ? std::min(min_interval_, kRetryAfterFailure) : min_interval_;
+  if (last_read_ && ((wait == kOncePerLook && !last_failed_) || now - *last_read_ < wait)) return last_;
+  last_read_ = now;
+  ++reads_;
+  auto fresh = read_(pid_);
+  last_failed_ = !fresh;
+  if (fresh) last_ = std::move(fresh);
+  return last_;
 }
 
 }  // namespace tracecorr::process_context

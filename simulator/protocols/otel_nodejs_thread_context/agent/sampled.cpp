@@ -57,7 +57,7 @@ class NodeThreadRecords final : public SampledRecords {
                                                                      : nlohmann::json(nullptr)},
                         {"key_map", key_map_},
                         {"key_map_refreshed", key_map_refreshed_},
-                        {"key_map_reads", key_map_reads_}};
+                        {"key_map_reads", refresher_.reads()}};
     if (access_.dynamic()) {
       j["module_id"] = access_.site.module->module_id;
       j["offset"] = hex_address(access_.site.value);
@@ -89,14 +89,9 @@ class NodeThreadRecords final : public SampledRecords {
   std::string layout_walk_name() const {
     return std::get<WalkFromTlsSlot>(layout().indirection).walk->name();
   }
-  // At most once per kKeyMapRefreshInterval: a record naming an unknown index
-  // asks at every decode, and a map read is a whole process-context read.
+  // NJSR-12's refresh, at most once per kKeyMapRefreshInterval (the engine's refresher).
   std::optional<KeyMap> refresh_key_map() {
-    const auto now = std::chrono::steady_clock::now();
-    if (key_map_reads_ > 0 && now - last_refresh_ < kKeyMapRefreshInterval) return std::nullopt;
-    last_refresh_ = now;
-    ++key_map_reads_;
-    auto fresh = current_key_map(pid_);
+    auto fresh = refresher_.refresh();
     if (fresh) {
       key_map_ = *fresh;
       key_map_refreshed_ = true;
@@ -110,8 +105,7 @@ class NodeThreadRecords final : public SampledRecords {
   ReferenceData reference_;
   KeyMap key_map_;
   bool key_map_refreshed_ = false;
-  std::size_t key_map_reads_ = 0;
-  std::chrono::steady_clock::time_point last_refresh_{};
+  process_context::KeyMapRefresher refresher_{pid_, kKeyMapRefreshInterval, current_key_map};
 };
 
 class NodeThreadContextProtocol final : public SampledProtocol {

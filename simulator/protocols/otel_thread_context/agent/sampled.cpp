@@ -136,7 +136,7 @@ class ThreadRecords final : public SampledRecords {
   bool keys_at_discovery_;  // the process context carried threadlocal.* keys when the records were located
   KeyMap key_map_;
   bool key_map_refreshed_ = false;
-  KeyMapRefresher refresher_{pid_, kKeyMapRefreshInterval};
+  KeyMapRefresher refresher_{pid_, kKeyMapRefreshInterval, current_key_map};
 };
 
 // reads-any-schema (TCTXR-03): where the variable is not found, a lookalike

@@ -167,7 +167,7 @@ void inspect_threads(const ProcessMemory& memory, ThreadPointerSource& source, I
   auto stopped = source.read_each_stopped(*tids, [&](pid_t tid, std::uint64_t tp) {
     read_while_stopped(read[index_of.at(tid)], tp, memory, access);
   }, kStopAllDeadline);
-  KeyMapRefresher refresher(out.pid, KeyMapRefresher::kOncePerLook);
+  KeyMapRefresher refresher(out.pid, KeyMapRefresher::kOncePerLook, current_key_map);
   for (std::size_t i = 0; i < tids->size(); ++i)
     out.threads.push_back(inspect_thread((*tids)[i], stopped[i], read[i], refresher, out));
   out.key_map_reads = refresher.reads();
