@@ -36,6 +36,9 @@ std::string exec_identity(pid_t pid);
 std::string executable_of(pid_t pid);
 // The state letter of /proc/PID[/task/TID]/stat ('R', 'S', 'Z', ...), 0 when gone.
 char task_state(pid_t pid, pid_t tid);
+// The process (thread group) of a thread: its Tgid; `fallback` when /proc no
+// longer says.
+pid_t thread_group_of(pid_t tid, pid_t fallback);
 // The fields of /proc/PID/stat tracecorr uses.
 struct ProcessStat {
   pid_t pid = 0;

@@ -453,7 +453,12 @@ std::optional<int> Target::reap(bool block) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return std::nullopt;
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      // ECHILD: another wait in this process took the exit (no tracer here
+      // may: tracee_wait.hpp). Gone, with its status unknown; never "alive".
+      status_taken_elsewhere_ = errno == ECHILD;
+      return std::nullopt;
+    }
     bool exited = info.si_pid == pid_ &&
                   (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED);
     if (exited) {
@@ -468,7 +473,7 @@ std::optional<int> Target::reap(bool block) {
 }
 
 bool Target::launched_process_alive() {
-  if (wait_status_) return false;
+  if (wait_status_ || status_taken_elsewhere_) return false;
   if (auto status = reap(false)) {
     wait_status_ = status;
     return false;
@@ -506,7 +511,9 @@ std::optional<std::string> Target::exit_description() {
     if (wait_status_) text += "; the launched process " + describe_status(*wait_status_);
     return text;
   }
-  if (!wait_status_) return "exited (not our child: status unknown)";
+  if (!wait_status_)
+    return status_taken_elsewhere_ ? "exited (its status taken by another wait: unknown)"
+                                   : "exited (not our child: status unknown)";
   return describe_status(*wait_status_);
 }
 

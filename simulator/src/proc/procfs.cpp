@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string_view>
 #include <sstream>
@@ -60,6 +61,13 @@ std::optional<ProcessStat> read_process_stat(pid_t pid) {
     }
   }
   return st;
+}
+
+pid_t thread_group_of(pid_t tid, pid_t fallback) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
+  return fallback;
 }
 
 char task_state(pid_t pid, pid_t tid) {

@@ -17,6 +17,7 @@
 
 #include "tracecorr/procfs.hpp"
 #include "tracecorr/threadptr.hpp"
+#include "tracecorr/tracee_wait.hpp"
 
 namespace tracecorr {
 namespace {
@@ -223,7 +224,7 @@ std::vector<Status> PtraceSource::read_each_stopped(const std::vector<pid_t>& ti
     bool progressed = false;
     std::erase_if(waiting, [&](const Interrupted& w) {
       int status = 0;
-      pid_t r = ::waitpid(w.tid, &status, __WALL | WNOHANG);
+      pid_t r = wait_tracee_nohang(w.tid, status);
       if (r == 0 || (r < 0 && errno == EINTR)) return false;
       progressed = true;
       out[w.index] = r < 0 ? Status(make_error("the thread exited while being read", thread_name(w.tid)))
@@ -266,7 +267,7 @@ PtraceStop wait_for_ptrace_stop(pid_t tid, std::chrono::milliseconds bound) {
   auto pause = std::chrono::microseconds(5);
   for (;;) {
     int status = 0;
-    pid_t r = ::waitpid(tid, &status, __WALL | WNOHANG);
+    pid_t r = wait_tracee_nohang(tid, status);
     if (r == tid) {
       if (WIFEXITED(status) || WIFSIGNALED(status)) return {PtraceStop::Kind::kExited, status};
       if (WIFSTOPPED(status)) return {PtraceStop::Kind::kStopped, status};
@@ -332,7 +333,7 @@ bool is_parked(pid_t tid) { return std::find(parked.begin(), parked.end(), tid) 
 void reap_parked_attachments() {
   std::erase_if(parked, [](pid_t tid) {
     int status = 0;
-    pid_t r = ::waitpid(tid, &status, __WALL | WNOHANG);
+    pid_t r = wait_tracee_nohang(tid, status);
     if (r == 0) return false;  // still not stopped
     if (r < 0) return errno != EINTR;  // ECHILD: gone
     if (!WIFSTOPPED(status)) return true;  // exited

@@ -52,6 +52,7 @@
 #include "tracecorr/error.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/procfs.hpp"
+#include "tracecorr/tracee_wait.hpp"
 
 namespace tracecorr::watch::hardware_watch {
 
@@ -75,15 +76,6 @@ inline constexpr std::uint64_t kUserSpaceEnd = std::uint64_t{1} << 47;
 #endif
 
 inline bool running_under_qemu(pid_t pid) { return runs_under_qemu_user(pid); }
-
-// The process (thread group) of a thread the kernel attached to a watch at a
-// clone: its Tgid; `fallback` when /proc no longer says.
-inline pid_t thread_group_of(pid_t tid, pid_t fallback) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
-  return fallback;
-}
 
 // Starts a watch's own thread, `state.run(seized)` (ptrace binds a tracee to
 // one tracer thread, so everything the watch does happens there), and waits
@@ -442,16 +434,7 @@ class WatchSession {
     auto next_liveness_check = Clock::now() + std::chrono::milliseconds(20);
     for (;;) {
       int status = 0;
-      if (leader_exited()) {  // a zombie leader is its parent's to reap (tracecorr's Target, for a launched one)
-        // Unless its parent is another process (a shell's `/bin/true`, a
-        // launch script's command substitution): that parent is told of the
-        // exit only once the tracer has taken its own notice of it, and would
-        // otherwise wait for its child forever.
-        if (!parent_is_us()) (void)::waitpid(tid_, &status, __WALL | WNOHANG);
-        attached_ = held_ = false;
-        return Stop{Stop::Kind::kExited};
-      }
-      pid_t r = ::waitpid(tid_, &status, __WALL | WNOHANG);
+      pid_t r = wait_tracee_nohang(tid_, status);  // a launched leader's exit stays its Target's
       if (r == tid_) {
         Stop s = classify(status);
         last_stop_ = s;
@@ -651,22 +634,6 @@ class WatchSession {
   }
 
  private:
-  // A thread-group leader's exit is looked at without reaping it: waitpid on
-  // it would also take the exit status from its real parent, which may be
-  // this very process.
-  // Whether this process is the traced one's real parent (its launcher).
-  bool parent_is_us() const {
-    auto st = read_process_stat(pid_);
-    return st && st->ppid == ::getpid();
-  }
-
-  bool leader_exited() {
-    if (tid_ != pid_) return false;
-    siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(tid_), &info, WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL) != 0) return false;
-    return info.si_pid == tid_ && (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED);
-  }
-
   // Lets the thread run until it dequeues that pending SIGTRAP, and drops it.
   // The registers are already clear, so no new one can be raised meanwhile;
   // the thread's own signals met on the way are delivered as usual. Whether

@@ -196,6 +196,7 @@ class Target {
   std::string command_;
   std::chrono::steady_clock::time_point started_{};
   std::optional<int> wait_status_;
+  bool status_taken_elsewhere_ = false;  // the launched process was reaped, not by reap()
   std::uint64_t attach_start_time_ = 0;  // attach mode: /proc/PID/stat start time
   std::string attach_exec_identity_;     // attach mode: changes on exec
   UniqueFd output_fd_;
