@@ -43,18 +43,10 @@ Finding judge_detach(const conform::SessionEvidence& session, const ThreadContex
                               "being active is known only from the spans a writer exports");
   if (!sampled.wall_minus_monotonic_at_start_ns || !sampled.wall_minus_monotonic_at_end_ns)
     return not_applicable(id, "the sampler did not run: no read to compare with the spans' end times");
-  const std::int64_t offset = *sampled.wall_minus_monotonic_at_start_ns;
-  const std::int64_t step = *sampled.wall_minus_monotonic_at_end_ns - offset;
-  const std::int64_t tolerated = kDetachMargin.count() / 2;
-  if (sampled.wall_offset_uncertainty_ns > tolerated)
-    return not_applicable(id, "the wall clock could not be placed on the monotonic one within " +
-                                  std::to_string(tolerated / 1000000) + " ms (tracecorr's clock reads were " +
-                                  std::to_string(sampled.wall_offset_uncertainty_ns / 1000000) +
-                                  " ms apart at best): read times and exported end times are not comparable");
-  if (std::llabs(step) > tolerated + sampled.wall_offset_uncertainty_ns)
-    return not_applicable(id, "the wall clock was stepped by " + std::to_string(step / 1000000) +
-                                  " ms while the threads were sampled: read times and exported end times are not "
-                                  "comparable");
+  const conform::ReadClock clock{*sampled.wall_minus_monotonic_at_start_ns, *sampled.wall_minus_monotonic_at_end_ns,
+                                 sampled.wall_offset_uncertainty_ns};
+  if (auto why = conform::incomparable(clock, kDetachMargin.count() / 2)) return not_applicable(id, *why);
+  const std::int64_t offset = clock.at_start_ns;
   const ExportedSpans exported(session.spans);
   std::vector<const RecordSample*> reads;
   for (const auto& s : sampled.samples) reads.push_back(&s);

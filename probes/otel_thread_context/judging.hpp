@@ -1,6 +1,6 @@
 // What the OTEP 4947 suite's judges share across areas: the worst finding
 // per requirement over many looks, a sampled record decoded, the spans the
-// writer exported by their ids.
+// writer exported by their ids (the engine's).
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +13,7 @@
 
 #include "evidence.hpp"
 #include "tracecorr/finding.hpp"
+#include "tracecorr/conform/exported_spans.hpp"
 #include "tracecorr/otlp.hpp"
 
 namespace tracecorr::otel_thread_context {
@@ -51,26 +52,7 @@ std::string thread_text(pid_t tid);
 // A sample's record decoded, when it was read whole and decodes.
 std::optional<ThreadContextRecord> decoded(const RecordSample& s);
 
-// The spans the writer exported, by their ids (the last export of an id wins).
-class ExportedSpans {
- public:
-  explicit ExportedSpans(const std::vector<otlp::ReceivedSpan>& spans) {
-    for (const auto& s : spans) {
-      by_ids_[{s.trace_id, s.span_id}] = &s;
-      carry_flags_ = carry_flags_ || s.flags != 0;
-    }
-  }
-  const otlp::ReceivedSpan* find(const TraceId& trace, const SpanId& span) const {
-    auto it = by_ids_.find({trace, span});
-    return it == by_ids_.end() ? nullptr : it->second;
-  }
-  // OTLP's flags field is optional: exporters that predate it send none,
-  // which reads as 0 on every span. Some span carrying a bit says it is sent.
-  bool carry_flags() const { return carry_flags_; }
-
- private:
-  std::map<std::pair<TraceId, SpanId>, const otlp::ReceivedSpan*> by_ids_;
-  bool carry_flags_ = false;
-};
+// The engine's: the spans the writer exported, by their ids.
+using conform::ExportedSpans;
 
 }  // namespace tracecorr::otel_thread_context

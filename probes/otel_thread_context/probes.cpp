@@ -4,17 +4,6 @@
 
 namespace tracecorr::otel_thread_context {
 
-std::vector<Finding> SessionProbe::judge(const conform::SessionSet& sessions) const {
-  const auto* evidence = sessions.find(session_);
-  const auto* f = facts(sessions, session_);
-  if (!evidence || !f) {
-    std::vector<Finding> out;
-    for (const auto& id : ids_) out.push_back(not_applicable(id, "the " + std::string(session_) + " session did not run"));
-    return out;
-  }
-  return judge(*evidence, *f);
-}
-
 std::vector<std::string> requirement_range(int first, int last, int except) {
   std::vector<std::string> ids;
   for (int i = first; i <= last; ++i)

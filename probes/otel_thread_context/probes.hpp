@@ -12,25 +12,9 @@
 
 namespace tracecorr::otel_thread_context {
 
-// A probe over one session's facts: not applicable, every requirement, when
-// that session did not run.
-class SessionProbe : public conform::Probe {
- public:
-  SessionProbe(std::string name, std::vector<std::string> ids, const char* session)
-      : name_(std::move(name)), ids_(std::move(ids)), session_(session) {}
-  std::string name() const override { return name_; }
-  std::vector<std::string> requirements() const override { return ids_; }
-  std::vector<std::string> sessions() const override { return {session_}; }
-  std::vector<Finding> judge(const conform::SessionSet& sessions) const override;
-
- protected:
-  virtual std::vector<Finding> judge(const conform::SessionEvidence& session, const ThreadContextFacts& facts) const = 0;
-
- private:
-  std::string name_;
-  std::vector<std::string> ids_;
-  const char* session_;
-};
+// A probe over one session's facts (the engine's: not applicable, every
+// requirement, when that session did not run).
+using SessionProbe = conform::SessionFactsProbe<ThreadContextFacts>;
 
 // "TCTX-<first>" .. "TCTX-<last>", leaving out `except` (0: none).
 std::vector<std::string> requirement_range(int first, int last, int except = 0);

@@ -39,6 +39,10 @@ char task_state(pid_t pid, pid_t tid);
 // The process (thread group) of a thread: its Tgid; `fallback` when /proc no
 // longer says.
 pid_t thread_group_of(pid_t tid, pid_t fallback);
+// The NUL-separated strings of /proc/PID/<file> ("cmdline", "environ"), from
+// its first `max_bytes` (a cut last string is kept cut). Target text. Empty
+// when unreadable.
+std::vector<std::string> process_strings(pid_t pid, const char* file, std::size_t max_bytes = 256 << 10);
 // The fields of /proc/PID/stat tracecorr uses.
 struct ProcessStat {
   pid_t pid = 0;

@@ -288,15 +288,21 @@ Status Session::discover(DiscoveryWait& wait) {
 
 namespace {
 
+[[maybe_unused]] bool command_runs_under_qemu_user(const std::vector<std::string>& command) {
+  if (command.empty()) return false;
+  auto name = std::filesystem::path(command.front()).filename().string();
+  return name.rfind("qemu-", 0) == 0;
+}
+
+}  // namespace
+
 // Where a thread's slot is, found as the session finds it: the agent library
 // in the thread's process, then how its TLS variable is reached, at the
 // thread's first stop (a slot in glibc's dynamic TLS has no block yet then;
 // musl's has). The judges take the rest. The messages are the report's
 // reasons, so they name no address.
-// Used by the x86-64 slot watch only (hardware watchpoints).
-[[maybe_unused]] Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options,
-                                                         const RecordLayout& layout, pid_t pid,
-                                                         std::uint64_t thread_pointer) {
+Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options, const RecordLayout& layout,
+                                        pid_t pid, std::uint64_t thread_pointer) {
   auto found = discover_process(pid, options, cache);
   if (!found || !*found) return make_error("its process had not loaded the agent library yet");
   const auto& library = **found;
@@ -314,14 +320,6 @@ namespace {
   if (!slot) return make_error("the agent library's TLS slot could not be located");
   return *slot;
 }
-
-[[maybe_unused]] bool command_runs_under_qemu_user(const std::vector<std::string>& command) {
-  if (command.empty()) return false;
-  auto name = std::filesystem::path(command.front()).filename().string();
-  return name.rfind("qemu-", 0) == 0;
-}
-
-}  // namespace
 
 void Session::prepare_slot_watch(LaunchSpec& launch, bool execs_only) {
   if (!target_spec_.gdbstub.empty() || command_runs_under_qemu_user(launch.argv)) {

@@ -70,6 +70,20 @@ pid_t thread_group_of(pid_t tid, pid_t fallback) {
   return fallback;
 }
 
+std::vector<std::string> process_strings(pid_t pid, const char* file, std::size_t max_bytes) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file, std::ios::binary);
+  std::string text(max_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto end = std::min(text.find('\0', at), text.size());
+    out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 char task_state(pid_t pid, pid_t tid) {
   std::string path = "/proc/" + std::to_string(pid) + (tid == pid ? "" : "/task/" + std::to_string(tid)) + "/stat";
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -3,7 +3,9 @@
 // (registers cleared, detached) on every way out.
 #include "tracecorr/watch/slot_watch.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <map>
@@ -61,6 +63,9 @@ Expected<std::unique_ptr<SlotWatch>> SlotWatch::follow_launch(pid_t pid, const R
   return make_error("the TLS slot watch needs hardware watchpoints, implemented for x86-64 and arm64 hosts only");
 #else
   if (auto st = layout.check(); !st) return st.error().within("TLS slot watch");
+  if (settings.watched_bytes == 0 || settings.watched_bytes > kMaxWatchedBytes)
+    return make_error("TLS slot watch: " + std::to_string(settings.watched_bytes) + " bytes asked, 1.." +
+                      std::to_string(kMaxWatchedBytes) + " can be watched");
   auto state = std::make_unique<State>();
   state->root = pid;
   state->layout = layout;
@@ -203,20 +208,48 @@ class SlotFollower {
     auto value = LiveProcessMemory(t.pid).read_u64(*slot);
     if (!value) return void(t.why_not_armed = "its slot could not be read");
     t.settled = true;
-    if (*value != 0) return void(t.why_not_armed = kPublishedFirst);
-    const std::uint64_t chunk = *slot & ~std::uint64_t{kWatchChunk - 1};
-    std::vector<std::uint64_t> chunks{chunk};
-    if (*slot != chunk) chunks.push_back(chunk + kWatchChunk);  // a misaligned slot straddles two
+    if (*value != 0 && !s_.settings.every_store) return void(t.why_not_armed = kPublishedFirst);
+    std::vector<std::uint64_t> chunks;  // a misaligned slot straddles one more
+    for (std::uint64_t c = *slot & ~std::uint64_t{kWatchChunk - 1}; c < *slot + s_.settings.watched_bytes; c += kWatchChunk)
+      chunks.push_back(c);
+    if (chunks.size() > kRegisters) return void(t.why_not_armed = "its slot spans more 8-byte chunks than there are watchpoints");
     if (auto st = t.session->arm(chunks); !st) return void(t.why_not_armed = st.error().message());
     t.armed = true;
     t.slot = *slot;
     ++report_.threads_armed;
+    activity_since_look_ = true;
+    if (s_.settings.every_store) record_state(t, /*at_arming=*/true);
+  }
+
+  // every_store: the watched bytes now, as one more publication.
+  void record_state(const SlotThread& t, bool at_arming) {
+    SlotPublication p;
+    p.at = Clock::now();
+    p.pid = t.pid;
+    p.tid = t.session->tid();
+    p.slot_address = t.slot;
+    p.at_arming = at_arming;
+    p.slot_bytes.resize(s_.settings.watched_bytes);
+    if (auto st = LiveProcessMemory(t.pid).read(t.slot, p.slot_bytes); !st) {
+      p.slot_bytes.clear();
+      p.read_error = st.error();
+    } else {
+      std::memcpy(&p.record_pointer, p.slot_bytes.data(), std::min<std::size_t>(8, p.slot_bytes.size()));
+    }
+    if (!at_arming) ++report_.publications_seen;
+    keep(std::move(p));
+  }
+
+  void keep(SlotPublication p) {
+    if (s_.settings.on_publication) s_.settings.on_publication(p);
+    if (report_.publications.size() < SlotWatchReport::kMaxKeptPublications) report_.publications.push_back(std::move(p));
     activity_since_look_ = true;
   }
 
   void observe_store(SlotThread& t) {
     LiveProcessMemory memory(t.pid);
     if (!t.armed) return;
+    if (s_.settings.every_store) return record_state(t, /*at_arming=*/false);
     auto read_pointer = memory.read_u64(t.slot);
     if (!read_pointer || *read_pointer == 0) return;  // cleared, or a store to a neighbour in the chunk
     const std::uint64_t pointer = *read_pointer;
@@ -230,8 +263,7 @@ class SlotFollower {
     if (auto read = read_record(memory, s_.layout, pointer)) p.bytes = std::move(read->bytes);
     else p.read_error = read.error();
     ++report_.publications_seen;
-    if (report_.publications.size() < SlotWatchReport::kMaxKeptPublications) report_.publications.push_back(std::move(p));
-    activity_since_look_ = true;
+    keep(std::move(p));
   }
 
   // Threads that were running when their process's slot became locatable

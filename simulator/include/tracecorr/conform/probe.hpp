@@ -62,6 +62,38 @@ class Probe {
 };
 
 
+// A probe whose requirements all read one session's protocol evidence, of
+// the package's own type `Facts`: every requirement not applicable when that
+// session did not run (attach mode runs one); otherwise the package's judge.
+template <class Facts>
+class SessionFactsProbe : public Probe {
+ public:
+  SessionFactsProbe(std::string name, std::vector<std::string> ids, const char* session)
+      : name_(std::move(name)), ids_(std::move(ids)), session_(session) {}
+  std::string name() const override { return name_; }
+  std::vector<std::string> requirements() const override { return ids_; }
+  std::vector<std::string> sessions() const override { return {session_}; }
+  std::vector<Finding> judge(const SessionSet& sessions) const override {
+    const auto* evidence = sessions.find(session_);
+    const Facts* facts = evidence ? evidence->template protocol_as<Facts>() : nullptr;
+    if (!evidence || !facts) {
+      std::vector<Finding> out;
+      for (const auto& id : ids_) out.push_back(not_applicable(id, "the " + std::string(session_) + " session did not run"));
+      return out;
+    }
+    return judge(*evidence, *facts);
+  }
+
+ protected:
+  virtual std::vector<Finding> judge(const SessionEvidence& session, const Facts& facts) const = 0;
+  const std::vector<std::string>& ids() const { return ids_; }
+
+ private:
+  std::string name_;
+  std::vector<std::string> ids_;
+  const char* session_;
+};
+
 // The verdict an outcome becomes before the level and expectations apply
 // (a violated SHOULD becomes a warning later, in the runner).
 Verdict verdict_of(Finding::Outcome outcome);

@@ -76,6 +76,15 @@ struct TargetSpec {
 // Run-queue wait so far of every thread of `pid` (tid -> ns); empty when unreadable.
 std::map<pid_t, std::uint64_t> read_run_queue_wait(pid_t pid);
 
+// Where a thread's TLS slot (the variable `options` discovers, reached as
+// `layout` says) is in process `pid`, found as a session finds it: the
+// library, then how its TLS variable is reached, at the thread pointer given
+// (0: whether the process's slots can be located at all). An error names why
+// not yet (the library not loaded, TLS not relocated, a dynamic block not
+// allocated); never an address. What a slot watch's locator calls.
+Expected<std::uint64_t> locate_tls_slot(LibraryCache& cache, const DiscoveryOptions& options, const RecordLayout& layout,
+                                        pid_t pid, std::uint64_t thread_pointer);
+
 class Session {
  public:
   // `part` is the protocol's share (nullptr: none); the session owns it.

@@ -34,7 +34,8 @@
 namespace tracecorr::watch {
 
 // One store of a non-zero pointer into a watched slot, and the record it
-// pointed to at that moment.
+// pointed to at that moment; with Settings::every_store, any store into the
+// watched bytes, and what they held after it.
 struct SlotPublication {
   std::chrono::steady_clock::time_point at;
   pid_t pid = 0;
@@ -43,6 +44,11 @@ struct SlotPublication {
   std::uint64_t record_pointer = 0;
   std::optional<RecordBytes> bytes;  // read by the watch's layout; nullopt: unreadable memory (read_error)
   std::optional<Error> read_error;
+  // Settings::every_store: the watched bytes as the store left them, and
+  // whether this is the state the watch found when it armed the thread
+  // (no store: what the thread held before it was watched).
+  std::vector<std::uint8_t> slot_bytes;
+  bool at_arming = false;
 };
 
 struct SlotWatchReport {
@@ -83,7 +89,20 @@ class SlotWatch {
     // Called with each followed process held at its exec (PTRACE_EVENT_EXEC),
     // before the new program runs its first instruction (LaunchSpec::on_exec).
     std::function<void(pid_t)> on_exec;
+    // The bytes watched from the slot's address: 8 (a pointer) up to
+    // kMaxWatchedBytes (a struct, in four 8-byte debug registers).
+    std::size_t watched_bytes = 8;
+    // A struct's whole life rather than a pointer's publication: each thread
+    // is armed whatever its slot holds (its state then reported, at_arming),
+    // and every store, zeroing ones too, is reported with the watched bytes
+    // (slot_bytes); no record is read.
+    bool every_store = false;
+    // Called on the watch's thread with each publication (every_store: each
+    // state) as it is seen, kept in the report or not: how a session follows
+    // the watch while it runs. Must not block.
+    std::function<void(const SlotPublication&)> on_publication;
   };
+  static constexpr std::size_t kMaxWatchedBytes = 32;
 
   // Seizes `pid`, a process tracecorr forked that has not exec'd yet, from
   // the watch's own thread (ptrace binds a tracee to one tracer thread);

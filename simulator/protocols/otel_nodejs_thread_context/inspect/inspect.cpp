@@ -98,7 +98,8 @@ ThreadInspection inspect_thread(pid_t tid, const ProcessMemory& memory, ThreadPo
     t.attributes = name_attributes(*t.record, map ? *map : KeyMap{}, [&]() { return current_key_map(out.pid); });
   ThreadLook look{tid, *t.walk, t.misplaced, t.record,
                   read.record_error ? std::optional<std::string>(read.record_error->message()) : std::nullopt, map};
-  add_findings(check_thread(look), out.findings);
+  add_findings(check_thread(look), t.findings);
+  out.findings.insert(out.findings.end(), t.findings.begin(), t.findings.end());
   return t;
 }
 
@@ -157,8 +158,8 @@ bool Inspection::found() const {
 Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& o) {
   Inspection out;
   out.pid = pid;
-  LibraryCache cache;
-  auto found = discover_process(pid, discovery_options(), cache);
+  LibraryCache own_cache;
+  auto found = discover_process(pid, discovery_options(), o.cache ? *o.cache : own_cache);
   if (!found) return found.error();
   read_reference_data(pid, out);
   if (*found) {

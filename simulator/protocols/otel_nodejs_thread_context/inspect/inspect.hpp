@@ -35,6 +35,7 @@ struct ThreadInspection {
   std::optional<ThreadContextRecord> record;
   std::optional<NamedAttributes> attributes;
   std::string error;  // the struct (or the record) could not be read
+  std::vector<Finding> findings;  // what this thread's look found (check_thread's violations)
 };
 
 struct Inspection {
@@ -58,6 +59,9 @@ struct Inspection {
 struct InspectOptions {
   ThreadPointerSource* thread_pointers = nullptr;  // borrowed; nullptr: ptrace
   bool read_threads = true;
+  // ELF analyses kept across looks (borrowed; nullptr: this look's own): a
+  // session looking again and again parses node's 100 MB executable once.
+  LibraryCache* cache = nullptr;
 };
 
 Expected<Inspection> inspect_process(pid_t pid, const InspectOptions& options = {});
