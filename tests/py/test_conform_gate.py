@@ -126,18 +126,22 @@ def test_a_run_whose_verdicts_are_all_skips_exits_3(runs):
 
 
 def test_another_schema_is_not_applicable_and_the_process_context_is_judged(runs):
-    """--protocol auto on the Node-schema writer: both protocols listed, the
-    process context judged and passing, the thread context not applicable
-    with the schema and the variable seen; no failure, exit 0."""
+    """--protocol auto on the Node-schema writer: the three protocols listed,
+    the process context judged and passing, OTEP 4947's thread context not
+    applicable with the schema and the variable seen, and the schema's own
+    package judging it: this writer announces nodejs_v1_dev over OTEP 4947's
+    8-byte pointer, no Node.js struct, so NJS-02 fails and the run exits 1."""
     run = runs["nodejs:auto"]
     assert run.report is not None, run.explain()
     sections = {p["id"]: p for p in run.report["protocols"]}
-    assert set(sections) == {"otel-process-context", "otel-thread-context"}, run.report["protocols"]
+    assert set(sections) == {"otel-process-context", "otel-thread-context", "otel-nodejs-thread-context"}, \
+        run.report["protocols"]
     tctx = sections["otel-thread-context"]
     assert tctx["status"] == "not-applicable" and tctx["named"] is False, tctx
     assert tctx["not_applicable"].startswith("schema nodejs_v1_dev"), tctx
     assert "otel_thread_ctx_nodejs_v1" in tctx["not_applicable"], tctx
     assert sections["otel-process-context"]["status"] == "judged"
+    assert sections["otel-nodejs-thread-context"]["status"] == "judged"
     by_protocol: dict[str, list[dict]] = {}
     for r in run.report["results"]:
         by_protocol.setdefault(r["protocol"], []).append(r)
@@ -147,12 +151,15 @@ def test_another_schema_is_not_applicable_and_the_process_context_is_judged(runs
     assert sorted(pctx) == sorted(PCTX_WRITER_RULES)
     assert not [r for r in pctx.values() if r["verdict"] in ("fail", "warn", "error")], run.explain()
     assert sum(r["verdict"] == "pass" for r in pctx.values()) >= 10, run.explain()
-    assert run.returncode == cs.EXIT_OK, run.explain()
+    njs = {r["id"]: r for r in by_protocol["otel-nodejs-thread-context"]}
+    assert njs["NJS-02"]["verdict"] == "fail" and "has size 8" in njs["NJS-02"]["reason"], run.explain("NJS-02")
+    assert njs["NJS-09"]["verdict"] == "pass", run.explain("NJS-09")
+    assert run.returncode == cs.EXIT_FAILURE, run.explain()
     assert "not applicable: schema nodejs_v1_dev" in run.stdout, run.stdout[-3000:]
     # JUnit: every verdict carries its protocol.
     root = ET.parse(run.junit_path).getroot()
     protocols = {p.get("value") for p in root.findall("./testsuite/testcase/properties/property[@name='protocol']")}
-    assert protocols == {"otel-process-context", "otel-thread-context"}
+    assert protocols == {"otel-process-context", "otel-thread-context", "otel-nodejs-thread-context"}
 
 
 def test_naming_a_protocol_published_under_another_schema_judges_nothing(runs):
@@ -258,7 +265,9 @@ def attach_run(pid: int, tmp_path: Path, name: str) -> tuple[subprocess.Complete
 def test_attach_mode_judges_every_protocol_the_process_publishes(tmp_path):
     """The OTEP 4947 reference publishes both OTel contexts: an attached run
     judges both (their attach sessions one after the other, on one process);
-    the Node-schema writer's thread context is listed as not applicable."""
+    the Node-schema writer's thread context is listed as not applicable by
+    OTEP 4947 and judged by the Node.js package, which fails its 8-byte
+    variable (NJS-02)."""
     proc = started([str(TCTX_WRITER), *WRITER_ARGS], "tlsdesc_v1_dev")
     try:
         both, report = attach_run(proc.pid, tmp_path, "both")
@@ -278,4 +287,7 @@ def test_attach_mode_judges_every_protocol_the_process_publishes(tmp_path):
     sections = {p["id"]: p for p in report["protocols"]}
     assert sections["otel-thread-context"]["status"] == "not-applicable", sections
     assert sections["otel-process-context"]["status"] == "judged", sections
-    assert node.returncode == cs.EXIT_OK, node.stdout[-4000:]
+    assert sections["otel-nodejs-thread-context"]["status"] == "judged", sections
+    failed = {r["id"] for r in report["results"] if r["verdict"] == "fail"}
+    assert "NJS-02" in failed and not {f for f in failed if not f.startswith("NJS-")}, node.stdout[-4000:]
+    assert node.returncode == cs.EXIT_FAILURE, node.stdout[-4000:]
