@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "tracecorr/procfs.hpp"
 
@@ -381,12 +382,20 @@ std::vector<TreeProcess> Target::followed_processes() const {
 
 std::string Target::signature(const TreeProcess& p) {
   constexpr std::size_t kMaxCommandLine = 512;
-  std::ifstream in("/proc/" + std::to_string(p.pid) + "/cmdline");
-  std::string command(kMaxCommandLine, '\0');
-  in.read(command.data(), static_cast<std::streamsize>(command.size()));
-  command.resize(static_cast<std::size_t>(in.gcount()));
-  while (!command.empty() && command.back() == '\0') command.pop_back();
-  std::replace(command.begin(), command.end(), '\0', ' ');
+  // A process in the middle of its exec shows its new name before its new
+  // arguments (the kernel sets comm, then the stack the command line is read
+  // from): an empty command line of a live process is read again, briefly. On
+  // a loaded machine the gap was long enough for a restart of `sleep 300` to
+  // look like a run at another place than the judged `sleep 300`.
+  std::vector<std::string> args;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    args = process_strings(p.pid, "cmdline", kMaxCommandLine);
+    const char state = task_state(p.pid, p.pid);
+    if (!args.empty() || state == 0 || state == 'Z') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::string command;
+  for (std::size_t i = 0; i < args.size(); ++i) command += (i ? " " : "") + args[i];
   return "depth " + std::to_string(p.depth) + ": " + command;
 }
 
