@@ -92,7 +92,6 @@ Finding entered(const Reads& r) {
   constexpr const char* id = "NJS-13";
   std::size_t matched = 0, unexported = 0, checked_by_thread = 0;
   for (const auto* t : r.in_order) {
-    const otlp::ReceivedSpan* open = r.only_open_span(*t);
     if (!names_a_span(*t)) continue;
     const auto& rec = *t->record;
     const otlp::ReceivedSpan* span = r.exported.find(rec.trace_id, rec.span_id);
@@ -108,6 +107,7 @@ Finding entered(const Reads& r) {
       return violated(id, look_text(*t) + ": the valid record names " + span_text(rec.trace_id, rec.span_id) + ", which began " +
                               std::to_string((static_cast<std::int64_t>(span->start_unix_nano) - r.at(*t)) / 1000000) +
                               " ms after the read, as exported");
+    const otlp::ReceivedSpan* open = r.only_open_span(*t);
     if (open && open != span && !Reads::ended_before(span, r.at(*t), kSpanMargin))
       return violated(id, look_text(*t) + ": the one span open on the thread was " + span_text(open->trace_id, open->span_id) +
                               ", but the valid record names " + span_text(rec.trace_id, rec.span_id));

@@ -1,6 +1,7 @@
 // Waiting for a ptrace tracee without taking what is not the tracer's.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 namespace tracecorr {
@@ -15,5 +16,10 @@ namespace tracecorr {
 // its tracer has.
 // Returns tid with `status` set, 0 when nothing is pending, -1 with errno.
 pid_t wait_tracee_nohang(pid_t tid, int& status);
+
+// Whether a waitid report is a termination (exited, killed, dumped), and that
+// termination's status as waitpid encodes it.
+bool reports_exit(const siginfo_t& info);
+int exit_wait_status(const siginfo_t& info);
 
 }  // namespace tracecorr

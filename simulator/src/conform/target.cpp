@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tracecorr/procfs.hpp"
+#include "tracecorr/tracee_wait.hpp"
 
 extern char** environ;
 
@@ -394,9 +395,7 @@ std::string Target::signature(const TreeProcess& p) {
     if (!args.empty() || state == 0 || state == 'Z') break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::string command;
-  for (std::size_t i = 0; i < args.size(); ++i) command += (i ? " " : "") + args[i];
-  return "depth " + std::to_string(p.depth) + ": " + command;
+  return "depth " + std::to_string(p.depth) + ": " + join(args);
 }
 
 bool Target::judge(const TreeProcess& p, std::string why) {
@@ -468,13 +467,12 @@ std::optional<int> Target::reap(bool block) {
       status_taken_elsewhere_ = errno == ECHILD;
       return std::nullopt;
     }
-    bool exited = info.si_pid == pid_ &&
-                  (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED);
+    bool exited = info.si_pid == pid_ && reports_exit(info);
     if (exited) {
       siginfo_t done{};
       if (waitid(P_PID, static_cast<id_t>(pid_), &done, WEXITED | WNOHANG) != 0 || done.si_pid != pid_)
         return std::nullopt;
-      return done.si_code == CLD_EXITED ? (done.si_status & 0xff) << 8 : (done.si_status & 0x7f);
+      return exit_wait_status(done);
     }
     if (!block || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

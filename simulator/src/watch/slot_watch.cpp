@@ -221,13 +221,19 @@ class SlotFollower {
     if (s_.settings.every_store) record_state(t, /*at_arming=*/true);
   }
 
-  // every_store: the watched bytes now, as one more publication.
-  void record_state(const SlotThread& t, bool at_arming) {
+  // A publication of `t`'s slot, now: what every kind has.
+  static SlotPublication publication_of(const SlotThread& t) {
     SlotPublication p;
     p.at = Clock::now();
     p.pid = t.pid;
     p.tid = t.session->tid();
     p.slot_address = t.slot;
+    return p;
+  }
+
+  // every_store: the watched bytes now, as one more publication.
+  void record_state(const SlotThread& t, bool at_arming) {
+    SlotPublication p = publication_of(t);
     p.at_arming = at_arming;
     p.slot_bytes.resize(s_.settings.watched_bytes);
     if (auto st = LiveProcessMemory(t.pid).read(t.slot, p.slot_bytes); !st) {
@@ -253,11 +259,7 @@ class SlotFollower {
     auto read_pointer = memory.read_u64(t.slot);
     if (!read_pointer || *read_pointer == 0) return;  // cleared, or a store to a neighbour in the chunk
     const std::uint64_t pointer = *read_pointer;
-    SlotPublication p;
-    p.at = Clock::now();
-    p.pid = t.pid;
-    p.tid = t.session->tid();
-    p.slot_address = t.slot;
+    SlotPublication p = publication_of(t);
     p.record_pointer = pointer;
     // Read before the thread runs on: a record completed a few instructions later is seen incomplete.
     if (auto read = read_record(memory, s_.layout, pointer)) p.bytes = std::move(read->bytes);
