@@ -1,7 +1,8 @@
 """`tracecorr conform --profiler`: the reader side judged (issue 27).
 
 tracecorr plays the application: a stage of writers (OTEP 4947 in every TLS model built, the in-place
-style, dynamic TLS, a process under another schema; Elastic's reference agent) journals what each thread
+style, dynamic TLS, a process under another schema; the V8-shaped Node.js writer in static and dynamic TLS,
+showing the walk's hazards in turn, and under another schema and none; Elastic's reference agent) journals what each thread
 published when, the profiler under test samples the host and exports OTLP profiles to tracecorr, and each
 reader requirement is judged from the journals and the samples.
 
@@ -88,7 +89,9 @@ def explain(result: dict) -> str:
 # documentation rule) or not yet shown by any stage member, and say so.
 JUDGED_ON_THE_STAGE = ["TCTXR-01", "TCTXR-02", "TCTXR-03", "TCTXR-04", "TCTXR-05", "TCTXR-06", "TCTXR-07", "TCTXR-08",
                        "TCTXR-09", "TCTXR-10", "TCTXR-11", "TCTXR-12", "TCTXR-14", "TCTXR-16", "PCTXR-01", "PCTXR-02",
-                       "PCTXR-03", "PCTXR-04", "PCTXR-05", "TLS-08", "TLS-09", "MSG-01", "MSG-08"]
+                       "PCTXR-03", "PCTXR-04", "PCTXR-05", "TLS-08", "TLS-09", "MSG-01", "MSG-08",
+                       "NJSR-01", "NJSR-02", "NJSR-03", "NJSR-04", "NJSR-05", "NJSR-06", "NJSR-08", "NJSR-10",
+                       "NJSR-11", "NJSR-12", "NJSR-13", "NJSR-14"]
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +129,8 @@ def test_every_stage_member_is_named_with_what_it_showed(reference_run):
     assert any("otel-thread-context/nodejs-schema" in n for n in members), members
     assert any("otel-thread-context/keys-late" in n for n in members), members
     assert any("otel-process-context/damaged-signature" in n for n in members), members
+    for node in ("addon-dlopen", "addon-dlopen-dynamic", "wrong-schema", "no-schema"):
+        assert any(f"otel-nodejs-thread-context/{node} " in n for n in members), (node, members)
     assert all("could not launch" not in n for n in members), members
     assert reference_run["counters"]["profile_samples"] > 0
 
@@ -162,7 +167,7 @@ def test_the_ptrace_reference_reader_passes_what_its_defects_break(tmp_path, req
 # it needs (the sampler's defects are the ptrace reader's). Each run stages only the writers its requirement is
 # judged on (--protocol): OTEP 4719's readers read the OTEP 4947 writers' process contexts.
 STAGED_FOR = {"TCTXR": ["otel-thread-context"], "PCTXR": ["otel-process-context", "otel-thread-context"],
-              "TLS": ["elastic-v1"], "MSG": ["elastic-v1"]}
+              "TLS": ["elastic-v1"], "MSG": ["elastic-v1"], "NJSR": ["otel-nodejs-thread-context"]}
 KILLS = [
     ("ignores-valid", "TCTXR-08"),
     ("ignores-valid", "TLS-08"),
@@ -180,6 +185,13 @@ KILLS = [
     ("ignores-seqlock", "PCTXR-04"),
     ("reads-running-thread", "TCTXR-06", PTRACE),
     ("any-signature", "PCTXR-02", PTRACE),  # the BPF sampler checks the header's identity in the kernel
+    ("walks-any-schema", "NJSR-01"),
+    ("ignores-valid", "NJSR-12"),
+    # The walk's defects have no table shape for the BPF sampler: the ptrace reader's walk breaks the rule.
+    ("caches-struct", "NJSR-04", PTRACE),
+    ("ignores-forwarding", "NJSR-06", PTRACE),
+    ("bounds-by-elements", "NJSR-08", PTRACE),
+    ("checks-map-words", "NJSR-14", PTRACE),
 ]
 # Not in the matrix: one-mapping-name (PCTXR-01): every mapping here is /memfd:OTEL_CTX (no CONFIG_ANON_VMA_NAME),
 # so a reader of [anon_shmem:OTEL_CTX] only reads no member, which is inconclusive, not failed.

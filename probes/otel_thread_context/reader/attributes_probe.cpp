@@ -22,40 +22,14 @@ using Kind = profiler::SampleCheck::Kind;
 // reader ever named a key appended after it started (it refreshed) or never.
 constexpr std::uint64_t kLateKeyGraceNs = 100'000'000;
 
-const std::string* value_of(const profiles::ProfileSample& s, const std::string& key) {
-  const auto* v = s.attribute(key);
-  return v ? v->as_string() : nullptr;
-}
-
-// The sample's attribute value that is one of `values`, or null.
-const std::string* reports_any(const profiles::ProfileSample& s, const std::vector<std::string>& values) {
-  if (!s.attributes) return nullptr;
-  for (const auto& [key, value] : *s.attributes)
-    if (const auto* text = value.as_string(); text && std::find(values.begin(), values.end(), *text) != values.end())
-      return text;
-  return nullptr;
-}
-
 using Matches = std::vector<const profiler::stage::ThreadState*>;
+using profiler::dropped_by_all;
+using profiler::reported_value;
+using profiler::reports_any;
 
 bool has_attribute(const profiler::stage::ThreadState& st, const std::string& key, const std::string& value) {
   const auto& a = st.context->attributes;
   return std::find(a.begin(), a.end(), profiler::stage::Attribute{key, value}) != a.end();
-}
-
-// Values no state the sample may be of keeps, and one of them drops: a
-// reader reporting one took what the rules leave out.
-std::vector<std::string> dropped_by_all(const Matches& matches) {
-  std::vector<std::string> out;
-  for (const auto* st : matches)
-    for (const auto& v : st->poison_values) {
-      const bool kept = std::any_of(matches.begin(), matches.end(), [&](const auto* other) {
-        return std::any_of(other->context->attributes.begin(), other->context->attributes.end(),
-                           [&](const auto& a) { return a.second == v; });
-      });
-      if (!kept) out.push_back(v);
-    }
-  return out;
 }
 
 bool shows(const Matches& matches, const std::string& hazard) {
@@ -83,7 +57,7 @@ Naming naming(const CheckedSample& s) {
   Naming n;
   for (const auto* st : s.check.matches)
     for (const auto& [key, value] : st->context->attributes) {
-      const auto* reported = value_of(*s.sample, key);
+      const auto* reported = reported_value(*s.sample, key);
       if (reported && *reported == value) {
         n.any_named = true;
       } else if (!reported && reports_any(*s.sample, {value})) {
@@ -149,7 +123,7 @@ Finding judge_late_keys(const ReaderEvidence& e) {
         // profiler met the member: a map read at discovery cannot name it.
         const bool late = first.at(key) >= some.begun_ns && some.begun_ns > met;
         if (!in_all || !late || s.sample->time->nanos < published + kLateKeyGraceNs) continue;
-        const auto* reported = value_of(*s.sample, key);
+        const auto* reported = reported_value(*s.sample, key);
         if (reported && *reported == value) {
           ++named;
         } else if (!reported && s.sample->attributes && !s.sample->attributes->empty()) {

@@ -1,6 +1,8 @@
 #include "otel_nodejs_thread_context/walk.hpp"
 
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "otel_nodejs_thread_context/registry.hpp"
 
@@ -57,7 +59,7 @@ bool read_word(const ProcessMemory& m, std::uint64_t address, WalkTrace& t, Walk
 
 // The counts at table + 16: three Smis, a power-of-two bucket count within
 // the bound, and no more entries than the capacity (NJSR-06, 07).
-bool read_counts(const ProcessMemory& m, std::uint64_t table, WalkTrace& t) {
+bool read_counts(const ProcessMemory& m, std::uint64_t table, WalkTrace& t, const WalkDefects& defects) {
   std::uint8_t raw[3 * spec::kV8TaggedSize];
   if (auto st = m.read(table + kElementsOffset, raw); !st) {
     fail(t, WalkStep::Counts, "table counts at " + hex_address(table + kElementsOffset) + " unreadable: " +
@@ -67,19 +69,21 @@ bool read_counts(const ProcessMemory& m, std::uint64_t table, WalkTrace& t) {
   const std::span<const std::uint8_t> bytes(raw);
   const std::uint64_t nel = load<std::uint64_t>(bytes, 0), ndel = load<std::uint64_t>(bytes, 8),
                       nbuckets = load<std::uint64_t>(bytes, 16);
-  if (is_heap_pointer(nel)) {
+  const bool forwarded = is_heap_pointer(nel);
+  if (forwarded && !defects.ignores_forwarding) {
     finish(t, WalkEnd::Forwarded);
     t.error = "counts: the element count " + word_text(nel) + " is a heap pointer (a rehash forwards the table)";
     return false;
   }
-  const char* bad = !is_smi(nel) ? "element count" : !is_smi(ndel) ? "deleted count" : !is_smi(nbuckets) ? "bucket count" : nullptr;
+  const char* bad = !forwarded && !is_smi(nel) ? "element count" : !is_smi(ndel) ? "deleted count" : !is_smi(nbuckets) ? "bucket count" : nullptr;
   if (bad) {
     fail(t, WalkStep::Counts, std::string("the ") + bad + " is not a Smi (" + word_text(nel) + ", " + word_text(ndel) + ", " +
                                   word_text(nbuckets) + ")");
     return false;
   }
-  t.elements = smi_value(nel), t.deleted = smi_value(ndel), t.buckets = smi_value(nbuckets);
+  t.elements = forwarded ? 0 : smi_value(nel), t.deleted = smi_value(ndel), t.buckets = smi_value(nbuckets);
   const std::int64_t n = *t.buckets;
+  if (forwarded) t.elements = n * static_cast<std::int64_t>(spec::kV8OrderedHashMapLoadFactor) - *t.deleted;
   if (n < 1 || n > static_cast<std::int64_t>(spec::kV8MaxBuckets) || (n & (n - 1)) != 0) {
     fail(t, WalkStep::Counts, "bucket count " + std::to_string(n) + " is not a power of two in 1.." +
                                   std::to_string(spec::kV8MaxBuckets));
@@ -96,16 +100,17 @@ bool read_counts(const ProcessMemory& m, std::uint64_t table, WalkTrace& t) {
 
 // An entry index as a bucket head or a chain link holds it: a Smi, -1 (the
 // end) or below elements + deleted. Returns false (trace failed) otherwise.
-bool entry_index(std::uint64_t word, const WalkTrace& t, WalkStep step, WalkTrace& out, std::int64_t& index) {
+bool entry_index(std::uint64_t word, WalkStep step, WalkTrace& t, const WalkDefects& defects, std::int64_t& index) {
   if (!is_smi(word)) {
-    fail(out, step, "entry index " + word_text(word) + " is not a Smi");
+    fail(t, step, "entry index " + word_text(word) + " is not a Smi");
     return false;
   }
   index = smi_value(word);
   if (index == spec::kV8EmptyBucket) return true;
-  if (index < 0 || index >= *t.elements + *t.deleted) {
-    fail(out, step, "entry index " + std::to_string(index) + " is outside the table's " +
-                        std::to_string(*t.elements + *t.deleted) + " used entries");
+  const std::int64_t used = defects.bounds_by_elements ? *t.elements : *t.elements + *t.deleted;
+  if (index < 0 || index >= used) {
+    fail(t, step, "entry index " + std::to_string(index) + " is outside the table's " + std::to_string(used) +
+                      " used entries");
     return false;
   }
   return true;
@@ -118,7 +123,8 @@ std::uint64_t entry_address(std::uint64_t table, std::int64_t buckets, std::int6
 
 // Follows the chain from the bucket's head for at most kV8ChainCap hops.
 // Returns the matching hop's value through `t.wrapper`, or ends the trace.
-void follow_chain(const ProcessMemory& m, std::uint64_t table, std::int64_t index, WalkTrace& t) {
+void follow_chain(const ProcessMemory& m, std::uint64_t table, std::int64_t index, WalkTrace& t,
+                  const WalkDefects& defects) {
   for (std::size_t hop = 0; hop < spec::kV8ChainCap; ++hop) {
     if (index == spec::kV8EmptyBucket) {
       finish(t, WalkEnd::NotInFrame);
@@ -144,7 +150,7 @@ void follow_chain(const ProcessMemory& m, std::uint64_t table, std::int64_t inde
       t.wrapper = h.value;
       return;
     }
-    if (!entry_index(h.chain, t, WalkStep::Chain, t, index)) return;
+    if (!entry_index(h.chain, WalkStep::Chain, t, defects, index)) return;
   }
   if (index == spec::kV8EmptyBucket) {
     finish(t, WalkEnd::NotInFrame);
@@ -153,23 +159,35 @@ void follow_chain(const ProcessMemory& m, std::uint64_t table, std::int64_t inde
   fail(t, WalkStep::Chain, "the chain goes on past " + std::to_string(spec::kV8ChainCap) + " hops");
 }
 
+// checks-map-words (a defect): the object's map word must be a heap pointer.
+bool map_word_checked(const ProcessMemory& m, std::uint64_t object, WalkTrace& t, WalkStep step,
+                      const WalkDefects& defects) {
+  std::uint64_t map = 0;
+  if (!defects.checks_map_words) return true;
+  if (!read_word(m, untag(object), t, step, "the map word", map)) return false;
+  if (!is_heap_pointer(map)) return fail(t, step, "the map word " + word_text(map) + " is not a heap pointer"), false;
+  return true;
+}
+
 // frame -> table -> counts; false when the walk ended.
-bool reach_table(const ProcessMemory& m, WalkTrace& t) {
+bool reach_table(const ProcessMemory& m, WalkTrace& t, const WalkDefects& defects) {
   const auto& d = t.discovery;
   std::uint64_t frame = 0;
   if (!read_word(m, d.cped_slot, t, WalkStep::Frame, "the CPED slot", frame)) return false;
   t.frame = frame;
   if (frame == d.undefined_addr) return finish(t, WalkEnd::NoFrame), false;
   if (!is_heap_pointer(frame)) return fail(t, WalkStep::Frame, "the frame " + word_text(frame) + " is not a heap pointer"), false;
+  if (!map_word_checked(m, frame, t, WalkStep::Frame, defects)) return false;
   std::uint64_t table = 0;
   if (!read_word(m, untag(frame) + spec::kV8JsMapTableOffset, t, WalkStep::Table, "the frame's table", table)) return false;
   t.table = table;
   if (!is_heap_pointer(table)) return fail(t, WalkStep::Table, "the table " + word_text(table) + " is not a heap pointer"), false;
-  return read_counts(m, untag(table), t);
+  if (!map_word_checked(m, table, t, WalkStep::Table, defects)) return false;
+  return read_counts(m, untag(table), t, defects);
 }
 
 // The ALS key and the bucket's head; false when the walk ended.
-bool reach_bucket(const ProcessMemory& m, WalkTrace& t, std::int64_t& head) {
+bool reach_bucket(const ProcessMemory& m, WalkTrace& t, const WalkDefects& defects, std::int64_t& head) {
   const auto& d = t.discovery;
   std::uint64_t key = 0;
   if (!read_word(m, d.als_handle, t, WalkStep::Key, "the ALS handle's slot", key)) return false;
@@ -181,7 +199,7 @@ bool reach_bucket(const ProcessMemory& m, WalkTrace& t, std::int64_t& head) {
   std::uint64_t word = 0;
   if (!read_word(m, *t.bucket_address, t, WalkStep::Bucket, "the bucket", word)) return false;
   t.bucket_head = word;
-  return entry_index(word, t, WalkStep::Bucket, t, head);
+  return entry_index(word, WalkStep::Bucket, t, defects, head);
 }
 
 }  // namespace
@@ -190,20 +208,20 @@ namespace {
 
 class ContextMapWalk final : public RecordWalk {
  public:
+  explicit ContextMapWalk(const WalkDefects& defects) : defects_(defects) {}
   std::string name() const override { return "V8 context-map walk from " + std::string(spec::kTlsSymbol); }
 
   Expected<std::uint64_t> record_address(const ProcessMemory& memory, std::uint64_t slot) const override {
-    std::uint8_t bytes[spec::kDiscoverySize];
-    if (auto st = memory.read(slot, bytes); !st) return st.error().within(std::string(spec::kTlsSymbol) + " at " + hex_address(slot));
-    auto discovery = decode_discovery_struct(bytes);
+    auto discovery = read_struct(memory, slot);
     if (!discovery) return discovery.error();
-    const WalkTrace trace = walk(memory, *discovery);
+    const WalkTrace trace = walk(memory, *discovery, defects_);
     if (trace.found()) return *trace.record_pointer;
     if (trace.end != WalkEnd::Failed) return std::uint64_t{0};
     return make_error(ErrorKind::kMalformed, trace.error, std::string(spec::kTlsSymbol) + " at " + hex_address(slot));
   }
 
   std::optional<TableWalkShape> table_walk_shape() const override {
+    if (defects_.any()) return std::nullopt;
     TableWalkShape shape;
     shape.struct_size = spec::kDiscoverySize;
     shape.frame_slot_at = spec::kDiscoveryCpedSlotOffset;
@@ -220,6 +238,30 @@ class ContextMapWalk final : public RecordWalk {
     shape.chain_cap = spec::kV8ChainCap;
     return shape;
   }
+
+ private:
+  // The thread's struct: read at every sample (NJSR-04), or with the
+  // caches-struct defect the first copy read at this slot, kept.
+  Expected<DiscoveryStruct> read_struct(const ProcessMemory& memory, std::uint64_t slot) const {
+    if (defects_.caches_struct) {
+      std::lock_guard lock(cache_mutex_);
+      if (auto it = cached_.find(slot); it != cached_.end()) return it->second;
+    }
+    std::uint8_t bytes[spec::kDiscoverySize];
+    if (auto st = memory.read(slot, bytes); !st) return st.error().within(std::string(spec::kTlsSymbol) + " at " + hex_address(slot));
+    auto discovery = decode_discovery_struct(bytes);
+    if (discovery && defects_.caches_struct && discovery->gate_open()) {
+      std::lock_guard lock(cache_mutex_);
+      if (cached_.size() >= kCachedStructsMax) cached_.clear();
+      cached_.emplace(slot, *discovery);
+    }
+    return discovery;
+  }
+
+  static constexpr std::size_t kCachedStructsMax = 4096;
+  WalkDefects defects_;
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::uint64_t, DiscoveryStruct> cached_;
 };
 // The shape the BPF program takes is the walk above: V8's word kinds and entries.
 static_assert(spec::kV8HeapObjectTagMask == 7 && spec::kV8HeapObjectTag == 1 && spec::kV8SmiShift == 32);
@@ -227,9 +269,9 @@ static_assert(spec::kV8OrderedHashMapEntryWords == 3);
 
 }  // namespace
 
-std::shared_ptr<const RecordWalk> context_map_walk() {
-  static const auto walk = std::make_shared<const ContextMapWalk>();
-  return walk;
+std::shared_ptr<const RecordWalk> context_map_walk(const WalkDefects& defects) {
+  static const auto conforming = std::make_shared<const ContextMapWalk>(WalkDefects{});
+  return defects.any() ? std::make_shared<const ContextMapWalk>(defects) : conforming;
 }
 
 Expected<DiscoveryStruct> decode_discovery_struct(std::span<const std::uint8_t> bytes) {
@@ -281,7 +323,7 @@ const char* to_string(WalkStep step) {
   return "?";
 }
 
-WalkTrace walk(const ProcessMemory& m, const DiscoveryStruct& discovery) {
+WalkTrace walk(const ProcessMemory& m, const DiscoveryStruct& discovery, const WalkDefects& defects) {
   WalkTrace t;
   t.discovery = discovery;
   if (!discovery.gate_open()) return finish(t, WalkEnd::GateClosed);
@@ -290,14 +332,15 @@ WalkTrace walk(const ProcessMemory& m, const DiscoveryStruct& discovery) {
     return fail(t, WalkStep::Gate, "record_slot_offset " + std::to_string(slot) + " is not a word offset in " +
                                        std::to_string(spec::kV8RecordSlotOffsetMin) + ".." +
                                        std::to_string(spec::kV8RecordSlotOffsetMax));
-  if (!reach_table(m, t)) return t;
+  if (!reach_table(m, t, defects)) return t;
   std::int64_t head = 0;
-  if (!reach_bucket(m, t, head)) return t;
-  follow_chain(m, untag(*t.table), head, t);
+  if (!reach_bucket(m, t, defects, head)) return t;
+  follow_chain(m, untag(*t.table), head, t, defects);
   if (!t.wrapper) return t;
   if (*t.wrapper == discovery.undefined_addr) return finish(t, WalkEnd::Detached);
   if (!is_heap_pointer(*t.wrapper))
     return fail(t, WalkStep::Wrapper, "the ALS value " + word_text(*t.wrapper) + " is not a heap pointer");
+  if (!map_word_checked(m, *t.wrapper, t, WalkStep::Wrapper, defects)) return t;
   t.record_slot_address = untag(*t.wrapper) + slot;
   std::uint64_t record = 0;
   if (!read_word(m, *t.record_slot_address, t, WalkStep::Record, "the wrapper's record slot", record)) return t;

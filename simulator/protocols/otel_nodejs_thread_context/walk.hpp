@@ -87,17 +87,29 @@ struct WalkTrace {
   bool found() const { return end == WalkEnd::Record; }
 };
 
+// Reader defects (`tracecorr agent --reader-defect`, profiler mode's kill
+// matrix): each makes the walk break one rule. Conforming by default; only
+// the host agent is ever given one.
+struct WalkDefects {
+  bool caches_struct = false;       // caches-struct, NJSR-04: a thread's struct read once, then reused
+  bool ignores_forwarding = false;  // ignores-forwarding, NJSR-06: a forwarded table read as if current
+  bool bounds_by_elements = false;  // bounds-by-elements, NJSR-08: entry indexes bound by nel, not nel + ndel
+  bool checks_map_words = false;    // checks-map-words, NJSR-14: objects whose map word is no heap pointer refused
+  bool any() const { return caches_struct || ignores_forwarding || bounds_by_elements || checks_map_words; }
+};
+
 // Walks from `discovery` (already read from the thread's copy) through
 // `memory`. Never reads more than 9 + kV8ChainCap words past the struct;
 // never throws; every address it reads comes from a checked word.
-WalkTrace walk(const ProcessMemory& memory, const DiscoveryStruct& discovery);
+WalkTrace walk(const ProcessMemory& memory, const DiscoveryStruct& discovery, const WalkDefects& defects = {});
 
 // The walk as the engine's samplers take it (record_layout.hpp's RecordWalk):
 // the struct read at the thread's slot, then walk(). Every "no context" end
 // (a closed gate, nothing attached, a rehash in flight) is 0; a failed check
 // is an error naming its step and address. thread_context_record_layout()
-// carries it.
-std::shared_ptr<const RecordWalk> context_map_walk();
+// carries it. A walk with defects has no table shape: the BPF sampler
+// refuses it (the kill matrix runs it with the ptrace reader).
+std::shared_ptr<const RecordWalk> context_map_walk(const WalkDefects& defects = {});
 
 // NJS-07's evidence: when the hashed bucket did not hold the ALS key, where the
 // key is in the table, by a scan of at most 2 x buckets entries (itself capped

@@ -156,10 +156,15 @@ std::string FollowedContext::follow(pid_t pid, Sampler& sampler, process_context
 }
 
 void FollowedContext::count(const Sample& s, process_context::PublicationResolver& resolver) {
-  if (header_ == 0 || s.time_ns < since_ns_) return;
+  if (header_ == 0) return;
+  // A sample carrying the header's timestamp is resolved as its observation's
+  // resource is (host_agent.cpp's ObservedResources), whenever it was taken:
+  // one taken just before the follow began, delivered after, was exported
+  // with its resource and must be counted so. One without a timestamp is the
+  // header's failure only once the sampler was told of it.
   if (s.context_published_at)
     tally_.add(resolver.resolve(s.pid, *s.context_published_at));
-  else
+  else if (s.time_ns >= since_ns_)
     tally_.add_header_unreadable();
 }
 

@@ -133,6 +133,33 @@ MemberTally tally(const MemberEvidence& member, std::uint64_t tolerance_ns) {
   return t;
 }
 
+const std::string* reported_value(const profiles::ProfileSample& sample, const std::string& key) {
+  const auto* v = sample.attribute(key);
+  return v ? v->as_string() : nullptr;
+}
+
+const std::string* reports_any(const profiles::ProfileSample& sample, const std::vector<std::string>& values) {
+  if (!sample.attributes) return nullptr;
+  for (const auto& [key, value] : *sample.attributes)
+    if (const auto* text = value.as_string(); text && std::find(values.begin(), values.end(), *text) != values.end())
+      return text;
+  return nullptr;
+}
+
+std::vector<std::string> dropped_by_all(const std::vector<const stage::ThreadState*>& matches) {
+  std::vector<std::string> out;
+  const auto kept = [&](const std::string& v) {
+    return std::any_of(matches.begin(), matches.end(), [&](const auto* st) {
+      return st->context && std::any_of(st->context->attributes.begin(), st->context->attributes.end(),
+                                         [&](const auto& a) { return a.second == v; });
+    });
+  };
+  for (const auto* st : matches)
+    for (const auto& v : st->poison_values)
+      if (!kept(v)) out.push_back(v);
+  return out;
+}
+
 Evidence sample_evidence(const std::string& label, const profiles::ProfileSample& sample, const SampleCheck& check,
                          const std::string& expected) {
   std::string actual = "pid " + (sample.pid ? std::to_string(*sample.pid) : std::string("?")) + " tid " +

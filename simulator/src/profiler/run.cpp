@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -196,9 +196,10 @@ void release_met(std::vector<Release>& releases, const profiles::SampleStore& st
 // after its release), or the profiler gone, or the cap.
 void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>& stage, const Intake& in, Target* profiler) {
   // A member a conforming reader leaves alone may never be sampled: not waited for.
-  std::set<std::int64_t> pids;
+  std::map<std::int64_t, std::size_t> wanted;  // by pid
   for (const auto& m : stage)
-    if (m.target && !m.member.must_not_be_read) pids.insert(m.target->launched_pid());
+    if (m.target && !m.member.must_not_be_read)
+      wanted[m.target->launched_pid()] = std::max(o.samples_per_member, m.member.samples_wanted);
   auto releases = releases_of(stage);
   // A released member's samples count from its release (none before it is sent).
   const auto counts_from = [&](std::int64_t pid) -> std::uint64_t {
@@ -207,14 +208,14 @@ void await_samples(const ProfilerRunOptions& o, const std::vector<RunningMember>
     return 0;
   };
   const auto counted = [&](const profiles::ProfileSample& s) {
-    if (!s.pid || !pids.count(*s.pid)) return false;
+    if (!s.pid || !wanted.count(*s.pid)) return false;
     return !s.time || s.time->clock != profiles::Clock::Unix || s.time->nanos >= counts_from(*s.pid);
   };
   const auto enough = [&](const std::vector<profiles::ProfileSample>& samples) {
     std::map<std::int64_t, std::size_t> per_pid;
     for (const auto& s : samples)
       if (counted(s)) ++per_pid[*s.pid];
-    return std::all_of(pids.begin(), pids.end(), [&](std::int64_t p) { return per_pid[p] >= o.samples_per_member; });
+    return std::all_of(wanted.begin(), wanted.end(), [&](const auto& w) { return per_pid[w.first] >= w.second; });
   };
   // And the profiler watched the stage for min_observed since its first
   // sample came in: hazards that recur (a key appended late, again and again)

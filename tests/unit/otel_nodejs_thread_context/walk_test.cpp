@@ -326,6 +326,61 @@ TEST(Walk, RandomMemoryStaysWithinTheBound) {
   EXPECT_GT(failures, 0u);
 }
 
+// The reader defects of the kill matrix: each turns one of the walk's answers
+// into the wrong one, on the shape its rule is about, and nothing else.
+TEST(WalkDefects, EachBreaksItsOwnRuleOnItsShape) {
+  {  // ignores-forwarding (NJSR-06): the old table searched, its record reached
+    Graph g;
+    g.table({{tagged(kAls), tagged(kWrapper)}}, {5});
+    g.m.word(kTable + 16, tagged(0x51000));
+    EXPECT_EQ(walk(g.m, g.d).end, WalkEnd::Forwarded);
+    EXPECT_EQ(walk(g.m, g.d, {.ignores_forwarding = true}).end, WalkEnd::Record);
+  }
+  {  // bounds-by-elements (NJSR-08): a key past nel, after deleted entries, missed
+    Graph g;
+    g.buckets = 4;
+    g.table({{tagged(0x34000), tagged(0x34000)}, {tagged(kAls), tagged(kWrapper)}}, {5, 5});
+    g.m.word(kTable + 16, smi(1));  // one element, one deleted (the hole at index 0)
+    g.m.word(kTable + 24, smi(1));
+    EXPECT_EQ(walk(g.m, g.d).end, WalkEnd::Record);
+    EXPECT_EQ(walk(g.m, g.d, {.bounds_by_elements = true}).end, WalkEnd::Failed);
+  }
+  {  // checks-map-words (NJSR-14): a forwarding address in a map word refused
+    Graph g;
+    g.table({{tagged(kAls), tagged(kWrapper)}}, {5});
+    for (auto object : {kFrame, kTable, kWrapper}) g.m.word(object, tagged(0x80000));
+    EXPECT_EQ(walk(g.m, g.d, {.checks_map_words = true}).end, WalkEnd::Record);
+    g.m.word(kTable, 0x81000);  // untagged: a scavenge's forwarding address
+    EXPECT_EQ(walk(g.m, g.d).end, WalkEnd::Record);
+    EXPECT_EQ(walk(g.m, g.d, {.checks_map_words = true}).end, WalkEnd::Failed);
+  }
+}
+
+TEST(WalkDefects, CachesStructReadsThroughAClosedGate) {
+  Graph g;
+  g.table({{tagged(kAls), tagged(kWrapper)}}, {5});
+  constexpr std::uint64_t kSlot = 0x90000;
+  auto put_struct = [&](const DiscoveryStruct& d) {
+    g.m.word(kSlot, d.cped_slot);
+    g.m.word(kSlot + 8, d.als_handle);
+    g.m.put(kSlot + 16, &d.als_identity_hash, 4);
+    g.m.put(kSlot + 20, &d.record_slot_offset, 1);
+    g.m.put(kSlot + 21, d.reserved, 3);
+    g.m.word(kSlot + 24, d.undefined_addr);
+  };
+  put_struct(g.d);
+  const auto conforming = context_map_walk(), caching = context_map_walk({.caches_struct = true});
+  EXPECT_EQ(*conforming->record_address(g.m, kSlot), kRecord);
+  EXPECT_EQ(*caching->record_address(g.m, kSlot), kRecord);
+  auto closed = g.d;
+  closed.cped_slot = 0;
+  put_struct(closed);
+  EXPECT_EQ(*conforming->record_address(g.m, kSlot), 0u);
+  EXPECT_EQ(*caching->record_address(g.m, kSlot), kRecord);  // the gate it read first stands in
+  EXPECT_TRUE(conforming->table_walk_shape());
+  EXPECT_FALSE(caching->table_walk_shape());  // BPF refuses a defective walk
+}
+
 TEST(Walk, DecodesTheDiscoveryStruct) {
   std::uint8_t bytes[32] = {};
   const std::uint64_t cped = 0x1122334455667788, handle = 0x99, undefined = 0x3109f7dc0011;

@@ -58,6 +58,10 @@ struct StageMember {
   // sent this signal once its first sample came in, then the stage waits
   // for its samples taken after that. 0: none.
   int release_signal = 0;
+  // The stage waits for this many of its samples, when more than the run's
+  // samples_per_member: a member showing many hazards in turn, each judged
+  // on its own share of them. 0: the run's.
+  std::size_t samples_wanted = 0;
 };
 
 // One member after the stage: what it published and what came back for it.
@@ -127,6 +131,15 @@ MemberTally tally(const MemberEvidence& member, std::uint64_t tolerance_ns);
 // When the profiler's first sample of the member was taken (unix ns; it had
 // found the process by then), or UINT64_MAX: no sample on the journals' clock.
 std::uint64_t first_sample_ns(const MemberEvidence& member);
+// A sample's attributes against the states it rightly reports (a Right
+// check's matches): the string value it carries under `key` (null: none);
+// the first of its values that is one of `values` (null: none); the values
+// every matched state's rules drop (poison_values) that none of them keeps:
+// a reader reporting one took what the rules leave out.
+const std::string* reported_value(const profiles::ProfileSample& sample, const std::string& key);
+const std::string* reports_any(const profiles::ProfileSample& sample, const std::vector<std::string>& values);
+std::vector<std::string> dropped_by_all(const std::vector<const stage::ThreadState*>& matches);
+
 // One sample as evidence: "pid 42 tid 43 at 12:00:01.123: link 4bf9.../00f0... (stale)".
 Evidence sample_evidence(const std::string& label, const profiles::ProfileSample& sample, const SampleCheck& check,
                          const std::string& expected);

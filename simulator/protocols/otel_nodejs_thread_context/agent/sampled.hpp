@@ -3,8 +3,10 @@
 // each thread's record through the V8 context-map walk (the layout's
 // indirection, walk.hpp) while the thread is stopped, and lists per thread
 // the ids, flags and attributes (named through the key map of the process
-// context) it read. Samplers without the walk (BPF, for now) refuse the
-// layout and say so. Registered with the package (register.cpp).
+// context) it read. The BPF sampler takes the walk's shape as data
+// (RecordWalk::table_walk_shape); a walk made defective for a kill matrix
+// (`--reader-defect`) has none, and BPF refuses it, saying so. Registered
+// with the package (register.cpp).
 #pragma once
 
 #include "tracecorr/sampled_protocol.hpp"
