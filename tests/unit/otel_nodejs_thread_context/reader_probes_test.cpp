@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "tracecorr/profiler/run.hpp"
+#include "hand_built_stage.hpp"
 
 namespace tracecorr::profiler {
 namespace {
@@ -23,14 +23,8 @@ constexpr char kSpanB[] = "5e00000100000002";
 constexpr char kPoisonTrace[] = "babababababababa0000000140000003";
 constexpr char kPoisonSpan[] = "ba00000140000003";
 constexpr char kOutOfMap[] = "njs-out-of-map-value";
-constexpr std::uint64_t kSecond = 1'000'000'000;
-constexpr std::uint64_t kT = 1'700'000'000 * kSecond;
-
-const ReaderSuite& suite() {
-  for (const auto* s : reader_suites())
-    if (s->protocol().id == "otel-nodejs-thread-context") return *s;
-  throw std::runtime_error("no otel-nodejs-thread-context reader suite registered");
-}
+using testing::kSecond;
+using testing::kT;
 
 std::string ctx(const char* trace, const char* span) {
   return std::string(R"({"trace_id":")") + trace + R"(","span_id":")" + span +
@@ -75,34 +69,10 @@ std::string journal(std::int64_t pid) {
   return text;
 }
 
-struct Stage {
-  ReaderEvidence evidence;
+struct Stage : testing::HandBuiltStage {
+  Stage() : HandBuiltStage("otel-nodejs-thread-context") {}
   void add(std::int64_t pid, const std::string& layout, bool must_not_be_read = false) {
-    MemberEvidence m;
-    m.member.name = "otel-nodejs-thread-context/" + layout;
-    m.member.protocol = "otel-nodejs-thread-context";
-    m.member.layout = layout;
-    m.member.must_not_be_read = must_not_be_read;
-    m.pid = static_cast<pid_t>(pid);
-    m.truth = stage::read_journal(journal(pid));
-    evidence.members.push_back(std::move(m));
-  }
-  void sample(std::int64_t pid, std::uint64_t ms, const char* trace, const char* span,
-              std::map<std::string, std::string> attributes = {}) {
-    profiles::ProfileSample s;
-    s.time = profiles::SampleTime{kT + ms * 1'000'000, profiles::Clock::Unix};
-    s.pid = pid;
-    s.tid = pid + 1;
-    if (trace) {
-      profiles::SampleLink link;
-      from_hex(trace, link.trace_id);
-      from_hex(span, link.span_id);
-      s.link = link;
-    }
-    auto a = std::make_shared<otlp::Attributes>();
-    for (auto& [k, v] : attributes) a->emplace(k, otlp::AttributeValue(v));
-    s.attributes = a;
-    evidence.samples.push_back(std::move(s));
+    HandBuiltStage::add(pid, layout, journal(pid), must_not_be_read);
   }
   // A conforming reader: every state's context, with its attributes; nothing where none.
   void right(std::int64_t pid) {
@@ -127,17 +97,10 @@ struct Stage {
     });
     for (auto ms = from_ms; ms < to_ms; ms += 100) sample(pid, ms, nullptr, nullptr);
   }
-  std::map<std::string, conform::RequirementResult> judge() {
-    attach_samples(evidence);
-    std::map<std::string, conform::RequirementResult> by_id;
-    for (auto& r : judge_readers(evidence, {&suite()}, {}, false)) by_id[r.id] = r;
-    return by_id;
-  }
 };
 
 Stage conforming_stage() {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(100, "addon dlopen()ed, static surplus");
   st.add(200, "addon dlopen()ed, dynamic TLS");
   st.add(300, "announces tlsdesc_v1_dev", true);
@@ -191,7 +154,6 @@ TEST(NodeThreadContextReaderProbes, EachDefectFailsItsOwnRuleAlone) {
 
 TEST(NodeThreadContextReaderProbes, AReaderThatReadsNoDynamicTlsFailsNamingIt) {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(100, "addon dlopen()ed, static surplus");
   st.add(200, "addon dlopen()ed, dynamic TLS");
   st.right(100);

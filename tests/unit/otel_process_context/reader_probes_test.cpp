@@ -11,23 +11,17 @@
 #include <string>
 #include <vector>
 
-#include "tracecorr/profiler/run.hpp"
+#include "hand_built_stage.hpp"
 
 namespace tracecorr::profiler {
 namespace {
 
 using conform::Verdict;
 
-constexpr std::uint64_t kSecond = 1'000'000'000;
-constexpr std::uint64_t kT = 1'700'000'000 * kSecond;
+using testing::kSecond;
+using testing::kT;
 constexpr char kService[] = "writer";
 constexpr char kForeign[] = "tracecorr-damaged-signature";
-
-const ReaderSuite& suite() {
-  for (const auto* s : reader_suites())
-    if (s->protocol().id == "otel-process-context") return *s;
-  throw std::runtime_error("no otel-process-context reader suite registered");
-}
 
 std::string context_line(int second, std::uint64_t published_at, const std::string& resource,
                          const std::string& poison) {
@@ -47,37 +41,17 @@ std::string republishing_journal() {
          context_line(1, 20, generation("2"), "");
 }
 
-struct Stage {
-  ReaderEvidence evidence;
+struct Stage : testing::HandBuiltStage {
+  Stage() : HandBuiltStage("otel-process-context") {}
   MemberEvidence& add(std::int64_t pid, const std::string& name, const std::string& journal,
                       std::vector<std::string> hazards = {}) {
-    MemberEvidence m;
-    m.member.name = "otel-process-context/" + name;
-    m.member.protocol = "otel-process-context";
+    auto& m = HandBuiltStage::add(pid, name, journal);
     m.member.hazards = std::move(hazards);
-    m.pid = static_cast<pid_t>(pid);
-    m.truth = stage::read_journal(journal);
-    evidence.members.push_back(std::move(m));
-    return evidence.members.back();
+    return m;
   }
   // A sample of `pid` at `ms` after kT carrying `resource` (empty: none).
-  void sample(std::int64_t pid, std::uint64_t ms, std::map<std::string, std::string> resource = {}) {
-    profiles::ProfileSample s;
-    s.time = profiles::SampleTime{kT + ms * 1'000'000, profiles::Clock::Unix};
-    s.pid = pid;
-    s.tid = pid + 1;
-    if (!resource.empty()) {
-      auto r = std::make_shared<otlp::Attributes>();
-      for (auto& [k, v] : resource) r->emplace(k, otlp::AttributeValue(v));
-      s.resource = r;
-    }
-    evidence.samples.push_back(std::move(s));
-  }
-  std::map<std::string, conform::RequirementResult> judge() {
-    attach_samples(evidence);
-    std::map<std::string, conform::RequirementResult> by_id;
-    for (auto& r : judge_readers(evidence, {&suite()}, {}, false)) by_id[r.id] = r;
-    return by_id;
+  void sample(std::int64_t pid, std::uint64_t ms, const testing::Strings& resource = {}) {
+    HandBuiltStage::sample(pid, ms, nullptr, nullptr, {}, resource);
   }
 };
 
@@ -85,7 +59,6 @@ struct Stage {
 // damaged one sampled with no resource.
 Stage conforming_stage() {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(100, "a", republishing_journal());
   st.add(200, "b", republishing_journal());
   st.add(300, "damaged-signature", context_line(0, 11, "null", kForeign), {"context_wrong_signature"});
@@ -147,7 +120,6 @@ TEST(ProcessContextReaderProbes, TheMemberNeverReadIsNamed) {
 
 TEST(ProcessContextReaderProbes, NoWrongSignatureSampledIsNotAPass) {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(300, "damaged-signature", context_line(0, 11, "null", kForeign), {"context_wrong_signature"});
   EXPECT_NE(st.judge()["PCTXR-02"].verdict, Verdict::Pass);
 }

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "tracecorr/profiler/run.hpp"
+#include "hand_built_stage.hpp"
 
 namespace tracecorr::profiler {
 namespace {
@@ -21,14 +21,10 @@ constexpr char kTraceB[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 constexpr char kSpanB[] = "b1b1b1b1b1b1b1b1";
 constexpr char kPoisonTrace[] = "dead00000000000000000000000000de";
 constexpr char kPoisonSpan[] = "dead0000000000de";
-constexpr std::uint64_t kSecond = 1'000'000'000;
-constexpr std::uint64_t kT = 1'700'000'000 * kSecond;
+using testing::kSecond;
+using testing::kT;
 
-const ReaderSuite& suite() {
-  for (const auto* s : reader_suites())
-    if (s->protocol().id == "otel-thread-context") return *s;
-  throw std::runtime_error("no otel-thread-context reader suite registered");
-}
+const ReaderSuite& suite() { return testing::reader_suite_of("otel-thread-context"); }
 
 std::string ctx(const char* trace, const char* span, const std::string& attributes) {
   return std::string(R"({"trace_id":")") + trace + R"(","span_id":")" + span +
@@ -54,42 +50,16 @@ std::string journal(std::int64_t pid) {
          line(6, ctx(kTraceA, kSpanA, R"([["http.route","/a"]])"), "");
 }
 
-struct Stage {
-  ReaderEvidence evidence;
+struct Stage : testing::HandBuiltStage {
+  Stage() : HandBuiltStage("otel-thread-context") {}
   // Adds a member (pid, layout) with the journal above.
   MemberEvidence& add(std::int64_t pid, const std::string& layout, bool must_not_be_read = false) {
     return add_journal(pid, layout, journal(pid), must_not_be_read);
   }
-  // A member with its own journal (the suite's journal events kept).
+  // A member with its own journal.
   MemberEvidence& add_journal(std::int64_t pid, const std::string& layout, const std::string& text,
                               bool must_not_be_read = false) {
-    MemberEvidence m;
-    m.member.name = "otel-thread-context/" + layout;
-    m.member.protocol = "otel-thread-context";
-    m.member.layout = layout;
-    m.member.must_not_be_read = must_not_be_read;
-    m.pid = static_cast<pid_t>(pid);
-    m.truth = stage::read_journal(text, suite().journal_events());
-    evidence.members.push_back(std::move(m));
-    return evidence.members.back();
-  }
-  // A sample of member `pid`'s thread at `ms` after kT.
-  void sample(std::int64_t pid, std::uint64_t ms, const char* trace, const char* span,
-              std::map<std::string, std::string> attributes = {}) {
-    profiles::ProfileSample s;
-    s.time = profiles::SampleTime{kT + ms * 1'000'000, profiles::Clock::Unix};
-    s.pid = pid;
-    s.tid = pid + 1;
-    if (trace) {
-      profiles::SampleLink link;
-      from_hex(trace, link.trace_id);
-      from_hex(span, link.span_id);
-      s.link = link;
-    }
-    auto a = std::make_shared<otlp::Attributes>();
-    for (auto& [k, v] : attributes) a->emplace(k, otlp::AttributeValue(v));
-    s.attributes = a;
-    evidence.samples.push_back(std::move(s));
+    return HandBuiltStage::add(pid, layout, text, must_not_be_read);
   }
   // What a conforming reader reports: right contexts, attributes named, nothing around nothing.
   void right(std::int64_t pid, std::uint64_t from_ms = 100) {  // from_ms: the reader found it then
@@ -100,12 +70,6 @@ struct Stage {
       if (second == 2) sample(pid, ms, kTraceB, kSpanB, {{"http.route", "/b2"}});
       if (second == 3 || second == 4) sample(pid, ms, kTraceA, kSpanB, {{"http.route", "/c"}, {"tracecorr.late", "late"}});
     }
-  }
-  std::map<std::string, conform::RequirementResult> judge() {
-    attach_samples(evidence);
-    std::map<std::string, conform::RequirementResult> by_id;
-    for (auto& r : judge_readers(evidence, {&suite()}, {}, false)) by_id[r.id] = r;
-    return by_id;
   }
 };
 
@@ -121,7 +85,6 @@ void drop_attribute(Stage& st, std::int64_t pid, const std::string& key) {
 
 Stage conforming_stage() {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(100, "TLS descriptors, library linked, glibc");
   st.add(200, "local-exec, executable, glibc");
   st.add(300, "announces another schema", true);
@@ -186,7 +149,6 @@ TEST(ThreadContextReaderProbes, ALateKeyNamedAfterSomeSamplesIsARefreshAtTheRead
 
 TEST(ThreadContextReaderProbes, AReaderThatReadsNoModelOfOneKindFailsNamingIt) {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(100, "TLS descriptors, library linked, glibc");
   st.add(200, "local-exec, executable, glibc");
   st.right(100);
@@ -203,7 +165,6 @@ TEST(ThreadContextReaderProbes, AReaderThatReadsNoModelOfOneKindFailsNamingIt) {
 TEST(ThreadContextReaderProbes, AnExecutableWriterNotYetFoundIsNoFailureOfTheLookup) {
   for (const bool sampled_early : {false, true}) {
     Stage st;
-    st.evidence.tolerance_ns = 20'000'000;
     st.add(100, "TLS descriptors, library linked, glibc");
     st.add(200, "local-exec, executable, glibc");
     st.add(300, "TLS descriptors, library dlopen()ed (static surplus), glibc");
@@ -287,7 +248,6 @@ std::string rewrites_journal(std::int64_t pid) {
 
 TEST(ThreadContextReaderProbes, ATornPairFromARecordRewrittenInPlaceBreaksTCTXR06) {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add_journal(500, "TLS descriptors, library linked, glibc; records updated in place", rewrites_journal(500));
   for (std::uint64_t ms = 1; ms < 190; ms += 10) st.sample(500, ms, kTraceA, kSpanA);
   for (std::uint64_t ms = 6; ms < 190; ms += 10) st.sample(500, ms, kTraceB, kSpanB);
@@ -310,7 +270,6 @@ std::string oversize_journal(std::int64_t pid) {
 
 TEST(ThreadContextReaderProbes, AnEntryPastTheBoundBreaksTCTXR16) {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add_journal(600, "TLS descriptors, library linked, glibc", oversize_journal(600));
   for (std::uint64_t ms = 100; ms < 1000; ms += 100)
     st.sample(600, ms, kTraceA, kSpanA, {{"http.route", "/a"}, {"tracecorr.pad.1", "1ppp"}});
@@ -323,7 +282,6 @@ TEST(ThreadContextReaderProbes, AnEntryPastTheBoundBreaksTCTXR16) {
 
 TEST(ThreadContextReaderProbes, NoSamplesIsNoPass) {
   Stage st;
-  st.evidence.tolerance_ns = 20'000'000;
   st.add(100, "TLS descriptors, library linked, glibc");
   auto results = st.judge();
   for (const auto& [id, r] : results) EXPECT_NE(r.verdict, Verdict::Pass) << id << ": " << r.reason;
