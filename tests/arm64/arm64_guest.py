@@ -242,7 +242,8 @@ class ConformJob:
 # The stage's writers `conform --profiler` launches (probes/*/reader/stage.cpp),
 # by their folders under fixtures/<arch>; in the guest under STAGE_GUEST_DIR.
 STAGE_DIRS = ["otel_thread_context/reference", "otel_thread_context/mutants/entry-overruns-size",
-              "otel_thread_context/mutants/valid-2", "otel_thread_context/variants/nodejs-schema", "reference"]
+              "otel_thread_context/mutants/valid-2", "otel_thread_context/variants/nodejs-schema", "reference",
+              "otel_nodejs_thread_context/reference"]
 STAGE_GUEST_DIR = "/opt/stage"
 
 
