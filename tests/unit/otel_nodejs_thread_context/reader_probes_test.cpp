@@ -137,6 +137,7 @@ TEST(NodeThreadContextReaderProbes, EachDefectFailsItsOwnRuleAlone) {
          s.sample(100, 7550, kTraceB, "5e00000140000008", {{"http.route", "/work/0"}, {"tracecorr.index.9", kOutOfMap}});
        }},
       {"NJSR-12", [](Stage& s) { s.sample(100, 550, kTraceA, kSpanA, {{"http.route", "/work/1"}}); }},
+      {"NJSR-12", [](Stage& s) { s.sample(100, 550, kTraceA, kSpanA, {{"route", "/work/0"}}); }},  // under another key
       {"NJSR-13", [](Stage& s) { s.sample(100, 550, kTraceA, "0123456789abcdef"); }},
       {"NJSR-14", [](Stage& s) { s.unlink(200, 6600, 7000); }},
   };
@@ -150,6 +151,14 @@ TEST(NodeThreadContextReaderProbes, EachDefectFailsItsOwnRuleAlone) {
       if (id != c.id && (r.verdict == Verdict::Fail || r.verdict == Verdict::Warn))
         ADD_FAILURE() << "the defect of " << c.id << " also broke " << id << ": " << r.reason;
   }
+}
+
+// Which keys a profiler exports is its choice: a right sample without the
+// record's attributes is no misreading.
+TEST(NodeThreadContextReaderProbes, ARightSampleWithoutAttributesIsNoMisreading) {
+  auto st = conforming_stage();
+  st.sample(100, 550, kTraceA, kSpanA);
+  EXPECT_EQ(st.judge()["NJSR-12"].verdict, Verdict::Pass);
 }
 
 TEST(NodeThreadContextReaderProbes, AReaderThatReadsNoDynamicTlsFailsNamingIt) {
