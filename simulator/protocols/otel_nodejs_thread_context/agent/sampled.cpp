@@ -123,7 +123,7 @@ class NodeThreadRecords final : public SampledRecords {
 
   RecordContext context(std::span<const std::uint8_t> bytes) override {
     auto record = decode_record(bytes);
-    if (!record || (!record->readable() && !policy_.ignore_valid)) return {};
+    if (!record) return {};  // record_context applies the valid rule
     return record_context(*record, name_attributes(*record, key_map_, [this] { return refresh_key_map(); }), policy_);
   }
 
