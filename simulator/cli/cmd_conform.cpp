@@ -32,7 +32,7 @@ struct ProfilerArgs {
   int grpc_port = 0, http_port = 0;
   std::string json_lines, fixtures;
   std::size_t samples = 0;
-  double max_stage = 0, tolerance_ms = 0;
+  double max_stage = 0, min_stage = 0, tolerance_ms = 0;
   int stage_nice = 0;
 };
 
@@ -47,6 +47,7 @@ struct ConformArgs {
   unsigned jobs = 0;
   int otlp_port = 0;
   double discovery_ceiling = 0;  // seconds; 0: DiscoveryLimits' default
+  double discovery_cpu = 0;      // seconds of the target's CPU time; 0: DiscoveryLimits' default
   ProfilerArgs profiler;
 };
 
@@ -144,6 +145,8 @@ int run_conform(const ConformArgs& a) {
   if (a.duration > 0) o.scenario.time_scale = a.duration / kDefaultMainSessionSeconds;
   if (a.discovery_ceiling > 0)
     o.target.discovery.ceiling = std::chrono::milliseconds(static_cast<long long>(a.discovery_ceiling * 1000));
+  if (a.discovery_cpu > 0)
+    o.target.discovery.cpu = std::chrono::milliseconds(static_cast<long long>(a.discovery_cpu * 1000));
 
   std::optional<Expectations> expectations;
   if (!load_expected(a, expectations)) return kExitUsage;
@@ -196,6 +199,7 @@ int run_conform_profiler(const ConformArgs& a) {
   if (p.samples) o.samples_per_member = p.samples;
   o.stage_nice = p.stage_nice;
   if (p.max_stage > 0) o.max_stage = std::chrono::milliseconds(static_cast<long long>(p.max_stage * 1000));
+  if (p.min_stage > 0) o.min_observed = std::chrono::milliseconds(static_cast<long long>(p.min_stage * 1000));
   if (p.tolerance_ms > 0) o.tolerance = std::chrono::milliseconds(static_cast<long long>(p.tolerance_ms));
   o.progress = a.quiet ? nullptr : stderr;
   std::optional<Expectations> expectations;
@@ -231,6 +235,10 @@ void add_profiler_options(CLI::App& app, ProfilerArgs& p) {
                  "CPUs they fill: the intake and the profiler keep up)")
       ->check(CLI::Range(0, 19));
   app.add_option("--max-stage", p.max_stage, "Profiler mode: seconds the stage runs at most (default 45)");
+  app.add_option("--min-stage", p.min_stage,
+                 "Profiler mode: seconds the stage runs at least from the profiler's first sample, however soon every "
+                 "member has its samples (default 6: several of each member's hazard cycles)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--tolerance-ms", p.tolerance_ms, "Profiler mode: how far a sample's time may be from the state it reports (default 20)");
 }
 
@@ -263,6 +271,11 @@ RegisterCommand conform_command(
       app.add_option("--discovery-ceiling", a->discovery_ceiling,
                      "Seconds discovery waits at most, however the target progresses (default 300; it ends sooner on "
                      "the target's own CPU and idle time)");
+      app.add_option("--discovery-cpu", a->discovery_cpu,
+                     "Seconds of CPU time the target may run without publishing before discovery ends (default "
+                     "30: far more than an agent needs to load; more for an application that works long before it "
+                     "loads its agent)")
+          ->check(CLI::PositiveNumber);
       app.add_option("--jobs", a->jobs, "Sessions run at once (default: two per CPU, one when the machine is already busy); reports keep the session order");
       app.add_option("--gdbstub", a->gdbstub, "HOST:PORT of qemu-user's gdbstub, for arm64 agents under qemu-aarch64 -g");
       app.add_option("--otlp-port", a->otlp_port, "Fixed port for tracecorr's OTLP receiver (attach mode)");

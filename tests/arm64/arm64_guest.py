@@ -124,7 +124,7 @@ if [ -x /opt/tracecorr/tracecorr ] && [ -x /opt/fixture/@FIXTURE@ ]; then
   emit agent_log /tmp/agent.log
   emit fixture_log /tmp/fixture.log
 fi
-# The jobs (ConformJob, SamplingJob), when the initramfs has them: run.sh emits each result.
+# The jobs (ConformJob, ProfilerJob), when the initramfs has them: run.sh emits each result.
 if [ -x /opt/tracecorr/tracecorr ] && [ -f /opt/conform/run.sh ]; then
   . /opt/conform/run.sh
 fi
@@ -279,86 +279,6 @@ class ProfilerJob(ConformJob):
         return [*self.prefix, "/opt/tracecorr/tracecorr", *self.args]
 
 
-@dataclasses.dataclass
-class SampledProgram:
-    """One program `SamplingJob` starts and samples: it journals to
-    $TRACECORR_FIXTURE_JOURNAL and writes "ready" there once it publishes."""
-    name: str
-    program: Path
-    args: list[str]
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass
-class SamplingJob:
-    """Starts every program at once, waits until each journaled "ready", then
-    runs `tracecorr agent --reader bpf --pid ...` over all of them for
-    `duration_s` and stops them. Sections: <name> (the --json summary),
-    <name>_rc, <name>_log, and per program <name>_<program>_journal, _pid and _log."""
-    name: str
-    programs: list[SampledProgram]
-    duration_s: float = 3
-    frequency_hz: int = 499
-
-    # Budget for the programs to publish (emulated guest), then the agent runs anyway.
-    READY_BUDGET_DS = 600  # tenths of a second
-
-    def files(self) -> list[tuple[str, Path]]:
-        return [f for p in self.programs for f in program_files(f"{self.name}_{p.name}", p.program)]
-
-    def section(self, program: str, what: str) -> str:
-        return f"{self.name}_{program}_{what}"
-
-    def _tmp(self, program: str) -> str:
-        """Where a program's journal, pid and output (+ .jsonl, .pid, .log), or the agent's files ("agent"), go in the guest."""
-        return f"/tmp/{self.name}-{program}"
-
-    def run_script(self) -> str:
-        """Runs the job (alone: its programs keep every CPU busy)."""
-        lines = []
-        for p in self.programs:
-            out = self._tmp(p.name)
-            program = f"{guest_program_dir(f'{self.name}_{p.name}')}/{p.program.name}"
-            env = {**p.env, "TRACECORR_FIXTURE_JOURNAL": f"{out}.jsonl"}
-            lines += [f"{environment_prefix(env)}{program} {' '.join(shlex.quote(a) for a in p.args)} > {out}.log 2>&1 &",
-                      f"echo $! > {out}.pid"]
-        journals = " ".join(f"{self._tmp(p.name)}.jsonl" for p in self.programs)
-        pids = " ".join(f"--pid $(cat {self._tmp(p.name)}.pid)" for p in self.programs)
-        out = self._tmp("agent")
-        lines += [
-            f"progress {self.name} started {len(self.programs)} programs",
-            "waited=0",
-            f"for journal in {journals}; do",
-            f"  while ! grep -q '\"event\":\"ready\"' $journal 2>/dev/null && [ $waited -lt {self.READY_BUDGET_DS} ]; do",
-            "    sleep 0.1; waited=$((waited + 1))",
-            "  done",
-            "done",
-            # The agent at a higher priority than the programs, which keep every CPU busy: starved as one
-            # of 23 runnable threads on two emulated CPUs, loading its BPF program and examining the 11
-            # programs took it minutes (it then samples for its whole duration, and reads all it sampled).
-            # busybox has renice, not nice.
-            "sh -c 'renice -n -10 -p $$ >/dev/null; exec \"$@\"' agent "
-            f"/opt/tracecorr/tracecorr agent {pids} --reader bpf --duration {self.duration_s} "
-            f"--frequency {self.frequency_hz} --json {out}.json > {out}.log 2>&1",
-            f"echo $? > {out}.rc",
-            f"progress {self.name} agent exited $(cat {out}.rc), ready waited $waited tenths of a second",
-        ]
-        for p in self.programs:
-            lines.append(f"kill $(cat {self._tmp(p.name)}.pid) 2>/dev/null")
-        lines += ["wait", f"progress {self.name} done"]
-        return "\n".join(lines)
-
-    def emit_script(self) -> str:
-        out = self._tmp("agent")
-        lines = [f"emit {self.name} {out}.json", f"emit {self.name}_rc {out}.rc", f"emit {self.name}_log {out}.log"]
-        for p in self.programs:
-            base = self._tmp(p.name)
-            lines += [f"emit {self.section(p.name, 'journal')} {base}.jsonl",
-                      f"emit {self.section(p.name, 'pid')} {base}.pid",
-                      f"emit {self.section(p.name, 'log')} {base}.log"]
-        return "\n".join(lines)
-
-
 # Conform jobs run this many at a time (the guest has two CPUs; a conform run
 # mostly waits out its sessions' windows).
 GUEST_CONFORM_JOBS = 2
@@ -395,14 +315,14 @@ def conform_lanes_script(conform: "list[ConformJob]") -> list[str]:
     return lines
 
 
-def run_script(jobs: "list[ConformJob | SamplingJob]") -> str:
-    """/opt/conform/run.sh: each sampling and profiler job alone (a profiler
+def run_script(jobs: "list[ConformJob | ProfilerJob]") -> str:
+    """/opt/conform/run.sh: each profiler job alone (a profiler
     beside another lane's run, on a host busy with other tests, exported
     nothing in 40 s), then the conform jobs
     GUEST_CONFORM_JOBS at a time (conform_lanes_script), then every result in
     job order (results are emitted one after another: concurrent output would
     interleave)."""
-    alone = [job for job in jobs if isinstance(job, (SamplingJob, ProfilerJob))]
+    alone = [job for job in jobs if isinstance(job, ProfilerJob)]
     lines = [job.run_script() for job in alone]
     conform = [job for job in jobs if isinstance(job, ConformJob) and job not in alone]
     if conform:
@@ -500,7 +420,7 @@ def stripped(binary: Path, work: Path) -> bytes:
 
 def build_initramfs(out: Path, guest: Path = DEFAULT_GUEST, sysroot: Path = DEFAULT_SYSROOT,
                     tracecorr: Path | None = None, fixture_dir: Path | None = None,
-                    jobs: "list[ConformJob | SamplingJob]" = ()) -> Path:
+                    jobs: "list[ConformJob | ProfilerJob]" = ()) -> Path:
     """Writes an uncompressed newc initramfs (the kernel would only spend emulated
     time decompressing it) and returns its path."""
     busybox = guest / "busybox"

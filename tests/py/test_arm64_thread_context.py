@@ -1,7 +1,8 @@
 """OTEP 4947 thread contexts on a real arm64 kernel: `tracecorr conform` judges
 the arm64 reference writer in every TLS model and the mutants of the rules that
-differ by architecture, and `tracecorr agent --reader bpf` reads every model,
-dynamic TLS included.
+differ by architecture. The BPF reader's side (`tracecorr agent --reader bpf`
+reading every model, dynamic TLS included, judged against what each writer
+journaled) is test_arm64_profiler.py's stage, in the same boot.
 
 Under qemu-user the suite's readers cannot work: the ptrace sampler and the
 published-record watch need each thread's TPIDR_EL0, which qemu-user keeps in
@@ -16,30 +17,26 @@ reference passes, or skips with its stated reason, every writer rule in every
 model (and with --style in-place, and dlopen()ed into dynamic TLS by
 glibc.rtld.optional_static_tls=0); each mutant of a rule judged from what
 differs by architecture (ARCH_DIFFERING_RULES) fails its own rule with exit 1
-(kill matrix column arm64-vm). The BPF agent's records must be what each
-writer journaled, thread by thread. The guest is booted once for this module
-and test_arm64_system.py (arm64_vm.shared_boot).
+(kill matrix column arm64-vm). The guest is booted once for every arm64 VM
+module (arm64_vm.shared_boot).
 
 Inputs: tests/support/arm64_vm.py, and TRACECORR_BUILD's fixtures/arm64/otel_thread_context.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
 import arm64_vm
 import conform_support as cs
-from arm64_vm import arm64_guest, missing_payload, section_json, section_text
-from test_agent_thread_context import assert_reads_what_was_published
-from test_conform_tctx_mutants import (DYNAMIC_TLS, EXECUTABLE_MODELS, PACKAGE, PROTOCOL, SKIPPED_IN_PLACE,
-                                       mutants_document, models, problems, program)
+from arm64_vm import arm64_guest, missing_payload
+from test_conform_tctx_mutants import (DISCOVERY_NEVER_ENDS, DYNAMIC_TLS, EXECUTABLE_MODELS, PACKAGE, PROTOCOL,
+                                       SKIPPED_IN_PLACE, mutants_document, models, problems, program)
 
 ARCH = "arm64"
-# ~25 conform runs of 3-6 s each (--duration 10) and 3 s of sampling: this module's share of the guest's time limit.
+# ~25 conform runs of 3-6 s each (--duration 10): this module's share of the guest's time limit.
 GUEST_BUDGET_S = 600
-WRITER_THREADS = 2
 # Twice conform's default phases: the emulated writer, beside a busy host, makes
 # a fraction of its updates, and the rules of publication want several
 # (kMinWatchedChanges, 8) before a verdict; 9 was the fewest a default-length
@@ -104,23 +101,6 @@ MUTANTS = selected_mutants()
 MODELS = models(ARCH)
 REFERENCE_RUNS = [*MODELS, *(["tlsdesc-dlopen:dynamic-tls"] if "tlsdesc-dlopen" in MODELS else [])]
 
-# What the agent must find for each model: (access model, reached through the DTV).
-# In an executable the linker relaxes every access to local-exec; musl gives a
-# dlopen()ed library dynamic TLS always, glibc when its surplus is refused.
-SAMPLED_MODELS = {
-    "tlsdesc": ("tlsdesc-static", False),
-    "tlsdesc-dlopen:dynamic-tls": ("tlsdesc-dynamic", True),
-    "general-dynamic": ("general-dynamic", True),
-    "lib-initial-exec": ("initial-exec", False),
-    "exe-initial-exec": ("local-exec", False),
-    "exe-local-exec": ("local-exec", False),
-    "static-pie": ("local-exec", False),
-    "musl-tlsdesc": ("tlsdesc-static", False),
-    "musl-dlopen": ("tlsdesc-dynamic", True),
-    "musl-general-dynamic": ("general-dynamic", True),
-    "musl-static-pie": ("local-exec", False),
-}
-
 # pytest --shard keeps the modules that share the guest in one process.
 SHARD_GROUP = "arm64-vm"
 # ... and in a shard of its own, shard 1, which scripts/test.sh starts first: the guest is the long pole.
@@ -159,21 +139,12 @@ def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
     for m in MUTANTS:
         jobs[m["name"]] = arm64_guest.ConformJob(job_name("mutant-" + m["name"]), program(mutant=m["name"], arch=ARCH),
                                                  m["args"], PROTOCOL, only=[m["requirement"]],
-                                                 strict=cs.mutant_strict(m), options=CONFORM_OPTIONS)
+                                                 strict=cs.mutant_strict(m),
+                                                 options=[*CONFORM_OPTIONS, *DISCOVERY_NEVER_ENDS.get(m["requirement"], [])])
     return jobs
 
 
-def sampling_job() -> arm64_guest.SamplingJob:
-    """Every model's writer at once, each worker holding one record."""
-    return arm64_guest.SamplingJob("tctx_agent", [
-        arm64_guest.SampledProgram(job_name(run), program(run.split(":")[0], arch=ARCH),
-                                   ["--threads", str(WRITER_THREADS), "--hold", "--busy-percent", "100"],
-                                   DYNAMIC_TLS if run.endswith(":dynamic-tls") else {})
-        for run in SAMPLED_MODELS if run.split(":")[0] in MODELS])
-
-
-arm64_vm.register_jobs(__name__, arm64_vm.ModuleJobs(lambda: [sampling_job(), *conform_jobs().values()],
-                                                     GUEST_BUDGET_S))
+arm64_vm.register_jobs(__name__, arm64_vm.ModuleJobs(lambda: list(conform_jobs().values()), GUEST_BUDGET_S))
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +161,6 @@ def guest_run(result: arm64_guest.BootResult, name: str) -> cs.ConformRun:
 
 def test_every_model_and_mutant_is_built_for_arm64():
     """Without this, a model or mutant missing from the arm64 build would leave its check untested, silently."""
-    assert set(SAMPLED_MODELS) - {"tlsdesc-dlopen:dynamic-tls"} <= set(MODELS), MODELS
     assert sorted(m["requirement"] for m in ALL_MUTANTS) == sorted(
         m["requirement"] for m in mutants_document()["mutants"] if m.get("writer") != "rust"), \
         "the arm64 mutants differ from x86-64's"
@@ -224,30 +194,3 @@ def test_mutant_fails_its_own_rule(guest, mutant):
     run = guest_run(guest, mutant["name"])
     cs.assert_mutant_caught(arm64_vm.KILL_MATRIX_ARCH, mutant, run)
     assert list(run.verdicts()) == [mutant["requirement"]], run.explain()
-
-
-def journaled_records(result: arm64_guest.BootResult, job: arm64_guest.SamplingJob, program: str) -> dict[int, dict]:
-    """The writer's record events by tid (each worker's one held record)."""
-    events = [json.loads(line) for line in section_text(result, job.section(program, "journal")).splitlines()
-              if line.strip()]
-    return {e["tid"]: e for e in events if e.get("event") == "record"}
-
-
-@pytest.mark.parametrize("run", [r for r in SAMPLED_MODELS if r.split(":")[0] in MODELS])
-def test_bpf_agent_reads_what_each_model_published(guest, run):
-    job = sampling_job()
-    log = section_text(guest, job.name + "_log")
-    assert section_text(guest, job.name + "_rc").strip() == "0", log
-    summary = section_json(guest, job.name)
-    assert summary["reader"] == "bpf", summary.get("reader")
-    assert "sampler_error" not in summary, summary["sampler_error"]
-    name = job_name(run)
-    pid = int(section_text(guest, job.section(name, "pid")).strip())
-    published = journaled_records(guest, job, name)
-    assert len(published) == WRITER_THREADS, (
-        f"{run}: journaled {len(published)} records:\n{section_text(guest, job.section(name, 'log'))}")
-    found = [p for p in summary["processes"] if p["pid"] == pid]
-    assert len(found) == 1, f"{run} (pid {pid}) not sampled:\n{log}"
-    access_model, dynamic = SAMPLED_MODELS[run]
-    assert_reads_what_was_published(found[0], published, access_model, dynamic)
-    assert summary["sampler"]["record_pointer_read_failed"] == 0, summary["sampler"]

@@ -134,7 +134,7 @@ def conform_run(result: arm64_guest.BootResult, job: arm64_guest.ConformJob) -> 
 @dataclass(frozen=True)
 class ModuleJobs:
     """What one test module runs in the shared guest."""
-    jobs: Callable[[], list]  # its ConformJobs and SamplingJobs (called once, at boot)
+    jobs: Callable[[], list]  # its ConformJobs and ProfilerJobs (called once, at boot)
     budget_s: float           # its share of the guest's time limit (the limit only bounds a hang)
     elastic_fixture: bool = False  # it reads the Elastic BPF scenario
 
