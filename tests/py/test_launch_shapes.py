@@ -91,7 +91,9 @@ def test_the_reference_passes_the_full_suite_launched_as_users_write_it(shape, t
                          retry_inconclusive=cs.INCONCLUSIVE_RETRIES, **FALLBACK.get(shape, {}))
     left = ls.left_running(tag)
     assert not left, f"{shape}: the run left {len(left)} of its processes running: {sorted(left)}"
-    problems = cs.judgement_problems(run)
+    # Beside a busy machine, a shape that starts a session of its own (setsid, su -c) gets one autogroup's share
+    # of the CPUs: conform may then be unable to tell, and must say so with the figures, never fail the agent.
+    problems = cs.judgement_problems(run, starved_may_be_inconclusive=True)
     assert not problems, f"{shape}:\n" + "\n".join(problems) + "\n" + run.explain()
     judged = [n for n in run.report["notes"] if re.match(r"session \S+ judged pid ", n)]
     assert judged and "(tracecorr-fixture)" in judged[0], run.report["notes"]
@@ -129,3 +131,14 @@ def test_the_reference_passes_the_full_suite_launched_as_users_write_it(shape, t
     if shape in FALLBACK:
         # Judged in the fallback hold, not a cgroup.
         assert any("TRACECORR_TREE_HOLD=subreaper" in n for n in run.report["notes"]), run.report["notes"]
+
+
+def test_only_a_starved_target_may_leave_a_shape_inconclusive():
+    """The shapes' test forgives an inconclusive verdict only when its figures show the target starved."""
+    def result(reason: str, verdict: str = "error") -> dict:
+        return {"id": "DEFER-02", "verdict": verdict, "reason": reason}
+    figures = "{} target threads waited {} ms in run queues in total (one thread at most 900 ms) over 4000 ms"
+    assert cs.starved_inconclusive(result("too close to tell: " + figures.format(6, 9447)))
+    assert not cs.starved_inconclusive(result("too close to tell: " + figures.format(6, 400)))  # a quiet machine
+    assert not cs.starved_inconclusive(result("too close to tell, no figures"))
+    assert not cs.starved_inconclusive(result(figures.format(6, 9447), verdict="fail"))  # a failure is never forgiven
