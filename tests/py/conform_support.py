@@ -123,16 +123,19 @@ INCONCLUSIVE_RETRIES = int(os.environ.get("TRACECORR_INCONCLUSIVE_RETRIES", "2")
 def inconclusive_results(report: dict | None) -> list[str]:
     """The inconclusive (error) verdicts of a report that has no fail or warn:
     what a busy machine makes of a run, never a judgement against the agent.
-    And its skips when the agent's exports were lost on the way (an exporter
-    that gave up on a connection the busy receiver had not accepted yet): the
-    ids they carried are not judged, so a rule may have had nothing to judge."""
+    And, in a run that judged nothing, its skips when the agent's exports were
+    lost on the way (an exporter that gave up on a connection the busy receiver
+    had not accepted yet): the ids they carried are not judged, so the rules
+    asked for may have had nothing to judge. (Not in a run that judged: a MAY
+    is always a skip, and every such run losing an export would run three times.)"""
     if report is None:
         return []
     verdicts = [r["verdict"] for r in report["results"]]
     if "fail" in verdicts or "warn" in verdicts:
         return []
     lost = sum(v for k, v in report.get("counters", {}).items() if k.startswith("exports_lost."))
-    undecided = ("error", "skip") if lost else ("error",)
+    judged_nothing = "pass" not in verdicts
+    undecided = ("error", "skip") if lost and judged_nothing else ("error",)
     return [f"{r['id']} {r['verdict']}: {r['reason'][:300]}" + (f" ({lost} exports lost)" if r["verdict"] == "skip" else "")
             for r in report["results"] if r["verdict"] in undecided]
 
