@@ -20,9 +20,10 @@ if [ ! -f "$stamp" ] || [ "$repo/cmake/arm64/sysroot-packages.txt" -nt "$stamp" 
 fi
 
 # -O2, not the native test build's -O1: what it builds runs emulated in the guest,
-# where tracecorr's own work on each watchpoint stop decides how many of a writer's
-# updates it follows. At -O1 (27 % less compile CPU) the guest's CI run needed
-# retries it had not needed at -O2 (BENCHMARKS.md, the CI of 7c379d7): not worth it.
+# where tracecorr's own work at each watchpoint stop decides how many of a writer's
+# updates it follows. -O1 compiles it with 27 % less CPU; in the one CI run with it
+# the guest needed retries, but it needed them again at -O2 in the next (BENCHMARKS.md,
+# "Where a CI's CPU goes"): not shown either way, so the emulated code stays -O2.
 cmake -S "$repo" -B "$build" -G Ninja \
   -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/arm64/toolchain.cmake" \
   -DCMAKE_BUILD_TYPE=Release "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \

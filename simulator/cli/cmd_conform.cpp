@@ -24,6 +24,11 @@ namespace {
 
 using namespace tracecorr::conform;
 
+// A duration option given in seconds (a fraction allowed), as the options structs hold it.
+std::chrono::milliseconds from_seconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
 // Profiler mode (--profiler): the reader side judged.
 struct ProfilerArgs {
   bool enabled = false;
@@ -144,9 +149,9 @@ int run_conform(const ConformArgs& a) {
   }
   if (a.duration > 0) o.scenario.time_scale = a.duration / kDefaultMainSessionSeconds;
   if (a.discovery_ceiling > 0)
-    o.target.discovery.ceiling = std::chrono::milliseconds(static_cast<long long>(a.discovery_ceiling * 1000));
+    o.target.discovery.ceiling = from_seconds(a.discovery_ceiling);
   if (a.discovery_cpu > 0)
-    o.target.discovery.cpu = std::chrono::milliseconds(static_cast<long long>(a.discovery_cpu * 1000));
+    o.target.discovery.cpu = from_seconds(a.discovery_cpu);
 
   std::optional<Expectations> expectations;
   if (!load_expected(a, expectations)) return kExitUsage;
@@ -198,8 +203,8 @@ int run_conform_profiler(const ConformArgs& a) {
   o.stage.fixtures_dir = fixtures_dir(p.fixtures, o.stage.arch);
   if (p.samples) o.samples_per_member = p.samples;
   o.stage_nice = p.stage_nice;
-  if (p.max_stage > 0) o.max_stage = std::chrono::milliseconds(static_cast<long long>(p.max_stage * 1000));
-  if (p.min_stage > 0) o.min_observed = std::chrono::milliseconds(static_cast<long long>(p.min_stage * 1000));
+  if (p.max_stage > 0) o.max_stage = from_seconds(p.max_stage);
+  if (p.min_stage > 0) o.min_observed = from_seconds(p.min_stage);
   if (p.tolerance_ms > 0) o.tolerance = std::chrono::milliseconds(static_cast<long long>(p.tolerance_ms));
   o.progress = a.quiet ? nullptr : stderr;
   std::optional<Expectations> expectations;
