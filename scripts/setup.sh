@@ -121,18 +121,37 @@ fi
 logs=$(mktemp -d /tmp/tracecorr-setup.XXXXXX)
 beside=()
 trap 'kill "${beside[@]}" 2>/dev/null || true; wait; rm -rf "$logs"' EXIT
+# Runs "$@" in a subshell and records what it cost, its own CPU and that of
+# every process it waited for, in $logs/cost: where a CI's set-up time goes
+# (BENCHMARKS.md, "Where a CI's CPU goes").
+costed() {
+  local job=$1
+  shift
+  (
+    start=$SECONDS
+    status=0
+    "$@" || status=$?
+    # `times` (in this shell, not a pipeline's): the shell's user and system
+    # time, then its children's ("0m1.250s 0m0.030s").
+    record="$logs/times.$BASHPID"
+    times >"$record"
+    cpu=$(awk '{ for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += 60 * t[1] + t[2] } } END { printf "%.0f", s }' "$record")
+    echo "setup: $job: $cpu CPU-s in $((SECONDS - start)) s" >>"$logs/cost"
+    exit $status
+  )
+}
 # The Node.js thread context's reference writer: Node 24 and 22, @datadog/pprof and dd-trace from npm,
 # into build/njs-node (fixtures/otel_nodejs_thread_context/README.md).
-sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >"$logs/node.log" 2>&1 &
+costed node sh fixtures/otel_nodejs_thread_context/node/install.sh build/njs-node >"$logs/node.log" 2>&1 &
 beside+=($!)
 # arm64: a sysroot and a pinned kernel from Debian's arm64 packages, then
 # tracecorr cross-built for the full-system test (tests/py/test_arm64_system.py).
 if [ "${TRACECORR_SKIP_ARM64:-0}" != 1 ]; then
-  { bash scripts/arm64/prepare.sh && nice bash scripts/arm64/build-tracecorr.sh; } >"$logs/arm64.log" 2>&1 &
+  costed arm64 bash -c 'bash scripts/arm64/prepare.sh && nice bash scripts/arm64/build-tracecorr.sh' >"$logs/arm64.log" 2>&1 &
   beside+=($!)
 fi
 status=0
-ninja -C build || status=$?
+costed "native build" ninja -C build || status=$?
 # The native build is done: what still runs beside it (the arm64 cross build,
 # mostly) is now what set-up waits for. Niced, it got a seventh of a CPU beside
 # any other busy process (stress-ng --cpu 2: 9 % per compile); it goes on at
@@ -153,4 +172,5 @@ for log in "$logs"/*.log; do
     cat "$log"
   fi
 done
+cat "$logs/cost" 2>/dev/null || true
 exit $status

@@ -31,7 +31,7 @@ import pytest
 import arm64_vm
 import conform_support as cs
 from arm64_vm import arm64_guest, missing_payload
-from test_conform_tctx_mutants import (DISCOVERY_NEVER_ENDS, DYNAMIC_TLS, EXECUTABLE_MODELS, PACKAGE, PROTOCOL,
+from test_conform_tctx_mutants import (DYNAMIC_TLS, EXECUTABLE_MODELS, PACKAGE, PROTOCOL,
                                        SKIPPED_IN_PLACE, mutants_document, models, problems, program)
 
 ARCH = "arm64"
@@ -140,7 +140,7 @@ def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
         jobs[m["name"]] = arm64_guest.ConformJob(job_name("mutant-" + m["name"]), program(mutant=m["name"], arch=ARCH),
                                                  m["args"], PROTOCOL, only=[m["requirement"]],
                                                  strict=cs.mutant_strict(m),
-                                                 options=[*CONFORM_OPTIONS, *DISCOVERY_NEVER_ENDS.get(m["requirement"], [])])
+                                                 options=[*CONFORM_OPTIONS, *cs.mutant_options(m["requirement"])])
     return jobs
 
 

@@ -79,7 +79,7 @@ def run_mutant(mutant: dict, out_dir) -> cs.ConformRun:
     command, gdbstub = cs.elastic_command(ARCH, mutant["name"])
     return cs.run_conform(command, [requirement], strict=cs.strict_for(requirement), gdbstub=gdbstub,
                           out_dir=out_dir, env=MUTANT_ENV.get(mutant["name"]),
-                          retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
+                          extra_args=cs.mutant_options(requirement), retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
 
 
 @pytest.fixture(scope="module")

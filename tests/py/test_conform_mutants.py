@@ -60,7 +60,8 @@ def runs(tmp_path_factory):
                               out_dir=out / "lenient", retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
         futures = {m["name"]: pool.submit(cs.run_conform, cs.elastic_command(ARCH, m["name"])[0],
                                           [m["requirement"]], strict=cs.strict_for(m["requirement"]),
-                                          out_dir=out / m["name"], retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
+                                          out_dir=out / m["name"], extra_args=cs.mutant_options(m["requirement"]),
+                                          retry_inconclusive=cs.INCONCLUSIVE_RETRIES)
                    for m in ordered}
         results = {name: f.result() for name, f in futures.items()}
         results["reference"] = reference.result()

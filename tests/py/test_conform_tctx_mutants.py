@@ -58,11 +58,6 @@ SKIPPED_IN_PLACE = {**{k: v for k, v in SKIPPED_WHY.items() if k != "TCTX-23"}, 
 # In an executable the linker relaxes every access: no relocation to judge.
 EXECUTABLE_MODELS = {"exe-initial-exec", "exe-local-exec", "static-pie", "musl-static-pie"}
 DYNAMIC_TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=0"}
-# A mutant whose variable discovery never finds (TCTX-01: not in .dynsym) keeps its
-# verdict until discovery's CPU budget is spent: 30 s of the writer's CPU by default
-# (127 s of a CI's wall time, its module's long pole). Its rule is judged the same
-# after 3 s; the default budget's own test is test_discovery_wait.py.
-DISCOVERY_NEVER_ENDS = {"TCTX-01": ["--discovery-cpu", "3"]}
 
 
 def built(path: Path) -> bool:
@@ -179,7 +174,7 @@ def runs(tmp_path_factory):
         jobs[m["name"]] = {"command": [str(program(mutant=m["name"])), *m["args"]],
                            "only": [m["requirement"]],
                            "strict": cs.mutant_strict(m),
-                           "extra_args": DISCOVERY_NEVER_ENDS.get(m["requirement"], [])}
+                           "extra_args": cs.mutant_options(m["requirement"])}
     results = run_all(jobs, out)
     cs.KILL_MATRIX.time(f"{ARCH} {PROTOCOL} runs ({len(jobs)}, {JOBS} at a time)", time.monotonic() - started)
     return results
