@@ -664,55 +664,81 @@ class DeferProbe final : public Probe {
 
   // DEFER-07: recognised by when it is printed, not by its words: a new line
   // on the agent's stdout or stderr within kWarningWithin of the first
-  // overflow (the end of the first transaction handed over at once while the
-  // small queue was full) that was not already printed before it.
+  // overflow seen (the end of the first transaction handed over at once while
+  // the small queue was full). New: not among the agent's routine output, the
+  // lines it printed before any span of the session ended (before its queue
+  // could fill). A warning repeated since counts (an agent warning once a
+  // second while the queue stays full): the first overflow seen may come after
+  // the first there was, its transaction's export lost or, on a starved
+  // machine, its hand-over too slow to be seen as prompt.
   static Finding judge_warning(const SessionEvidence& s) {
     if (!s.launched) return not_applicable("DEFER-07", "the agent's output is only visible when tracecorr launches it");
     auto regs = facts(s).registrations;
     if (regs.empty()) return not_applicable("DEFER-07", "no registration could be sent, so the queue never filled");
     SpanIndex spans(s);
-    auto stopped = s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max());
-    // The queue of 2 fills within the first transactions (the default delay
-    // applies from the start), so the first overflow can come before the
-    // registration: any sampled transaction handed over in well under the
-    // shortest delay in force (1000 ms default, then 4000 ms) passed it.
-    std::optional<std::chrono::system_clock::time_point> overflow;
-    std::size_t prompt = 0;
-    for (const auto* t : spans.transactions()) {
-      auto end = SpanIndex::end_time(*t);
-      if (!spans.sampled(*t) || t->received_at_system >= stopped || spans.held_at_least_ms(*t) >= kImmediateMs) continue;
-      ++prompt;
-      overflow = overflow ? std::min(*overflow, end) : end;
-    }
-    if (!overflow)
+    auto overflow = first_overflow(spans, s.stop_requested_at.value_or(std::chrono::system_clock::time_point::max()));
+    if (!overflow.at)
       return not_applicable("DEFER-07", "no transaction was handed over at once with the small queue full, so no "
                                         "overflow was seen to time a warning against");
-    auto lines = s.target_output_lines;
-    std::set<std::string> earlier;
-    for (const auto& l : lines)
-      if (l.at < *overflow) earlier.insert(l.text);
-    const OutputLine* warning = nullptr;
-    for (const auto& l : lines) {
-      if (l.at < *overflow || l.at > *overflow + kWarningWithin || earlier.count(l.text)) continue;
-      warning = &l;
-      break;
-    }
-    auto after_ms = [&](const OutputLine& l) {
-      return ms(std::chrono::duration<double, std::milli>(l.at - *overflow).count());
-    };
-    if (warning)
-      return met("DEFER-07", 1, "a new line " + after_ms(*warning) + " after the first overflow (" +
-                                    std::to_string(prompt) + " transactions passed the full queue): \"" +
-                                    warning->text.substr(0, 160) + "\"" + spans.flags_note());
+    const auto routine = routine_output(s, spans);
+    const OutputLine* first_new = nullptr;  // the first new line after the overflow, however late
+    for (const auto& l : s.target_output_lines)
+      if (l.at >= *overflow.at && !routine.count(l.text)) {
+        first_new = &l;
+        break;
+      }
+    const auto after = [&](const OutputLine& l) { return std::chrono::duration<double, std::milli>(l.at - *overflow.at).count(); };
+    const std::string passed = std::to_string(overflow.prompt) + " transactions passed the full queue";
+    if (first_new && after(*first_new) <= static_cast<double>(kWarningWithin.count()))
+      return met("DEFER-07", 1, "a new line " + ms(after(*first_new)) + " after the first overflow (" + passed +
+                                    "): \"" + first_new->text.substr(0, 160) + "\"" + spans.flags_note());
+    // Late, by no more than the target's threads waited to run: the machine
+    // may have held the warning back. Not a verdict on the agent.
+    const double late_by = first_new ? after(*first_new) - static_cast<double>(kWarningWithin.count()) : 0;
+    if (first_new && s.run_queue_wait && s.run_queue_wait->max_thread_ms >= late_by)
+      return kit_error("DEFER-07", "inconclusive: a new line came " + ms(after(*first_new)) + " after the first overflow (" +
+                                       passed + "), " + ms(late_by) + " later than " +
+                                       ms(static_cast<double>(kWarningWithin.count())) +
+                                       ", and the target's threads waited up to that long to run: " +
+                                       s.run_queue_wait->describe());
     std::string shown;
-    for (const auto& l : lines)
-      if (l.at >= *overflow && shown.size() < 300) shown += l.text.substr(0, 120) + " | ";
-    return violated("DEFER-07", "the queue overflowed (" + std::to_string(prompt) +
+    for (const auto& l : s.target_output_lines)
+      if (l.at >= *overflow.at && shown.size() < 300) shown += l.text.substr(0, 120) + " | ";
+    return violated("DEFER-07", "the queue overflowed (" + std::to_string(overflow.prompt) +
                                     " transactions passed it at once) and no new line was printed within " +
                                     ms(static_cast<double>(kWarningWithin.count())) + " of the first overflow",
                     {text_evidence("agent output (stdout and stderr) after the first overflow",
                                    "a new line within " + ms(static_cast<double>(kWarningWithin.count())),
                                    shown.empty() ? "(nothing)" : shown)});
+  }
+
+  struct Overflow {
+    std::optional<std::chrono::system_clock::time_point> at;  // the earliest end of a prompt transaction
+    std::size_t prompt = 0;                                   // sampled transactions handed over at once
+  };
+  // The queue of 2 fills within the first transactions (the default delay
+  // applies from the start), so the first overflow can come before the
+  // registration: any sampled transaction handed over in well under the
+  // shortest delay in force (1000 ms default, then 4000 ms) passed it.
+  static Overflow first_overflow(const SpanIndex& spans, std::chrono::system_clock::time_point stopped) {
+    Overflow o;
+    for (const auto* t : spans.transactions()) {
+      if (!spans.sampled(*t) || t->received_at_system >= stopped || spans.held_at_least_ms(*t) >= kImmediateMs) continue;
+      ++o.prompt;
+      const auto end = SpanIndex::end_time(*t);
+      o.at = o.at ? std::min(*o.at, end) : end;
+    }
+    return o;
+  }
+
+  // The texts the agent printed before any span of the session ended.
+  static std::set<std::string> routine_output(const SessionEvidence& s, const SpanIndex& spans) {
+    auto first_end = std::chrono::system_clock::time_point::max();
+    for (const auto& sp : spans.spans()) first_end = std::min(first_end, SpanIndex::end_time(sp));
+    std::set<std::string> routine;
+    for (const auto& l : s.target_output_lines)
+      if (l.at < first_end) routine.insert(l.text);
+    return routine;
   }
 };
 

@@ -94,8 +94,9 @@ def assert_forgery_refused_and_named(report: dict, forger: Forger) -> None:
     assert forger.answers.get(403, 0) >= 2, f"the forger never reached a receiver: {forger.answers}"
     assert forger.answers.get(200, 0) == 0, f"a forged export was accepted: {forger.answers}"
     counted = refused_counted(report)
-    # Each 403 the forger got is an export counted, unless it came after its session's counters were read.
-    assert 1 <= counted <= forger.answers[403], (counted, forger.answers, report.get("counters"))
+    # Each 403 the forger got is an export counted, unless it came after its session's counters were read; so
+    # may be a post whose answer it never got (0: its 5 s ran out on a busy machine after the receiver refused it).
+    assert 1 <= counted <= forger.answers[403] + forger.answers.get(0, 0), (counted, forger.answers, report.get("counters"))
     notes = " ".join(report["notes"])
     assert f"pid {os.getpid()}" in notes and "outside the judged process tree" in notes, report["notes"]
 

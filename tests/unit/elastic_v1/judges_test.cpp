@@ -777,6 +777,18 @@ std::function<void(SessionSet&)> small_queue(int transactions, std::vector<std::
   };
 }
 
+// The first `n` spans arrive after all the others: held, as the spans that ended after them witness.
+std::function<void(Draft&)> arrive_last(std::size_t n) {
+  return [n](Draft& s) { std::rotate(s.spans.begin(), s.spans.begin() + static_cast<std::ptrdiff_t>(n), s.spans.end()); };
+}
+
+// The target's threads waited up to `max_thread_ms` in run queues over the session.
+std::function<void(Draft&)> waited_to_run(double max_thread_ms) {
+  return [max_thread_ms](Draft& s) {
+    s.run_queue_wait = RunQueueWait{2, 1.5 * max_thread_ms, max_thread_ms, 20'000};
+  };
+}
+
 // DEFER-06: the small-queue session with ten sampled transactions the record
 // watcher saw end 200 ms apart after the long-delay registration; `exported`
 // of them reach the receiver 50 ms after they end, the rest never (or, with
@@ -846,6 +858,18 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"RepeatsAnOldLineOnly", "DEFER-07", small_queue(6, {{-900, "queue status"}, {300, "queue status"}}),
                   Outcome::Violated, "no new line was printed"},
         JudgeCase{"TooLateToBeTheWarning", "DEFER-07", small_queue(6, {{2500, "buffer exhausted"}}), Outcome::Violated,
+                  "no new line was printed"},
+        // An agent warning once a second while the queue stays full, its first overflow not seen as one (those
+        // transactions arrived last, held): its warning repeated after the overflow seen is a warning.
+        JudgeCase{"RepeatsItsWarningAfterAnOverflowUnseen", "DEFER-07",
+                  small_queue(6, {{-900, "agent started"}, {100, "queue full"}, {1300, "queue full"}}, arrive_last(2)),
+                  Outcome::Met, "a new line 900 ms after the first overflow"},
+        // Late by less than the target's threads waited to run: the machine's doing, perhaps.
+        JudgeCase{"LateWhileTheTargetWaitedToRun", "DEFER-07",
+                  small_queue(6, {{2500, "buffer exhausted"}}, waited_to_run(900)), Outcome::KitError,
+                  "inconclusive: a new line came 2500 ms after the first overflow"},
+        JudgeCase{"LaterThanTheTargetWaitedToRun", "DEFER-07",
+                  small_queue(6, {{4000, "buffer exhausted"}}, waited_to_run(900)), Outcome::Violated,
                   "no new line was printed"},
         JudgeCase{"OutputNotVisible", "DEFER-07", small_queue(6, {}, [](auto& s) { s.launched = false; }),
                   Outcome::NotApplicable, "only visible when tracecorr launches it"},
