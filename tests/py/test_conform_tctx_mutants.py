@@ -17,10 +17,11 @@ its verdict must be "fail" with exit 1. All runs start up front,
 TRACECORR_CONFORM_JOBS (default 2) at a time; the kill matrix is printed at
 the end of the session (conftest.py).
 
-arm64: tests/py/test_arm64_thread_context.py runs the same references and
-mutants on a real arm64 kernel (qemu-system-aarch64): the suite's readers (the
-ptrace sampler, the published-record watch) need the thread pointers a
-qemu-user guest keeps to itself.
+arm64: tests/py/test_arm64_thread_context.py runs the same references and the
+watched rules' mutants on a real arm64 kernel (qemu-system-aarch64): the
+suite's readers (the ptrace sampler, the published-record watch) need the
+thread pointers a qemu-user guest keeps to itself. The ELF rules' mutants
+(TCTX-01..05) are killed under qemu-user (tests/py/test_conform_tctx_arm64.py).
 """
 from __future__ import annotations
 
