@@ -73,11 +73,11 @@ def elastic_jobs() -> list[arm64_guest.ConformJob]:
     """The arm64 Elastic reference judged on the watched rules, and each rule's mutant."""
     if not cs.fixture_program("arm64").is_file():
         return []
-    jobs = [arm64_guest.ConformJob("elastic_reference", cs.fixture_program("arm64"), [], ELASTIC_PROTOCOL,
+    jobs = [arm64_guest.ConformJob("elastic_reference", cs.fixture_program("arm64"), arm64_vm.WRITER_BUSY, ELASTIC_PROTOCOL,
                                    only=ELASTIC_WATCHED_RULES)]
     for m in elastic_mutants():
         jobs.append(arm64_guest.ConformJob(arm64_vm.job_name("elastic", m["name"]),
-                                           cs.fixture_program("arm64", m["name"]), [], ELASTIC_PROTOCOL,
+                                           cs.fixture_program("arm64", m["name"]), arm64_vm.WRITER_BUSY, ELASTIC_PROTOCOL,
                                            only=[m["requirement"]], strict=cs.strict_for(m["requirement"])))
     return jobs
 

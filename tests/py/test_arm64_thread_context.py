@@ -121,7 +121,7 @@ def job_name(run: str) -> str:
 
 def guest_reference_args() -> list[str]:
     """The reference's arguments: a late key every second from the first."""
-    args = list(DOCUMENT["reference_args"])
+    args = [*DOCUMENT["reference_args"], *arm64_vm.WRITER_BUSY]
     assert "--late-key-every-ms" in args, "the guest's TCTX-08/10 want keys appended while tracecorr follows"
     return args
 
@@ -143,7 +143,7 @@ def conform_jobs() -> dict[str, arm64_guest.ConformJob]:
                                               options=CONFORM_OPTIONS)
     for m in MUTANTS:
         jobs[m["name"]] = arm64_guest.ConformJob(job_name("mutant-" + m["name"]), program(mutant=m["name"], arch=ARCH),
-                                                 m["args"], PROTOCOL, only=[m["requirement"]],
+                                                 [*m["args"], *arm64_vm.WRITER_BUSY], PROTOCOL, only=[m["requirement"]],
                                                  strict=cs.mutant_strict(m),
                                                  options=[*CONFORM_OPTIONS, *cs.mutant_options(m["requirement"])])
     return jobs

@@ -30,7 +30,8 @@ ELF_RULES = ["TCTX-01", "TCTX-02", "TCTX-03", "TCTX-04", "TCTX-05"]
 REFERENCE_MODEL = "tlsdesc"
 
 DOCUMENT = mutants_document(ARCH) if cs.QEMU else None
-MUTANTS = [m for m in DOCUMENT["mutants"] if m["requirement"] in ELF_RULES and m.get("writer") != "rust"] if DOCUMENT else []
+MUTANTS = ([m for m in DOCUMENT["mutants"] if m["requirement"] in ELF_RULES and m.get("writer") != "rust"]
+           if DOCUMENT else [])
 pytestmark = [pytest.mark.slow, pytest.mark.matrix, pytest.mark.qemu, pytest.mark.root,
               pytest.mark.skipif(not MUTANTS or REFERENCE_MODEL not in models(ARCH), reason=cs.missing_reason(
                   f"qemu-aarch64, tracecorr or the {ARCH} otel_thread_context fixtures under {cs.BUILD}"))]
