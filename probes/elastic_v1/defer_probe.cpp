@@ -680,6 +680,7 @@ class DeferProbe final : public Probe {
     if (!overflow.at)
       return not_applicable("DEFER-07", "no transaction was handed over at once with the small queue full, so no "
                                         "overflow was seen to time a warning against");
+    const auto window_ms = static_cast<double>(kWarningWithin.count());
     const auto routine = routine_output(s, spans);
     const OutputLine* first_new = nullptr;  // the first new line after the overflow, however late
     for (const auto& l : s.target_output_lines)
@@ -689,16 +690,15 @@ class DeferProbe final : public Probe {
       }
     const auto after = [&](const OutputLine& l) { return std::chrono::duration<double, std::milli>(l.at - *overflow.at).count(); };
     const std::string passed = std::to_string(overflow.prompt) + " transactions passed the full queue";
-    if (first_new && after(*first_new) <= static_cast<double>(kWarningWithin.count()))
+    if (first_new && after(*first_new) <= window_ms)
       return met("DEFER-07", 1, "a new line " + ms(after(*first_new)) + " after the first overflow (" + passed +
                                     "): \"" + first_new->text.substr(0, 160) + "\"" + spans.flags_note());
     // Late, by no more than the target's threads waited to run: the machine
     // may have held the warning back. Not a verdict on the agent.
-    const double late_by = first_new ? after(*first_new) - static_cast<double>(kWarningWithin.count()) : 0;
+    const double late_by = first_new ? after(*first_new) - window_ms : 0;
     if (first_new && s.run_queue_wait && s.run_queue_wait->max_thread_ms >= late_by)
       return kit_error("DEFER-07", "inconclusive: a new line came " + ms(after(*first_new)) + " after the first overflow (" +
-                                       passed + "), " + ms(late_by) + " later than " +
-                                       ms(static_cast<double>(kWarningWithin.count())) +
+                                       passed + "), " + ms(late_by) + " later than " + ms(window_ms) +
                                        ", and the target's threads waited up to that long to run: " +
                                        s.run_queue_wait->describe());
     std::string shown;
@@ -706,9 +706,9 @@ class DeferProbe final : public Probe {
       if (l.at >= *overflow.at && shown.size() < 300) shown += l.text.substr(0, 120) + " | ";
     return violated("DEFER-07", "the queue overflowed (" + std::to_string(overflow.prompt) +
                                     " transactions passed it at once) and no new line was printed within " +
-                                    ms(static_cast<double>(kWarningWithin.count())) + " of the first overflow",
+                                    ms(window_ms) + " of the first overflow",
                     {text_evidence("agent output (stdout and stderr) after the first overflow",
-                                   "a new line within " + ms(static_cast<double>(kWarningWithin.count())),
+                                   "a new line within " + ms(window_ms),
                                    shown.empty() ? "(nothing)" : shown)});
   }
 

@@ -34,6 +34,7 @@ import conform_support as cs
 from arm64_vm import arm64_guest, missing_payload
 from test_conform_tctx_mutants import (DYNAMIC_TLS, EXECUTABLE_MODELS, PACKAGE, PROTOCOL,
                                        SKIPPED_IN_PLACE, mutants_document, models, problems, program)
+from test_conform_tctx_arm64 import ELF_RULES
 
 ARCH = "arm64"
 # ~20 conform runs of 3-6 s each (--duration 10): this module's share of the guest's time limit.
@@ -88,9 +89,8 @@ ALL_MUTANTS = [m for m in DOCUMENT["mutants"] if m.get("writer") != "rust"] if D
 # reference run shows; the x86-64 matrix kills them. TRACECORR_ARM64_MUTANTS
 # (as for the Elastic arm64 matrix): "arch" (the default: the watched rules'),
 # "all", or a comma-separated list of mutant names.
-ELF_RULES = {"TCTX-01", "TCTX-02", "TCTX-03", "TCTX-04", "TCTX-05"}
 WATCHED_RULES = {"TCTX-21", "TCTX-23", "TCTX-24", "TCTX-25", "TCTX-28"}
-ARCH_DIFFERING_RULES = ELF_RULES | WATCHED_RULES
+ARCH_DIFFERING_RULES = set(ELF_RULES) | WATCHED_RULES
 
 
 def selected_mutants() -> list[dict]:
