@@ -10,17 +10,20 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "tracecorr/fd.hpp"
@@ -123,6 +126,68 @@ TEST(PtraceSource, ThreadThatIsGoneIsAnError) {
   bool called = false;
   EXPECT_FALSE(source->read_stopped(child.pid(), [&](std::uint64_t) { called = true; }).ok());
   EXPECT_FALSE(called);
+}
+
+// Two threads report and wait; the main thread reports, then execs a sleep
+// once released (its exec kills the other two).
+void execs_once_released(test::ForkedChild::Pipes pipes) {
+  static int fd = pipes.report;
+  report(fd);
+  for (int i = 0; i < 2; ++i) {
+    pthread_t t;
+    pthread_create(&t, nullptr, [](void*) -> void* {
+      report(fd);
+      for (;;) ::pause();
+    }, nullptr);
+  }
+  char go;
+  (void)!::read(pipes.release, &go, 1);
+  test::ForkedChild::exec({"/bin/sleep", "60"});
+}
+
+// Whether `pred` held within `bound`, looked at every 5 ms.
+bool within(std::chrono::milliseconds bound, const std::function<bool()>& pred) {
+  const auto end = std::chrono::steady_clock::now() + bound;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// The deadlock seize_thread exists for, made to happen: we hold one thread
+// stopped, the process execs (its de_thread waits for us to reap that thread,
+// holding the mutex PTRACE_SEIZE waits for), and we seize another. A plain
+// PTRACE_SEIZE waits for ever; seize_thread's watcher reaps the held thread,
+// the exec completes, and the seize returns.
+TEST(SeizeThread, ReturnsWhileTheProcessExecsAndWeHoldAnotherOfItsThreads) {
+  test::ForkedChild child(execs_once_released);
+  ASSERT_TRUE(child.started());
+  std::vector<pid_t> tids;
+  for (int i = 0; i < 3; ++i) {
+    std::uint64_t msg[2];
+    ASSERT_TRUE(child.read(msg, sizeof msg));
+    tids.push_back(static_cast<pid_t>(msg[0]));
+  }
+  const pid_t pid = child.pid();
+  const pid_t held = tids[1] == pid ? tids[2] : tids[1];
+  ASSERT_EQ(::ptrace(PTRACE_SEIZE, held, nullptr, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, held, nullptr, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(wait_for_ptrace_stop(held, std::chrono::seconds(10)).kind, PtraceStop::Kind::kStopped);
+  child.release();
+  // The exec has killed the held thread, and waits for us to reap it.
+  ASSERT_TRUE(within(std::chrono::seconds(10), [&] { return task_state(pid, held) == 'Z'; }))
+      << "state " << thread_state(pid, held);
+
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([pid, done] {
+    (void)seize_thread(pid, pid);
+    *done = true;
+  }).detach();  // should it never return, the test fails below and the process's exit ends it
+  ASSERT_TRUE(within(std::chrono::seconds(20), [&] { return done->load(); }))
+      << "PTRACE_SEIZE still blocked 20 s after the exec began: the exec is deadlocked with us";
+  EXPECT_TRUE(within(std::chrono::seconds(10), [&] { return executable_of(pid) == "/usr/bin/sleep"; }))
+      << "the exec did not complete: " << executable_of(pid);
 }
 
 TEST(HostPort, Parses) {

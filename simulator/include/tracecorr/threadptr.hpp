@@ -80,6 +80,11 @@ void reap_parked_attachments();
 // signals, so not even SIGTERM would end it). So: detach or reap, always, and
 // reap_parked_attachments() before every PTRACE_SEIZE.
 void detach_or_reap(pid_t tid, int signal = 0);
+// PTRACE_SEIZE of thread `tid` of process `pid` (ptrace's return, errno kept).
+// While it blocks (an exec of `pid` holds the mutex it waits for), a watcher
+// thread of ours reaps the exited threads of `pid` we trace, which that exec
+// waits for: the deadlock above cannot hold, whatever we held (src/threadptr/seize.cpp).
+long seize_thread(pid_t pid, pid_t tid);
 bool is_parked(pid_t tid);
 // Why a thread did not stop within `bound` of our interrupt, from its state:
 // runnable ('R') means starved (waiting for a CPU: `run_queue_wait_ns` is

@@ -194,7 +194,7 @@ class PtraceSampler final : public Sampler {
   Outcome sample_thread(pid_t pid, pid_t tid, const Tracked& tracked, std::vector<Sample>& out, int& err) {
     reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
     if (is_parked(tid)) return Outcome::Gone;
-    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+    if (seize_thread(pid, tid) != 0) {
       err = errno;
       return err == ESRCH ? Outcome::Gone : Outcome::Refused;
     }

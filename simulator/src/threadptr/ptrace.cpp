@@ -28,7 +28,7 @@ std::string thread_name(pid_t tid) { return "thread " + std::to_string(tid); }
 // the read ends, with any signal that stopped it re-delivered.
 class Attachment {
  public:
-  explicit Attachment(pid_t tid) : tid_(tid) {}
+  Attachment(pid_t pid, pid_t tid) : pid_(pid), tid_(tid) {}
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
   ~Attachment() {
@@ -37,7 +37,7 @@ class Attachment {
 
   Status seize() {
     reap_parked_attachments();  // never seize while holding an unreaped tracee (see detach_or_reap)
-    if (::ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0) {
+    if (seize_thread(pid_, tid_) != 0) {
       int err = errno;
       if (err == ESRCH) return make_error("the thread is gone", thread_name(tid_));
       if (err == EPERM)
@@ -78,6 +78,7 @@ class Attachment {
   }
 
  private:
+  pid_t pid_;
   pid_t tid_;
   bool attached_ = false;
   int pending_signal_ = 0;
@@ -96,7 +97,7 @@ class PtraceSource final : public ThreadPointerSource {
   Expected<std::uint64_t> thread_pointer(pid_t tid) override {
     reap_parked_attachments();
     if (is_parked(tid)) return make_error(not_stopping_reason(tid), thread_name(tid));
-    Attachment a(tid);
+    Attachment a(pid_, tid);
     if (auto st = a.seize(); !st) return st.error();
     if (auto st = a.stop(); !st) return st.error();
     return stopped_thread_pointer(tid);
@@ -105,7 +106,7 @@ class PtraceSource final : public ThreadPointerSource {
   Status read_stopped(pid_t tid, const std::function<void(std::uint64_t)>& read) override {
     reap_parked_attachments();
     if (is_parked(tid)) return make_error(not_stopping_reason(tid), thread_name(tid));
-    Attachment a(tid);  // detached (the thread resumed) when this returns
+    Attachment a(pid_, tid);  // detached (the thread resumed) when this returns
     if (auto st = a.seize(); !st) return st.error();
     if (auto st = a.stop(); !st) return st.error();
     auto tp = stopped_thread_pointer(tid);
@@ -171,9 +172,9 @@ void look_at_slow_threads(std::vector<Interrupted>& waiting, Clock::time_point n
 }
 
 // Seizes and interrupts `tid`; an Error when it cannot be (gone, refused).
-Status interrupt(pid_t tid) {
+Status interrupt(pid_t pid, pid_t tid) {
   if (is_parked(tid)) return make_error(not_stopping_reason(tid), thread_name(tid));
-  if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+  if (seize_thread(pid, tid) != 0) {
     int err = errno;
     if (err == ESRCH) return make_error("the thread is gone", thread_name(tid));
     return make_error(err == EPERM ? "ptrace refused: permission denied (need root or CAP_SYS_PTRACE; or the thread "
@@ -218,7 +219,7 @@ std::vector<Status> PtraceSource::read_each_stopped(const std::vector<pid_t>& ti
   auto pause = std::chrono::microseconds(5);
   while (next < tids.size() || !waiting.empty()) {
     for (; next < tids.size() && waiting.size() < kStopWindow && Clock::now() < last_interrupt; ++next) {
-      if (auto st = interrupt(tids[next]); !st) out[next] = st.error();
+      if (auto st = interrupt(pid_, tids[next]); !st) out[next] = st.error();
       else waiting.push_back({next, tids[next], Clock::now()});
     }
     bool progressed = false;

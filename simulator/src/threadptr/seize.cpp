@@ -1,0 +1,111 @@
+// PTRACE_SEIZE that an exec of the target cannot deadlock.
+//
+// PTRACE_SEIZE waits for the target's cred_guard_mutex. An execve() holds that
+// mutex while de_thread() waits for the process's other threads to be
+// released, and a traced thread is released only when its tracer reaps it.
+// A tracer that holds one thread of a process (stopped, or parked because it
+// did not stop in time) and seizes another while that process execs would
+// wait for the mutex for ever: the wait restarts across signals, and nothing
+// else reaps the held thread. reap_parked_attachments() before each seize
+// narrows that window to microseconds, which a starved tracer can widen to
+// seconds, and a round that interrupts many threads at once cannot close it.
+//
+// So a watcher thread of ours reaps, while a seize has been blocked for
+// kBlockedFor, the exited threads of the process being seized: waitid(2) with
+// WEXITED alone takes no stop, any thread of a tracer's thread group may reap
+// its tracees, and a thread not traced by us gives ECHILD. The leader is left
+// alone (a launched target's exit status is its parent's to take). Our later
+// wait on a reaped thread gives ECHILD, which every caller reads as "gone".
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "tracecorr/threadptr.hpp"
+
+namespace tracecorr {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a seize may block before the watcher reaps: an uncontended one
+// takes microseconds, one beside an exec in progress waits for its end.
+constexpr auto kBlockedFor = std::chrono::milliseconds(20);
+
+class SeizeWatcher {
+ public:
+  static SeizeWatcher& instance() {
+    static SeizeWatcher watcher;
+    return watcher;
+  }
+
+  void begin(pid_t pid) {
+    std::lock_guard lock(mu_);
+    pid_ = pid;
+    since_ = Clock::now();
+    ++seizing_;
+    wake_.notify_one();
+  }
+
+  void end() {
+    std::lock_guard lock(mu_);
+    --seizing_;
+  }
+
+ private:
+  SeizeWatcher() : thread_([this](std::stop_token stop) { run(stop); }) {}
+
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mu_);
+    while (!stop.stop_requested()) {
+      if (seizing_ == 0) {
+        wake_.wait(lock, stop, [this] { return seizing_ > 0; });
+        continue;
+      }
+      const auto due = since_ + kBlockedFor;
+      if (Clock::now() < due) {
+        wake_.wait_until(lock, stop, due, [] { return false; });
+        continue;
+      }
+      const pid_t pid = pid_;
+      lock.unlock();
+      reap_exited_threads(pid);
+      std::this_thread::sleep_for(kBlockedFor);
+      lock.lock();
+    }
+  }
+
+  static void reap_exited_threads(pid_t pid) {
+    for (pid_t tid : list_threads(pid)) {
+      if (tid == pid) continue;
+      siginfo_t info{};
+      ::waitid(P_PID, static_cast<id_t>(tid), &info, WEXITED | WNOHANG | __WALL);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable_any wake_;
+  pid_t pid_ = 0;
+  Clock::time_point since_;
+  int seizing_ = 0;
+  std::jthread thread_;  // last: started once the members it reads exist, stopped and joined first
+};
+
+}  // namespace
+
+long seize_thread(pid_t pid, pid_t tid) {
+  SeizeWatcher& watcher = SeizeWatcher::instance();
+  watcher.begin(pid);
+  const long r = ::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr);
+  const int err = errno;
+  watcher.end();
+  errno = err;
+  return r;
+}
+
+}  // namespace tracecorr
