@@ -24,6 +24,7 @@
 #include <sstream>
 #include <map>
 #include <memory>
+#include <stop_token>
 #include <thread>
 
 #include "tracecorr/fd.hpp"
@@ -160,9 +161,9 @@ bool within(std::chrono::milliseconds bound, const std::function<bool()>& pred) 
 // holding the mutex PTRACE_SEIZE waits for), and we seize another. A plain
 // PTRACE_SEIZE waits for ever; seize_thread's watcher reaps the held thread,
 // the exec completes, and the seize returns.
-TEST(SeizeThread, ReturnsWhileTheProcessExecsAndWeHoldAnotherOfItsThreads) {
-  test::ForkedChild child(execs_once_released);
-  ASSERT_TRUE(child.started());
+// Holds a thread of `child` (execs_once_released) stopped, lets the child exec,
+// and waits until the exec has killed the held thread and waits for us to reap it.
+void hold_a_thread_through_its_exec(test::ForkedChild& child) {
   std::vector<pid_t> tids;
   for (int i = 0; i < 3; ++i) {
     std::uint64_t msg[2];
@@ -175,10 +176,13 @@ TEST(SeizeThread, ReturnsWhileTheProcessExecsAndWeHoldAnotherOfItsThreads) {
   ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, held, nullptr, nullptr), 0) << std::strerror(errno);
   ASSERT_EQ(wait_for_ptrace_stop(held, std::chrono::seconds(10)).kind, PtraceStop::Kind::kStopped);
   child.release();
-  // The exec has killed the held thread, and waits for us to reap it.
   ASSERT_TRUE(within(std::chrono::seconds(10), [&] { return task_state(pid, held) == 'Z'; }))
       << "state " << thread_state(pid, held);
+}
 
+// Seizes the child's main thread from a thread of its own; whether that
+// returned within 20 s, and then whether the exec completed.
+void expect_the_seize_and_the_exec_to_end(pid_t pid) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread([pid, done] {
     (void)seize_thread(pid, pid);
@@ -188,6 +192,41 @@ TEST(SeizeThread, ReturnsWhileTheProcessExecsAndWeHoldAnotherOfItsThreads) {
       << "PTRACE_SEIZE still blocked 20 s after the exec began: the exec is deadlocked with us";
   EXPECT_TRUE(within(std::chrono::seconds(10), [&] { return executable_of(pid) == "/usr/bin/sleep"; }))
       << "the exec did not complete: " << executable_of(pid);
+}
+
+// The deadlock seize_thread exists for, made to happen: we hold one thread
+// stopped, the process execs (its de_thread waits for us to reap that thread,
+// holding the mutex PTRACE_SEIZE waits for), and we seize another. A plain
+// PTRACE_SEIZE waits for ever; seize_thread's watcher reaps the held thread,
+// the exec completes, and the seize returns.
+TEST(SeizeThread, ReturnsWhileTheProcessExecsAndWeHoldAnotherOfItsThreads) {
+  test::ForkedChild child(execs_once_released);
+  ASSERT_TRUE(child.started());
+  ASSERT_NO_FATAL_FAILURE(hold_a_thread_through_its_exec(child));
+  expect_the_seize_and_the_exec_to_end(child.pid());
+}
+
+// The same, while another thread of ours (a session of its own) keeps seizing
+// and releasing a thread of another process every few milliseconds: each of
+// those seizes is watched too, and none hides the blocked one.
+TEST(SeizeThread, ReturnsWhileAnotherThreadKeepsSeizingItsOwnTarget) {
+  test::ForkedChild other(two_reporting_threads);
+  ASSERT_TRUE(other.started());
+  const auto reports = read_reports(other);
+  ASSERT_FALSE(reports.empty());
+  const pid_t other_tid = reports.begin()->first;
+  std::jthread session([&](std::stop_token stop) {  // stopped and joined however the test ends
+    while (!stop.stop_requested()) {
+      if (seize_thread(other.pid(), other_tid) == 0 && ::ptrace(PTRACE_INTERRUPT, other_tid, nullptr, nullptr) == 0 &&
+          wait_for_ptrace_stop(other_tid).kind == PtraceStop::Kind::kStopped)
+        ::ptrace(PTRACE_DETACH, other_tid, nullptr, nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  test::ForkedChild child(execs_once_released);
+  ASSERT_TRUE(child.started());
+  ASSERT_NO_FATAL_FAILURE(hold_a_thread_through_its_exec(child));
+  expect_the_seize_and_the_exec_to_end(child.pid());
 }
 
 TEST(HostPort, Parses) {

@@ -19,12 +19,15 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <list>
 #include <mutex>
 #include <stop_token>
 #include <thread>
+#include <vector>
 
 #include "tracecorr/threadptr.hpp"
 
@@ -37,6 +40,14 @@ using Clock = std::chrono::steady_clock;
 // takes microseconds, one beside an exec in progress waits for its end.
 constexpr auto kBlockedFor = std::chrono::milliseconds(20);
 
+// The seizes in progress, each with its process and start (conform's sessions
+// seize from threads of their own, each in its own target).
+struct Seize {
+  pid_t pid;
+  Clock::time_point since;
+};
+using Seizes = std::list<Seize>;
+
 class SeizeWatcher {
  public:
   static SeizeWatcher& instance() {
@@ -44,17 +55,16 @@ class SeizeWatcher {
     return watcher;
   }
 
-  void begin(pid_t pid) {
+  Seizes::iterator begin(pid_t pid) {
     std::lock_guard lock(mu_);
-    pid_ = pid;
-    since_ = Clock::now();
-    ++seizing_;
+    auto it = seizes_.insert(seizes_.end(), Seize{pid, Clock::now()});
     wake_.notify_one();
+    return it;
   }
 
-  void end() {
+  void end(Seizes::iterator it) {
     std::lock_guard lock(mu_);
-    --seizing_;
+    seizes_.erase(it);
   }
 
  private:
@@ -63,18 +73,23 @@ class SeizeWatcher {
   void run(std::stop_token stop) {
     std::unique_lock lock(mu_);
     while (!stop.stop_requested()) {
-      if (seizing_ == 0) {
-        wake_.wait(lock, stop, [this] { return seizing_ > 0; });
+      if (seizes_.empty()) {
+        wake_.wait(lock, stop, [this] { return !seizes_.empty(); });
         continue;
       }
-      const auto due = since_ + kBlockedFor;
-      if (Clock::now() < due) {
-        wake_.wait_until(lock, stop, due, [] { return false; });
+      const auto now = Clock::now();
+      std::vector<pid_t> blocked;
+      auto next = Clock::time_point::max();
+      for (const Seize& s : seizes_) {
+        if (s.since + kBlockedFor <= now) blocked.push_back(s.pid);
+        else next = std::min(next, s.since + kBlockedFor);
+      }
+      if (blocked.empty()) {
+        wake_.wait_until(lock, stop, next, [] { return false; });
         continue;
       }
-      const pid_t pid = pid_;
       lock.unlock();
-      reap_exited_threads(pid);
+      for (pid_t pid : blocked) reap_exited_threads(pid);
       std::this_thread::sleep_for(kBlockedFor);
       lock.lock();
     }
@@ -90,9 +105,7 @@ class SeizeWatcher {
 
   std::mutex mu_;
   std::condition_variable_any wake_;
-  pid_t pid_ = 0;
-  Clock::time_point since_;
-  int seizing_ = 0;
+  Seizes seizes_;
   std::jthread thread_;  // last: started once the members it reads exist, stopped and joined first
 };
 
@@ -100,10 +113,10 @@ class SeizeWatcher {
 
 long seize_thread(pid_t pid, pid_t tid) {
   SeizeWatcher& watcher = SeizeWatcher::instance();
-  watcher.begin(pid);
+  const auto seize = watcher.begin(pid);
   const long r = ::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr);
   const int err = errno;
-  watcher.end();
+  watcher.end(seize);
   errno = err;
   return r;
 }
