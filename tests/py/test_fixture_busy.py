@@ -48,4 +48,4 @@ def test_a_bad_value_is_refused_by_name(writer, value):
     run = subprocess.run([str(need(WRITERS[writer]())), "--threads", "1", "--duration", "1"], capture_output=True,
                          text=True, timeout=60, env={**os.environ, VARIABLE: value})
     assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
-    assert VARIABLE in run.stderr and repr(value)[1:-1] in run.stderr, run.stderr[-2000:]
+    assert VARIABLE in run.stderr and f"'{value}'" in run.stderr, run.stderr[-2000:]

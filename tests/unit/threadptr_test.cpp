@@ -2,6 +2,7 @@
 // client against an in-process stub that speaks like qemu 7.2's.
 #include <gtest/gtest.h>
 
+#include "eventually.hpp"
 #include "forked_child.hpp"
 #include "thread_pointer_support.hpp"
 
@@ -34,6 +35,7 @@
 namespace tracecorr {
 namespace {
 
+using test_support::eventually;
 using test_support::own_thread_pointer;
 using test_support::listening_on;
 using test_support::unused_loopback_port;
@@ -146,21 +148,6 @@ void execs_once_released(test::ForkedChild::Pipes pipes) {
   test::ForkedChild::exec({"/bin/sleep", "60"});
 }
 
-// Whether `pred` held within `bound`, looked at every 5 ms.
-bool within(std::chrono::milliseconds bound, const std::function<bool()>& pred) {
-  const auto end = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
-// The deadlock seize_thread exists for, made to happen: we hold one thread
-// stopped, the process execs (its de_thread waits for us to reap that thread,
-// holding the mutex PTRACE_SEIZE waits for), and we seize another. A plain
-// PTRACE_SEIZE waits for ever; seize_thread's watcher reaps the held thread,
-// the exec completes, and the seize returns.
 // Holds a thread of `child` (execs_once_released) stopped, lets the child exec,
 // and waits until the exec has killed the held thread and waits for us to reap it.
 void hold_a_thread_through_its_exec(test::ForkedChild& child) {
@@ -176,7 +163,7 @@ void hold_a_thread_through_its_exec(test::ForkedChild& child) {
   ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, held, nullptr, nullptr), 0) << std::strerror(errno);
   ASSERT_EQ(wait_for_ptrace_stop(held, std::chrono::seconds(10)).kind, PtraceStop::Kind::kStopped);
   child.release();
-  ASSERT_TRUE(within(std::chrono::seconds(10), [&] { return task_state(pid, held) == 'Z'; }))
+  ASSERT_TRUE(eventually([&] { return task_state(pid, held) == 'Z'; }, std::chrono::seconds(10)))
       << "state " << thread_state(pid, held);
 }
 
@@ -188,9 +175,9 @@ void expect_the_seize_and_the_exec_to_end(pid_t pid) {
     (void)seize_thread(pid, pid);
     *done = true;
   }).detach();  // should it never return, the test fails below and the process's exit ends it
-  ASSERT_TRUE(within(std::chrono::seconds(20), [&] { return done->load(); }))
+  ASSERT_TRUE(eventually([&] { return done->load(); }, std::chrono::seconds(20)))
       << "PTRACE_SEIZE still blocked 20 s after the exec began: the exec is deadlocked with us";
-  EXPECT_TRUE(within(std::chrono::seconds(10), [&] { return executable_of(pid) == "/usr/bin/sleep"; }))
+  EXPECT_TRUE(eventually([&] { return executable_of(pid) == "/usr/bin/sleep"; }, std::chrono::seconds(10)))
       << "the exec did not complete: " << executable_of(pid);
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.grpc.pb.h"
+#include "eventually.hpp"
 #include "profiles_test_support.hpp"
 #include "tracecorr/fd.hpp"
 #include "tracecorr/profiles/grpc_receiver.hpp"
@@ -23,19 +24,10 @@ namespace tracecorr::profiles {
 namespace {
 
 using namespace test_support;
+using tracecorr::test_support::eventually;
 using namespace std::chrono_literals;
 
 constexpr char kExportMethod[] = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
-
-// Polls `done` every 20 ms for at most `limit` (generous: only reached when broken).
-template <typename F>
-bool eventually(F done, std::chrono::milliseconds limit = 10s) {
-  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
 
 UniqueFd raw_connect(std::uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
