@@ -3,14 +3,16 @@
 # Expects scripts/setup.sh --tests to have run. Exit status is non-zero if anything failed.
 #
 # pytest runs as TRACECORR_TEST_SHARDS processes side by side (default: 4
-# when the CPUs are idle, else 1), each `pytest --shard K/N`: whole modules
-# dealt out by their measured seconds (tests/py/conftest.py). Most tests wait
-# out a scenario's phases, a deadline or an emulated guest, so four share two
-# CPUs. Shard 1 is the arm64 guest alone (the long pole): it starts first,
-# beside ctest. The few tests that act on every process of the host (marker
-# `host_wide`: `tracecorr agent --all` sends to every agent it finds) then run
-# before the other shards start, so they never meet another test's targets
-# (the guest's run under its own kernel).
+# when the CPUs are idle, else 1), which take whole modules from one queue
+# (`pytest --claim DIR`, tests/py/conftest.py), heaviest first by their measured
+# seconds, until none is left: they end together whatever the modules weigh on
+# this machine. Most tests wait out a scenario's phases, a deadline or an
+# emulated guest, so four share two CPUs. The first process takes the arm64
+# guest (the long pole) and starts beside ctest. The few tests that act on
+# every process of the host (marker `host_wide`: `tracecorr agent --all` sends
+# to every agent it finds) then run before the queue opens to the other
+# modules, so they never meet another test's targets (the guest's run under its
+# own kernel).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -49,16 +51,17 @@ logs="$(mktemp -d /tmp/tracecorr-test-shards.XXXXXX)"
 export TRACECORR_TEST_CONFORM_SESSION_JOBS="${TRACECORR_TEST_CONFORM_SESSION_JOBS:-2}"
 pids=()
 trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait; rm -rf "$logs"' EXIT
-start_shard() {
-  /usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not host_wide" --shard "$1/$shards" >"$logs/shard-$1.log" 2>&1 &
+queue="$logs/queue"
+mkdir "$queue"
+start_process() {
+  /usr/bin/python3 -m pytest "${pytest_args[@]}" -m "not host_wide" --claim "$queue" >"$logs/process-$1.log" 2>&1 &
   pids+=($!)
 }
-# Shard 1 holds the arm64 guest and nothing else (SHARD_ALONE in tests/py/conftest.py):
-# the long pole, started before everything else. Its only process on the host is
-# qemu-system-aarch64 (the guest's targets run under the guest's own kernel), so
-# the host-wide tests still meet no other test's targets.
-echo "== pytest: shard 1 of $shards (the arm64 guest) started"
-start_shard 1
+# The queue offers the arm64 guest's modules (SHARD_ALONE in tests/py/conftest.py)
+# first and at once: process 1 takes them, beside ctest and the host-wide tests
+# (its only process on the host is qemu-system-aarch64), then waits for the queue to open.
+echo "== pytest: process 1 of $shards (the arm64 guest first) started"
+start_process 1
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2 || status=1
@@ -67,12 +70,13 @@ echo "== pytest: the tests that act on every process of the host, alone"
 /usr/bin/python3 -m pytest "${pytest_args[@]}" -m host_wide || status=1
 
 echo "== pytest: $shards processes side by side, their output in turn"
+touch "$queue/open"
 for k in $(seq 2 "$shards"); do
-  start_shard "$k"
+  start_process "$k"
 done
 for k in $(seq 1 "$shards"); do
   wait "${pids[$((k - 1))]}" || status=1
-  echo "== pytest: shard $k of $shards"
-  cat "$logs/shard-$k.log"
+  echo "== pytest: process $k of $shards"
+  cat "$logs/process-$k.log"
 done
 exit $status

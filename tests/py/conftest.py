@@ -24,6 +24,11 @@
   arm64 guest: minutes of both CPUs, the test command's long pole) goes to shard 1,
   which holds nothing else whenever there are two shards or more, so
   scripts/test.sh starts it first and nothing else waits behind it.
+- --claim DIR: instead of a dealing fixed in advance, the groups are taken one
+  at a time from a queue that every pytest process given the same DIR shares
+  (tests/support/group_queue.py), alone groups first, then heaviest first, so
+  that processes side by side end together whatever the groups weigh on this
+  machine. The tests of groups other processes took count as deselected.
 - tests/py/known_failures.txt: tests known to fail, each marked
   xfail(strict=True) with its issue: they still run, a listed test that passes
   fails the run (the list is stale), and any failure not listed fails it.
@@ -43,6 +48,7 @@ from pathlib import Path
 import pytest
 
 import arm64_vm
+from group_queue import GroupQueue
 import build_products
 import conform_support
 from known_failures import known_failures
@@ -61,6 +67,8 @@ def _cpu_seconds() -> float:
 
 def pytest_addoption(parser):
     parser.addoption("--shard", metavar="K/N", help="run only the K-th (1..N) of N shards of the collected tests")
+    parser.addoption("--claim", metavar="DIR", help="run the groups this process takes from the queue in DIR, "
+                     "shared with other pytest processes (the alone ones at once, the rest once DIR/open exists)")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -114,21 +122,62 @@ def mark_known_failures(items) -> None:
                                               reason=("intermittent, issue " + why[6:]) if flaky else "known failure, issue " + why))
 
 
-def pytest_collection_modifyitems(config, items):
-    mark_known_failures(items)
-    if not config.getoption("--shard"):
-        return
-    k, n = parse_shard(config.getoption("--shard"))
+def group_weights(items) -> dict[str, float]:
+    """Each group's measured seconds (shard_weights.json), the default for a module it lacks."""
     measured = json.loads(SHARD_WEIGHTS.read_text())["seconds"] if SHARD_WEIGHTS.exists() else {}
     modules_of: dict[str, set[str]] = {}
     for item in items:
         modules_of.setdefault(shard_group(item), set()).add(module_of(item))
-    weights = {group: sum(measured.get(m, DEFAULT_SHARD_WEIGHT_S) for m in modules)
-               for group, modules in modules_of.items()}
-    alone = frozenset(shard_group(item) for item in items if shard_alone(item))
-    mine = deal_shards(weights, n, alone)[k - 1]
+    return {group: sum(measured.get(m, DEFAULT_SHARD_WEIGHT_S) for m in modules)
+            for group, modules in modules_of.items()}
+
+
+def alone_groups(items) -> frozenset[str]:
+    return frozenset(shard_group(item) for item in items if shard_alone(item))
+
+
+def pytest_collection_modifyitems(config, items):
+    mark_known_failures(items)
+    if config.getoption("--claim") and config.getoption("--shard"):
+        raise pytest.UsageError("--claim and --shard are two ways to share the tests out: give one")
+    if not config.getoption("--shard"):
+        return
+    k, n = parse_shard(config.getoption("--shard"))
+    mine = deal_shards(group_weights(items), n, alone_groups(items))[k - 1]
     config.hook.pytest_deselected(items=[item for item in items if shard_group(item) not in mine])
     items[:] = [item for item in items if shard_group(item) in mine]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """--claim DIR: pytest's own loop over the items of each group this process takes."""
+    directory = session.config.getoption("--claim")
+    if not directory or session.config.option.collectonly or not session.items:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    items_of: dict[str, list] = {}
+    for item in session.items:
+        items_of.setdefault(shard_group(item), []).append(item)
+    weights = group_weights(session.items)
+    queue = GroupQueue(Path(directory), sorted(weights, key=lambda g: (-weights[g], g)), alone_groups(session.items))
+    for group in queue.groups():
+        run_group(session, items_of[group])
+    session.config.hook.pytest_deselected(items=[item for group, items in items_of.items()
+                                                 if group not in queue.taken for item in items])
+    return True
+
+
+def run_group(session, items) -> None:
+    """Runs `items` as pytest's own loop would. The last one's teardown is the
+    group's, fixtures of every scope included: the next group is not known yet."""
+    for i, item in enumerate(items):
+        nextitem = items[i + 1] if i + 1 < len(items) else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
 
 
 def pytest_configure(config):
