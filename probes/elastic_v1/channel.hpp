@@ -73,7 +73,7 @@ class Channel final : public conform::SessionPart {
   std::optional<SocketCapacity> socket_capacity() const;
 
  private:
-  void sight_storage();
+  bool sight_storage();  // whether it saw something new
   void watch_storage();
   // The socket directory made in `pid`'s root too when that root is not
   // tracecorr's (a container's): at the process's exec, or as soon as seen.

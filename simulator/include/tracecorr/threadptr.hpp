@@ -53,6 +53,9 @@ inline constexpr std::chrono::milliseconds kStopAllDeadline{2000};
 inline constexpr std::size_t kStopWindow = 256;
 
 std::vector<pid_t> list_threads(pid_t pid);  // /proc/PID/task; empty when gone
+// The same, told whether the leader is a zombie (live_task: its /proc stat,
+// read by the one above each time, costs more than the listing).
+std::vector<pid_t> list_threads(pid_t pid, bool leader_zombie);
 
 // Waiting for a seized thread to stop after PTRACE_INTERRUPT, with a deadline.
 // A thread parked in vfork (its child never execs) or in uninterruptible

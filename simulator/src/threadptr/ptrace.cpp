@@ -345,10 +345,13 @@ void reap_parked_attachments() {
 }
 
 std::vector<pid_t> list_threads(pid_t pid) {
-  std::vector<pid_t> tids;
   // A zombie thread-group leader (its thread called pthread_exit) has no
   // registers to read and cannot be seized; the live threads can.
-  const bool leader_zombie = live_task(pid) != pid;
+  return list_threads(pid, live_task(pid) != pid);
+}
+
+std::vector<pid_t> list_threads(pid_t pid, bool leader_zombie) {
+  std::vector<pid_t> tids;
   for (int tid : numbered_entries("/proc/" + std::to_string(pid) + "/task"))
     if (tid > 0 && !(leader_zombie && tid == pid)) tids.push_back(tid);
   return tids;

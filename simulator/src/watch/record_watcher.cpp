@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tracecorr/procfs.hpp"
+
 namespace tracecorr::watch {
 namespace {
 // Bounded memory: a long attach-mode run keeps the most recent observations.
@@ -9,6 +11,11 @@ constexpr std::size_t kMaxObservations = 200'000;
 constexpr std::size_t kMaxErrorsKept = 32;
 constexpr auto kThreadPointerRetry = std::chrono::milliseconds(200);
 constexpr auto kMaxThreadPointerRetry = std::chrono::milliseconds(3200);
+// The leader's state is read this often, not on every poll: its /proc stat
+// cost more than the rest of a poll. A leader gone zombie is left out of the
+// polls at most this late, and until then its TLS block still holds what its
+// thread last stored.
+constexpr auto kLeaderStateRecheck = std::chrono::milliseconds(100);
 }  // namespace
 
 RecordWatcher::RecordWatcher(pid_t pid, RecordLayout layout, PointerSite site, ActiveTraceOf active_trace,
@@ -73,8 +80,12 @@ Expected<ThreadRecordRead> unallocated_as_unpublished(Expected<ThreadRecordRead>
 void RecordWatcher::poll_once() {
   // Thread ids from procfs: asking the thread-pointer source (a gdbstub) for
   // its thread list would stop the guest on every poll.
-  auto tids = list_threads(pid_);
   auto now = std::chrono::steady_clock::now();
+  if (now >= leader_state_read_at_ + kLeaderStateRecheck) {
+    leader_zombie_ = live_task(pid_) != pid_;
+    leader_state_read_at_ = now;
+  }
+  auto tids = list_threads(pid_, leader_zombie_);
   // Thread pointers first, then let the target run again: a gdbstub source
   // keeps a qemu guest stopped from its first read until resume(), and the
   // records are read from memory without stopping anything.

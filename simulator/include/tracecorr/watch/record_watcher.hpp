@@ -117,6 +117,8 @@ class RecordWatcher {
   std::unique_ptr<ThreadPointerSource> thread_pointers_;
   LiveProcessMemory memory_;
   std::chrono::microseconds interval_;
+  bool leader_zombie_ = false;
+  std::chrono::steady_clock::time_point leader_state_read_at_;
 
   mutable std::mutex mutex_;
   std::map<pid_t, std::uint64_t> thread_pointer_cache_;
