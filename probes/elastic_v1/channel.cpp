@@ -246,9 +246,12 @@ bool Channel::sight_storage() {
 
 void Channel::watch_storage() {
   auto still_since = Clock::now();
+  bool published = false;  // once a storage decoded, storage() never goes back to none
   while (storage_watch_running_) {
     const auto now = Clock::now();
-    if (sight_storage() || !storage()) still_since = now;
+    const bool new_sighting = sight_storage();
+    published = published || storage().has_value();
+    if (new_sighting || !published) still_since = now;
     std::this_thread::sleep_for(now - still_since < kStorageSettle ? Clock::duration(kStoragePollInterval)
                                                                     : Clock::duration(kStorageSteadyPoll));
   }

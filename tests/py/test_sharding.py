@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
@@ -62,7 +63,6 @@ QUEUE_PROCESSES = 3
 
 def ran(junit: Path) -> list[str]:
     """The node ids a process ran, from its JUnit XML (classname "tests.py.test_x", name "test_y[p]")."""
-    import xml.etree.ElementTree as ET
     cases = ET.parse(junit).getroot().iter("testcase")
     return [f'{c.get("classname").replace(".", "/")}.py::{c.get("name")}' for c in cases]
 
