@@ -38,7 +38,15 @@ inline constexpr const char* kWatchedSession = "watched";
 // One thread in one look.
 struct ThreadLookFacts {
   pid_t tid = 0;
-  std::uint64_t time_ns = 0;  // CLOCK_MONOTONIC, when the look began
+  // When the thread's state was the one read, on CLOCK_MONOTONIC: it stopped
+  // after the look began (time_ns) and before its read ran (stopped_by_ns).
+  // A thread starved of a CPU can take tens of milliseconds between the two.
+  std::uint64_t time_ns = 0;
+  std::uint64_t stopped_by_ns = 0;
+  // The time it had waited in run queues since it started (schedstat), as it
+  // stood when it stopped: what of the time around its reads the writer could
+  // not use. nullopt: unreadable.
+  std::optional<std::uint64_t> run_queue_wait_ns;
   bool gate_open = false;
   std::optional<WalkEnd> end;  // nullopt: the struct could not be read (`error`)
   std::optional<WalkStep> failed_step;

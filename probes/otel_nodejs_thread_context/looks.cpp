@@ -26,6 +26,8 @@ ThreadLookFacts facts_of(const ThreadInspection& t, std::uint64_t time_ns) {
   ThreadLookFacts f;
   f.tid = t.tid;
   f.time_ns = time_ns;
+  f.stopped_by_ns = t.stopped_at_ns ? t.stopped_at_ns : monotonic_ns();
+  f.run_queue_wait_ns = t.run_queue_wait_ns;
   if (t.walk) {
     f.gate_open = t.walk->discovery.gate_open();
     f.end = t.walk->end;

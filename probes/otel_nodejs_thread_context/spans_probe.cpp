@@ -1,13 +1,18 @@
 // spans (NJS-13, 14, 15): the records the looks read against the spans the
 // writer exported to the session's receiver.
 //
-// A look is a read of a stopped thread at a known time (CLOCK_MONOTONIC, put
-// on the spans' clock by the session's conform::ReadClock); a valid record
-// names a span by its ids, and the exported span says when it ran and with
-// which flags. kSpanMargin absorbs a writer that takes a span's time just
-// before its store (or just after): a record read that long past its span's
-// exported end was left valid. Verdicts rest on ids and times the writer
-// itself exported, never on how fast it runs.
+// A look reads each thread stopped; the thread stopped after the look began
+// and before its read ran, so its record held at some time between the two
+// (CLOCK_MONOTONIC, put on the spans' clock by the session's
+// conform::ReadClock, to within kClockMargin). A valid record names a span by
+// its ids, and the exported span says when it ran and with which flags.
+// Each judgement takes the end of that interval that favours the writer, so
+// a thread slow to stop (starved of a CPU) is never held against it. What a
+// writer may do between taking a span's time and its store (or just after)
+// is bounded in its own time, kWorkMargin: the wall time around the read less
+// all the thread may have waited in run queues (schedstat at its looks), so a
+// starved writer is not failed on a bare wall-clock margin either. Verdicts
+// rest on ids and times the writer itself exported.
 //
 // NJS-13 is judged on what a look shows, not on what it misses: a runtime
 // whose tasks interleave on one thread leaves a span open across an await
@@ -26,7 +31,12 @@
 namespace tracecorr::otel_nodejs_thread_context {
 namespace {
 
-constexpr std::int64_t kSpanMargin = 50'000'000;  // ns
+// How far a read's time on the spans' clock may be from the writer's own
+// reading of it (conform::incomparable refuses a session placed less well).
+constexpr std::int64_t kClockMargin = 25'000'000;  // ns
+// What a writer may do, in its own time, between taking a span's time and
+// storing its record, or clearing it.
+constexpr std::int64_t kWorkMargin = 50'000'000;  // ns
 
 bool names_a_span(const ThreadLookFacts& t) {
   return t.record && t.record->readable() && !(is_zero(t.record->trace_id) && is_zero(t.record->span_id));
@@ -51,10 +61,13 @@ std::optional<std::int64_t> thread_id_of(const otlp::ReceivedSpan& s) {
   return std::nullopt;
 }
 
+std::string ms_of(std::int64_t ns) { return std::to_string(ns / 1000000) + " ms"; }
+
 struct Reads {
   conform::ExportedSpans exported;
   conform::ReadClock clock;
   std::vector<const ThreadLookFacts*> in_order;  // by thread, then time
+  std::map<pid_t, std::vector<const ThreadLookFacts*>> looks_of;  // the same, per thread
   std::map<std::int64_t, std::vector<const otlp::ReceivedSpan*>> by_thread;  // spans carrying thread.id
   std::map<TraceId, std::size_t> traces;  // exported spans per trace
 
@@ -63,23 +76,41 @@ struct Reads {
     std::stable_sort(in_order.begin(), in_order.end(), [](const auto* a, const auto* b) {
       return a->tid != b->tid ? a->tid < b->tid : a->time_ns < b->time_ns;
     });
+    for (const auto* t : in_order) looks_of[t->tid].push_back(t);
     for (const auto& s : spans) {
       ++traces[s.trace_id];
       if (auto tid = thread_id_of(s)) by_thread[*tid].push_back(&s);
     }
   }
-  std::int64_t at(const ThreadLookFacts& t) const { return clock.unix_ns(t.time_ns); }
-  static bool ended_before(const otlp::ReceivedSpan* s, std::int64_t read_at, std::int64_t margin) {
-    return s && s->end_unix_nano != 0 && static_cast<std::int64_t>(s->end_unix_nano) + margin < read_at;
+  // The earliest and the latest the thread's state read could date from, on the spans' clock.
+  std::int64_t began(const ThreadLookFacts& t) const { return clock.unix_ns(t.time_ns); }
+  std::int64_t stopped_by(const ThreadLookFacts& t) const { return clock.unix_ns(t.stopped_by_ns); }
+  std::int64_t monotonic(std::int64_t unix_ns) const { return unix_ns - clock.at_start_ns; }
+  static bool ended_before(const otlp::ReceivedSpan* s, std::int64_t at, std::int64_t margin) {
+    return s && s->end_unix_nano != 0 && static_cast<std::int64_t>(s->end_unix_nano) + margin < at;
   }
-  // The one span carrying this thread's id that was open at the read (well inside its times), if one only.
+  // The least time thread `tid` can have had to itself from `from` to `to`
+  // (spans' clock): the wall time less all it may have waited in run queues
+  // meanwhile, bounded by its looks (schedstat when it stopped) on either
+  // side; before its first look, all it had waited since it started.
+  // nullopt: no look after `to` bounds the wait.
+  std::optional<std::int64_t> own_time(pid_t tid, std::int64_t from, std::int64_t to) const {
+    std::uint64_t waited_before = 0;
+    for (const auto* t : looks_of.at(tid)) {
+      if (!t->run_queue_wait_ns) continue;
+      if (stopped_by(*t) <= from) waited_before = std::max(waited_before, *t->run_queue_wait_ns);
+      if (began(*t) >= to) return (to - from) - static_cast<std::int64_t>(*t->run_queue_wait_ns - std::min(waited_before, *t->run_queue_wait_ns));
+    }
+    return std::nullopt;
+  }
+  // The one span carrying this thread's id that was open however the read is placed, if one only.
   const otlp::ReceivedSpan* only_open_span(const ThreadLookFacts& t) const {
     auto it = by_thread.find(t.tid);
     if (it == by_thread.end()) return nullptr;
     const otlp::ReceivedSpan* open = nullptr;
     for (const auto* s : it->second) {
       const auto start = static_cast<std::int64_t>(s->start_unix_nano), end = static_cast<std::int64_t>(s->end_unix_nano);
-      if (start + kSpanMargin < at(t) && (end == 0 || at(t) + kSpanMargin < end)) {
+      if (start + kClockMargin < began(t) && (end == 0 || stopped_by(t) + kClockMargin < end)) {
         if (open) return nullptr;  // nested or interleaved: which one is entered is not known
         open = s;
       }
@@ -88,9 +119,35 @@ struct Reads {
   }
 };
 
+// NJS-13's timing: the span a valid record names began after the read, by
+// more than the writer's work between its store and taking the span's time.
+std::optional<std::string> began_after(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span,
+                                       std::size_t& untold) {
+  const auto start = static_cast<std::int64_t>(span.start_unix_nano) - kClockMargin;
+  if (start <= r.stopped_by(t) + kWorkMargin) return std::nullopt;
+  const auto own = r.own_time(t.tid, r.stopped_by(t), start);
+  if (!own || *own <= kWorkMargin) {
+    ++untold;  // the writer may have waited for a CPU all along
+    return std::nullopt;
+  }
+  return look_text(t) + ": the valid record names " + span_text(span.trace_id, span.span_id) + ", which began " +
+         ms_of(start + kClockMargin - r.stopped_by(t)) + " after the thread was read, as exported (" + ms_of(*own) +
+         " of them at least the writer's own time, its waits for a CPU taken out)";
+}
+
+// The one span open on the thread (by thread.id) is not the one its record names, which ran on another thread.
+std::optional<std::string> another_threads_span(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span) {
+  const otlp::ReceivedSpan* open = r.only_open_span(t);
+  const auto named_on = thread_id_of(span);
+  if (!open || open == &span || !named_on || *named_on == t.tid) return std::nullopt;
+  return look_text(t) + ": the one span open on the thread was " + span_text(open->trace_id, open->span_id) +
+         ", but the valid record names " + span_text(span.trace_id, span.span_id) + ", a span of thread " +
+         std::to_string(*named_on);
+}
+
 Finding entered(const Reads& r) {
   constexpr const char* id = "NJS-13";
-  std::size_t matched = 0, unexported = 0, checked_by_thread = 0;
+  std::size_t matched = 0, unexported = 0, checked_by_thread = 0, untold = 0;
   for (const auto* t : r.in_order) {
     if (!names_a_span(*t)) continue;
     const auto& rec = *t->record;
@@ -103,54 +160,71 @@ Finding entered(const Reads& r) {
       ++unexported;
       continue;
     }
-    if (static_cast<std::int64_t>(span->start_unix_nano) > r.at(*t) + kSpanMargin)
-      return violated(id, look_text(*t) + ": the valid record names " + span_text(rec.trace_id, rec.span_id) + ", which began " +
-                              std::to_string((static_cast<std::int64_t>(span->start_unix_nano) - r.at(*t)) / 1000000) +
-                              " ms after the read, as exported");
-    const otlp::ReceivedSpan* open = r.only_open_span(*t);
-    if (open && open != span && !Reads::ended_before(span, r.at(*t), kSpanMargin))
-      return violated(id, look_text(*t) + ": the one span open on the thread was " + span_text(open->trace_id, open->span_id) +
-                              ", but the valid record names " + span_text(rec.trace_id, rec.span_id));
-    if (open) ++checked_by_thread;
+    const std::size_t untold_before = untold;
+    if (auto why = began_after(r, *t, *span, untold)) return violated(id, *why);
+    if (untold != untold_before) continue;
+    if (auto why = another_threads_span(r, *t, *span)) return violated(id, *why);
+    if (r.only_open_span(*t)) ++checked_by_thread;
     ++matched;
   }
-  const std::string seen = std::to_string(matched) + " valid record(s) named an exported span that had begun (" +
-                           std::to_string(checked_by_thread) + " the one span open on their thread); " +
-                           std::to_string(unexported) + " named a trace never exported";
+  std::string seen = std::to_string(matched) + " valid record(s) named an exported span that had begun (" +
+                     std::to_string(checked_by_thread) + " the one span open on their thread); " +
+                     std::to_string(unexported) + " named a trace never exported";
+  if (untold)
+    seen += "; " + std::to_string(untold) + " named a span exported as beginning after the read, by less than " +
+            ms_of(kWorkMargin) + " of the writer's own time or by a time no later look bounds";
   if (matched == 0) return not_applicable(id, "no valid record read named an exported span (" + seen + ")");
   return met(id, matched, seen);
+}
+
+// NJS-14's timing: the record is still valid after its span ended, by more
+// than the writer's work between taking the end's time and clearing it.
+std::optional<Finding> still_valid_after_end(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span,
+                                             std::size_t& untold) {
+  if (!Reads::ended_before(&span, r.began(t), kClockMargin + kWorkMargin)) return std::nullopt;
+  const auto end = static_cast<std::int64_t>(span.end_unix_nano) + kClockMargin;
+  const auto own = r.own_time(t.tid, end, r.began(t));
+  if (!own || *own <= kWorkMargin) {
+    ++untold;
+    return std::nullopt;
+  }
+  return violated("NJS-14",
+                  look_text(t) + ": the record is still valid " + ms_of(r.began(t) - end + kClockMargin) +
+                      " after its span (" + span_text(span.trace_id, span.span_id) + ") ended as exported (" + ms_of(*own) +
+                      " of them at least the writer's own time, its waits for a CPU taken out)",
+                  {text_evidence("the record after its span ended", "valid 0, or detached", "valid 1, naming the ended span")});
 }
 
 Finding invalidated(const Reads& r) {
   constexpr const char* id = "NJS-14";
   std::map<pid_t, const otlp::ReceivedSpan*> last_named;
-  std::size_t running = 0, cleared_after = 0, replaced_after = 0;
+  std::size_t running = 0, cleared_after = 0, replaced_after = 0, untold = 0;
   for (const auto* t : r.in_order) {
-    const auto read_at = r.at(*t);
+    const auto read_at = r.began(*t);
     const otlp::ReceivedSpan* before = last_named.count(t->tid) ? last_named[t->tid] : nullptr;
     if (names_a_span(*t)) {
       const otlp::ReceivedSpan* span = r.exported.find(t->record->trace_id, t->record->span_id);
       if (!span) continue;
-      if (Reads::ended_before(span, read_at, kSpanMargin))
-        return violated(id,
-                        look_text(*t) + ": the record is still valid " +
-                            std::to_string((read_at - static_cast<std::int64_t>(span->end_unix_nano)) / 1000000) +
-                            " ms after its span (" + span_text(span->trace_id, span->span_id) + ") ended as exported",
-                        {text_evidence("the record after its span ended", "valid 0, or detached", "valid 1, naming the ended span")});
+      const std::size_t untold_before = untold;
+      if (auto violation = still_valid_after_end(r, *t, *span, untold)) return *violation;
+      if (untold != untold_before) continue;
       ++running;
-      if (before && before != span && Reads::ended_before(before, read_at, 0)) ++replaced_after;
+      if (before && before != span && Reads::ended_before(before, read_at, kClockMargin)) ++replaced_after;
       last_named[t->tid] = span;
-    } else if (shows_no_context(*t) && Reads::ended_before(before, read_at, 0)) {
+    } else if (shows_no_context(*t) && Reads::ended_before(before, read_at, kClockMargin)) {
       ++cleared_after;
     }
   }
-  const std::string seen = std::to_string(running) + " read(s) found a running span's record valid; " +
-                           std::to_string(cleared_after) + " found no valid record and " + std::to_string(replaced_after) +
-                           " another span's after the thread's span ended";
+  std::string seen = std::to_string(running) + " read(s) found a running span's record valid; " +
+                     std::to_string(cleared_after) + " found no valid record and " + std::to_string(replaced_after) +
+                     " another span's after the thread's span ended";
+  if (untold)
+    seen += "; " + std::to_string(untold) + " found a record valid past its span's end by less than " + ms_of(kWorkMargin) +
+            " of the writer's own time, or by a time no look bounds";
   if (cleared_after + replaced_after == 0)
     return not_applicable(id, "no read came after one of a thread's spans had ended (" + seen + ")");
   return met(id, running + cleared_after + replaced_after,
-             "no record stayed valid more than " + std::to_string(kSpanMargin / 1000000) + " ms past its span's end: " + seen);
+             "no record stayed valid more than " + ms_of(kWorkMargin) + " of its writer's own time past its span's end: " + seen);
 }
 
 Finding flags(const Reads& r, std::size_t span_count) {
@@ -188,7 +262,7 @@ std::vector<Finding> judge_spans(const conform::SessionEvidence& session, const 
     return all("the writer exported no spans to tracecorr's OTLP receiver: which span a record must name, until when "
                "and with which flags, is known only from the spans a writer exports");
   if (!f.read_clock) return all("no look was taken: no read to compare with the exported spans");
-  if (auto why = conform::incomparable(*f.read_clock, kSpanMargin / 2)) return all(*why);
+  if (auto why = conform::incomparable(*f.read_clock, kClockMargin)) return all(*why);
   const Reads reads(f, session.spans);
   return {entered(reads), invalidated(reads), flags(reads, session.spans.size())};
 }

@@ -3,7 +3,9 @@
 // that broke it (saying how many did), and is not applicable when no look
 // could judge it; NJS-10 only when the process was told to run without
 // AsyncContextFrame; NJS-19 (a permission) only when a gate was seen closing
-// and opening again.
+// and opening again. NJS-13 and 14 judge a read's time by the end of its
+// interval (look began, thread read) that favours the writer, and a writer's
+// lateness by its own time, its waits for a CPU taken out.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -186,6 +188,102 @@ TEST(NodeGateJudge, NoWatchNoVerdict) {
   auto found = judge_gate(f);
   EXPECT_EQ(of(found, "NJS-04").outcome, Finding::Outcome::NotApplicable);
   EXPECT_NE(of(found, "NJS-04").reason.find("attach mode"), std::string::npos);
+}
+
+// The span judges: times in ms on one clock (monotonic = wall), the thread's
+// run-queue wait (schedstat) as it stood at each look.
+constexpr std::uint64_t kMs = 1000000;
+
+ThreadLookFacts read_of(pid_t tid, std::uint64_t began_ms, std::uint64_t stopped_by_ms, std::uint64_t waited_ms,
+                        std::optional<std::uint8_t> span = std::nullopt) {
+  ThreadLookFacts t = look(tid, span ? WalkEnd::Record : WalkEnd::Detached);
+  t.time_ns = began_ms * kMs;
+  t.stopped_by_ns = stopped_by_ms * kMs;
+  t.run_queue_wait_ns = waited_ms * kMs;
+  if (span) {
+    ThreadContextRecord r;
+    r.valid = 1;
+    r.trace_id[15] = 1;
+    r.span_id[7] = *span;
+    t.record = r;
+  }
+  return t;
+}
+
+otlp::ReceivedSpan span_of(std::uint8_t id, std::uint64_t start_ms, std::uint64_t end_ms, std::optional<pid_t> tid = std::nullopt) {
+  otlp::ReceivedSpan s;
+  s.trace_id[15] = 1;
+  s.span_id[7] = id;
+  s.start_unix_nano = start_ms * kMs;
+  s.end_unix_nano = end_ms * kMs;
+  if (tid) s.attributes["thread.id"].value = std::int64_t{*tid};
+  return s;
+}
+
+std::vector<Finding> judged_spans(std::vector<ThreadLookFacts> reads, std::vector<otlp::ReceivedSpan> spans) {
+  auto f = facts_of(std::move(reads), 3);
+  f.read_clock = conform::ReadClock{0, 0, 1000};
+  conform::SessionEvidence session;
+  session.spans = std::move(spans);
+  return judge_spans(session, f);
+}
+
+TEST(NodeSpanJudges, AThreadSlowToStopIsReadAtTheLatestItCouldHaveStopped) {
+  // The look began at 1000 ms; the starved thread stopped by 1060 ms, after entering a span it began at 1055.
+  auto found = judged_spans({read_of(11, 1000, 1060, 40, 2)}, {span_of(2, 1055, 1300)});
+  EXPECT_EQ(of(found, "NJS-13").outcome, Finding::Outcome::Met) << of(found, "NJS-13").reason;
+}
+
+TEST(NodeSpanJudges, ASpanBegunLongAfterTheReadInTheWritersOwnTimeFailsNJS13) {
+  auto found = judged_spans({read_of(11, 1000, 1001, 0, 2), read_of(11, 1400, 1401, 10, 2)}, {span_of(2, 1300, 1600)});
+  const auto& f = of(found, "NJS-13");
+  ASSERT_EQ(f.outcome, Finding::Outcome::Violated);
+  EXPECT_NE(f.reason.find("began 299 ms after the thread was read"), std::string::npos) << f.reason;
+  EXPECT_NE(f.reason.find("264 ms of them"), std::string::npos) << f.reason;
+}
+
+TEST(NodeSpanJudges, AWriterThatWaitedForACpuIsNotFailedOnWallTime) {
+  // The same reads, but the thread waited 250 of the ms between them in a run queue: 24 ms its own.
+  auto found = judged_spans({read_of(11, 1000, 1001, 0, 2), read_of(11, 1400, 1401, 250, 2), read_of(12, 1400, 1401, 0, 3)},
+                            {span_of(2, 1300, 1600), span_of(3, 1200, 1600)});
+  const auto& f = of(found, "NJS-13");
+  EXPECT_EQ(f.outcome, Finding::Outcome::Met) << f.reason;
+  EXPECT_NE(f.reason.find("1 named a span exported as beginning after the read"), std::string::npos) << f.reason;
+}
+
+TEST(NodeSpanJudges, NoLaterLookNoBoundOnTheWait) {
+  auto found = judged_spans({read_of(11, 1000, 1001, 0, 2), read_of(12, 1000, 1001, 0, 3)},
+                            {span_of(2, 1300, 1600), span_of(3, 900, 1600)});
+  EXPECT_EQ(of(found, "NJS-13").outcome, Finding::Outcome::Met) << of(found, "NJS-13").reason;
+}
+
+TEST(NodeSpanJudges, ARecordNamingAnotherThreadsSpanWhileItsOwnIsOpenFailsNJS13) {
+  auto found = judged_spans({read_of(11, 1000, 1001, 0, 2)}, {span_of(2, 500, 1600, 12), span_of(4, 500, 1600, 11)});
+  const auto& f = of(found, "NJS-13");
+  ASSERT_EQ(f.outcome, Finding::Outcome::Violated);
+  EXPECT_NE(f.reason.find("a span of thread 12"), std::string::npos) << f.reason;
+}
+
+TEST(NodeSpanJudges, AChildSpanJustEnteredOnItsOwnThreadIsNotAnotherSpan) {
+  // Span 4 (the parent) is open for certain; span 2 began 10 ms before the look: maybe open, and the one entered.
+  auto found = judged_spans({read_of(11, 1000, 1001, 0, 2)}, {span_of(2, 990, 1600, 11), span_of(4, 500, 1700, 11)});
+  EXPECT_EQ(of(found, "NJS-13").outcome, Finding::Outcome::Met) << of(found, "NJS-13").reason;
+}
+
+TEST(NodeSpanJudges, ARecordValidLongAfterItsSpanEndedInTheWritersOwnTimeFailsNJS14) {
+  auto found = judged_spans({read_of(11, 400, 401, 10, 2), read_of(11, 900, 901, 20, 2)}, {span_of(2, 0, 500)});
+  const auto& f = of(found, "NJS-14");
+  ASSERT_EQ(f.outcome, Finding::Outcome::Violated);
+  EXPECT_NE(f.reason.find("still valid 400 ms after its span"), std::string::npos) << f.reason;
+  EXPECT_NE(f.reason.find("365 ms of them"), std::string::npos) << f.reason;
+}
+
+TEST(NodeSpanJudges, ARecordLeftValidWhileItsWriterWaitedForACpuIsNotAFailure) {
+  auto found = judged_spans({read_of(11, 400, 401, 10, 2), read_of(11, 900, 901, 380, 2), read_of(11, 1000, 1001, 380)},
+                            {span_of(2, 0, 500)});
+  const auto& f = of(found, "NJS-14");
+  EXPECT_EQ(f.outcome, Finding::Outcome::Met) << f.reason;
+  EXPECT_NE(f.reason.find("1 found a record valid past its span's end by less than 50 ms"), std::string::npos) << f.reason;
 }
 
 }  // namespace

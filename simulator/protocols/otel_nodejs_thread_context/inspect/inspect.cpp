@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "otel_nodejs_thread_context/registry.hpp"
+#include "tracecorr/clock_offset.hpp"
 #include "tracecorr/text.hpp"
 #include "tracecorr/memory.hpp"
 #include "tracecorr/process_context.hpp"
@@ -72,6 +73,8 @@ ThreadInspection inspect_thread(pid_t tid, const ProcessMemory& memory, ThreadPo
   t.tid = tid;
   StoppedRead read;
   auto stopped = source.read_stopped(tid, [&](std::uint64_t tp) {
+    t.stopped_at_ns = static_cast<std::uint64_t>(read_clock_ns(CLOCK_MONOTONIC));
+    t.run_queue_wait_ns = thread_run_queue_wait_ns(tid);
     t.thread_pointer = tp;
     if (tp != 0) read_thread(memory, access, tp, t, read);
   });

@@ -29,6 +29,12 @@ namespace tracecorr::otel_nodejs_thread_context {
 struct ThreadInspection {
   pid_t tid = 0;
   std::optional<std::uint64_t> thread_pointer;
+  // Taken while the thread was held stopped for its read: CLOCK_MONOTONIC
+  // (it had stopped by then, so what the read shows was so at this time; 0:
+  // not read) and the time it had waited in run queues since it started
+  // (schedstat, unchanging while it is stopped; nullopt: unreadable).
+  std::uint64_t stopped_at_ns = 0;
+  std::optional<std::uint64_t> run_queue_wait_ns;
   std::optional<std::uint64_t> struct_address;  // this thread's otel_thread_ctx_nodejs_v1
   std::optional<WalkTrace> walk;                // the struct and every step it took
   std::optional<MisplacedEntry> misplaced;
