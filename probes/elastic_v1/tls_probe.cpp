@@ -51,11 +51,15 @@ Finding judge_descriptor(const SessionEvidence& s) {
 // outnumber the judged ones the answer is inconclusive.
 class Tls05Judge {
  public:
-  Tls05Judge(const SpanIndex& spans, const otlp::ExportLosses& losses) : spans_(spans), losses_(losses) {}
+  Tls05Judge(const SpanIndex& spans, const otlp::ExportLosses& losses,
+             const std::map<pid_t, std::vector<RunQueueMark>>& run_queue_marks)
+      : spans_(spans), losses_(losses), run_queue_marks_(run_queue_marks) {}
 
   // By time: the watcher's read times bound when a state was visible
   // (read_by: no later than; last_seen: no earlier than), so a late poll
-  // never convicts.
+  // never convicts; and the agent is late only by its own time beyond the
+  // tolerance, its thread's waits for a CPU taken out (a thread preempted
+  // between taking a span's end time and clearing its record is not).
   void by_time(const watch::RecordObservation& o, const TlsRecord& r) {
     const auto* named = spans_.find(r.span_id);
     if (!named || named->trace_id != r.trace_id) return;
@@ -65,12 +69,16 @@ class Tls05Judge {
     long long seen_last = unix_ns(o.last_seen), seen_by = unix_ns(o.read_by);
     std::string problem;
     if (seen_last > end + tolerance_ns) {
-      ++stale_;
-      problem = "still named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(seen_last - end) / 1e6) +
-                " after it ended (trace-present not cleared)";
+      if (auto own = own_time_beyond(o.tid, end + tolerance_ns, seen_last))
+        problem = "still named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(seen_last - end) / 1e6) +
+                  " after it ended (trace-present not cleared; " + ms(static_cast<double>(*own) / 1e6) +
+                  " of them at least the agent's own time)";
+      ++(problem.empty() ? untold_ : stale_);
     } else if (seen_by < start - tolerance_ns) {
-      ++early_;
-      problem = "named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(start - seen_by) / 1e6) + " before it started";
+      if (auto own = own_time_beyond(o.tid, seen_by, start - tolerance_ns))
+        problem = "named span " + to_hex(r.span_id) + " " + ms(static_cast<double>(start - seen_by) / 1e6) +
+                  " before it started (" + ms(static_cast<double>(*own) / 1e6) + " of them at least the agent's own time)";
+      ++(problem.empty() ? untold_ : early_);
     }
     if (!problem.empty() && time_examples_.size() < kMaxExamples)
       time_examples_.push_back(record_evidence("record of thread " + std::to_string(o.tid), o.bytes,
@@ -129,22 +137,37 @@ class Tls05Judge {
       return kit_error("TLS-05", "inconclusive: " + std::to_string(checked) + " distinct (span, transaction) pairs "
                                  "judged, fewer than those that could not be" + lost);
     if (!checked) return not_applicable("TLS-05", "no sampled record was seen early enough to be matched with exports");
+    const std::string untold = untold_ ? "; " + std::to_string(untold_) + " seen outside by less than the tolerance in "
+                                         "the agent's own time (its thread waited for a CPU), or by a time no reading of "
+                                         "its waits bounds"
+                                       : std::string();
     return met("TLS-05", checked, std::to_string(checked) + " distinct (span, transaction) pairs read, all exported as such; " +
-                                      std::to_string(timed_) + " record states each seen only between its span's start "
-                                      "and end (tolerance " + tolerance() + ")" + lost);
+                                      std::to_string(timed_ - untold_) + " record states each seen only between its span's "
+                                      "start and end (tolerance " + tolerance() + ")" + untold + lost);
   }
 
  private:
   static std::string tolerance() { return ms(static_cast<double>(kContextTolerance.count())); }
+  // The agent's own time from `from` to `to` (unix ns) when it exceeds the
+  // tolerance; nullopt when it does not, or no reading bounds the waits.
+  std::optional<long long> own_time_beyond(pid_t tid, long long from, long long to) const {
+    auto marks = run_queue_marks_.find(tid);
+    if (marks == run_queue_marks_.end()) return std::nullopt;
+    const long long steady_minus_unix = -system_minus_steady_.count();
+    auto own = least_own_time(marks->second, from + steady_minus_unix, to + steady_minus_unix);
+    if (!own || *own <= std::chrono::nanoseconds(kContextTolerance).count()) return std::nullopt;
+    return *own;
+  }
   long long unix_ns(std::chrono::steady_clock::time_point t) const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch() + system_minus_steady_).count();
   }
 
   const SpanIndex& spans_;
   const otlp::ExportLosses& losses_;
+  const std::map<pid_t, std::vector<RunQueueMark>>& run_queue_marks_;  // CLOCK_MONOTONIC
   const std::chrono::nanoseconds system_minus_steady_ =
       std::chrono::system_clock::now().time_since_epoch() - std::chrono::steady_clock::now().time_since_epoch();
-  std::size_t timed_ = 0, stale_ = 0, early_ = 0, bad_ = 0;
+  std::size_t timed_ = 0, stale_ = 0, early_ = 0, untold_ = 0, bad_ = 0;
   std::vector<Evidence> time_examples_, examples_;
   std::set<std::pair<SpanId, SpanId>> judged_, unjudged_;  // unjudged: ids missing, maybe in a lost export
 };
@@ -352,7 +375,7 @@ class TlsProbe final : public Probe {
       longest_lag_ms = std::max(longest_lag_ms, SpanIndex::export_delay_ms(sp));
     }
     const auto horizon = kExportHorizon + std::chrono::milliseconds(static_cast<long long>(longest_lag_ms));
-    Tls05Judge judge(spans, s.export_losses);
+    Tls05Judge judge(spans, s.export_losses, s.records->run_queue_marks);
     for (const auto& o : obs) {
       const auto r = decoded_record(o.bytes);
       if (!r.valid || !r.trace_present || !(r.trace_flags & 0x01)) continue;  // TLS-08/09; unsampled are not exported

@@ -27,6 +27,7 @@
 #include "probes.hpp"
 #include "tracecorr/conform/exported_spans.hpp"
 #include "tracecorr/ids.hpp"
+#include "tracecorr/own_time.hpp"
 
 namespace tracecorr::otel_nodejs_thread_context {
 namespace {
@@ -67,7 +68,7 @@ struct Reads {
   conform::ExportedSpans exported;
   conform::ReadClock clock;
   std::vector<const ThreadLookFacts*> in_order;  // by thread, then time
-  std::map<pid_t, std::vector<const ThreadLookFacts*>> looks_of;  // the same, per thread
+  std::map<pid_t, std::vector<RunQueueMark>> marks;  // per thread, one per look that read its waits
   std::map<std::int64_t, std::vector<const otlp::ReceivedSpan*>> by_thread;  // spans carrying thread.id
   std::map<TraceId, std::size_t> traces;  // exported spans per trace
 
@@ -76,7 +77,8 @@ struct Reads {
     std::stable_sort(in_order.begin(), in_order.end(), [](const auto* a, const auto* b) {
       return a->tid != b->tid ? a->tid < b->tid : a->time_ns < b->time_ns;
     });
-    for (const auto* t : in_order) looks_of[t->tid].push_back(t);
+    for (const auto* t : in_order)  // stopped at some instant from the look's start to its read
+      if (t->run_queue_wait_ns) marks[t->tid].push_back({*t->run_queue_wait_ns, stopped_by(*t), began(*t)});
     for (const auto& s : spans) {
       ++traces[s.trace_id];
       if (auto tid = thread_id_of(s)) by_thread[*tid].push_back(&s);
@@ -90,18 +92,11 @@ struct Reads {
     return s && s->end_unix_nano != 0 && static_cast<std::int64_t>(s->end_unix_nano) + margin < at;
   }
   // The least time thread `tid` can have had to itself from `from` to `to`
-  // (spans' clock): the wall time less all it may have waited in run queues
-  // meanwhile, bounded by its looks (schedstat when it stopped) on either
-  // side; before its first look, all it had waited since it started.
-  // nullopt: no look after `to` bounds the wait.
+  // (spans' clock), from its run-queue waits at its looks; nullopt: no look
+  // after `to` bounds them.
   std::optional<std::int64_t> own_time(pid_t tid, std::int64_t from, std::int64_t to) const {
-    std::uint64_t waited_before = 0;
-    for (const auto* t : looks_of.at(tid)) {
-      if (!t->run_queue_wait_ns) continue;
-      if (stopped_by(*t) <= from) waited_before = std::max(waited_before, *t->run_queue_wait_ns);
-      if (began(*t) >= to) return (to - from) - static_cast<std::int64_t>(*t->run_queue_wait_ns - std::min(waited_before, *t->run_queue_wait_ns));
-    }
-    return std::nullopt;
+    auto it = marks.find(tid);
+    return it == marks.end() ? std::nullopt : least_own_time(it->second, from, to);
   }
   // The one span carrying this thread's id that was open however the read is placed, if one only.
   const otlp::ReceivedSpan* only_open_span(const ThreadLookFacts& t) const {

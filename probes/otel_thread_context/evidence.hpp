@@ -52,6 +52,12 @@ struct RecordSample {
   // The process context's timestamp when the thread was sampled (0: being
   // written; nullopt: the header was unreadable).
   std::optional<std::uint64_t> context_published_at;
+  // The sampler's interrupt (CLOCK_MONOTONIC): the thread stopped after it
+  // and by time_ns (0: unknown, time_ns stands for both); its run-queue
+  // waits since it started, read while stopped (nullopt: unreadable).
+  std::uint64_t interrupted_ns = 0;
+  std::optional<std::uint64_t> run_queue_wait_ns;
+  std::uint64_t stopped_after_ns() const { return interrupted_ns ? interrupted_ns : time_ns; }
 };
 
 // One watch of one thread (a thread that gave way to others while it stored

@@ -32,8 +32,9 @@ inline constexpr std::size_t kMinWatchedChanges = 8;
 // warning, not a failure).
 inline constexpr std::size_t kFlagsNeverSetRecords = 100;
 inline constexpr std::size_t kFlagsNeverSetSpans = 10;
-// TCTX-27: how long after its span's exported end a record may still be
-// read attached (detach_probe.cpp, judge_detach, says why).
+// TCTX-27: how long after its span's exported end, in its writer's own
+// time, a record may still be read attached (detach_probe.cpp, judge_detach,
+// says why).
 inline constexpr std::chrono::nanoseconds kDetachMargin = std::chrono::milliseconds(50);
 
 // Whether a record read whole has its valid byte set.

@@ -220,7 +220,7 @@ void ThreadContextWatch::sample(std::uint64_t header) {
             return;
           }
           facts_.samples.push_back({s.tid, s.time_ns, s.record_pointer, s.error, s.record, s.record_declared_length,
-                                    s.context_published_at});
+                                    s.context_published_at, s.interrupted_ns, s.run_queue_wait_ns});
           if ((want_named_records_ || want_against_spans_) && s.record)
             if (auto r = decode_record(*s.record); r && r->readable() && !r->ids_zero()) {
               ++named_records_;

@@ -72,6 +72,11 @@ struct Sample {
   LayoutSlot slot = 0;            // the layout the record was read by (track()'s slot)
   int cpu = -1;                   // -1: unknown (ptrace sampler)
   std::uint64_t time_ns = 0;      // CLOCK_MONOTONIC
+  // The ptrace sampler's: CLOCK_MONOTONIC before its interrupt (the thread
+  // stopped after it, and before time_ns; 0: unknown), and the thread's
+  // run-queue waits since it started, read while it was stopped (schedstat).
+  std::uint64_t interrupted_ns = 0;
+  std::optional<std::uint64_t> run_queue_wait_ns;
   std::uint64_t thread_pointer = 0;
   std::uint64_t record_pointer = 0;
   SampleError error = SampleError::Ok;

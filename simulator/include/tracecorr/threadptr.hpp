@@ -100,6 +100,7 @@ std::string not_stopping_reason(pid_t tid, std::chrono::milliseconds bound = kPt
 struct ThreadSchedstat {
   std::uint64_t on_cpu_ns = 0;
   std::uint64_t run_queue_wait_ns = 0;
+  std::uint64_t timeslices = 0;  // times it got a CPU (each adds the wait before it)
 };
 std::optional<ThreadSchedstat> thread_schedstat(pid_t tid);
 std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid);

@@ -583,7 +583,7 @@ SessionEvidence Session::evidence() const {
   e.slot_watch_unavailable = slot_watch_unavailable_;
   if (watcher_)
     e.records = RecordEvidence{watcher_->observations(), watcher_->contexts(), watcher_->record_pointers(),
-                               watcher_->stats(), watcher_->seen_before_publication()};
+                               watcher_->stats(), watcher_->seen_before_publication(), watcher_->run_queue_marks()};
   e.update_order_reports = update_order_reports();
   e.timing_boundary = timing_boundary();
   e.stop_requested_at = stop_requested_at();

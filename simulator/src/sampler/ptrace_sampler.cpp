@@ -198,6 +198,7 @@ class PtraceSampler final : public Sampler {
       err = errno;
       return err == ESRCH ? Outcome::Gone : Outcome::Refused;
     }
+    const std::uint64_t interrupted_ns = monotonic_ns();
     if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
       detach_or_reap(tid);
       return Outcome::Gone;
@@ -220,6 +221,8 @@ class PtraceSampler final : public Sampler {
     s.tid = tid;
     s.cpu = -1;
     s.time_ns = monotonic_ns();
+    s.interrupted_ns = interrupted_ns;
+    s.run_queue_wait_ns = thread_run_queue_wait_ns(tid);
     Registers regs;
     int reg_err = 0;
     LiveProcessMemory mem(pid);

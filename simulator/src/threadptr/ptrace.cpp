@@ -301,11 +301,11 @@ std::optional<ThreadSchedstat> thread_schedstat(pid_t tid) {
   // "<ns on cpu> <ns waiting on a run queue> <timeslices>"
   std::FILE* f = std::fopen(("/proc/" + std::to_string(tid) + "/schedstat").c_str(), "re");
   if (!f) return std::nullopt;
-  unsigned long long on_cpu = 0, waiting = 0;
-  const bool ok = std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2;
+  unsigned long long on_cpu = 0, waiting = 0, timeslices = 0;
+  const bool ok = std::fscanf(f, "%llu %llu %llu", &on_cpu, &waiting, &timeslices) == 3;
   std::fclose(f);
   if (!ok) return std::nullopt;
-  return ThreadSchedstat{on_cpu, waiting};
+  return ThreadSchedstat{on_cpu, waiting, timeslices};
 }
 
 std::optional<std::uint64_t> thread_run_queue_wait_ns(pid_t tid) {

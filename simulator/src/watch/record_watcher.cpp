@@ -81,11 +81,17 @@ void RecordWatcher::poll_once() {
   // Thread ids from procfs: asking the thread-pointer source (a gdbstub) for
   // its thread list would stop the guest on every poll.
   auto now = std::chrono::steady_clock::now();
-  if (now >= leader_state_read_at_ + kLeaderStateRecheck) {
+  const bool recheck = now >= leader_state_read_at_ + kLeaderStateRecheck;
+  if (recheck) {
     leader_zombie_ = live_task(pid_) != pid_;
     leader_state_read_at_ = now;
   }
   auto tids = list_threads(pid_, leader_zombie_);
+  if (recheck) {
+    std::lock_guard lock(mutex_);
+    for (pid_t tid : tids)
+      if (last_bytes_.count(tid)) run_queue_marks_.take(tid);
+  }
   // Thread pointers first, then let the target run again: a gdbstub source
   // keeps a qemu guest stopped from its first read until resume(), and the
   // records are read from memory without stopping anything.
@@ -152,6 +158,11 @@ void RecordWatcher::poll_once() {
   }
   std::lock_guard lock(mutex_);
   active_now_ = std::move(active);
+}
+
+std::map<pid_t, std::vector<RunQueueMark>> RecordWatcher::run_queue_marks() const {
+  std::lock_guard lock(mutex_);
+  return run_queue_marks_.marks();
 }
 
 std::vector<RecordObservation> RecordWatcher::observations() const {

@@ -1264,8 +1264,21 @@ std::function<void(SessionSet&)> record_naming_child(int from_ms, int to_ms,
     o.read_by = steady_child_start + std::chrono::milliseconds(from_ms);
     o.last_seen = steady_child_start + std::chrono::milliseconds(to_ms);
     s.records->observations = {o};
+    // Its thread never waited for a CPU: readings a second either side of the child.
+    auto steady_ns = [](std::chrono::steady_clock::time_point p) {
+      return static_cast<std::int64_t>(std::chrono::nanoseconds(p.time_since_epoch()).count());
+    };
+    s.records->run_queue_marks[11] = {{0, steady_ns(steady_child_start - 1s)},
+                                      {0, steady_ns(steady_child_start + 2s), steady_ns(steady_child_start + 1s)}};
     if (session_change) session_change(s, t, steady_child_start);
   });
+}
+
+// The thread waited `waited_ms` for a CPU between the readings either side of the child.
+TlsSessionChange waited_for_a_cpu(std::uint64_t waited_ms) {
+  return [waited_ms](Draft& s, Traffic&, std::chrono::steady_clock::time_point) {
+    s.records->run_queue_marks[11].back().waited_ns = waited_ms * 1000000;
+  };
 }
 
 // The receiver shows an export lost `at_ms` after the child's start.
@@ -1303,6 +1316,16 @@ INSTANTIATE_TEST_SUITE_P(
         JudgeCase{"NamedBeforeItStarted", "TLS-05", record_naming_child(-300, 100), Outcome::Violated,
                   "0 stale and 1 early of 1 record states"},
         JudgeCase{"WithinTheTolerance", "TLS-05", record_naming_child(-3, 203), Outcome::Met, ""},
+        // 195 ms stale on the wall clock, but its thread waited 2800 ms of the 3 s around it for a CPU.
+        JudgeCase{"StaleWhileItsThreadWaitedForACpu", "TLS-05", record_naming_child(20, 400, {}, waited_for_a_cpu(2800)),
+                  Outcome::Met, "1 seen outside by less than the tolerance in the agent's own time"},
+        JudgeCase{"StaleAndItsThreadWaitedLittle", "TLS-05", record_naming_child(20, 400, {}, waited_for_a_cpu(100)),
+                  Outcome::Violated, "1 stale and 0 early"},
+        JudgeCase{"NoReadingAfterItNoVerdictOnTime", "TLS-05",
+                  record_naming_child(20, 400, {}, [](Draft& s, Traffic&, std::chrono::steady_clock::time_point) {
+                    s.records->run_queue_marks[11].pop_back();
+                  }),
+                  Outcome::Met, "or by a time no reading of its waits bounds"},
         JudgeCase{"TransactionIdIsTheSpanId", "TLS-05",
                   record_naming_child(20, 180, [](TlsRecord& r, Traffic& t) { r.transaction_id = t.child; }),
                   Outcome::Violated, "1 of 1 records name ids the agent did not export as such"},

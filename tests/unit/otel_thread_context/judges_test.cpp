@@ -93,11 +93,16 @@ otlp::ReceivedSpan exported(std::uint8_t seed, std::uint32_t flags, std::uint64_
   return s;
 }
 
-// A read of `bytes` (nullopt: the pointer was NULL) at monotonic ms `at`.
-RecordSample read_at(std::optional<RecordBytes> bytes, std::uint64_t at) {
+// A read of `bytes` (nullopt: the pointer was NULL) at monotonic ms `at`,
+// the thread stopped `stop_ms` after the interrupt, having waited `waited_ms`
+// in run queues since it started.
+RecordSample read_at(std::optional<RecordBytes> bytes, std::uint64_t at, std::uint64_t waited_ms = 0,
+                     std::uint64_t stop_ms = 0) {
   RecordSample s;
   s.tid = kThread;
   s.time_ns = ms(at);
+  s.interrupted_ns = ms(at - stop_ms);
+  s.run_queue_wait_ns = ms(waited_ms);
   s.context_published_at = 100;
   if (bytes) {
     s.record_pointer = kRecordA;
@@ -435,7 +440,26 @@ INSTANTIATE_TEST_SUITE_P(
                     f.samples.push_back(read_at(record(1), 50));
                     f.samples.push_back(read_at(record(1), 1100));
                   }, two_spans),
-                  Outcome::Violated, "still attached 1000 ms after its span"},
+                  Outcome::Violated, "still attached 1000 ms after its span (trace"},
+        JudgeCase{"AttachedWhileItsWriterWaitedForACpuIsNotAFailure", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50, 10));
+                    f.samples.push_back(read_at(record(1), 1100, 980));  // 1000 ms late, 40 of them its own
+                    f.samples.push_back(read_at(std::nullopt, 1200, 980));
+                  }, two_spans),
+                  Outcome::Met, "1 found it attached past its span's end by less than 50 ms of the writer's own time"},
+        JudgeCase{"AThreadSlowToStopIsReadAtTheInterrupt", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    f.samples.push_back(read_at(record(1), 190, 0, 100));  // interrupted at 90, before the end's margin
+                    f.samples.push_back(read_at(std::nullopt, 300));
+                  }, two_spans),
+                  Outcome::Met, "2 read(s) named a running exported span"},
+        JudgeCase{"NoReadAfterItNoBoundOnTheWaits", "TCTX-27", sampled([](auto& f) {
+                    f.samples.push_back(read_at(record(1), 50));
+                    RecordSample late = read_at(record(1), 1100);
+                    late.run_queue_wait_ns.reset();  // schedstat unreadable: nothing bounds its waits
+                    f.samples.push_back(late);
+                  }, two_spans),
+                  Outcome::NotApplicable, "or by a time no read bounds"},
         JudgeCase{"WithinTheMarginNotJudged", "TCTX-27", sampled([](auto& f) {
                     f.samples.push_back(read_at(record(1), 50));
                     f.samples.push_back(read_at(record(1), 100 + kDetachMargin.count() / 1'000'000 - 1));

@@ -67,6 +67,7 @@ struct RecordEvidence {
   std::map<pid_t, std::uint64_t> record_pointers;  // the last seen per thread
   watch::WatcherStats stats;
   std::set<pid_t> seen_before_publication;  // watch::RecordWatcher::seen_before_publication()
+  std::map<pid_t, std::vector<RunQueueMark>> run_queue_marks;  // watch::RecordWatcher::run_queue_marks()
 };
 
 struct SessionEvidence {

@@ -26,6 +26,7 @@
 
 #include "tracecorr/ids.hpp"
 #include "tracecorr/memory.hpp"
+#include "tracecorr/own_time.hpp"
 #include "tracecorr/record_layout.hpp"
 #include "tracecorr/threadptr.hpp"
 #include "tracecorr/tls.hpp"
@@ -99,6 +100,9 @@ class RecordWatcher {
   // it first saw their record: only for these did a poll have the chance to
   // see the record between its publication and its initialisation.
   std::set<pid_t> seen_before_publication() const;
+  // Each thread's run-queue waits every 100 ms while it has a record
+  // (CLOCK_MONOTONIC): how much of the time around a state it could use.
+  std::map<pid_t, std::vector<RunQueueMark>> run_queue_marks() const;
   WatcherStats stats() const;
   std::vector<std::string> errors() const;
 
@@ -134,6 +138,7 @@ class RecordWatcher {
   std::map<pid_t, std::uint64_t> open_observation_;  // per thread: absolute index of its current state
   std::map<std::pair<TraceId, SpanId>, SeenContext> contexts_;
   std::set<std::pair<TraceId, SpanId>> active_now_;
+  RunQueueMarks run_queue_marks_;
   WatcherStats stats_;
   std::vector<std::string> errors_;
 
