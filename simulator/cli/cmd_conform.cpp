@@ -39,6 +39,7 @@ struct ProfilerArgs {
   std::size_t samples = 0;
   double max_stage = 0, min_stage = 0, tolerance_ms = 0;
   int stage_nice = 0;
+  std::vector<std::string> stage_members;
 };
 
 struct ConformArgs {
@@ -203,6 +204,7 @@ int run_conform_profiler(const ConformArgs& a) {
   o.stage.fixtures_dir = fixtures_dir(p.fixtures, o.stage.arch);
   if (p.samples) o.samples_per_member = p.samples;
   o.stage_nice = p.stage_nice;
+  o.stage.members = p.stage_members;
   if (p.max_stage > 0) o.max_stage = from_seconds(p.max_stage);
   if (p.min_stage > 0) o.min_observed = from_seconds(p.min_stage);
   if (p.tolerance_ms > 0) o.tolerance = std::chrono::milliseconds(static_cast<long long>(p.tolerance_ms));
@@ -239,6 +241,10 @@ void add_profiler_options(CLI::App& app, ProfilerArgs& p) {
                  "Profiler mode: the stage's writers run at this niceness (1-19; an emulated or small machine whose "
                  "CPUs they fill: the intake and the profiler keep up)")
       ->check(CLI::Range(0, 19));
+  app.add_option("--stage-member", p.stage_members,
+                 "Profiler mode: stage only this member (repeatable; named as in the report's notes, e.g. "
+                 "otel-thread-context/tlsdesc-dlopen-dynamic): one layout looked into, or a defect shown quickly")
+      ->allow_extra_args(false);  // one name each time: the profiler's command follows --
   app.add_option("--max-stage", p.max_stage, "Profiler mode: seconds the stage runs at most (default 45)");
   app.add_option("--min-stage", p.min_stage,
                  "Profiler mode: seconds the stage runs at least from the profiler's first sample, however soon every "

@@ -44,6 +44,7 @@ AGENT = [str(TRACECORR), "agent", "--all", "--frequency", "199", "--quiet"]
 READER = ["--reader", "bpf"]
 PTRACE = ["--reader", "ptrace"]
 EXIT_FAIL = 1
+EXIT_USAGE = 2
 
 
 def conform_profiler(tmp_path, agent_args: list[str], only: list[str] | None = None, protocol: str = "grpc",
@@ -155,19 +156,47 @@ def test_the_html_report_draws_every_member_that_ran(reference_run):
             assert "hazard" in kinds, t["session"]  # keys-late holds one span: its hazard is its process context's
 
 
-# The ptrace reader, which stops each thread while it reads its record, passes what its defect breaks.
+# The stage members that show what each requirement of the kill matrix is judged on (--stage-member): a defect is
+# caught by its first misreading, on the member whose hazard it misreads. The whole stage burnt both CPUs for each
+# kill while it lasted (5 to 20 CPU-s a kill); one member takes 3 to 4.
+TCTX = "otel-thread-context/"
+NJS = "otel-nodejs-thread-context/"
+SHOWN_BY = {
+    "TCTXR-02": [TCTX + "keys-late"],  # threadlocal keys published once the profiler met the process
+    "TCTXR-03": [TCTX + "nodejs-schema"],
+    "TCTXR-05": [TCTX + "tlsdesc-dlopen-dynamic"],
+    "TCTXR-06": [TCTX + "tlsdesc-rewriting", TCTX + "tlsdesc-in-place"],  # records rewritten in place
+    "TCTXR-08": [TCTX + "tlsdesc"], "TCTXR-10": [TCTX + "tlsdesc"], "TCTXR-11": [TCTX + "tlsdesc"],
+    "TCTXR-12": [TCTX + "tlsdesc"], "TCTXR-16": [TCTX + "tlsdesc"],
+    "PCTXR-02": ["otel-process-context/damaged-signature", "otel-process-context/damaged-version"],
+    "PCTXR-03": [TCTX + "tlsdesc"], "PCTXR-04": [TCTX + "tlsdesc"],  # its process context's poison payloads
+    "NJSR-01": [NJS + "wrong-schema", NJS + "no-schema"],
+    "NJSR-04": [NJS + "addon-dlopen"], "NJSR-06": [NJS + "addon-dlopen"], "NJSR-08": [NJS + "addon-dlopen"],
+    "NJSR-12": [NJS + "addon-dlopen"], "NJSR-14": [NJS + "addon-dlopen"],
+    "TLS-08": ["elastic-v1/reference"], "TLS-09": ["elastic-v1/reference"],
+    "MSG-01": ["elastic-v1/reference"], "MSG-08": ["elastic-v1/reference"],
+}
+
+
+def shown_by(requirement: str) -> list[str]:
+    return [a for m in SHOWN_BY[requirement] for a in ("--stage-member", m)]
+
+
+# The ptrace reader, which stops each thread while it reads its record, passes what its defect breaks, on the
+# members that show it, for the default length of a stage.
 PTRACE_JUDGED = ["TCTXR-06", "PCTXR-02"]
 
 
 @pytest.mark.parametrize("requirement", PTRACE_JUDGED)
 def test_the_ptrace_reference_reader_passes_what_its_defects_break(tmp_path, requirement):
-    result = conform_profiler(tmp_path, [], only=[requirement], reader=PTRACE, protocols=staged_protocols(requirement))
+    result = conform_profiler(tmp_path, [], only=[requirement], reader=PTRACE, protocols=staged_protocols(requirement),
+                              options=shown_by(requirement))
     assert verdicts(result)[requirement]["verdict"] == "pass", explain(result)
 
 
 # The kill matrix: one reader defect each, the requirement it breaks (a SHOULD judged --strict), and the reader
-# it needs (the sampler's defects are the ptrace reader's). Each run stages only the writers its requirement is
-# judged on (--protocol): OTEP 4719's readers read the OTEP 4947 writers' process contexts.
+# it needs (the sampler's defects are the ptrace reader's). Each run stages only the members that show what its
+# requirement is judged on (SHOWN_BY; OTEP 4719's readers read the OTEP 4947 writers' process contexts).
 STAGED_FOR = {"TCTXR": ["otel-thread-context"], "PCTXR": ["otel-process-context", "otel-thread-context"],
               "TLS": ["elastic-v1"], "MSG": ["elastic-v1"], "NJSR": ["otel-nodejs-thread-context"]}
 KILLS = [
@@ -206,11 +235,11 @@ def staged_protocols(requirement: str) -> list[str]:
 # A kill's stage ends once every member has its samples and the profiler has watched it KILL_MIN_STAGE_S (the
 # default, 6 s, is for a pass: enough of every hazard's cycles that a reader right so far is right). A defect is
 # caught by its first misreading: in a run of the default length, every kill failed its rule on a tenth to
-# nine tenths of its samples. Each kill's stage burns both CPUs while it lasts: the matrix's 22 runs are half
-# the host-wide tests' time.
+# nine tenths of its samples.
 KILL_MIN_STAGE_S = 2
-# ... and once every member has this many samples (the default, 40, is for a pass): the stage of 19 members
-# then ends on KILL_MIN_STAGE_S, 1 s sooner (TCTXR-08's kill: 6.5 s and 12.4 CPU-s with 40, 5.5 s and 10.3 with 15).
+# ... and once every member has this many samples (the default, 40, is for a pass): the stage then ends on
+# KILL_MIN_STAGE_S (TCTXR-08's kill on the whole stage of 19 members: 6.5 s and 12.4 CPU-s with 40, 5.5 s and
+# 10.3 with 15).
 KILL_MEMBER_SAMPLES = 15
 
 
@@ -219,7 +248,8 @@ def kill_run(tmp_path, kill: tuple) -> dict:
     strict = LEVELS[requirement] == "SHOULD"
     return conform_profiler(tmp_path, ["--reader-defect", defect], only=[requirement], strict=strict,
                             protocols=staged_protocols(requirement), reader=reader,
-                            options=["--min-stage", str(KILL_MIN_STAGE_S), "--stage-samples", str(KILL_MEMBER_SAMPLES)])
+                            options=["--min-stage", str(KILL_MIN_STAGE_S), "--stage-samples", str(KILL_MEMBER_SAMPLES),
+                                     *shown_by(requirement)])
 
 
 @pytest.mark.parametrize("kill", KILLS, ids=[f"{k[0]}-{k[1]}" for k in KILLS])
@@ -228,3 +258,17 @@ def test_a_reader_defect_fails_its_own_requirement(tmp_path, kill):
     result = kill_run(tmp_path, kill)
     assert verdicts(result)[requirement]["verdict"] == "fail", explain(result)
     assert result["exit"] == EXIT_FAIL, explain(result)
+    staged = sorted(n.split()[2] for n in result["notes"] if n.startswith("stage member "))
+    assert staged == sorted(SHOWN_BY[requirement]), staged
+
+
+def test_every_kill_stages_the_members_that_show_its_requirement():
+    assert {k[1] for k in KILLS} == set(SHOWN_BY)
+
+
+def test_a_stage_member_no_protocol_has_is_refused():
+    run = subprocess.run([str(need(TRACECORR)), "conform", "--profiler", "--protocol", "elastic-v1", "--stage-member",
+                          "otel-thread-context/tlsdesc", "--", "/bin/true"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == EXIT_USAGE, run.stdout + run.stderr
+    assert "no stage member otel-thread-context/tlsdesc in the protocols staged (members: elastic-v1/reference)" in \
+        run.stderr, run.stderr

@@ -129,6 +129,8 @@ std::vector<RunningMember> launch_stage(const std::vector<const ReaderSuite*>& s
   std::vector<RunningMember> running;
   for (const auto* suite : suites)
     for (auto& m : suite->stage(stage)) {
+      if (!stage.members.empty() && std::find(stage.members.begin(), stage.members.end(), m.name) == stage.members.end())
+        continue;
       RunningMember r;
       r.member = std::move(m);
       std::string file = r.member.name;
@@ -285,6 +287,23 @@ std::vector<const ReaderSuite*> staged_suites(const std::vector<std::string>& pr
   return chosen;
 }
 
+// Every member --stage-member names is one of the staged suites'.
+Status members_exist(const std::vector<const ReaderSuite*>& staged, const StageOptions& stage) {
+  std::vector<std::string> names;
+  std::string listed;
+  for (const auto* s : staged)
+    for (const auto& m : s->stage(stage)) {
+      names.push_back(m.name);
+      listed += (listed.empty() ? "" : ", ") + m.name;
+    }
+  for (const auto& wanted : stage.members)
+    if (std::find(names.begin(), names.end(), wanted) == names.end())
+      return make_error(ErrorKind::kNotFound,
+                        "no stage member " + printable_text(wanted) + " in the protocols staged (members: " + listed + ")",
+                        "--stage-member");
+  return Ok{};
+}
+
 // Of those, the ones with a requirement --only selects: they judge.
 Expected<std::vector<const ReaderSuite*>> judging_suites(const std::vector<const ReaderSuite*>& staged,
                                                         const std::vector<std::string>& only) {
@@ -403,6 +422,7 @@ Expected<RunResult> run_profiler_conformance(const ProfilerRunOptions& o) {
   const auto staged = staged_suites(o.protocols);
   auto suites = judging_suites(staged, o.only);
   if (!suites) return suites.error();
+  if (auto st = members_exist(staged, o.stage); !st) return st.error();
   RunResult run;
   run.tool_version = std::string(kToolVersion);
   run.started = std::chrono::system_clock::now();

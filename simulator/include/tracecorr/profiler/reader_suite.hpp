@@ -38,6 +38,8 @@ struct StageOptions {
   // Members are asked to show each hazard for this long at a time: what a
   // 19 Hz sampler needs to catch it several times.
   unsigned hazard_ms = 200;
+  // The members to launch, by name; empty: every member of the staged suites.
+  std::vector<std::string> members;
 };
 
 // One writer process of the stage.
