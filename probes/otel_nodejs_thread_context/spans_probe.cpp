@@ -87,7 +87,6 @@ struct Reads {
   // The earliest and the latest the thread's state read could date from, on the spans' clock.
   std::int64_t began(const ThreadLookFacts& t) const { return clock.unix_ns(t.time_ns); }
   std::int64_t stopped_by(const ThreadLookFacts& t) const { return clock.unix_ns(t.stopped_by_ns); }
-  std::int64_t monotonic(std::int64_t unix_ns) const { return unix_ns - clock.at_start_ns; }
   static bool ended_before(const otlp::ReceivedSpan* s, std::int64_t at, std::int64_t margin) {
     return s && s->end_unix_nano != 0 && static_cast<std::int64_t>(s->end_unix_nano) + margin < at;
   }
@@ -114,20 +113,24 @@ struct Reads {
   }
 };
 
-// NJS-13's timing: the span a valid record names began after the read, by
-// more than the writer's work between its store and taking the span's time.
-std::optional<std::string> began_after(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span,
-                                       std::size_t& untold) {
+// How a record's time compares with its span's: in time, late by more than
+// the writer's work in its own time (why), or later on the wall clock by no
+// more than that much of its own time, or by a time no look bounds (untold).
+struct Timing {
+  std::optional<std::string> late;
+  bool untold = false;
+};
+
+// NJS-13's: the span a valid record names began after the read, by more
+// than the writer's work between its store and taking the span's time.
+Timing began_after(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span) {
   const auto start = static_cast<std::int64_t>(span.start_unix_nano) - kClockMargin;
-  if (start <= r.stopped_by(t) + kWorkMargin) return std::nullopt;
+  if (start <= r.stopped_by(t) + kWorkMargin) return {};
   const auto own = r.own_time(t.tid, r.stopped_by(t), start);
-  if (!own || *own <= kWorkMargin) {
-    ++untold;  // the writer may have waited for a CPU all along
-    return std::nullopt;
-  }
-  return look_text(t) + ": the valid record names " + span_text(span.trace_id, span.span_id) + ", which began " +
-         ms_of(start + kClockMargin - r.stopped_by(t)) + " after the thread was read, as exported (" + ms_of(*own) +
-         " of them at least the writer's own time, its waits for a CPU taken out)";
+  if (!own || *own <= kWorkMargin) return {std::nullopt, true};  // the writer may have waited for a CPU all along
+  return {look_text(t) + ": the valid record names " + span_text(span.trace_id, span.span_id) + ", which began " +
+          ms_of(start + kClockMargin - r.stopped_by(t)) + " after the thread was read, as exported (" + ms_of(*own) +
+          " of them at least the writer's own time, its waits for a CPU taken out)"};
 }
 
 // The one span open on the thread (by thread.id) is not the one its record names, which ran on another thread.
@@ -155,9 +158,12 @@ Finding entered(const Reads& r) {
       ++unexported;
       continue;
     }
-    const std::size_t untold_before = untold;
-    if (auto why = began_after(r, *t, *span, untold)) return violated(id, *why);
-    if (untold != untold_before) continue;
+    const Timing timing = began_after(r, *t, *span);
+    if (timing.late) return violated(id, *timing.late);
+    if (timing.untold) {
+      ++untold;
+      continue;
+    }
     if (auto why = another_threads_span(r, *t, *span)) return violated(id, *why);
     if (r.only_open_span(*t)) ++checked_by_thread;
     ++matched;
@@ -172,22 +178,16 @@ Finding entered(const Reads& r) {
   return met(id, matched, seen);
 }
 
-// NJS-14's timing: the record is still valid after its span ended, by more
-// than the writer's work between taking the end's time and clearing it.
-std::optional<Finding> still_valid_after_end(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span,
-                                             std::size_t& untold) {
-  if (!Reads::ended_before(&span, r.began(t), kClockMargin + kWorkMargin)) return std::nullopt;
+// NJS-14's: the record is still valid after its span ended, by more than
+// the writer's work between taking the end's time and clearing it.
+Timing still_valid_after_end(const Reads& r, const ThreadLookFacts& t, const otlp::ReceivedSpan& span) {
+  if (!Reads::ended_before(&span, r.began(t), kClockMargin + kWorkMargin)) return {};
   const auto end = static_cast<std::int64_t>(span.end_unix_nano) + kClockMargin;
   const auto own = r.own_time(t.tid, end, r.began(t));
-  if (!own || *own <= kWorkMargin) {
-    ++untold;
-    return std::nullopt;
-  }
-  return violated("NJS-14",
-                  look_text(t) + ": the record is still valid " + ms_of(r.began(t) - end + kClockMargin) +
-                      " after its span (" + span_text(span.trace_id, span.span_id) + ") ended as exported (" + ms_of(*own) +
-                      " of them at least the writer's own time, its waits for a CPU taken out)",
-                  {text_evidence("the record after its span ended", "valid 0, or detached", "valid 1, naming the ended span")});
+  if (!own || *own <= kWorkMargin) return {std::nullopt, true};
+  return {look_text(t) + ": the record is still valid " + ms_of(r.began(t) - end + kClockMargin) + " after its span (" +
+          span_text(span.trace_id, span.span_id) + ") ended as exported (" + ms_of(*own) +
+          " of them at least the writer's own time, its waits for a CPU taken out)"};
 }
 
 Finding invalidated(const Reads& r) {
@@ -200,9 +200,14 @@ Finding invalidated(const Reads& r) {
     if (names_a_span(*t)) {
       const otlp::ReceivedSpan* span = r.exported.find(t->record->trace_id, t->record->span_id);
       if (!span) continue;
-      const std::size_t untold_before = untold;
-      if (auto violation = still_valid_after_end(r, *t, *span, untold)) return *violation;
-      if (untold != untold_before) continue;
+      const Timing timing = still_valid_after_end(r, *t, *span);
+      if (timing.late)
+        return violated(id, *timing.late,
+                        {text_evidence("the record after its span ended", "valid 0, or detached", "valid 1, naming the ended span")});
+      if (timing.untold) {
+        ++untold;
+        continue;
+      }
       ++running;
       if (before && before != span && Reads::ended_before(before, read_at, kClockMargin)) ++replaced_after;
       last_named[t->tid] = span;

@@ -51,6 +51,7 @@ class RunQueueMarks {
  private:
   struct Last {
     std::uint64_t timeslices = 0;
+    std::uint64_t waited_ns = 0;
     std::int64_t before_ns = 0;  // when its reading began
   };
   std::map<pid_t, Last> last_;

@@ -27,10 +27,14 @@ void RunQueueMarks::take(pid_t tid) {
   auto stat = thread_schedstat(tid);
   if (!stat) return;
   RunQueueMark mark{stat->run_queue_wait_ns, read_clock_ns(CLOCK_MONOTONIC)};
+  auto last = last_.find(tid);
+  if (last != last_.end() && (stat->timeslices < last->second.timeslices || stat->run_queue_wait_ns < last->second.waited_ns)) {
+    marks_.erase(tid);  // the counts went back: another thread with the id of one that exited
+    last = last_.end();
+  }
   // It got a CPU since the last reading began: every wait before that was counted by now.
-  if (auto last = last_.find(tid); last != last_.end() && stat->timeslices > last->second.timeslices)
-    mark.until_ns = last->second.before_ns;
-  last_[tid] = {stat->timeslices, before};
+  if (last != last_.end() && stat->timeslices > last->second.timeslices) mark.until_ns = last->second.before_ns;
+  last_[tid] = {stat->timeslices, stat->run_queue_wait_ns, before};
   marks_[tid].push_back(mark);
   ++count_;
 }
