@@ -78,6 +78,13 @@ TEST(RunQueueMarks, AReadingAfterTheThreadGotACpuAgainBoundsTheWaitsUpToTheLastR
   EXPECT_GE(mine[1].waited_ns, mine[0].waited_ns);
 }
 
+TEST(RunQueueMarks, AStoreSeenAfterATimeBoundsTheWaitsUpToIt) {
+  const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  RunQueueMarks marks;
+  marks.take(self, 12345);
+  EXPECT_EQ(marks.marks().at(self).front().until_ns, 12345) << "the first reading, bounded by the store alone";
+}
+
 TEST(RunQueueMarks, AGoneThreadLeavesNoMark) {
   RunQueueMarks marks;
   marks.take(std::numeric_limits<pid_t>::max());

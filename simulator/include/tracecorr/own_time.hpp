@@ -40,12 +40,14 @@ std::optional<std::int64_t> least_own_time(const std::vector<RunQueueMark>& mark
                                            std::int64_t to_ns);
 
 // Marks of running threads, taken now and then (take()) on CLOCK_MONOTONIC:
-// a reading after which the thread got a CPU again (its timeslices grew)
-// counts every wait up to the reading before it. At most kMaxMarks in all.
+// a reading counts every wait up to the reading before it when the thread
+// got a CPU again since (its timeslices grew), and up to `stored_after_ns`
+// when the caller saw the thread store something after that time. At most
+// kMaxMarks in all.
 class RunQueueMarks {
  public:
-  static constexpr std::size_t kMaxMarks = 100000;
-  void take(pid_t tid);
+  static constexpr std::size_t kMaxMarks = 200000;
+  void take(pid_t tid, std::optional<std::int64_t> stored_after_ns = std::nullopt);
   const std::map<pid_t, std::vector<RunQueueMark>>& marks() const { return marks_; }
 
  private:

@@ -21,7 +21,7 @@ std::optional<std::int64_t> least_own_time(const std::vector<RunQueueMark>& mark
   return (to_ns - from_ns) - static_cast<std::int64_t>(waited);
 }
 
-void RunQueueMarks::take(pid_t tid) {
+void RunQueueMarks::take(pid_t tid, std::optional<std::int64_t> stored_after_ns) {
   if (count_ >= kMaxMarks) return;
   const std::int64_t before = read_clock_ns(CLOCK_MONOTONIC);
   auto stat = thread_schedstat(tid);
@@ -34,6 +34,7 @@ void RunQueueMarks::take(pid_t tid) {
   }
   // It got a CPU since the last reading began: every wait before that was counted by now.
   if (last != last_.end() && stat->timeslices > last->second.timeslices) mark.until_ns = last->second.before_ns;
+  if (stored_after_ns) mark.until_ns = std::max(mark.until_ns, *stored_after_ns);
   last_[tid] = {stat->timeslices, stat->run_queue_wait_ns, before};
   marks_[tid].push_back(mark);
   ++count_;

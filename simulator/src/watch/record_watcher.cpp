@@ -16,6 +16,9 @@ constexpr auto kMaxThreadPointerRetry = std::chrono::milliseconds(3200);
 // polls at most this late, and until then its TLS block still holds what its
 // thread last stored.
 constexpr auto kLeaderStateRecheck = std::chrono::milliseconds(100);
+// How often each thread with a record has its run-queue waits read (besides
+// at each new state): what bounds a writer's own time around a state.
+constexpr auto kRunQueueMarkEvery = std::chrono::milliseconds(10);
 }  // namespace
 
 RecordWatcher::RecordWatcher(pid_t pid, RecordLayout layout, PointerSite site, ActiveTraceOf active_trace,
@@ -81,13 +84,13 @@ void RecordWatcher::poll_once() {
   // Thread ids from procfs: asking the thread-pointer source (a gdbstub) for
   // its thread list would stop the guest on every poll.
   auto now = std::chrono::steady_clock::now();
-  const bool recheck = now >= leader_state_read_at_ + kLeaderStateRecheck;
-  if (recheck) {
+  if (now >= leader_state_read_at_ + kLeaderStateRecheck) {
     leader_zombie_ = live_task(pid_) != pid_;
     leader_state_read_at_ = now;
   }
   auto tids = list_threads(pid_, leader_zombie_);
-  if (recheck) {
+  if (now >= marks_taken_at_ + kRunQueueMarkEvery) {
+    marks_taken_at_ = now;
     std::lock_guard lock(mutex_);
     for (pid_t tid : tids)
       if (last_bytes_.count(tid)) run_queue_marks_.take(tid);
@@ -131,6 +134,14 @@ void RecordWatcher::poll_once() {
     auto last = last_bytes_.find(tid);
     if (last == last_bytes_.end() || last->second != bytes) {
       last_bytes_[tid] = bytes;
+      // The thread stored this state after the last read that saw its previous one: its waits read now
+      // count every wait up to then (it ran to store).
+      std::optional<std::int64_t> stored_after;
+      if (auto open = open_observation_.find(tid); open != open_observation_.end() && open->second >= observations_dropped_)
+        stored_after = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           observations_[open->second - observations_dropped_].last_seen.time_since_epoch())
+                           .count();
+      run_queue_marks_.take(tid, stored_after);
       if (observations_.size() >= kMaxObservations) {
         observations_.erase(observations_.begin());
         ++observations_dropped_;
