@@ -100,9 +100,9 @@ class RecordWatcher {
   // it first saw their record: only for these did a poll have the chance to
   // see the record between its publication and its initialisation.
   std::set<pid_t> seen_before_publication() const;
-  // Each thread's run-queue waits every 10 ms while it has a record, and at
-  // each new state (CLOCK_MONOTONIC): how much of the time around a state it
-  // could use.
+  // Each thread's run-queue waits when a new state of it is first seen, and
+  // every 100 ms while it has a record (CLOCK_MONOTONIC): how much of the
+  // time around a state it could use.
   std::map<pid_t, std::vector<RunQueueMark>> run_queue_marks() const;
   WatcherStats stats() const;
   std::vector<std::string> errors() const;
