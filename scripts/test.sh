@@ -2,12 +2,14 @@
 # Runs every test: GoogleTest through ctest, then pytest (unit, end to end, scenarios).
 # Expects scripts/setup.sh --tests to have run. Exit status is non-zero if anything failed.
 #
-# pytest runs as TRACECORR_TEST_SHARDS processes side by side (default: 4
+# pytest runs as TRACECORR_TEST_SHARDS processes side by side (default: 5
 # when the CPUs are idle, else 1), which take whole modules from one queue
 # (`pytest --claim DIR`, tests/py/conftest.py), heaviest first by their measured
 # seconds, until none is left: they end together whatever the modules weigh on
 # this machine. Most tests wait out a scenario's phases, a deadline or an
-# emulated guest, so four share two CPUs. The first process takes the arm64
+# emulated guest, so five share two CPUs: with four, the queue's 7 min 28 s
+# left the CPUs 18 % idle, with five 6 min 13 s and 11 % (BENCHMARKS.md, "The
+# writer's own time, and a stage per kill"). The first process takes the arm64
 # guest (the long pole) and starts beside ctest. The few tests that act on
 # every process of the host (marker `host_wide`: `tracecorr agent --all` sends
 # to every agent it finds) then run before the queue opens to the other
@@ -34,7 +36,7 @@ cpu_idle_percent() {
 shards="${TRACECORR_TEST_SHARDS:-}"
 if [ -z "$shards" ]; then
   idle=$(cpu_idle_percent)
-  shards=$([ "$idle" -lt 50 ] && echo 1 || echo 4)
+  shards=$([ "$idle" -lt 50 ] && echo 1 || echo 5)
   [ "$shards" = 1 ] && echo "== the CPUs are busy ($idle % idle over a second): one pytest process"
 fi
 if [ "$shards" = 1 ]; then
