@@ -78,7 +78,7 @@ struct Reads {
       return a->tid != b->tid ? a->tid < b->tid : a->time_ns < b->time_ns;
     });
     for (const auto* t : in_order)  // stopped at some instant from the look's start to its read
-      if (t->run_queue_wait_ns) marks[t->tid].push_back({*t->run_queue_wait_ns, stopped_by(*t), began(*t)});
+      if (t->run_queue_wait_ns) marks[t->tid].push_back(stopped_mark(*t->run_queue_wait_ns, began(*t), stopped_by(*t)));
     for (const auto& s : spans) {
       ++traces[s.trace_id];
       if (auto tid = thread_id_of(s)) by_thread[*tid].push_back(&s);

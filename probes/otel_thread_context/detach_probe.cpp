@@ -62,8 +62,8 @@ Finding judge_detach(const conform::SessionEvidence& session, const ThreadContex
   std::map<pid_t, std::vector<RunQueueMark>> marks;  // per thread: its waits, stopped at each read
   for (const RecordSample* s : reads)
     if (s->run_queue_wait_ns)
-      marks[s->tid].push_back({*s->run_queue_wait_ns, static_cast<std::int64_t>(s->time_ns) + offset,
-                               static_cast<std::int64_t>(s->stopped_after_ns()) + offset});
+      marks[s->tid].push_back(stopped_mark(*s->run_queue_wait_ns, static_cast<std::int64_t>(s->stopped_after_ns()) + offset,
+                                           static_cast<std::int64_t>(s->time_ns) + offset));
   std::map<pid_t, const otlp::ReceivedSpan*> last_named;  // per thread: the span its latest read named
   std::size_t running = 0, detached_after = 0, replaced_after = 0, unexported = 0, untold = 0;
   for (const RecordSample* s : reads) {

@@ -194,6 +194,7 @@ void ThreadContextWatch::sample(std::uint64_t header) {
   PtraceSamplerOptions options;
   options.frequency_hz = kSamplingHz;
   options.max_frames = 1;  // the record is what is judged, not the stack
+  options.run_queue_waits = true;  // TCTX-27 judges a writer's lateness in its own time
   auto sampler = make_ptrace_sampler(options);
   const pid_t pid = facts_.judged_pid;
   if (auto st = sampler->track(pid, thread_context_record_layout(), access_->site); !st) {

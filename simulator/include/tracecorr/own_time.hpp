@@ -32,6 +32,12 @@ struct RunQueueMark {
   std::int64_t until_ns = std::numeric_limits<std::int64_t>::min();  // min: bounds nothing
 };
 
+// A reading taken while the thread was stopped, at some instant from
+// `stopped_after_ns` to `stopped_by_ns`.
+inline RunQueueMark stopped_mark(std::uint64_t waited_ns, std::int64_t stopped_after_ns, std::int64_t stopped_by_ns) {
+  return {waited_ns, stopped_by_ns, stopped_after_ns};
+}
+
 // The least time the thread can have had to itself from `from_ns` to
 // `to_ns`: the wall time less its waits between the latest mark before and
 // the earliest mark after (before the first mark: all it waited since it

@@ -74,7 +74,8 @@ struct Sample {
   std::uint64_t time_ns = 0;      // CLOCK_MONOTONIC
   // The ptrace sampler's: CLOCK_MONOTONIC before its interrupt (the thread
   // stopped after it, and before time_ns; 0: unknown), and the thread's
-  // run-queue waits since it started, read while it was stopped (schedstat).
+  // run-queue waits since it started, read while it was stopped (schedstat;
+  // PtraceSamplerOptions::run_queue_waits).
   std::uint64_t interrupted_ns = 0;
   std::optional<std::uint64_t> run_queue_wait_ns;
   std::uint64_t thread_pointer = 0;
@@ -178,6 +179,9 @@ struct PtraceSamplerOptions {
   // A reader defect (any-signature): the process context header's timestamp
   // is taken whatever its signature and version say.
   bool context_identity_check = true;
+  // Each sample carries its thread's run-queue waits (Sample::run_queue_wait_ns,
+  // a /proc read per sample): for judges of a writer's own time, not the agent.
+  bool run_queue_waits = false;
 };
 // The thread is stopped only while its registers, stack and record are read.
 std::unique_ptr<Sampler> make_ptrace_sampler(const PtraceSamplerOptions& options);

@@ -222,7 +222,7 @@ class PtraceSampler final : public Sampler {
     s.cpu = -1;
     s.time_ns = monotonic_ns();
     s.interrupted_ns = interrupted_ns;
-    s.run_queue_wait_ns = thread_run_queue_wait_ns(tid);
+    if (options_.run_queue_waits) s.run_queue_wait_ns = thread_run_queue_wait_ns(tid);
     Registers regs;
     int reg_err = 0;
     LiveProcessMemory mem(pid);
