@@ -137,6 +137,24 @@ TEST_F(ChildWithRecords, WrongOffsetIsAReadErrorNotACrash) {
   EXPECT_EQ(failures, total);
 }
 
+// A target killed between two rounds stays a zombie until its parent reaps
+// it, and the kernel refuses to seize a zombie with EPERM. The sampler must
+// read that as a process gone, not as a permission it lacks: the agent's run
+// went on failing "PTRACE_SEIZE refused" whenever a named target died.
+TEST_F(ChildWithRecords, AKilledUnreapedTargetIsGoneNotRefused) {
+  auto sampler = make_ptrace_sampler({.frequency_hz = 200});
+  ASSERT_TRUE(sampler->track(pid_, test_record_layout(), PointerSite::tls_offset(record_tls_offset())));
+  ASSERT_EQ(::kill(pid_, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT), 0);  // a zombie, left unreaped
+  std::size_t samples = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto n = sampler->poll([&](const Sample&) { ++samples; }, std::chrono::milliseconds(20));
+    ASSERT_TRUE(n) << "round " << i << ": " << n.error().message();
+  }
+  EXPECT_EQ(samples, 0u);
+}
+
 TEST(FramePointerWalk, FollowsFrameRecordsUntilAnUnreadableOne) {
   std::map<std::uint64_t, std::uint64_t> mem{
       {0x1000, 0x1100}, {0x1008, 0xaaa},  // frame 1 -> frame 2, returns to 0xaaa

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracecorr/procfs.hpp"
 #include "tracecorr/threadptr.hpp"
 
 namespace tracecorr {
@@ -109,14 +110,24 @@ class SeizeWatcher {
   std::jthread thread_;  // last: started once the members it reads exist, stopped and joined first
 };
 
+// Its /proc stat says zombie or dead, or it is no longer listed.
+bool has_exited(pid_t pid, pid_t tid) {
+  const char state = task_state(pid, tid);
+  return state == 0 || state == 'Z' || state == 'X';
+}
+
 }  // namespace
 
 long seize_thread(pid_t pid, pid_t tid) {
   SeizeWatcher& watcher = SeizeWatcher::instance();
   const auto seize = watcher.begin(pid);
   const long r = ::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr);
-  const int err = errno;
+  int err = errno;
   watcher.end(seize);
+  // The kernel refuses to seize a thread that has already exited (a zombie
+  // awaiting its reaper) with EPERM, not ESRCH: a target killed between our
+  // listing its threads and seizing them is gone, not a permission we lack.
+  if (r != 0 && err == EPERM && has_exited(pid, tid)) err = ESRCH;
   errno = err;
   return r;
 }
