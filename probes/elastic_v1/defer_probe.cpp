@@ -311,7 +311,7 @@ class DeferProbe final : public Probe {
 
   // DEFER-01: sampled transactions are held, most certainly so.
   static Finding judge_transactions_deferred(const EnabledHolds& h, const SpanIndex& spans, const TimingBaseline& baseline) {
-    if (!h.judged) return not_applicable("DEFER-01", "no sampled transaction was exported while a delay tracecorr knows was in force");
+    if (!h.judged) return not_seen("DEFER-01", "no sampled transaction was exported while a delay tracecorr knows was in force");
     if (h.certainly_immediate * 2 >= h.judged)
       return violated("DEFER-01", std::to_string(h.certainly_immediate) + " of " + std::to_string(h.judged) +
                                       " transactions were exported without deferral",
@@ -341,7 +341,7 @@ class DeferProbe final : public Probe {
     }
     if (bad) return *bad;
     return windows ? met("DEFER-02", windows, std::to_string(windows) + " registrations' delays honoured" + spans.flags_note())
-                   : not_applicable("DEFER-02", "no transaction ended while a registration was in force");
+                   : not_seen("DEFER-02", "no transaction ended while a registration was in force");
   }
 
   // One registration's window: its transactions' median hold against its
@@ -632,7 +632,7 @@ class DeferProbe final : public Probe {
         missing_example = &t;
       }
     }
-    if (ended < scenario::kSmallQueueSize + 2) return not_applicable("DEFER-06", "too few transactions ended to fill the queue");
+    if (ended < scenario::kSmallQueueSize + 2) return not_seen("DEFER-06", "too few transactions ended to fill the queue");
     // Spans arriving when the session stopped the agent count too: an agent
     // forwards what it still holds when it shuts down. A transaction never
     // exported at all was dropped -- unless the agent exported nothing

@@ -171,7 +171,7 @@ class MsgProbe final : public Probe {
         }
       }
     }
-    if (proven.empty()) return not_applicable("MSG-02", "no span ended while a registration was in force");
+    if (proven.empty()) return not_seen("MSG-02", "no span ended while a registration was in force");
     // The rule is "both minors": one accepted minor proves nothing about the
     // other (an agent that discards minor 1 accepts minor 2), so half is inconclusive.
     // (Attach mode runs no small-queue session: minor 2 is then seen only
@@ -184,7 +184,7 @@ class MsgProbe final : public Probe {
   }
 
   static Finding judge_reregistration(const SpanIndex& spans, const std::vector<RegistrationWindow>& windows) {
-    if (windows.size() < 2) return not_applicable("MSG-03", "fewer than two registrations could be judged");
+    if (windows.size() < 2) return not_seen("MSG-03", "fewer than two registrations could be judged");
     std::size_t judged = 0;
     bool adopts = adopts_host_ids(windows, spans);
     for (std::size_t i = 1; i < windows.size(); ++i) {
@@ -197,7 +197,7 @@ class MsgProbe final : public Probe {
         return violated("MSG-03", "registration #" + std::to_string(i + 1) + " (after a profiler restart) had no effect",
                         {registration_evidence(windows[i], e)});
     }
-    if (!judged) return not_applicable("MSG-03", "no span ended after a later registration");
+    if (!judged) return not_seen("MSG-03", "no span ended after a later registration");
     return met("MSG-03", judged, std::to_string(judged) + " later registration(s) each took effect");
   }
 

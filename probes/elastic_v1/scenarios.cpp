@@ -51,7 +51,16 @@ Correlation correlation_for(const TransactionKey& t, const StackTraceId& stack, 
 // registration (so they were exported under it), or when nothing was sent.
 constexpr std::size_t kWindowSpans = 5;
 constexpr Millis kWindowMargin{300};  // more than the judges' kMargin (150 ms)
+// The wait for those spans ends after kWindowPatience of the agent's own time
+// (wall minus its longest wait for a CPU: ActivityClock), never past
+// kWindowCeiling of wall time. A starved agent (its own autogroup beside a
+// busy session, a loaded CI machine) exports late, not never: 8 s of wall
+// time ended its windows empty, and the rules they judge went unjudged.
 constexpr Millis kWindowPatience{8000};
+constexpr Millis kWindowCeiling{30000};
+bool still_patient(const watch::ActivityClock& waited) {
+  return !waited.past_ceiling() && !waited.quiet_for(kWindowPatience);
+}
 bool exported_under_latest_registration(Session& s, Channel& ch) {
   auto regs = ch.registrations();
   if (regs.empty() || !regs.back().sent()) return true;
@@ -69,11 +78,12 @@ bool exported_under_latest_registration(Session& s, Channel& ch) {
       Millis(0));
 }
 
-// Sleeps for `at_least`, then on until exported_under_latest_registration, at most `at_most`.
-void sleep_until_exported(Session& s, Channel& ch, Millis at_least, Millis at_most) {
-  auto give_up = Clock::now() + at_most;
+// Sleeps for `at_least`, then on until exported_under_latest_registration, or
+// the agent's patience (still_patient, from before the sleep) runs out.
+void sleep_until_exported(Session& s, Channel& ch, Millis at_least) {
+  watch::ActivityClock waited(s.pid(), kWindowCeiling);
   s.sleep(at_least);
-  while (Clock::now() < give_up && !exported_under_latest_registration(s, ch)) s.sleep(50ms);
+  while (still_patient(waited) && !exported_under_latest_registration(s, ch)) s.sleep(50ms);
 }
 
 // A launched agent that died (the message battery crashes some) leaves
@@ -109,14 +119,14 @@ class CorrelationTraffic {
   }
 
   // Pumps for `at_least`, then on until spans exported under the latest
-  // registration have arrived (exported_under_latest_registration), at most
-  // `at_most` in all: an exporter that batches every 5 s (the OTel SDK
-  // default) or a starved agent otherwise leaves the registration's window
-  // without a span to judge it by.
-  void pump_until_exported(Millis at_least, Millis at_most, const std::string& requirement) {
-    auto give_up = Clock::now() + at_most;
+  // registration have arrived (exported_under_latest_registration), or the
+  // agent's patience (still_patient) runs out: an exporter that batches every
+  // 5 s (the OTel SDK default) or a starved agent otherwise leaves the
+  // registration's window without a span to judge it by.
+  void pump_until_exported(Millis at_least, const std::string& requirement) {
+    watch::ActivityClock waited(s_.pid(), kWindowCeiling);
     pump(at_least, requirement, true);
-    while (Clock::now() < give_up && !exported_under_latest_registration(s_, ch_) && !launched_target_died(s_))
+    while (still_patient(waited) && !exported_under_latest_registration(s_, ch_) && !launched_target_died(s_))
       pump(100ms, requirement, true, 1);
   }
 
@@ -437,21 +447,21 @@ Status run_enabled(Session& s, Channel& ch, const ScenarioOptions& o) {
   const bool battery_judged = o.judges("MSG-04") || o.judges("MSG-05") || o.judges("MSG-06") || o.judges("MSG-07");
   if (battery_judged)
     if (auto battery = fresh_transaction(s, traffic, 500ms)) send_message_battery(ch, *battery);
-  traffic.pump_until_exported(scaled(o, 800ms), kWindowPatience, "ATTR-04");
+  traffic.pump_until_exported(scaled(o, 800ms), "ATTR-04");
   if (launched_target_died(s)) return Ok{};
 
   ch.reconnect_socket();  // a profiler restart
   ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs,
                                    unique_host_id("tracecorr-host-2")),
                       "MSG-03");
-  traffic.pump_until_exported(scaled(o, 1100ms), kWindowPatience, "ATTR-04");
+  traffic.pump_until_exported(scaled(o, 1100ms), "ATTR-04");
 
   if (o.judges("MSG-07")) {
     auto long_host_id = unique_host_id("tracecorr-host-long");
     long_host_id.resize(scenario::kLongHostIdBytes, 'l');
     ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kSecondDelayMs, std::move(long_host_id)),
                         "MSG-07");
-    traffic.pump_until_exported(scaled(o, 700ms), kWindowPatience, "ATTR-04");
+    traffic.pump_until_exported(scaled(o, 700ms), "ATTR-04");
     send_boundary_registrations(ch);
   }
   if (launched_target_died(s)) return Ok{};
@@ -497,7 +507,7 @@ Status run_auto(Session& s, Channel& ch, const ScenarioOptions& o) {
   ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs,
                                    unique_host_id("tracecorr-host-auto")),
                       "CONF-02");
-  traffic.pump_until_exported(scaled(o, 900ms), kWindowPatience, "CONF-02");
+  traffic.pump_until_exported(scaled(o, 900ms), "CONF-02");
   drain(s, ch, 1500ms);
   return Ok{};
 }
@@ -508,7 +518,7 @@ Status run_small_queue(Session& s, Channel& ch, const ScenarioOptions& o) {
   ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kLongDelayMs,
                                    unique_host_id("tracecorr-host-queue"), 6),
                       "DEFER-06");
-  sleep_until_exported(s, ch, scaled(o, 1500ms), kWindowPatience);
+  sleep_until_exported(s, ch, scaled(o, 1500ms));
   return Ok{};
 }
 
@@ -584,7 +594,7 @@ Status run_own_host_id(Session& s, Channel& ch, const ScenarioOptions& o) {
   if (ch.can_send()) {
     ch.register_profiler(registration(elastic_v1::spec::kMsgRegistrationMinor, scenario::kFirstDelayMs, "tracecorr-other-host"),
                         "HOST-02");
-    sleep_until_exported(s, ch, scaled(o, 900ms), kWindowPatience);
+    sleep_until_exported(s, ch, scaled(o, 900ms));
   }
   s.sleep(600ms);
   return Ok{};

@@ -222,7 +222,7 @@ Finding invalidated(const Reads& r) {
     seen += "; " + std::to_string(untold) + " found a record valid past its span's end by less than " + ms_of(kWorkMargin) +
             " of the writer's own time, or by a time no look bounds";
   if (cleared_after + replaced_after == 0)
-    return not_applicable(id, "no read came after one of a thread's spans had ended (" + seen + ")");
+    return not_seen(id, "no read came after one of a thread's spans had ended (" + seen + ")");
   return met(id, running + cleared_after + replaced_after,
              "no record stayed valid more than " + ms_of(kWorkMargin) + " of its writer's own time past its span's end: " + seen);
 }

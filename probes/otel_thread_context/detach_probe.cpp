@@ -113,7 +113,7 @@ Finding judge_detach(const conform::SessionEvidence& session, const ThreadContex
     seen += "; " + std::to_string(untold) + " found it attached past its span's end by less than " +
             std::to_string(kDetachMargin.count() / 1000000) + " ms of the writer's own time, or by a time no read bounds";
   if (detached_after + replaced_after == 0)
-    return not_applicable(id, "no read came after one of a thread's spans had ended (" + seen + ")");
+    return not_seen(id, "no read came after one of a thread's spans had ended (" + seen + ")");
   return met(id, running + detached_after + replaced_after,
              "no record named a span that had ended (more than " + std::to_string(kDetachMargin.count() / 1000000) +
                  " ms of its writer's own time) before its thread was stopped: " + seen);

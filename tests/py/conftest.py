@@ -57,6 +57,10 @@ _OWN_BASETEMP = None
 SHARD_WEIGHTS = Path(__file__).with_name("shard_weights.json")
 DEFAULT_SHARD_WEIGHT_S = 5.0
 CPU_SUMMARY_LINES = 12
+# A quarantined test's failure is shown whole up to this many characters (its end: the assertion's message):
+# pytest hides an xfail's traceback, and each is a bug still to find.
+QUARANTINED_FAILURE_CHARS = 6000
+_quarantined_failures: list[tuple[str, str]] = []  # (nodeid, the end of its failure)
 _cpu_by_test: list[tuple[float, float, str]] = []  # (CPU seconds, wall seconds, nodeid)
 
 
@@ -208,6 +212,8 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    if hasattr(report, "wasxfail") and report.skipped and call.excinfo is not None:
+        _quarantined_failures.append((item.nodeid, str(report.longrepr)[-QUARANTINED_FAILURE_CHARS:]))
     if report.skipped and build_products.in_ci() and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2])
         if reason.startswith("Skipped: "):
@@ -218,6 +224,9 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter):
+    for nodeid, failure in _quarantined_failures:
+        terminalreporter.write_sep("-", f"quarantined failure (known_failures.txt): {nodeid}")
+        terminalreporter.write_line(failure)
     if _cpu_by_test:
         total = sum(cpu for cpu, _, _ in _cpu_by_test)
         terminalreporter.write_sep("=", f"CPU time: {total:.0f} s in {len(_cpu_by_test)} tests; the largest")

@@ -39,6 +39,12 @@ struct Finding {
   // Observations a Met rests on; the runner compares it with the probe's
   // minimum_evidence() and refuses a pass below it (enforce_evidence_minimum).
   std::size_t evidence_count = 0;
+  // NotApplicable only for want of what the rule needs happening while
+  // watched (no span ended in a registration's window), which a conforming
+  // target does given the CPU: not by the target's design. A conform run
+  // answers such a finding from a session whose target was starved of CPU
+  // with an error and the figures, never a silent skip (conform/probe.hpp).
+  bool for_want_of_events = false;
 };
 
 // How bad an outcome is (higher is worse), for keeping the worst of several
@@ -58,6 +64,8 @@ inline int severity(Finding::Outcome o) {
 Finding met(std::string id, std::size_t evidence_count, std::string reason, std::vector<Evidence> evidence = {});
 Finding violated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 Finding not_applicable(std::string id, std::string reason);
+// Not applicable for want of events (Finding::for_want_of_events).
+Finding not_seen(std::string id, std::string reason);
 Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 Finding tolerated(std::string id, std::string reason, std::vector<Evidence> evidence = {});
 // Evidence that is words only: what was expected and what was there.

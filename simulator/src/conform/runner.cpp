@@ -735,6 +735,10 @@ void judge_one(const SuitePlan& plan, const SuiteOutcome& outcome, const Finding
       r.verdict = Verdict::Error;
       r.reason = "session " + s + ": " + e->second + "; not judged (was: " + r.reason + ")";
     }
+  if (auto starved = starved_of_events(f, outcome.sessions, read); starved && r.verdict == Verdict::Skip) {
+    r.verdict = Verdict::Error;
+    r.reason = *starved;
+  }
   correct_timing(plan, outcome, read, r);
   if (r.verdict == Verdict::Fail) apply_level(r, plan.options.strict);
 }

@@ -13,6 +13,11 @@ Finding violated(std::string id, std::string reason, std::vector<Evidence> evide
 Finding not_applicable(std::string id, std::string reason) {
   return {std::move(id), Finding::Outcome::NotApplicable, std::move(reason), {}};
 }
+Finding not_seen(std::string id, std::string reason) {
+  Finding f = not_applicable(std::move(id), std::move(reason));
+  f.for_want_of_events = true;
+  return f;
+}
 Finding kit_error(std::string id, std::string reason, std::vector<Evidence> evidence) {
   return {std::move(id), Finding::Outcome::KitError, std::move(reason), std::move(evidence)};
 }

@@ -747,6 +747,29 @@ INSTANTIATE_TEST_SUITE_P(
                   Outcome::Violated, "do not carry its host-id"}),
     case_name);
 
+// A rule left unjudged because no span ended in its windows is not a skip
+// when the target was starved of CPU: the runner answers it with an error and
+// the figures (conform::starved_of_events). A skip by the agent's design is
+// left alone.
+TEST(UnseenWhenStarved, ARegistrationWindowWithoutSpansIsAnErrorWhenTheTargetWasStarved) {
+  SessionSet set;
+  registered({"host-a"}, {"host-a"})(set);
+  judge_tests::JudgeCase c{"OneRegistrationOnly", "MSG-03", registered({"host-a"}, {"host-a"}), Outcome::NotApplicable, ""};
+  const Finding unseen = judge_tests::judge_one(c);
+  ASSERT_EQ(unseen.outcome, Outcome::NotApplicable) << unseen.reason;
+  EXPECT_TRUE(unseen.for_want_of_events) << unseen.reason;
+  const std::vector<std::string> read{kEnabledSession};
+  EXPECT_EQ(conform::starved_of_events(unseen, set, read), std::nullopt) << "not starved: a skip, as before";
+  auto starved = *set.find(kEnabledSession);
+  starved.run_queue_wait = conform::RunQueueWait{4, 9000, 2600, 4000};  // 4 threads waited 9 s of 16 s
+  set.add(starved);
+  auto reason = conform::starved_of_events(unseen, set, read);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("fewer than two registrations could be judged"), std::string::npos) << *reason;
+  EXPECT_NE(reason->find("session " + std::string(kEnabledSession) + " whose target was starved"), std::string::npos) << *reason;
+  EXPECT_NE(reason->find("4 target threads waited 9000 ms in run queues"), std::string::npos) << *reason;
+}
+
 // ---- the small queue: DEFER-07, CONF-05; CONF-04 -------------------------
 
 // The small-queue session: a registration read at t0, then `transactions`

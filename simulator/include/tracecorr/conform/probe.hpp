@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,5 +98,12 @@ class SessionFactsProbe : public Probe {
 // The verdict an outcome becomes before the level and expectations apply
 // (a violated SHOULD becomes a warning later, in the runner).
 Verdict verdict_of(Finding::Outcome outcome);
+
+// A finding not applicable for want of events (Finding::for_want_of_events)
+// whose requirement reads a session (of `read`) whose target was starved of
+// CPU (RunQueueWait::starved): the reason for the error conform answers
+// instead, naming that session and its figures. nullopt otherwise.
+std::optional<std::string> starved_of_events(const Finding& finding, const SessionSet& sessions,
+                                             const std::vector<std::string>& read);
 
 }  // namespace tracecorr::conform
