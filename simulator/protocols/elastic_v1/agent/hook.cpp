@@ -225,17 +225,25 @@ bool ElasticPart::examine(pid_t pid, bool explicit_pid) {
     return true;
   }
   if (!process_exists(pid)) return false;
+  // Who the process is, read before what it maps: an exec while the library
+  // is looked for then leaves the old identity, and the next rescan retires
+  // the process as exec'd. Read after, it named the new image, and the old
+  // image's library, storage and TLS offset were kept for it.
+  const std::uint64_t start_time = process_start_time(pid);
+  std::string identity = exec_identity(pid);
   auto found = discover_process(pid, discovery_, cache_);
   if (!found) {
     if (explicit_pid) notice("pid " + std::to_string(pid) + ": " + found.error().message());
     return false;
   }
   if (!found->has_value()) return false;  // no agent library mapped (yet): another protocol's, or looked at again
+  // An identity unread (its auxv mid-exec) would let no exec be noticed: examined again at the next rescan.
+  if (identity.empty()) return false;
   ElasticProcess p;
   p.pid = pid;
   p.delivery = deliverer_.open(pid);
-  p.start_time = process_start_time(pid);
-  p.exec_identity = exec_identity(pid);
+  p.start_time = start_time;
+  p.exec_identity = std::move(identity);
   p.explicit_pid = explicit_pid;
   p.library = std::move(**found);
   auto [it, inserted] = processes_.emplace(pid, std::move(p));
