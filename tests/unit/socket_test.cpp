@@ -250,6 +250,9 @@ TEST(TcpPeer, TheClientSocketAndItsProcessAreFound) {
   // Held by the client, not by us (our accepted socket is another inode).
   EXPECT_EQ(holder_of_socket(*inode, {::getpid(), client.pid()}), std::optional<pid_t>(client.pid()));
   EXPECT_EQ(holder_of_socket(*inode, {::getpid()}), std::nullopt);
+  // Looked for among every process of the host, within a bound of descriptors (work, not time).
+  EXPECT_EQ(host_holder_of_socket(*inode, kMaxFdsLookedAt), std::optional<pid_t>(client.pid()));
+  EXPECT_EQ(host_holder_of_socket(*inode, 0), std::nullopt);
   struct stat ours {};
   ASSERT_EQ(::fstat(server.accepted.get(), &ours), 0);
   EXPECT_NE(*inode, static_cast<std::uint64_t>(ours.st_ino));

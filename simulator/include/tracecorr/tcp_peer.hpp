@@ -73,5 +73,9 @@ Expected<TcpPeerSocket> tcp_peer_socket_from_proc(pid_t proc_net_of, const socka
 inline constexpr std::size_t kMaxFdsLookedAt = 65536;
 std::optional<pid_t> holder_of_socket(std::uint64_t inode, const std::vector<pid_t>& pids,
                                       std::size_t max_fds_per_process = kMaxFdsLookedAt);
+// Which process of the host holds it, looking at `max_fds` descriptors in all
+// at most: a bound of work, not of time, so that a loaded machine names the
+// same holder as an idle one. nullopt: none found within it.
+std::optional<pid_t> host_holder_of_socket(std::uint64_t inode, std::size_t max_fds);
 
 }  // namespace tracecorr

@@ -34,11 +34,13 @@ std::uint64_t socket_inode_of_link(std::string_view text) {
   return ec == std::errc() && p == text.data() + text.size() - 1 ? inode : 0;
 }
 
-bool process_holds_socket(pid_t pid, std::uint64_t inode, std::size_t max_fds) {
+// Whether `pid` holds the socket, looking at no more descriptors than
+// `budget` allows (what it looked at is taken from it).
+bool process_holds_socket(pid_t pid, std::uint64_t inode, std::size_t& budget) {
   const std::string fd_dir = process_dir(pid) + "/fd";
-  std::size_t looked = 0;
   for (int fd : numbered_entries(fd_dir)) {
-    if (looked++ == max_fds) break;
+    if (budget == 0) break;
+    --budget;
     char link[64];
     ssize_t n = ::readlink((fd_dir + "/" + std::to_string(fd)).c_str(), link, sizeof link);
     if (n > 0 && socket_inode_of_link(std::string_view(link, static_cast<std::size_t>(n))) == inode) return true;
@@ -254,7 +256,17 @@ std::string tcp_state_name(int state) {
 std::optional<pid_t> holder_of_socket(std::uint64_t inode, const std::vector<pid_t>& pids, std::size_t max_fds) {
   if (inode == 0) return std::nullopt;
   for (pid_t pid : pids)
-    if (process_holds_socket(pid, inode, max_fds)) return pid;
+    if (std::size_t budget = max_fds; process_holds_socket(pid, inode, budget)) return pid;
+  return std::nullopt;
+}
+
+std::optional<pid_t> host_holder_of_socket(std::uint64_t inode, std::size_t max_fds) {
+  if (inode == 0) return std::nullopt;
+  std::size_t budget = max_fds;
+  for (int pid : numbered_entries("/proc")) {
+    if (budget == 0) break;
+    if (process_holds_socket(pid, inode, budget)) return pid;
+  }
   return std::nullopt;
 }
 
