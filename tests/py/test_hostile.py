@@ -373,7 +373,7 @@ def test_exec_retires_the_process_in_the_agent(tmp_path):
     with Target("--socket", tmp_path / "a.sock", "--exec-after", 1500) as t:
         r = tracecorr("agent", "--pid", t.pid, "--duration", "3", "--reader", "ptrace", "--json", "-")
         assert r.returncode == 0, r.stderr
-        assert "exec'd another program" in r.stderr
+        assert "exec'd another program" in r.stderr, "the exec went unnoticed:\n" + r.stderr + "\n" + r.stdout[-3000:]
 
 
 # ---- (4) output that cannot be forged ---------------------------------------------------------
